@@ -1,0 +1,79 @@
+//! A protocol client: connect to a pod's socket, read events, send methods.
+//!
+//! Used by every front end in this crate (`pod send`, `status`, `stop`, the
+//! TUI). It is deliberately thin: the protocol is the API.
+
+use std::path::{Path, PathBuf};
+
+use futures::{SinkExt, StreamExt};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::UnixStream;
+use tokio_util::codec::{FramedRead, FramedWrite, LinesCodec};
+
+use crate::protocol::{Event, Request};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("no pod is listening on {}: {source}", path.display())]
+    Connect {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("connection to the pod failed: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the pod sent a frame that is not a valid event: {0}")]
+    BadEvent(String),
+}
+
+/// The reading half: yields events in the pod's order.
+pub struct EventStream {
+    frames: FramedRead<OwnedReadHalf, LinesCodec>,
+}
+
+/// The writing half: sends methods.
+pub struct RequestSink {
+    frames: FramedWrite<OwnedWriteHalf, LinesCodec>,
+}
+
+/// Connects to the pod listening on `socket`.
+pub async fn connect(socket: &Path) -> Result<(EventStream, RequestSink), ClientError> {
+    let stream = UnixStream::connect(socket)
+        .await
+        .map_err(|source| ClientError::Connect {
+            path: socket.to_owned(),
+            source,
+        })?;
+    let (read, write) = stream.into_split();
+    Ok((
+        EventStream {
+            frames: FramedRead::new(read, LinesCodec::new()),
+        },
+        RequestSink {
+            frames: FramedWrite::new(write, LinesCodec::new()),
+        },
+    ))
+}
+
+impl EventStream {
+    /// The next event, or `None` when the pod closed the connection.
+    pub async fn next(&mut self) -> Option<Result<Event, ClientError>> {
+        let line = match self.frames.next().await? {
+            Ok(line) => line,
+            Err(e) => return Some(Err(ClientError::BadEvent(e.to_string()))),
+        };
+        Some(
+            serde_json::from_str(&line)
+                .map_err(|e| ClientError::BadEvent(format!("{e}: {line:.200}"))),
+        )
+    }
+}
+
+impl RequestSink {
+    pub async fn send(&mut self, request: &Request) -> Result<(), ClientError> {
+        let frame = request.to_frame();
+        self.frames
+            .send(frame.trim_end_matches('\n'))
+            .await
+            .map_err(|e| ClientError::Io(std::io::Error::other(e.to_string())))
+    }
+}

@@ -1,0 +1,248 @@
+//! Client → pod methods, and the parsing that turns a raw frame into one.
+//!
+//! Parsing happens in two steps so that every failure gets the right error
+//! code: first the frame must be a UTF-8 JSON object with a string `type`
+//! (`bad_frame`), then the type must be known (`unknown_method`), then its
+//! fields must fit (`invalid_params`). The `request_id` is read before any of
+//! that can fail beyond `bad_frame`, so errors echo it whenever possible.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use super::{ErrorCode, Segment};
+
+/// A method with the `request_id` every method may carry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    pub request_id: Option<String>,
+    pub method: Method,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Method {
+    Run {
+        segments: Vec<Segment>,
+    },
+    Notify {
+        message: String,
+    },
+    Cancel,
+    Pause,
+    Resume,
+    Compact,
+    Shutdown,
+    ListCompletions {
+        kind: CompletionKind,
+        prefix: String,
+    },
+    GetSession {
+        session_id: Uuid,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompletionKind {
+    File,
+}
+
+const METHOD_TYPES: &[&str] = &[
+    "run",
+    "notify",
+    "cancel",
+    "pause",
+    "resume",
+    "compact",
+    "shutdown",
+    "list_completions",
+    "get_session",
+];
+
+/// Why a frame could not become a [`Request`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrameError {
+    pub code: ErrorCode,
+    pub message: String,
+    pub request_id: Option<String>,
+}
+
+impl Request {
+    pub fn new(method: Method) -> Self {
+        Self {
+            request_id: None,
+            method,
+        }
+    }
+
+    pub fn with_id(method: Method, request_id: impl Into<String>) -> Self {
+        Self {
+            request_id: Some(request_id.into()),
+            method,
+        }
+    }
+
+    /// Parses one frame (without its trailing newline).
+    pub fn parse(frame: &[u8]) -> Result<Request, FrameError> {
+        let fail = |code, message: String, request_id| FrameError {
+            code,
+            message,
+            request_id,
+        };
+        let text = std::str::from_utf8(frame).map_err(|e| {
+            fail(
+                ErrorCode::BadFrame,
+                format!("frame is not valid UTF-8 ({e}); send one UTF-8 JSON object per line"),
+                None,
+            )
+        })?;
+        let mut object: Map<String, Value> = match serde_json::from_str(text) {
+            Ok(Value::Object(o)) => o,
+            Ok(_) => {
+                return Err(fail(
+                    ErrorCode::BadFrame,
+                    "frame is JSON but not an object; every frame is an object with a \"type\""
+                        .into(),
+                    None,
+                ))
+            }
+            Err(e) => {
+                return Err(fail(
+                    ErrorCode::BadFrame,
+                    format!("frame is not valid JSON: {e}"),
+                    None,
+                ))
+            }
+        };
+        let request_id = match object.remove("request_id") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s),
+            Some(_) => {
+                return Err(fail(
+                    ErrorCode::InvalidParams,
+                    "`request_id` must be a string".into(),
+                    None,
+                ))
+            }
+        };
+        let kind = match object.get("type") {
+            Some(Value::String(k)) => k.clone(),
+            _ => {
+                return Err(fail(
+                    ErrorCode::BadFrame,
+                    "frame has no string \"type\" field".into(),
+                    request_id,
+                ))
+            }
+        };
+        if !METHOD_TYPES.contains(&kind.as_str()) {
+            return Err(fail(
+                ErrorCode::UnknownMethod,
+                format!(
+                    "unknown method {kind:?}; known: {}",
+                    METHOD_TYPES.join(", ")
+                ),
+                request_id,
+            ));
+        }
+        match serde_json::from_value::<Method>(Value::Object(object)) {
+            Ok(method) => Ok(Request { request_id, method }),
+            Err(e) => Err(fail(
+                ErrorCode::InvalidParams,
+                format!("invalid `{kind}`: {e}"),
+                request_id,
+            )),
+        }
+    }
+
+    /// The frame for this request, newline-terminated.
+    pub fn to_frame(&self) -> String {
+        let mut value = serde_json::to_value(&self.method).unwrap_or(Value::Null);
+        if let (Value::Object(o), Some(id)) = (&mut value, &self.request_id) {
+            o.insert("request_id".into(), Value::String(id.clone()));
+        }
+        let mut frame = value.to_string();
+        frame.push('\n');
+        frame
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(v: Value) -> Result<Request, FrameError> {
+        Request::parse(v.to_string().as_bytes())
+    }
+
+    #[test]
+    fn every_method_round_trips() {
+        let methods = [
+            Method::Run {
+                segments: vec![Segment::text("hi"), Segment::paste(1, "a\nb")],
+            },
+            Method::Notify {
+                message: "ci is green".into(),
+            },
+            Method::Cancel,
+            Method::Pause,
+            Method::Resume,
+            Method::Compact,
+            Method::Shutdown,
+            Method::ListCompletions {
+                kind: CompletionKind::File,
+                prefix: "src/".into(),
+            },
+            Method::GetSession {
+                session_id: Uuid::new_v4(),
+            },
+        ];
+        for method in methods {
+            for req in [Request::new(method.clone()), Request::with_id(method, "r1")] {
+                let frame = req.to_frame();
+                assert!(frame.ends_with('\n'));
+                assert_eq!(Request::parse(frame.trim_end().as_bytes()), Ok(req));
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored() {
+        let req = parse(json!({"type":"cancel","request_id":"x","future":true})).unwrap();
+        assert_eq!(req.method, Method::Cancel);
+        assert_eq!(req.request_id.as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn error_codes_follow_the_contract() {
+        let code = |r: Result<Request, FrameError>| r.unwrap_err().code;
+        assert_eq!(code(Request::parse(b"not json")), ErrorCode::BadFrame);
+        assert_eq!(code(Request::parse(b"[1,2]")), ErrorCode::BadFrame);
+        assert_eq!(code(Request::parse(b"\xff\xfe{}")), ErrorCode::BadFrame);
+        assert_eq!(code(parse(json!({"no":"type"}))), ErrorCode::BadFrame);
+        assert_eq!(code(parse(json!({"type":"fly"}))), ErrorCode::UnknownMethod);
+        assert_eq!(code(parse(json!({"type":"run"}))), ErrorCode::InvalidParams);
+        assert_eq!(
+            code(parse(json!({"type":"run","segments":"hi"}))),
+            ErrorCode::InvalidParams
+        );
+        assert_eq!(
+            code(parse(json!({"type":"run","segments":[{"type":"text"}]}))),
+            ErrorCode::InvalidParams
+        );
+        assert_eq!(
+            code(parse(json!({"type":"get_session","session_id":"nope"}))),
+            ErrorCode::InvalidParams
+        );
+    }
+
+    #[test]
+    fn errors_echo_the_request_id() {
+        let err = parse(json!({"type":"fly","request_id":"abc"})).unwrap_err();
+        assert_eq!(err.request_id.as_deref(), Some("abc"));
+        let err = parse(json!({"type":"notify","request_id":"q"})).unwrap_err();
+        assert_eq!(err.request_id.as_deref(), Some("q"));
+    }
+}
