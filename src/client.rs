@@ -14,7 +14,7 @@ use crate::protocol::{Event, Request};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("no pod is listening on {}: {source}", path.display())]
+    #[error("no pod is listening on {}", path.display())]
     Connect {
         path: PathBuf,
         source: std::io::Error,
@@ -57,14 +57,19 @@ pub async fn connect(socket: &Path) -> Result<(EventStream, RequestSink), Client
 impl EventStream {
     /// The next event, or `None` when the pod closed the connection.
     pub async fn next(&mut self) -> Option<Result<Event, ClientError>> {
+        Some(self.next_frame().await?.map(|(_, event)| event))
+    }
+
+    /// The next event with the frame it was parsed from.
+    pub async fn next_frame(&mut self) -> Option<Result<(String, Event), ClientError>> {
         let line = match self.frames.next().await? {
             Ok(line) => line,
             Err(e) => return Some(Err(ClientError::BadEvent(e.to_string()))),
         };
-        Some(
-            serde_json::from_str(&line)
-                .map_err(|e| ClientError::BadEvent(format!("{e}: {line:.200}"))),
-        )
+        Some(match serde_json::from_str(&line) {
+            Ok(event) => Ok((line, event)),
+            Err(e) => Err(ClientError::BadEvent(format!("{e}: {line:.200}"))),
+        })
     }
 }
 

@@ -26,7 +26,7 @@ pub fn check(segments: &[Segment], workspace: &Workspace) -> Result<(), InputErr
 }
 
 /// The text the model reads for these segments.
-pub fn flatten(segments: &[Segment], _workspace: &Workspace) -> String {
+pub fn flatten(segments: &[Segment], _workspace: &Workspace, _resolvers: &Resolvers) -> String {
     let mut out = String::new();
     for segment in segments {
         match segment.view() {
@@ -38,4 +38,31 @@ pub fn flatten(segments: &[Segment], _workspace: &Workspace) -> String {
         }
     }
     out
+}
+
+/// Looks up a knowledge entry or workflow by slug.
+pub trait Resolver: Send + Sync {
+    fn resolve(&self, slug: &str) -> Option<String>;
+}
+
+pub struct Resolvers {
+    pub knowledge: Box<dyn Resolver>,
+    pub workflows: Box<dyn Resolver>,
+}
+
+struct Nothing;
+
+impl Resolver for Nothing {
+    fn resolve(&self, _: &str) -> Option<String> {
+        None
+    }
+}
+
+impl Resolvers {
+    pub fn for_workspace(_workspace: &Workspace) -> Self {
+        Self {
+            knowledge: Box::new(Nothing),
+            workflows: Box::new(Nothing),
+        }
+    }
 }

@@ -1,13 +1,18 @@
 //! pod: a single-binary LLM agent pod.
 //!
-//! `docs/architecture.md` is the map: the session log is the single source of
-//! truth, actors in [`pod`] serialise every change to it, and every client
-//! (the TUI in [`tui`], `pod send`, third parties) is a projection of it.
+//! `docs/architecture.md` is the map: the session log ([`store`]) is the
+//! single source of truth, the actors in [`pod`] serialise every change to it,
+//! and every client (`pod send`, the TUI, third parties) is a projection of it
+//! over the [`protocol`].
 
+pub mod cli;
 pub mod client;
+pub mod context;
 pub mod input;
+pub mod pod;
 pub mod protocol;
 pub mod provider;
+pub mod store;
 pub mod tokens;
 pub mod tools;
 pub mod workspace;

@@ -90,4 +90,9 @@ impl Workspace {
         }
         Ok(real)
     }
+
+    /// Workspace paths starting with `prefix` (stub until the tools land).
+    pub fn completions(&self, _prefix: &str, _limit: usize) -> Vec<String> {
+        Vec::new()
+    }
 }

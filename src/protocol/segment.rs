@@ -102,6 +102,9 @@ impl Segment {
     }
 }
 
+/// A required field and the check its value must pass.
+type FieldCheck = fn(&Value) -> bool;
+
 impl TryFrom<Map<String, Value>> for Segment {
     type Error = String;
 
@@ -111,7 +114,7 @@ impl TryFrom<Map<String, Value>> for Segment {
             Some(_) => return Err("segment field `type` must be a string".into()),
             None => return Err("segment is missing its `type` field".into()),
         };
-        let required: &[(&str, fn(&Value) -> bool)] = match kind {
+        let required: &[(&str, FieldCheck)] = match kind {
             "text" => &[("text", Value::is_string)],
             "paste" => &[("id", Value::is_u64), ("text", Value::is_string)],
             "file_ref" => &[("path", Value::is_string)],

@@ -1,0 +1,169 @@
+//! The command line, as `shared/spec/cli.md` fixes it.
+//!
+//! Every flag also reads an environment variable (`--data-dir` ↔
+//! `POD_DATA_DIR`, …) and the config file `$XDG_CONFIG_HOME/pod/config.toml`;
+//! precedence is flag, then environment, then file, then default. The file's
+//! values are installed as clap defaults (see [`with_config_file`]), so clap
+//! itself applies that precedence.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "pod", version, about = "A single-binary LLM agent pod.", long_about = None)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    /// Without a subcommand: attach to the pod, starting it when none runs.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Args)]
+pub struct Global {
+    /// The pod's name: one pod, one socket, one current session per name.
+    #[arg(long, global = true, env = "POD_NAME", default_value = "default")]
+    pub name: String,
+    /// Where session logs and pod state live [default: $XDG_DATA_HOME/pod].
+    #[arg(long, global = true, env = "POD_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// The pod's socket [default: $XDG_RUNTIME_DIR/pod/NAME.sock, else /tmp/pod-$UID/NAME.sock].
+    #[arg(long, global = true, env = "POD_SOCKET", value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// The directory tools and @ file refs work in [default: the current directory].
+    #[arg(long, global = true, env = "POD_WORKSPACE", value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the pod in the foreground until `shutdown`, SIGINT or SIGTERM.
+    Serve(ServeArgs),
+    /// The terminal UI. Ctrl+D or /quit detaches; the pod keeps running.
+    Attach,
+    /// Send one message and print the reply as it streams.
+    Send(SendArgs),
+    /// Is the pod up; its state, session and model.
+    Status {
+        /// Print the pod's greeting and status as JSON.
+        #[arg(long, env = "POD_JSON")]
+        json: bool,
+    },
+    /// Print a session log readably (the pod's current session by default).
+    Log(LogArgs),
+    /// Stop the pod cleanly.
+    Stop,
+    /// List pods with a live socket.
+    List,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// offline | script | openai | anthropic [default: anthropic if ANTHROPIC_API_KEY is set,
+    /// else openai if OPENAI_API_KEY or --base-url is set, else offline].
+    #[arg(long, env = "POD_PROVIDER")]
+    pub provider: Option<crate::provider::ProviderKind>,
+    /// The model name [default: the provider's].
+    #[arg(long, env = "POD_MODEL")]
+    pub model: Option<String>,
+    /// The API's base URL (openai: ends with the version, e.g. http://localhost:11434/v1;
+    /// anthropic: stops before it).
+    #[arg(long, env = "POD_BASE_URL", value_name = "URL")]
+    pub base_url: Option<String>,
+    /// The script the `script` provider replays (see docs/providers.md).
+    #[arg(long, env = "POD_SCRIPT", value_name = "FILE")]
+    pub script: Option<PathBuf>,
+    /// Start a new session instead of resuming the current one.
+    #[arg(long, env = "POD_NEW_SESSION")]
+    pub new_session: bool,
+    /// The model's context window, in tokens.
+    #[arg(
+        long,
+        env = "POD_CONTEXT_WINDOW",
+        default_value_t = 128_000,
+        value_name = "TOKENS"
+    )]
+    pub context_window: u64,
+    /// Compact when the context passes this fraction of the window.
+    #[arg(long, env = "POD_COMPACT_AT", default_value_t = 0.8, value_name = "FRACTION",
+          value_parser = parse_fraction)]
+    pub compact_at: f64,
+    /// Model calls per turn before it ends with `max_steps`.
+    #[arg(long, env = "POD_MAX_STEPS", default_value_t = 50)]
+    pub max_steps: usize,
+    /// The longest frame a client may send.
+    #[arg(long, env = "POD_MAX_FRAME_BYTES", default_value_t = 8 * 1024 * 1024)]
+    pub max_frame_bytes: usize,
+    /// Bytes that may queue for a slow client before it is disconnected as lagged.
+    #[arg(long, env = "POD_MAX_CLIENT_LAG_BYTES", default_value_t = 16 * 1024 * 1024)]
+    pub max_client_lag_bytes: usize,
+    /// Seconds a `bash` tool call may run.
+    #[arg(
+        long,
+        env = "POD_BASH_TIMEOUT",
+        default_value_t = 120,
+        value_name = "SECONDS"
+    )]
+    pub bash_timeout: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// The message; `-` reads it from stdin.
+    #[arg(long, env = "POD_TEXT")]
+    pub text: String,
+    /// Attach a file (workspace-relative) as a file_ref segment; repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub file: Vec<String>,
+    /// Print every received frame as one JSON line instead.
+    #[arg(long, env = "POD_JSON")]
+    pub json: bool,
+    /// Return once the run is accepted.
+    #[arg(long)]
+    pub no_wait: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// The session id [default: the pod's current session].
+    pub session: Option<uuid::Uuid>,
+    /// Print the raw JSON lines.
+    #[arg(long, env = "POD_JSON")]
+    pub json: bool,
+    /// Also print the sessions this one was compacted from, oldest first.
+    #[arg(long)]
+    pub chain: bool,
+}
+
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if v > 0.0 && v <= 1.0 {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not a fraction in (0, 1]"))
+    }
+}
+
+/// The command with the config file's values installed as defaults.
+pub fn with_config_file(mut cmd: clap::Command, table: &toml::Table) -> clap::Command {
+    for (key, value) in table {
+        let long = key.replace('_', "-");
+        let value = match value {
+            toml::Value::String(s) => s.clone(),
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Float(f) => f.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            _ => continue,
+        };
+        let set = |arg: clap::Arg| {
+            if arg.get_long() == Some(long.as_str()) {
+                arg.default_value(value.clone())
+            } else {
+                arg
+            }
+        };
+        cmd = cmd.mut_args(set).mut_subcommands(|sub| sub.mut_args(set));
+    }
+    cmd
+}

@@ -1,0 +1,141 @@
+//! `pod log`: a session log, readably. Reads the files directly, so it works
+//! whether or not the pod is running.
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use uuid::Uuid;
+
+use super::args::LogArgs;
+use super::Paths;
+use crate::protocol::{AssistantItem, LogEntry, SegmentView};
+use crate::store::{log_file, pointer, LogFile};
+
+pub fn run(name: &str, paths: &Paths, args: LogArgs) -> anyhow::Result<ExitCode> {
+    let sessions = paths.data_dir.join("sessions");
+    let session = match args.session {
+        Some(id) => id,
+        None => {
+            let ptr = pointer::path(&paths.data_dir.join("pods"), name);
+            pointer::read(&ptr)?
+                .with_context(|| format!("pod {name:?} has no session yet ({})", ptr.display()))?
+                .session_id
+        }
+    };
+    let mut chain = vec![session];
+    if args.chain {
+        while let Some(earlier) = compacted_from(&sessions, chain[chain.len() - 1])? {
+            chain.push(earlier);
+        }
+        chain.reverse();
+    }
+    let mut out = std::io::stdout().lock();
+    for id in chain {
+        let recovered = log_file::read_lines(&LogFile::path_for(&sessions, id))?;
+        print_session(&mut out, id, &recovered, args.json)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn compacted_from(sessions: &std::path::Path, id: Uuid) -> anyhow::Result<Option<Uuid>> {
+    let recovered = log_file::read_lines(&LogFile::path_for(sessions, id))?;
+    Ok(match recovered.entries.first() {
+        Some(LogEntry::SessionStart { compacted_from, .. }) => *compacted_from,
+        _ => None,
+    })
+}
+
+fn print_session(
+    out: &mut impl std::io::Write,
+    id: Uuid,
+    recovered: &crate::store::Recovered,
+    json: bool,
+) -> std::io::Result<()> {
+    if json {
+        for line in &recovered.lines {
+            out.write_all(line)?;
+            out.write_all(b"\n")?;
+        }
+        return Ok(());
+    }
+    writeln!(out, "── session {id}")?;
+    for (seq, entry) in recovered.entries.iter().enumerate() {
+        writeln!(out, "{seq:>5}  {}", describe(entry))?;
+    }
+    Ok(())
+}
+
+/// One readable line (or a few) per entry.
+fn describe(entry: &LogEntry) -> String {
+    match entry {
+        LogEntry::SessionStart {
+            created_at,
+            compacted_from,
+            ..
+        } => match compacted_from {
+            Some(from) => format!("session start {created_at}, compacted from {from}"),
+            None => format!("session start {created_at}"),
+        },
+        LogEntry::UserInput { segments, .. } => {
+            let parts: Vec<String> = segments
+                .iter()
+                .map(|s| match s.view() {
+                    SegmentView::Text { text } => text.to_owned(),
+                    SegmentView::Paste { id, text } => format!(
+                        "[Clipboard #{id} | {} chars, {} lines]",
+                        text.chars().count(),
+                        text.lines().count()
+                    ),
+                    SegmentView::FileRef { path } => format!("@{path}"),
+                    SegmentView::KnowledgeRef { slug } => format!("#{slug}"),
+                    SegmentView::WorkflowInvoke { slug, args } => format!("/{slug} {args}"),
+                    SegmentView::Unknown { kind } => format!("[unknown input: kind={kind}]"),
+                })
+                .collect();
+            format!("user       {}", parts.join(" "))
+        }
+        LogEntry::AssistantItems { items } => items
+            .iter()
+            .map(|item| match item {
+                AssistantItem::Text { text } => format!("assistant  {text}"),
+                AssistantItem::Reasoning { text } => format!("reasoning  {text}"),
+                AssistantItem::ToolCall {
+                    name, arguments, ..
+                } => format!("tool call  {name} {arguments}"),
+            })
+            .collect::<Vec<_>>()
+            .join("\n       "),
+        LogEntry::ToolResults { results } => results
+            .iter()
+            .map(|r| {
+                let first = r.output.lines().next().unwrap_or("");
+                let lines = r.output.lines().count();
+                let mark = if r.is_error {
+                    "tool error "
+                } else {
+                    "tool result"
+                };
+                format!("{mark} {first} ({lines} lines)")
+            })
+            .collect::<Vec<_>>()
+            .join("\n       "),
+        LogEntry::HookInjectedItems { items } => items
+            .iter()
+            .map(|i| format!("[{}] {}", i.source, i.text))
+            .collect::<Vec<_>>()
+            .join("\n       "),
+        LogEntry::TurnEnd { reason, usage } => {
+            let reason = serde_json::to_string(reason).unwrap_or_default();
+            match usage {
+                Some(u) => format!(
+                    "turn end   {} ({} in / {} out tokens)",
+                    reason.trim_matches('"'),
+                    u.input_tokens,
+                    u.output_tokens
+                ),
+                None => format!("turn end   {}", reason.trim_matches('"')),
+            }
+        }
+        LogEntry::Unknown => "(unknown entry)".into(),
+    }
+}

@@ -1,0 +1,35 @@
+//! The `pod` command's front ends: each subcommand in its own module.
+
+pub mod args;
+mod log;
+mod paths;
+mod send;
+mod serve;
+mod status;
+
+pub use args::{Cli, Command};
+pub use paths::Paths;
+
+use std::process::ExitCode;
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let paths = Paths::resolve(&cli.global)?;
+    match cli.command {
+        Some(Command::Serve(args)) => serve::run(&cli.global.name, &paths, args),
+        Some(Command::Send(args)) => send::run(&paths, args),
+        Some(Command::Status { json }) => status::status(&paths, json),
+        Some(Command::Stop) => status::stop(&paths),
+        Some(Command::List) => status::list(&paths),
+        Some(Command::Log(args)) => log::run(&cli.global.name, &paths, args),
+        Some(Command::Attach) => serve::attach(&cli.global.name, &paths, false),
+        None => serve::attach(&cli.global.name, &paths, true),
+    }
+}
+
+/// A current-thread tokio runtime for the client commands.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}

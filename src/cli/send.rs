@@ -1,0 +1,107 @@
+//! `pod send`: one message, the reply streamed to stdout.
+
+use std::io::{Read, Write};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+
+use super::args::SendArgs;
+use super::Paths;
+use crate::client;
+use crate::protocol::{Event, LogEntry, Method, Request, Segment, TurnEndReason};
+
+pub fn run(paths: &Paths, args: SendArgs) -> anyhow::Result<ExitCode> {
+    let text = if args.text == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("cannot read the message from stdin")?;
+        text
+    } else {
+        args.text
+    };
+    let mut segments = vec![Segment::text(text)];
+    segments.extend(args.file.into_iter().map(Segment::file_ref));
+    super::runtime()?.block_on(send(paths, segments, args.json, args.no_wait))
+}
+
+async fn send(
+    paths: &Paths,
+    segments: Vec<Segment>,
+    json: bool,
+    no_wait: bool,
+) -> anyhow::Result<ExitCode> {
+    let (mut events, mut sink) = client::connect(&paths.socket).await?;
+    let request_id = format!("send-{}", std::process::id());
+    sink.send(&Request::with_id(
+        Method::Run { segments },
+        request_id.clone(),
+    ))
+    .await?;
+    let mut stdout = std::io::stdout().lock();
+    let mut ours = false;
+    let mut ends_with_newline = true;
+    while let Some(frame) = events.next_frame().await {
+        let (line, event) = frame?;
+        if json {
+            writeln!(stdout, "{line}")?;
+            stdout.flush()?;
+        }
+        match event {
+            Event::Response(r) if r.request_id.as_deref() == Some(&request_id) && no_wait => {
+                return Ok(ExitCode::SUCCESS);
+            }
+            Event::Error {
+                request_id: Some(id),
+                message,
+                ..
+            } if id == request_id => {
+                eprintln!("pod: the run was refused: {message}");
+                return Ok(ExitCode::FAILURE);
+            }
+            Event::TurnStart {
+                request_id: Some(id),
+                ..
+            } if id == request_id => ours = true,
+            Event::TextDelta { text } if ours && !json => {
+                write!(stdout, "{text}")?;
+                stdout.flush()?;
+                ends_with_newline = text.ends_with('\n');
+            }
+            Event::Error { message, .. } if ours => eprintln!("pod: {message}"),
+            Event::Entry {
+                entry: LogEntry::TurnEnd { reason, .. },
+                ..
+            } if ours => {
+                if !json && !ends_with_newline {
+                    writeln!(stdout)?;
+                }
+                return Ok(match reason {
+                    TurnEndReason::Completed => ExitCode::SUCCESS,
+                    other => {
+                        eprintln!("pod: the turn ended: {}", reason_name(other));
+                        ExitCode::FAILURE
+                    }
+                });
+            }
+            Event::Shutdown { reason } => {
+                anyhow::bail!("the pod shut down before the turn ended ({reason})")
+            }
+            _ => {}
+        }
+    }
+    anyhow::bail!(
+        "the pod at {} closed the connection before the turn ended",
+        paths.socket.display()
+    )
+}
+
+fn reason_name(reason: TurnEndReason) -> &'static str {
+    match reason {
+        TurnEndReason::Completed => "completed",
+        TurnEndReason::Cancelled => "cancelled",
+        TurnEndReason::Error => "error",
+        TurnEndReason::MaxSteps => "max_steps",
+        TurnEndReason::Interrupted => "interrupted",
+    }
+}

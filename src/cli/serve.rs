@@ -1,0 +1,109 @@
+//! `pod serve`, and `pod` / `pod attach`, which start one when needed.
+
+use std::process::{ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+
+use super::args::ServeArgs;
+use super::Paths;
+use crate::pod::{ConnectionLimits, ServeConfig, Thresholds};
+use crate::provider::{self, ProviderConfig};
+use crate::tools::ToolLimits;
+
+pub fn run(name: &str, paths: &Paths, args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let provider = provider::build(&ProviderConfig {
+        kind: args.provider,
+        model: args.model,
+        base_url: args.base_url,
+        script: args.script,
+        openai_api_key: std::env::var("OPENAI_API_KEY")
+            .ok()
+            .filter(|k| !k.is_empty()),
+        anthropic_api_key: std::env::var("ANTHROPIC_API_KEY")
+            .ok()
+            .filter(|k| !k.is_empty()),
+    })
+    .map_err(anyhow::Error::msg)?;
+    crate::pod::serve(ServeConfig {
+        name: name.to_owned(),
+        data_dir: paths.data_dir.clone(),
+        socket: paths.socket.clone(),
+        workspace: paths.workspace.clone(),
+        provider,
+        new_session: args.new_session,
+        max_steps: args.max_steps.max(1),
+        thresholds: Thresholds {
+            context_window: args.context_window,
+            compact_at: args.compact_at,
+        },
+        limits: ConnectionLimits {
+            max_frame_bytes: args.max_frame_bytes,
+            max_client_lag_bytes: args.max_client_lag_bytes,
+        },
+        tools: ToolLimits {
+            bash_timeout: Duration::from_secs(args.bash_timeout),
+            ..ToolLimits::default()
+        },
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Attaches the TUI; with `start`, first starts a pod in the background when
+/// none is listening.
+pub fn attach(name: &str, paths: &Paths, start: bool) -> anyhow::Result<ExitCode> {
+    if start && std::os::unix::net::UnixStream::connect(&paths.socket).is_err() {
+        start_background(name, paths)?;
+    }
+    super::status::status(paths, false)
+}
+
+/// Starts `pod serve` detached from this terminal, its output in
+/// `<data-dir>/pods/NAME.log`, and waits until it listens.
+fn start_background(name: &str, paths: &Paths) -> anyhow::Result<()> {
+    use std::os::unix::process::CommandExt;
+    let log_dir = paths.data_dir.join("pods");
+    std::fs::create_dir_all(&log_dir)
+        .with_context(|| format!("cannot create {}", log_dir.display()))?;
+    let log_path = log_dir.join(format!("{name}.log"));
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .with_context(|| format!("cannot open {}", log_path.display()))?;
+    let exe = std::env::current_exe().context("cannot find the pod executable")?;
+    let mut child = std::process::Command::new(exe)
+        .arg("serve")
+        .arg("--name")
+        .arg(name)
+        .arg("--data-dir")
+        .arg(&paths.data_dir)
+        .arg("--socket")
+        .arg(&paths.socket)
+        .arg("--workspace")
+        .arg(&paths.workspace)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .context("cannot start `pod serve`")?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if std::os::unix::net::UnixStream::connect(&paths.socket).is_ok() {
+            return Ok(());
+        }
+        if let Some(status) = child.try_wait()? {
+            anyhow::bail!(
+                "`pod serve` exited ({status}) before listening; see {}",
+                log_path.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    anyhow::bail!(
+        "`pod serve` did not start listening on {} within 10 s; see {}",
+        paths.socket.display(),
+        log_path.display()
+    )
+}

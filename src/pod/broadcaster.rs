@@ -1,0 +1,222 @@
+//! The `Broadcaster` actor: fans every event out to every connection, in one
+//! order, and remembers what a newly attached client must be told.
+//!
+//! All frames for all connections pass through this actor's mailbox, so every
+//! connection sees the same order: the pod's. Two facts make snapshot +
+//! suffix gapless:
+//! - `SessionLog` sends [`Register`] from inside its own mailbox order, after
+//!   publishing every entry its snapshot holds and before publishing any it
+//!   does not; actix delivers one sender's messages in order, so the
+//!   registration lands between exactly those entries here as well.
+//! - The worker sends a block's hints before asking `SessionLog` to commit
+//!   the block, and waits for that commit before streaming the next block, so
+//!   here a block's hints always precede its [`Published::Entry`]. The
+//!   `in_flight` of a snapshot is therefore exactly what the hints before it
+//!   built, and any entry clears it.
+
+use std::collections::HashMap;
+
+use actix::prelude::*;
+use bytes::Bytes;
+use uuid::Uuid;
+
+use super::frames;
+use super::outbox::Outbox;
+use crate::protocol::{Event, Greeting, InFlight, PodState, Status, Usage};
+
+pub type ConnId = u64;
+
+pub struct Broadcaster {
+    connections: HashMap<ConnId, Outbox>,
+    greeting: Greeting,
+    status: Status,
+    in_flight: Option<InFlight>,
+}
+
+impl Broadcaster {
+    pub fn new(greeting: Greeting) -> Self {
+        Self {
+            connections: HashMap::new(),
+            greeting,
+            status: Status {
+                state: PodState::Idle,
+                queued: 0,
+            },
+            in_flight: None,
+        }
+    }
+
+    fn fan_out(&mut self, frame: Bytes) {
+        self.connections
+            .retain(|_, outbox| outbox.push(frame.clone()));
+    }
+
+    fn track_hint(&mut self, event: &Event) {
+        match event {
+            Event::TextDelta { text } => match &mut self.in_flight {
+                Some(InFlight::Text { text: so_far }) => so_far.push_str(text),
+                _ => self.in_flight = Some(InFlight::Text { text: text.clone() }),
+            },
+            Event::ReasoningDelta { text } => match &mut self.in_flight {
+                Some(InFlight::Reasoning { text: so_far }) => so_far.push_str(text),
+                _ => self.in_flight = Some(InFlight::Reasoning { text: text.clone() }),
+            },
+            Event::ToolCallStart { call_id, name } => {
+                self.in_flight = Some(InFlight::ToolCall {
+                    call_id: call_id.clone(),
+                    name: name.clone(),
+                    arguments_so_far: String::new(),
+                })
+            }
+            Event::ToolCallArgsDelta { call_id, delta } => {
+                if let Some(InFlight::ToolCall {
+                    call_id: current,
+                    arguments_so_far,
+                    ..
+                }) = &mut self.in_flight
+                {
+                    if current == call_id {
+                        arguments_so_far.push_str(delta);
+                    }
+                }
+            }
+            Event::TurnStart { .. } => self.in_flight = None,
+            _ => {}
+        }
+    }
+}
+
+impl Actor for Broadcaster {
+    type Context = Context<Self>;
+}
+
+/// Attach a connection: send it its snapshot and everything after.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Register {
+    pub id: ConnId,
+    pub outbox: Outbox,
+    pub session_id: Uuid,
+    /// The snapshot's `entries` array, already encoded.
+    pub entries: Bytes,
+}
+
+impl Handler<Register> for Broadcaster {
+    type Result = ();
+
+    fn handle(&mut self, msg: Register, _: &mut Context<Self>) {
+        let frame = frames::snapshot_frame(
+            &self.greeting,
+            self.status,
+            msg.session_id,
+            &msg.entries,
+            self.in_flight.as_ref(),
+        );
+        if msg.outbox.push(frame) {
+            self.connections.insert(msg.id, msg.outbox);
+        }
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Unregister(pub ConnId);
+
+impl Handler<Unregister> for Broadcaster {
+    type Result = ();
+
+    fn handle(&mut self, msg: Unregister, _: &mut Context<Self>) {
+        if let Some(outbox) = self.connections.remove(&msg.0) {
+            outbox.close();
+        }
+    }
+}
+
+/// Something every connection must see.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub enum Published {
+    /// A durable log entry (only `SessionLog` sends these).
+    Entry {
+        session_id: Uuid,
+        line: Bytes,
+    },
+    /// The pod moved to a new session (compaction); sent by `SessionLog`
+    /// immediately before the new session's first entry.
+    SessionSwitched {
+        new_session_id: Uuid,
+        tokens_before: u64,
+        tokens_after: u64,
+    },
+    /// A streaming hint or any other event.
+    Event(Box<Event>),
+    Status(Status),
+    Usage(Usage),
+}
+
+impl Handler<Published> for Broadcaster {
+    type Result = ();
+
+    fn handle(&mut self, msg: Published, _: &mut Context<Self>) {
+        let frame = match msg {
+            Published::Entry { session_id, line } => {
+                self.in_flight = None;
+                frames::entry_frame(session_id, &line)
+            }
+            Published::SessionSwitched {
+                new_session_id,
+                tokens_before,
+                tokens_after,
+            } => {
+                self.greeting.session_id = new_session_id;
+                Event::CompactDone {
+                    new_session_id,
+                    tokens_before,
+                    tokens_after,
+                }
+                .to_frame()
+            }
+            Published::Event(event) => {
+                self.track_hint(&event);
+                event.to_frame()
+            }
+            Published::Status(status) => {
+                if status == self.status {
+                    return;
+                }
+                self.status = status;
+                Event::Status(status).to_frame()
+            }
+            Published::Usage(usage) => Event::Usage(usage).to_frame(),
+        };
+        self.fan_out(frame);
+    }
+}
+
+/// Say goodbye to every client and close their connections; resolves when
+/// every queued frame has been written (or its client given up on).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Shutdown {
+    pub reason: String,
+}
+
+impl Handler<Shutdown> for Broadcaster {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, msg: Shutdown, _: &mut Context<Self>) -> Self::Result {
+        self.fan_out(Event::Shutdown { reason: msg.reason }.to_frame());
+        let outboxes: Vec<Outbox> = self.connections.drain().map(|(_, o)| o).collect();
+        for outbox in &outboxes {
+            outbox.close();
+        }
+        Box::pin(async move {
+            for outbox in outboxes {
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+                while outbox.queued_bytes() > 0 && std::time::Instant::now() < deadline {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+            }
+        })
+    }
+}

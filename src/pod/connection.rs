@@ -1,0 +1,217 @@
+//! The `Connection` actor: one per attached client.
+//!
+//! It reads frames, turns each into a method for the right actor, and answers
+//! what concerns this client alone (`response`, frame errors) through its own
+//! outbox. It never writes to the socket itself: everything goes through the
+//! outbox, so its frames and the broadcaster's share one ordered stream.
+//! Nothing a client sends can end the connection or reach another client:
+//! a bad frame gets an `error` here and is otherwise dropped.
+
+use actix::prelude::*;
+use tokio::net::unix::OwnedReadHalf;
+use tokio::net::UnixStream;
+use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, Decoder, FramedRead};
+
+use super::broadcaster::{ConnId, Unregister};
+use super::outbox::Outbox;
+use super::session_log::{GetSession, SessionLookupError, Subscribe};
+use super::worker;
+use super::Hub;
+use crate::protocol::{ErrorCode, Event, Method, Request, Response};
+
+pub struct Connection {
+    id: ConnId,
+    outbox: Outbox,
+    hub: Hub,
+    /// Taken in `started`, where the actor can attach it as a stream.
+    reader: Option<FramedRead<OwnedReadHalf, FrameDecoder>>,
+}
+
+impl Connection {
+    /// Splits the socket: the write half goes to an outbox writer task, the
+    /// read half becomes this actor's input stream.
+    pub fn start(id: ConnId, stream: UnixStream, hub: Hub) -> Addr<Connection> {
+        let (read, write) = stream.into_split();
+        let (outbox, drain) = Outbox::new(hub.config.max_client_lag_bytes);
+        actix::spawn(drain.run(write));
+        let reader = FramedRead::new(read, FrameDecoder::new(hub.config.max_frame_bytes));
+        Connection {
+            id,
+            outbox,
+            hub,
+            reader: Some(reader),
+        }
+        .start()
+    }
+
+    fn reply(&self, event: Event) {
+        self.outbox.push_event(&event);
+    }
+
+    fn error(&self, code: ErrorCode, message: impl Into<String>, request_id: Option<String>) {
+        self.reply(Event::error(code, message, request_id));
+    }
+
+    fn handle_request(&mut self, request: Request, ctx: &mut Context<Self>) {
+        let Request { request_id, method } = request;
+        let client = worker::Client {
+            outbox: self.outbox.clone(),
+            request_id: request_id.clone(),
+        };
+        let worker = &self.hub.worker;
+        match method {
+            Method::Run { segments } => worker.do_send(worker::Run { segments, client }),
+            Method::Notify { message } => worker.do_send(worker::Notify { message, client }),
+            Method::Cancel => worker.do_send(worker::Control::Cancel(client)),
+            Method::Pause => worker.do_send(worker::Control::Pause(client)),
+            Method::Resume => worker.do_send(worker::Control::Resume(client)),
+            Method::Compact => worker.do_send(worker::Control::Compact(client)),
+            Method::Shutdown => worker.do_send(worker::Control::Shutdown(client)),
+            Method::ListCompletions { prefix, .. } => {
+                let completions = self.hub.workspace.completions(&prefix, 200);
+                self.reply(Event::Response(Response {
+                    request_id,
+                    completions: Some(completions),
+                    ..Response::default()
+                }));
+            }
+            Method::GetSession { session_id } => {
+                let outbox = self.outbox.clone();
+                self.hub
+                    .session_log
+                    .send(GetSession(session_id))
+                    .into_actor(self)
+                    .map(move |result, _, _| {
+                        let frame = match result {
+                            Ok(Ok(entries)) => super::frames::session_response(
+                                request_id.as_deref(),
+                                session_id,
+                                &entries,
+                            ),
+                            Ok(Err(e @ SessionLookupError::NotFound(_))) => {
+                                Event::error(ErrorCode::SessionNotFound, e.to_string(), request_id)
+                                    .to_frame()
+                            }
+                            Ok(Err(e)) => {
+                                Event::error(ErrorCode::StorageError, e.to_string(), request_id)
+                                    .to_frame()
+                            }
+                            Err(e) => Event::error(
+                                ErrorCode::ShuttingDown,
+                                format!("the pod is stopping: {e}"),
+                                request_id,
+                            )
+                            .to_frame(),
+                        };
+                        outbox.push(frame);
+                    })
+                    .spawn(ctx);
+            }
+        }
+    }
+}
+
+impl Actor for Connection {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        if let Some(reader) = self.reader.take() {
+            ctx.add_stream(reader);
+        }
+        self.hub.session_log.do_send(Subscribe {
+            id: self.id,
+            outbox: self.outbox.clone(),
+        });
+        // Stop reading when the outbox closes (lag, shutdown, socket error).
+        let outbox = self.outbox.clone();
+        async move { outbox.closed().await }
+            .into_actor(self)
+            .map(|(), _, ctx| ctx.stop())
+            .spawn(ctx);
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        self.hub.broadcaster.do_send(Unregister(self.id));
+        self.outbox.close();
+    }
+}
+
+impl StreamHandler<Result<Inbound, std::io::Error>> for Connection {
+    fn handle(&mut self, item: Result<Inbound, std::io::Error>, ctx: &mut Context<Self>) {
+        match item {
+            Ok(Inbound::Frame(line)) => match Request::parse(&line) {
+                Ok(request) => self.handle_request(request, ctx),
+                Err(e) => self.error(e.code, e.message, e.request_id),
+            },
+            Ok(Inbound::TooLong) => self.error(
+                ErrorCode::FrameTooLarge,
+                format!(
+                    "frame longer than {} bytes was skipped",
+                    self.hub.config.max_frame_bytes
+                ),
+                None,
+            ),
+            // The peer reset or the socket broke: nobody else hears of it.
+            Err(_) => ctx.stop(),
+        }
+    }
+
+    fn finished(&mut self, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+/// One inbound frame, or the fact that one was too long and skipped.
+pub enum Inbound {
+    Frame(bytes::Bytes),
+    TooLong,
+}
+
+/// Newline framing with a length limit that, unlike the codec it wraps,
+/// reports an oversized frame as an item instead of an error (a
+/// `FramedRead` ends its stream after any error) and leaves UTF-8 checking to
+/// the protocol parser, which answers it with `bad_frame`.
+pub struct FrameDecoder {
+    inner: AnyDelimiterCodec,
+}
+
+impl FrameDecoder {
+    pub fn new(max_frame_bytes: usize) -> Self {
+        Self {
+            inner: AnyDelimiterCodec::new_with_max_length(
+                b"\n".to_vec(),
+                Vec::new(),
+                max_frame_bytes,
+            ),
+        }
+    }
+}
+
+impl Decoder for FrameDecoder {
+    type Item = Inbound;
+    type Error = std::io::Error;
+
+    fn decode(&mut self, src: &mut bytes::BytesMut) -> Result<Option<Inbound>, std::io::Error> {
+        loop {
+            return match self.inner.decode(src) {
+                Ok(Some(frame)) if frame.iter().all(u8::is_ascii_whitespace) => continue,
+                Ok(Some(frame)) => Ok(Some(Inbound::Frame(frame))),
+                Ok(None) => Ok(None),
+                Err(AnyDelimiterCodecError::MaxChunkLengthExceeded) => Ok(Some(Inbound::TooLong)),
+                Err(AnyDelimiterCodecError::Io(e)) => Err(e),
+            };
+        }
+    }
+
+    fn decode_eof(&mut self, src: &mut bytes::BytesMut) -> Result<Option<Inbound>, std::io::Error> {
+        match self.decode(src)? {
+            Some(frame) => Ok(Some(frame)),
+            None if src.is_empty() => Ok(None),
+            // A last frame without its newline: treat it as a frame.
+            None => {
+                let rest = src.split();
+                Ok(Some(Inbound::Frame(rest.freeze())))
+            }
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! Fault injection for tests, driven by the `POD_FAULT` environment variable.
+//!
+//! Durability claims are only worth what their failure tests show, and some
+//! failures (a full disk, a crash between two steps of a compaction) cannot be
+//! caused from outside at the right instant. `POD_FAULT` is a comma-separated
+//! list of:
+//! - `fail_writes_after=N`: every session-log write after the first N fails
+//!   with an I/O error, as on a full disk;
+//! - `crash_at=STEP`: the process kills itself with SIGKILL when compaction
+//!   reaches STEP (`summarised`, `new_session_partial`, `new_session_written`,
+//!   `pointer_moved`).
+//!
+//! Unset (the normal case) it costs one branch per write.
+
+use std::cell::Cell;
+
+#[derive(Debug, Default)]
+pub struct Faults {
+    fail_writes_after: Option<u64>,
+    writes: Cell<u64>,
+    crash_at: Option<String>,
+}
+
+impl Faults {
+    /// Reads `POD_FAULT`; an unparseable value is an error, so a test never
+    /// silently runs without the fault it asked for.
+    pub fn from_env() -> anyhow::Result<Faults> {
+        let mut faults = Faults::default();
+        let Ok(spec) = std::env::var("POD_FAULT") else {
+            return Ok(faults);
+        };
+        for item in spec.split(',').filter(|s| !s.is_empty()) {
+            match item.split_once('=') {
+                Some(("fail_writes_after", n)) => {
+                    faults.fail_writes_after = Some(n.parse().map_err(|_| {
+                        anyhow::anyhow!("POD_FAULT: fail_writes_after needs a number, got {n:?}")
+                    })?)
+                }
+                Some(("crash_at", step)) => faults.crash_at = Some(step.to_owned()),
+                _ => anyhow::bail!("POD_FAULT: unknown fault {item:?}"),
+            }
+        }
+        Ok(faults)
+    }
+
+    pub fn before_write(&self) -> std::io::Result<()> {
+        let n = self.writes.get() + 1;
+        self.writes.set(n);
+        match self.fail_writes_after {
+            Some(limit) if n > limit => Err(std::io::Error::other(
+                "injected write failure (POD_FAULT fail_writes_after)",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn compaction_step(&self, step: &str) {
+        if self.crash_at.as_deref() == Some(step) {
+            tracing::warn!("POD_FAULT: crashing at compaction step {step}");
+            let _ = rustix::process::kill_process(
+                rustix::process::getpid(),
+                rustix::process::Signal::Kill,
+            );
+        }
+    }
+}

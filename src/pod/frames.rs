@@ -1,0 +1,139 @@
+//! Building `snapshot` and `entry` frames from the log lines' own bytes.
+//!
+//! The mirror keeps every entry as the exact bytes written to disk. An
+//! `entry` frame is that line with `"type"` and `"session_id"` spliced in
+//! front, and a snapshot's `entries` array is the lines joined by commas: no
+//! entry is re-serialised on attach, so attach cost is a memcpy of what is
+//! sent (see `docs/performance.md`).
+
+use bytes::{BufMut, Bytes, BytesMut};
+use uuid::Uuid;
+
+use crate::protocol::{Greeting, InFlight, Status, PROTOCOL_VERSION};
+
+/// `{"seq":N,"entry":{...}}` → `{"type":"entry","session_id":"…","seq":N,"entry":{...}}\n`.
+/// Lines always start with `{"seq":` (the store guarantees it).
+pub fn entry_frame(session_id: Uuid, line: &[u8]) -> Bytes {
+    let mut buf = BytesMut::with_capacity(line.len() + 64);
+    buf.put_slice(b"{\"type\":\"entry\",\"session_id\":\"");
+    buf.put_slice(
+        session_id
+            .hyphenated()
+            .encode_lower(&mut Uuid::encode_buffer())
+            .as_bytes(),
+    );
+    buf.put_slice(b"\",");
+    buf.put_slice(&line[1..]);
+    buf.put_u8(b'\n');
+    buf.freeze()
+}
+
+/// The lines as a JSON array.
+pub fn entries_array(lines: &[Bytes]) -> Bytes {
+    let total: usize = lines.iter().map(|l| l.len() + 1).sum();
+    let mut buf = BytesMut::with_capacity(total + 2);
+    buf.put_u8(b'[');
+    for (i, line) in lines.iter().enumerate() {
+        if i > 0 {
+            buf.put_u8(b',');
+        }
+        buf.put_slice(line);
+    }
+    buf.put_u8(b']');
+    buf.freeze()
+}
+
+/// The first frame of every connection.
+pub fn snapshot_frame(
+    greeting: &Greeting,
+    status: Status,
+    session_id: Uuid,
+    entries_array: &[u8],
+    in_flight: Option<&InFlight>,
+) -> Bytes {
+    let head = format!(
+        "{{\"type\":\"snapshot\",\"protocol_version\":{PROTOCOL_VERSION},\"greeting\":{},\
+         \"status\":{},\"session_id\":\"{session_id}\",\"entries\":",
+        json(greeting),
+        json(&status),
+    );
+    let tail = format!(",\"in_flight\":{}}}\n", json(&in_flight));
+    let mut buf = BytesMut::with_capacity(head.len() + entries_array.len() + tail.len());
+    buf.put_slice(head.as_bytes());
+    buf.put_slice(entries_array);
+    buf.put_slice(tail.as_bytes());
+    buf.freeze()
+}
+
+/// The `response` to `get_session`, with the session's lines spliced in.
+pub fn session_response(request_id: Option<&str>, session_id: Uuid, entries_array: &[u8]) -> Bytes {
+    let head = format!(
+        "{{\"type\":\"response\",\"request_id\":{},\"session_id\":\"{session_id}\",\"entries\":",
+        json(&request_id)
+    );
+    let mut buf = BytesMut::with_capacity(head.len() + entries_array.len() + 2);
+    buf.put_slice(head.as_bytes());
+    buf.put_slice(entries_array);
+    buf.put_slice(b"}\n");
+    buf.freeze()
+}
+
+fn json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "null".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Event, LogEntry, LogLine, PodState};
+
+    #[test]
+    fn spliced_frames_parse_as_events() {
+        let id = Uuid::new_v4();
+        let line = serde_json::to_vec(&LogLine {
+            seq: 0,
+            entry: LogEntry::SessionStart {
+                session_id: id,
+                created_at: LogEntry::now(),
+                compacted_from: None,
+                forked_from: None,
+            },
+        })
+        .unwrap();
+        let frame = entry_frame(id, &line);
+        let event: Event = serde_json::from_slice(&frame).unwrap();
+        assert!(matches!(event, Event::Entry { seq: 0, session_id, .. } if session_id == id));
+
+        let greeting = Greeting {
+            pod: "p".into(),
+            version: "0".into(),
+            session_id: id,
+            provider: "offline".into(),
+            model: "offline".into(),
+            workspace: "/".into(),
+            pid: 1,
+        };
+        let status = Status {
+            state: PodState::Idle,
+            queued: 0,
+        };
+        let lines = [Bytes::from(line.clone()), Bytes::from(line)];
+        let in_flight = InFlight::Text {
+            text: "so far".into(),
+        };
+        let frame = snapshot_frame(
+            &greeting,
+            status,
+            id,
+            &entries_array(&lines),
+            Some(&in_flight),
+        );
+        let Event::Snapshot(snapshot) = serde_json::from_slice(&frame).unwrap() else {
+            panic!("not a snapshot")
+        };
+        assert_eq!(snapshot.entries.len(), 2);
+        assert_eq!(snapshot.in_flight, Some(in_flight));
+        let empty = snapshot_frame(&greeting, status, id, &entries_array(&[]), None);
+        assert!(serde_json::from_slice::<Event>(&empty).is_ok());
+    }
+}

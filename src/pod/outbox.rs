@@ -1,0 +1,206 @@
+//! A connection's bounded outbound queue and the task that drains it.
+//!
+//! Producers (the broadcaster, the connection itself) push already-encoded
+//! frames; they never wait on a socket, so a client that stops reading cannot
+//! slow anyone else. The writer task coalesces whatever is pending into one
+//! `write` per wake-up, which is what lets one delta reach hundreds of clients
+//! at a high rate. If more than `limit` bytes pile up the client is *lagged*:
+//! the queue is dropped, it gets an `error` with code `lagged` (when its
+//! socket still takes it) and the connection is closed, so that it reconnects
+//! and gets a fresh snapshot — never silently skipped forward.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::protocol::{ErrorCode, Event};
+
+/// How long a lagged client gets to take its `lagged` error before the socket
+/// is dropped anyway.
+const LAGGED_GRACE: Duration = Duration::from_secs(2);
+
+#[derive(Clone)]
+pub struct Outbox {
+    tx: mpsc::UnboundedSender<Bytes>,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    queued: AtomicUsize,
+    limit: usize,
+    lagged: AtomicBool,
+    /// Fired when the outbox is closed (lag, shutdown, client gone).
+    closed: CancellationToken,
+}
+
+impl Outbox {
+    /// Creates an outbox and the writer task's end of it.
+    pub fn new(limit: usize) -> (Outbox, Drain) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            queued: AtomicUsize::new(0),
+            limit,
+            lagged: AtomicBool::new(false),
+            closed: CancellationToken::new(),
+        });
+        (
+            Outbox {
+                tx,
+                shared: shared.clone(),
+            },
+            Drain { rx, shared },
+        )
+    }
+
+    /// Queues a frame. Returns false when the connection is gone or lagged;
+    /// the caller should forget it.
+    pub fn push(&self, frame: Bytes) -> bool {
+        if self.shared.closed.is_cancelled() {
+            return false;
+        }
+        let len = frame.len();
+        let before = self.shared.queued.fetch_add(len, Ordering::AcqRel);
+        // A frame larger than the limit is still accepted into an empty
+        // queue: a big snapshot or entry is not lag.
+        if before > 0 && before + len > self.shared.limit {
+            self.shared.queued.fetch_sub(len, Ordering::AcqRel);
+            self.shared.lagged.store(true, Ordering::Release);
+            self.shared.closed.cancel();
+            return false;
+        }
+        if self.tx.send(frame).is_err() {
+            self.shared.queued.fetch_sub(len, Ordering::AcqRel);
+            return false;
+        }
+        true
+    }
+
+    pub fn push_event(&self, event: &Event) -> bool {
+        self.push(event.to_frame())
+    }
+
+    /// Stops the connection: the writer flushes what is queued, then closes.
+    pub fn close(&self) {
+        self.shared.closed.cancel();
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.is_cancelled()
+    }
+
+    /// Resolves once the outbox is closed.
+    pub async fn closed(&self) {
+        self.shared.closed.cancelled().await
+    }
+
+    /// Bytes queued and not yet written.
+    pub fn queued_bytes(&self) -> usize {
+        self.shared.queued.load(Ordering::Acquire)
+    }
+}
+
+/// The writer task's end of an outbox.
+pub struct Drain {
+    rx: mpsc::UnboundedReceiver<Bytes>,
+    shared: Arc<Shared>,
+}
+
+impl Drain {
+    /// Writes frames until the outbox closes or the socket fails. On a normal
+    /// close everything already queued is flushed first.
+    pub async fn run<W: tokio::io::AsyncWrite + Unpin>(mut self, mut writer: W) {
+        let mut batch: Vec<Bytes> = Vec::with_capacity(64);
+        let mut buf = BytesMut::new();
+        loop {
+            let closing = tokio::select! {
+                biased;
+                _ = self.shared.closed.cancelled() => true,
+                n = self.rx.recv_many(&mut batch, 1024) => {
+                    if n == 0 {
+                        break;
+                    }
+                    false
+                }
+            };
+            if closing {
+                self.finish(&mut writer, &mut batch).await;
+                return;
+            }
+            // A client that stopped reading blocks this write; once the
+            // outbox is closed (lag, shutdown) it gets a grace period, then
+            // the socket is dropped.
+            let written = tokio::select! {
+                ok = self.write_batch(&mut writer, &mut batch, &mut buf) => ok,
+                _ = async {
+                    self.shared.closed.cancelled().await;
+                    tokio::time::sleep(LAGGED_GRACE).await;
+                } => false,
+            };
+            if !written {
+                self.shared.closed.cancel();
+                return;
+            }
+        }
+        let _ = writer.shutdown().await;
+    }
+
+    async fn write_batch<W: tokio::io::AsyncWrite + Unpin>(
+        &self,
+        writer: &mut W,
+        batch: &mut Vec<Bytes>,
+        buf: &mut BytesMut,
+    ) -> bool {
+        let total: usize = batch.iter().map(Bytes::len).sum();
+        let result = if batch.len() == 1 {
+            writer.write_all(&batch[0]).await
+        } else {
+            buf.clear();
+            for frame in batch.iter() {
+                buf.extend_from_slice(frame);
+            }
+            writer.write_all(buf).await
+        };
+        batch.clear();
+        self.shared.queued.fetch_sub(total, Ordering::AcqRel);
+        result.is_ok()
+    }
+
+    /// The outbox was closed: flush what is queued (or, for a lagged client,
+    /// drop it and say why), then close the socket.
+    async fn finish<W: tokio::io::AsyncWrite + Unpin>(
+        &mut self,
+        writer: &mut W,
+        batch: &mut Vec<Bytes>,
+    ) {
+        self.rx.close();
+        batch.clear();
+        let lagged = self.shared.lagged.load(Ordering::Acquire);
+        if !lagged {
+            while let Ok(frame) = self.rx.try_recv() {
+                batch.push(frame);
+            }
+        }
+        if lagged {
+            batch.push(
+                Event::error(
+                    ErrorCode::Lagged,
+                    "this client fell too far behind and was disconnected; reconnect for a \
+                     fresh snapshot",
+                    None,
+                )
+                .to_frame(),
+            );
+        }
+        let mut buf = BytesMut::new();
+        let flush = async {
+            self.write_batch(writer, batch, &mut buf).await;
+            let _ = writer.shutdown().await;
+        };
+        let _ = tokio::time::timeout(LAGGED_GRACE, flush).await;
+    }
+}

@@ -1,0 +1,277 @@
+//! `pod serve`: recover the session, start the actors, accept clients.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use actix::prelude::*;
+use anyhow::{bail, Context as _};
+use tokio::net::{UnixListener, UnixStream};
+use uuid::Uuid;
+
+use super::broadcaster::Broadcaster;
+use super::compactor::{Compactor, Thresholds};
+use super::connection::Connection;
+use super::fault::Faults;
+use super::session_log::{Dirs, SessionLog};
+use super::worker::{Stop, Worker, WorkerConfig};
+use super::{ConnectionLimits, Hub};
+use crate::context::Conversation;
+use crate::protocol::{Greeting, LogEntry, LogLine};
+use crate::provider::Provider;
+use crate::store::{pointer, LogFile};
+use crate::tools::{ToolLimits, Toolbox};
+use crate::workspace::Workspace;
+
+pub struct ServeConfig {
+    pub name: String,
+    pub data_dir: PathBuf,
+    pub socket: PathBuf,
+    pub workspace: PathBuf,
+    pub provider: Arc<dyn Provider>,
+    pub new_session: bool,
+    pub max_steps: usize,
+    pub thresholds: Thresholds,
+    pub limits: ConnectionLimits,
+    pub tools: ToolLimits,
+}
+
+/// Runs the pod until it is told to stop. Blocks the calling thread.
+pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
+    let faults = Faults::from_env()?;
+    let workspace = Workspace::new(&config.workspace).with_context(|| {
+        format!(
+            "workspace {} is not a usable directory",
+            config.workspace.display()
+        )
+    })?;
+    let sessions_dir = config.data_dir.join("sessions");
+    let pods_dir = config.data_dir.join("pods");
+    for dir in [&sessions_dir, &pods_dir] {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create data directory {}", dir.display()))?;
+    }
+    prepare_socket_path(&config.socket)?;
+    let pointer_path = pointer::path(&pods_dir, &config.name);
+    let (file, session_id, recovered) =
+        open_session(&sessions_dir, &pointer_path, config.new_session)?;
+    eprintln!(
+        "pod {:?}: session {session_id} ({} entries), provider {} (model {}), socket {}",
+        config.name,
+        recovered.lines.len(),
+        config.provider.name(),
+        config.provider.model(),
+        config.socket.display()
+    );
+
+    let system = actix_rt::System::new();
+    let socket = config.socket.clone();
+    let result = system.block_on(async move {
+        let listener = bind(&config.socket)?;
+        let greeting = Greeting {
+            pod: config.name.clone(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            session_id,
+            provider: config.provider.name().into(),
+            model: config.provider.model().into(),
+            workspace: workspace.root().display().to_string(),
+            pid: std::process::id(),
+        };
+        let broadcaster = Broadcaster::new(greeting).start();
+        let log_arbiter = actix_rt::Arbiter::new();
+        let dirs = Dirs {
+            sessions: sessions_dir,
+            pointer: pointer_path,
+        };
+        let mirror = recovered.lines;
+        let log_broadcaster = broadcaster.clone();
+        let session_log = SessionLog::start_in_arbiter(&log_arbiter.handle(), move |_| {
+            SessionLog::new(file, session_id, mirror, log_broadcaster, dirs, faults)
+        });
+        let compactor = Compactor::new(config.provider.clone()).start();
+        let toolbox = Arc::new(Toolbox::new(workspace.clone(), config.tools.clone()));
+        let worker = Worker::new(
+            session_log.clone(),
+            broadcaster.clone(),
+            compactor,
+            config.provider.clone(),
+            toolbox,
+            workspace.clone(),
+            WorkerConfig {
+                max_steps: config.max_steps,
+                system_prompt: system_prompt(&workspace),
+                compaction: config.thresholds,
+            },
+            Conversation::new(session_id, recovered.entries),
+        )
+        .start();
+        let hub = Hub {
+            session_log,
+            broadcaster,
+            worker: worker.clone(),
+            workspace,
+            config: config.limits,
+        };
+        actix_rt::spawn(accept_loop(listener, hub));
+        actix_rt::spawn(stop_on_signal(worker));
+        anyhow::Ok(())
+    });
+    let run = result.and_then(|()| system.run().context("the pod's event loop failed"));
+    let _ = std::fs::remove_file(&socket);
+    run
+}
+
+/// Resumes the pod's current session, or starts a new one.
+fn open_session(
+    sessions_dir: &Path,
+    pointer_path: &Path,
+    new_session: bool,
+) -> anyhow::Result<(LogFile, Uuid, crate::store::Recovered)> {
+    if !new_session {
+        if let Some(current) = pointer::read(pointer_path)? {
+            let path = LogFile::path_for(sessions_dir, current.session_id);
+            if path.exists() {
+                let (file, recovered) = LogFile::open(&path)?;
+                if let Some(warning) = &recovered.truncated_tail {
+                    tracing::warn!("{warning}");
+                    eprintln!("warning: {warning}");
+                }
+                if !recovered.entries.is_empty() {
+                    return Ok((file, current.session_id, recovered));
+                }
+                // An empty file: a crash right after creating it. Start it properly.
+                return start_session(file, current.session_id, pointer_path);
+            }
+            eprintln!(
+                "warning: the pod's current session {} has no log at {}; starting a new session",
+                current.session_id,
+                path.display()
+            );
+        }
+    }
+    let session_id = Uuid::new_v4();
+    let file = LogFile::create(&LogFile::path_for(sessions_dir, session_id))?;
+    start_session(file, session_id, pointer_path)
+}
+
+fn start_session(
+    mut file: LogFile,
+    session_id: Uuid,
+    pointer_path: &Path,
+) -> anyhow::Result<(LogFile, Uuid, crate::store::Recovered)> {
+    let entry = LogEntry::SessionStart {
+        session_id,
+        created_at: LogEntry::now(),
+        compacted_from: None,
+        forked_from: None,
+    };
+    let line = serde_json::to_vec(&LogLine {
+        seq: 0,
+        entry: entry.clone(),
+    })?;
+    let write = file.write_line(&line).and_then(|()| file.sync());
+    write.with_context(|| format!("cannot write {}", file.path().display()))?;
+    pointer::write(pointer_path, pointer::Pointer { session_id })
+        .with_context(|| format!("cannot write {}", pointer_path.display()))?;
+    let recovered = crate::store::Recovered {
+        lines: vec![line.into()],
+        entries: vec![entry],
+        truncated_tail: None,
+    };
+    Ok((file, session_id, recovered))
+}
+
+/// Creates the socket's directory (mode 0700) and clears a stale socket; a
+/// live one means another pod is serving there.
+fn prepare_socket_path(socket: &Path) -> anyhow::Result<()> {
+    if let Some(dir) = socket.parent() {
+        if !dir.exists() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create socket directory {}", dir.display()))?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                .with_context(|| format!("cannot restrict {}", dir.display()))?;
+        }
+    }
+    if socket.exists() {
+        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+            bail!(
+                "a pod is already listening on {}; stop it with `pod stop` or choose another \
+                 --name or --socket",
+                socket.display()
+            );
+        }
+        std::fs::remove_file(socket)
+            .with_context(|| format!("cannot remove stale socket {}", socket.display()))?;
+    }
+    Ok(())
+}
+
+fn bind(socket: &Path) -> anyhow::Result<UnixListener> {
+    let listener = UnixListener::bind(socket)
+        .with_context(|| format!("cannot listen on {}", socket.display()))?;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("cannot restrict {}", socket.display()))?;
+    Ok(listener)
+}
+
+async fn accept_loop(listener: UnixListener, hub: Hub) {
+    static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+    let uid = rustix::process::getuid().as_raw();
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        if !same_user(&stream, uid) {
+            continue;
+        }
+        Connection::start(NEXT_ID.fetch_add(1, Ordering::Relaxed), stream, hub.clone());
+    }
+}
+
+/// Only the pod's own user may talk to it; anyone else is dropped unanswered.
+fn same_user(stream: &UnixStream, uid: u32) -> bool {
+    match stream.peer_cred() {
+        Ok(cred) if cred.uid() == uid => true,
+        Ok(cred) => {
+            tracing::warn!("refused a client of uid {} (pod runs as {uid})", cred.uid());
+            false
+        }
+        Err(e) => {
+            tracing::warn!("refused a client whose credentials cannot be read: {e}");
+            false
+        }
+    }
+}
+
+async fn stop_on_signal(worker: Addr<Worker>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        tracing::warn!("cannot install signal handlers; stop the pod with `pod stop`");
+        return;
+    };
+    let reason = tokio::select! {
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    };
+    worker.do_send(Stop {
+        reason: format!("{reason} received"),
+    });
+}
+
+fn system_prompt(workspace: &Workspace) -> String {
+    format!(
+        "You are pod, a coding agent working in the directory {}. Use the tools to read, search \
+         and change files and to run commands there; every path is relative to that directory. \
+         Be concise, and say what you changed.",
+        workspace.root().display()
+    )
+}
