@@ -140,13 +140,23 @@ fn text_block(text: &str) -> Option<Value> {
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Wire {
-    MessageStart { message: WireMessage },
-    ContentBlockStart { content_block: WireBlock },
-    ContentBlockDelta { delta: WireDelta },
+    MessageStart {
+        message: WireMessage,
+    },
+    ContentBlockStart {
+        content_block: WireBlock,
+    },
+    ContentBlockDelta {
+        delta: WireDelta,
+    },
     ContentBlockStop {},
-    MessageDelta { usage: Option<WireUsage> },
+    MessageDelta {
+        usage: Option<WireUsage>,
+    },
     MessageStop {},
-    Error { error: WireError },
+    Error {
+        error: WireError,
+    },
     /// `ping` and event types added to the API later, which its versioning
     /// policy says clients must tolerate.
     #[serde(other)]
@@ -182,9 +192,15 @@ enum WireBlock {
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum WireDelta {
-    TextDelta { text: String },
-    InputJsonDelta { partial_json: String },
-    ThinkingDelta { thinking: String },
+    TextDelta {
+        text: String,
+    },
+    InputJsonDelta {
+        partial_json: String,
+    },
+    ThinkingDelta {
+        thinking: String,
+    },
     /// `signature_delta`, `citations_delta`, future kinds.
     #[serde(other)]
     Other,

@@ -75,11 +75,16 @@ pub fn build(config: &ProviderConfig) -> Result<Arc<dyn Provider>, String> {
         ProviderKind::Openai => {
             let key = present(&config.openai_api_key);
             if key.is_none() && config.base_url.is_none() {
-                return Err("openai needs OPENAI_API_KEY (or --base-url URL for a local \
+                return Err(
+                    "openai needs OPENAI_API_KEY (or --base-url URL for a local \
                             OpenAI-compatible server that takes no key)"
-                    .into());
+                        .into(),
+                );
             }
-            let base = config.base_url.as_deref().unwrap_or(openai::DEFAULT_BASE_URL);
+            let base = config
+                .base_url
+                .as_deref()
+                .unwrap_or(openai::DEFAULT_BASE_URL);
             Arc::new(OpenAi::new(model(openai::DEFAULT_MODEL), base, key, retry)?)
         }
         ProviderKind::Anthropic => {

@@ -254,7 +254,11 @@ fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
 
 /// Joins a base URL and a path without doubling or dropping the slash.
 pub(crate) fn join(base: &str, path: &str) -> String {
-    format!("{}/{}", base.trim_end_matches('/'), path.trim_start_matches('/'))
+    format!(
+        "{}/{}",
+        base.trim_end_matches('/'),
+        path.trim_start_matches('/')
+    )
 }
 
 /// Parses an event's JSON data, naming the provider when it is garbage.
@@ -280,22 +284,40 @@ mod tests {
             error_detail(r#"{"error":{"message":"bad key","type":"x"}}"#),
             "bad key"
         );
-        assert_eq!(error_detail(r#"{"error":"model not found"}"#), "model not found");
+        assert_eq!(
+            error_detail(r#"{"error":"model not found"}"#),
+            "model not found"
+        );
         assert_eq!(error_detail("  plain text \n"), "plain text");
-        assert_eq!(error_detail(&"x".repeat(400)).chars().count(), MAX_QUOTED + 1);
+        assert_eq!(
+            error_detail(&"x".repeat(400)).chars().count(),
+            MAX_QUOTED + 1
+        );
     }
 
     #[test]
     fn join_handles_slashes() {
-        assert_eq!(join("http://h/v1/", "/chat/completions"), "http://h/v1/chat/completions");
+        assert_eq!(
+            join("http://h/v1/", "/chat/completions"),
+            "http://h/v1/chat/completions"
+        );
         assert_eq!(join("http://h/p", "v1/messages"), "http://h/p/v1/messages");
     }
 
     #[test]
     fn statuses_map_to_retryability_and_key_hints() {
-        let e = status_error("openai", Some("OPENAI_API_KEY"), StatusCode::UNAUTHORIZED, "");
+        let e = status_error(
+            "openai",
+            Some("OPENAI_API_KEY"),
+            StatusCode::UNAUTHORIZED,
+            "",
+        );
         assert!(!e.retryable);
-        assert!(e.error.message.contains("OPENAI_API_KEY"), "{}", e.error.message);
+        assert!(
+            e.error.message.contains("OPENAI_API_KEY"),
+            "{}",
+            e.error.message
+        );
         assert!(status_error("x", None, StatusCode::TOO_MANY_REQUESTS, "").retryable);
         assert!(status_error("x", None, StatusCode::BAD_GATEWAY, "").retryable);
         assert!(!status_error("x", None, StatusCode::BAD_REQUEST, "").retryable);

@@ -151,7 +151,10 @@ mod tests {
         let reply = reply_for(&request);
         assert!(reply.contains("offline model"), "{reply}");
         assert!(reply.contains("in 6 line(s)"), "{reply}");
-        assert!(reply.contains("1 attached file(s): src/a.rs (2 lines)"), "{reply}");
+        assert!(
+            reply.contains("1 attached file(s): src/a.rs (2 lines)"),
+            "{reply}"
+        );
         assert!(reply.contains("Pasted text"), "{reply}");
         assert!(reply.contains("1 tools here: read_file"), "{reply}");
         for hint in ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "--base-url"] {

@@ -68,9 +68,9 @@ fn request_body(model: &str, request: &ModelRequest) -> Value {
             ChatMessage::User { text } => messages.push(json!({"role": "user", "content": text})),
             ChatMessage::Assistant { items } => messages.extend(assistant_message(items)),
             ChatMessage::ToolResults { results } => {
-                messages.extend(results.iter().map(|r| {
-                    json!({"role": "tool", "tool_call_id": r.call_id, "content": r.output})
-                }));
+                messages.extend(results.iter().map(
+                    |r| json!({"role": "tool", "tool_call_id": r.call_id, "content": r.output}),
+                ));
             }
         }
     }
