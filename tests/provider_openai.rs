@@ -402,3 +402,18 @@ async fn silence_mid_stream_hits_the_idle_timeout() {
     let error = error.unwrap().message;
     assert!(error.contains("no data from"), "{error}");
 }
+
+#[tokio::test]
+async fn json_instead_of_a_stream_is_reported_not_retried() {
+    let server = Server::start(vec![Reply::status(
+        200,
+        r#"{"error":{"message":"streaming is not supported"}}"#,
+    )])
+    .await;
+    let provider = provider(&format!("{}/v1", server.url), None);
+    let (_, error) = collect(provider.stream(hello())).await;
+    let error = error.unwrap().message;
+    assert!(error.contains("expected an event stream"), "{error}");
+    assert!(error.contains("streaming is not supported"), "{error}");
+    assert_eq!(server.requests().len(), 1);
+}

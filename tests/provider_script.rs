@@ -233,3 +233,30 @@ fn unreadable_and_empty_scripts_are_rejected() {
     let error = from_file(empty.path()).err().unwrap();
     assert!(error.ends_with("the script has no replies"), "{error}");
 }
+
+/// The example in docs/providers.md is real: it parses and plays as described.
+#[tokio::test]
+async fn documented_example_plays_as_described() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/providers.md")).unwrap();
+    let example = doc
+        .split("```jsonl\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .unwrap();
+    let script = script(example);
+    let mut replies = Vec::new();
+    for _ in 0..5 {
+        replies.push(collect(script.stream(request())).await);
+    }
+    assert_eq!(replies[0].0[0], text("Hello"));
+    assert!(replies[1].0.contains(&start("c1", "read_file")));
+    assert_eq!(replies[2].0[0], text("The README describes pod."));
+    assert_eq!(replies[3].0[0], text("Answered after a retry."));
+    assert_eq!(replies[4].0, vec![text("Halfway th")]);
+    assert_eq!(
+        replies[4].1.as_ref().unwrap().message,
+        "connection reset by the script"
+    );
+    assert!(replies[..4].iter().all(|(_, error)| error.is_none()));
+}

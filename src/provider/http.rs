@@ -119,6 +119,21 @@ impl Endpoint {
                 ..status_error(self.provider, Some(self.key_env), status, &text)
             });
         }
+        if is_json(response.headers()) {
+            // A server that ignored `stream: true` or reports an error with a
+            // success status: say what it sent rather than "stream ended".
+            let text = tokio::time::timeout(idle, response.text())
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or_default();
+            return Err(AttemptError::fatal(format!(
+                "{}: expected an event stream from {} but got JSON: {}",
+                self.provider,
+                self.url,
+                error_detail(&text)
+            )));
+        }
         let mut events = response.bytes_stream().eventsource();
         loop {
             let next = tokio::time::timeout(idle, events.next())
@@ -229,6 +244,13 @@ pub(crate) fn truncate(text: &str) -> String {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text.to_owned(),
     }
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"))
 }
 
 /// `retry-after` in seconds; the HTTP-date form is rare for these APIs and

@@ -21,7 +21,8 @@ pub struct RetryPolicy {
     pub max_delay: Duration,
     pub connect_timeout: Duration,
     /// Longest silence tolerated while waiting for the response headers and
-    /// between two events of a stream.
+    /// between two events of a stream. Generous because local servers such as
+    /// Ollama send no headers until they have loaded the model.
     pub idle_timeout: Duration,
 }
 
@@ -32,7 +33,7 @@ impl Default for RetryPolicy {
             base_delay: Duration::from_millis(500),
             max_delay: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(120),
+            idle_timeout: Duration::from_secs(300),
         }
     }
 }
