@@ -6,9 +6,21 @@
 //! The worker owns everything else: assembling blocks, committing them,
 //! cancellation (it simply drops the stream).
 
+mod anthropic;
+mod config;
+mod http;
 mod offline;
+mod openai;
+mod retry;
+mod script;
+mod stream;
 
+pub use anthropic::Anthropic;
+pub use config::{build, ProviderConfig, ProviderKind};
 pub use offline::Offline;
+pub use openai::OpenAi;
+pub use retry::RetryPolicy;
+pub use script::Script;
 
 use futures::stream::BoxStream;
 use serde_json::Value;

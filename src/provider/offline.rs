@@ -55,20 +55,110 @@ impl Provider for Offline {
     }
 }
 
+/// The reply: honest about what answered, useful about what was received
+/// and how to get a real model.
 fn reply_for(request: &ModelRequest) -> String {
     let last = request.messages.iter().rev().find_map(|m| match m {
         ChatMessage::User { text } => Some(text.as_str()),
         _ => None,
     });
-    let Some(text) = last else {
-        return "This is pod's offline model. Send a message and I will describe it.".into();
-    };
+    let mut reply = String::from(
+        "This is pod's built-in offline model: no real model is configured, so nothing \
+         here was written by one.\n\n",
+    );
+    match last {
+        Some(text) => reply.push_str(&describe(text)),
+        None => reply.push_str("I received no message from you yet."),
+    }
+    if !request.tools.is_empty() {
+        let names: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+        reply.push_str(&format!(
+            " A real model could call {} tools here: {}.",
+            names.len(),
+            names.join(", ")
+        ));
+    }
+    reply.push_str(
+        "\n\nTo talk to a real model, restart the pod with one of:\n\
+         - `ANTHROPIC_API_KEY=... pod serve` (Anthropic)\n\
+         - `OPENAI_API_KEY=... pod serve` (OpenAI)\n\
+         - `pod serve --base-url http://localhost:11434/v1 --model llama3.2` (Ollama, \
+         llama.cpp, vLLM or any OpenAI-compatible server)\n\
+         `--provider` and `--model` choose explicitly; docs/providers.md has the details.",
+    );
+    reply
+}
+
+/// Size of the message and of the files attached to it. The input flattener
+/// inlines each `file_ref` as `<file path="...">\n...\n</file>`; pastes are
+/// inlined as plain text and cannot be told apart from typed text.
+fn describe(text: &str) -> String {
     let lines = text.lines().count().max(1);
     let chars = text.chars().count();
-    format!(
-        "This is pod's built-in offline model: no API key is configured, so no real model \
-         answered. I received {chars} characters in {lines} line(s). To talk to a real model, \
-         set ANTHROPIC_API_KEY or OPENAI_API_KEY (or pass --base-url for a local server such as \
-         Ollama) and restart the pod."
-    )
+    let mut out = format!("Your last message had {chars} characters in {lines} line(s)");
+    let files = attached_files(text);
+    if !files.is_empty() {
+        let list: Vec<String> = files
+            .iter()
+            .map(|(path, lines)| format!("{path} ({lines} lines)"))
+            .collect();
+        out.push_str(&format!(
+            ", including {} attached file(s): {}",
+            files.len(),
+            list.join(", ")
+        ));
+    }
+    out.push_str(". Pasted text arrives inline, so it is counted in that size.");
+    out
+}
+
+/// `(path, line count)` of every `<file path="...">` block in `text`.
+fn attached_files(text: &str) -> Vec<(&str, usize)> {
+    const OPEN: &str = "<file path=\"";
+    let mut files = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find(OPEN) {
+        rest = &rest[start + OPEN.len()..];
+        let Some(end) = rest.find("\">") else { break };
+        let path = &rest[..end];
+        rest = &rest[end + 2..];
+        let body_end = rest.find("</file>").unwrap_or(rest.len());
+        files.push((path, rest[..body_end].trim_matches('\n').lines().count()));
+        rest = &rest[body_end..];
+    }
+    files
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::ToolSpec;
+
+    #[test]
+    fn reply_describes_files_tools_and_configuration() {
+        let request = ModelRequest {
+            system: String::new(),
+            messages: vec![ChatMessage::User {
+                text: "look at\n<file path=\"src/a.rs\">\nfn a() {}\nfn b() {}\n</file>\nplease"
+                    .into(),
+            }],
+            tools: vec![ToolSpec {
+                name: "read_file".into(),
+                description: String::new(),
+                parameters: serde_json::json!({}),
+            }],
+        };
+        let reply = reply_for(&request);
+        assert!(reply.contains("offline model"), "{reply}");
+        assert!(reply.contains("in 6 line(s)"), "{reply}");
+        assert!(
+            reply.contains("1 attached file(s): src/a.rs (2 lines)"),
+            "{reply}"
+        );
+        assert!(reply.contains("Pasted text"), "{reply}");
+        assert!(reply.contains("1 tools here: read_file"), "{reply}");
+        for hint in ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "--base-url"] {
+            assert!(reply.contains(hint), "{reply}");
+        }
+    }
 }

@@ -1,0 +1,441 @@
+//! Anthropic's Messages API, streamed over server-sent events.
+
+use eventsource_stream::Event;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::http::{join, parse_data, Endpoint, SseDecoder};
+use super::retry::{AttemptError, RetryPolicy};
+use super::{ChatMessage, ModelEvent, ModelRequest, ModelStream, Provider};
+use crate::protocol::{AssistantItem, Usage};
+
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
+const NAME: &str = "anthropic";
+const KEY_ENV: &str = "ANTHROPIC_API_KEY";
+const API_VERSION: &str = "2023-06-01";
+/// The API requires a cap on the reply; this one fits every current model.
+const MAX_TOKENS: u32 = 8192;
+
+pub struct Anthropic {
+    model: String,
+    endpoint: Endpoint,
+}
+
+impl Anthropic {
+    /// `base_url` stops before the API version (`https://api.anthropic.com`),
+    /// as in Anthropic's SDKs; it may carry a path prefix.
+    pub fn new(
+        model: String,
+        base_url: &str,
+        api_key: &str,
+        retry: RetryPolicy,
+    ) -> Result<Self, String> {
+        let key = HeaderValue::from_str(api_key)
+            .map_err(|_| format!("{KEY_ENV} contains characters not allowed in a header"))?;
+        let mut headers = HeaderMap::new();
+        headers.insert(HeaderName::from_static("x-api-key"), key);
+        headers.insert(
+            HeaderName::from_static("anthropic-version"),
+            HeaderValue::from_static(API_VERSION),
+        );
+        let url = join(base_url, "v1/messages");
+        let endpoint = Endpoint::new(NAME, url, KEY_ENV, headers, retry)?;
+        Ok(Self { model, endpoint })
+    }
+}
+
+impl Provider for Anthropic {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        let body = request_body(&self.model, &request);
+        self.endpoint.stream(&body, Decoder::default)
+    }
+}
+
+fn request_body(model: &str, request: &ModelRequest) -> Value {
+    let mut body = json!({
+        "model": model,
+        "max_tokens": MAX_TOKENS,
+        "messages": messages(&request.messages),
+        "stream": true,
+    });
+    if !request.system.is_empty() {
+        body["system"] = Value::String(request.system.clone());
+    }
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+            .collect();
+    }
+    body
+}
+
+/// Projects the conversation into content blocks. The API requires user and
+/// assistant turns to alternate, so consecutive messages of one role (tool
+/// results followed by an injected notice, say) are merged; tool results come
+/// first in their user message, as the API also requires. Reasoning is not
+/// sent back (replaying it would need its signature, which pod does not keep),
+/// and empty text blocks are dropped because the API rejects them.
+fn messages(conversation: &[ChatMessage]) -> Vec<Value> {
+    let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for message in conversation {
+        let (role, blocks) = match message {
+            ChatMessage::User { text } => ("user", text_block(text).into_iter().collect()),
+            ChatMessage::Assistant { items } => (
+                "assistant",
+                items
+                    .iter()
+                    .filter_map(|item| match item {
+                        AssistantItem::Text { text } => text_block(text),
+                        AssistantItem::Reasoning { .. } => None,
+                        AssistantItem::ToolCall {
+                            call_id,
+                            name,
+                            arguments,
+                        } => Some(
+                            json!({"type": "tool_use", "id": call_id, "name": name, "input": arguments}),
+                        ),
+                    })
+                    .collect::<Vec<_>>(),
+            ),
+            ChatMessage::ToolResults { results } => (
+                "user",
+                results
+                    .iter()
+                    .map(|r| {
+                        json!({"type": "tool_result", "tool_use_id": r.call_id,
+                            "content": r.output, "is_error": r.is_error})
+                    })
+                    .collect(),
+            ),
+        };
+        if blocks.is_empty() {
+            continue;
+        }
+        match out.last_mut() {
+            Some((last, content)) if *last == role => content.extend(blocks),
+            _ => out.push((role, blocks)),
+        }
+    }
+    out.into_iter()
+        .map(|(role, content)| json!({"role": role, "content": content}))
+        .collect()
+}
+
+fn text_block(text: &str) -> Option<Value> {
+    (!text.trim().is_empty()).then(|| json!({"type": "text", "text": text}))
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Wire {
+    MessageStart {
+        message: WireMessage,
+    },
+    ContentBlockStart {
+        content_block: WireBlock,
+    },
+    ContentBlockDelta {
+        delta: WireDelta,
+    },
+    ContentBlockStop {},
+    MessageDelta {
+        usage: Option<WireUsage>,
+    },
+    MessageStop {},
+    Error {
+        error: WireError,
+    },
+    /// `ping` and event types added to the API later, which its versioning
+    /// policy says clients must tolerate.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct WireMessage {
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireBlock {
+    Text {
+        #[serde(default)]
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+    },
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+    },
+    /// `redacted_thinking`, server tool blocks and future kinds: nothing pod
+    /// can show or replay.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireDelta {
+    TextDelta {
+        text: String,
+    },
+    InputJsonDelta {
+        partial_json: String,
+    },
+    ThinkingDelta {
+        thinking: String,
+    },
+    /// `signature_delta`, `citations_delta`, future kinds.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    /// Everything the model read: cached prompt parts are reported apart from
+    /// `input_tokens` but fill the context window all the same.
+    fn input(&self) -> Option<u64> {
+        let parts = [
+            self.input_tokens,
+            self.cache_creation_input_tokens,
+            self.cache_read_input_tokens,
+        ];
+        parts
+            .iter()
+            .any(Option::is_some)
+            .then(|| parts.iter().flatten().sum())
+    }
+}
+
+#[derive(Deserialize)]
+struct WireError {
+    #[serde(rename = "type")]
+    kind: String,
+    message: String,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Block {
+    /// A block pod shows: its end is reported with `BlockEnd`.
+    Shown,
+    /// A tool call; remembers whether any argument text went out, because an
+    /// argument-less call streams no JSON at all and the worker needs `{}`.
+    ToolUse { call_id: String, args_sent: bool },
+    /// A block pod ignores.
+    Hidden,
+}
+
+#[derive(Default)]
+struct Decoder {
+    block: Option<Block>,
+    input_tokens: u64,
+    done: bool,
+}
+
+impl Decoder {
+    fn end_block(&mut self, out: &mut Vec<ModelEvent>) {
+        match self.block.take() {
+            Some(Block::ToolUse {
+                call_id,
+                args_sent: false,
+            }) => {
+                out.push(ModelEvent::ToolCallArgsDelta {
+                    call_id,
+                    delta: "{}".into(),
+                });
+                out.push(ModelEvent::BlockEnd);
+            }
+            Some(Block::Shown | Block::ToolUse { .. }) => out.push(ModelEvent::BlockEnd),
+            Some(Block::Hidden) | None => {}
+        }
+    }
+
+    fn start_block(&mut self, block: WireBlock, out: &mut Vec<ModelEvent>) {
+        self.end_block(out);
+        self.block = Some(match block {
+            WireBlock::Text { text } => {
+                if !text.is_empty() {
+                    out.push(ModelEvent::TextDelta(text));
+                }
+                Block::Shown
+            }
+            WireBlock::Thinking { thinking } => {
+                if !thinking.is_empty() {
+                    out.push(ModelEvent::ReasoningDelta(thinking));
+                }
+                Block::Shown
+            }
+            WireBlock::ToolUse { id, name } => {
+                out.push(ModelEvent::ToolCallStart {
+                    call_id: id.clone(),
+                    name,
+                });
+                Block::ToolUse {
+                    call_id: id,
+                    args_sent: false,
+                }
+            }
+            WireBlock::Other => Block::Hidden,
+        });
+    }
+
+    fn delta(&mut self, delta: WireDelta, out: &mut Vec<ModelEvent>) {
+        match delta {
+            WireDelta::TextDelta { text } => out.push(ModelEvent::TextDelta(text)),
+            WireDelta::ThinkingDelta { thinking } => out.push(ModelEvent::ReasoningDelta(thinking)),
+            WireDelta::InputJsonDelta { partial_json } => {
+                if let Some(Block::ToolUse {
+                    call_id, args_sent, ..
+                }) = &mut self.block
+                {
+                    if !partial_json.is_empty() {
+                        *args_sent = true;
+                        out.push(ModelEvent::ToolCallArgsDelta {
+                            call_id: call_id.clone(),
+                            delta: partial_json,
+                        });
+                    }
+                }
+            }
+            WireDelta::Other => {}
+        }
+    }
+}
+
+impl SseDecoder for Decoder {
+    fn decode(&mut self, event: &Event) -> Result<Vec<ModelEvent>, AttemptError> {
+        let mut out = Vec::new();
+        match parse_data::<Wire>(NAME, event)? {
+            Wire::MessageStart { message } => {
+                self.input_tokens = message.usage.and_then(|u| u.input()).unwrap_or(0);
+            }
+            Wire::ContentBlockStart { content_block } => self.start_block(content_block, &mut out),
+            Wire::ContentBlockDelta { delta } => self.delta(delta, &mut out),
+            Wire::ContentBlockStop {} => self.end_block(&mut out),
+            // Output tokens are cumulative and final here; input tokens were
+            // given at message_start (newer API versions repeat them here).
+            Wire::MessageDelta { usage: Some(usage) } => {
+                out.push(ModelEvent::Usage(Usage {
+                    input_tokens: usage.input().unwrap_or(self.input_tokens),
+                    output_tokens: usage.output_tokens.unwrap_or(0),
+                }));
+            }
+            Wire::MessageDelta { usage: None } | Wire::Other => {}
+            Wire::MessageStop {} => {
+                self.end_block(&mut out);
+                self.done = true;
+            }
+            Wire::Error { error } => {
+                let message = format!("{NAME}: {}: {}", error.kind, error.message);
+                // Overload and internal errors are the stream-borne twins of
+                // HTTP 529/500: worth another try while nothing was shown.
+                return Err(match error.kind.as_str() {
+                    "overloaded_error" | "api_error" => AttemptError::retryable(message),
+                    _ => AttemptError::fatal(message),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn is_complete(&self) -> bool {
+        self.done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ToolResult;
+
+    #[test]
+    fn consecutive_same_role_messages_are_merged_and_reasoning_dropped() {
+        let conversation = vec![
+            ChatMessage::User { text: "hi".into() },
+            ChatMessage::Assistant {
+                items: vec![
+                    AssistantItem::Reasoning { text: "hm".into() },
+                    AssistantItem::ToolCall {
+                        call_id: "c1".into(),
+                        name: "f".into(),
+                        arguments: json!({}),
+                    },
+                ],
+            },
+            ChatMessage::ToolResults {
+                results: vec![ToolResult {
+                    call_id: "c1".into(),
+                    output: "out".into(),
+                    is_error: true,
+                }],
+            },
+            ChatMessage::User {
+                text: "notice".into(),
+            },
+        ];
+        assert_eq!(
+            messages(&conversation),
+            vec![
+                json!({"role":"user","content":[{"type":"text","text":"hi"}]}),
+                json!({"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"f","input":{}}]}),
+                json!({"role":"user","content":[
+                    {"type":"tool_result","tool_use_id":"c1","content":"out","is_error":true},
+                    {"type":"text","text":"notice"}]}),
+            ]
+        );
+    }
+
+    #[test]
+    fn argumentless_tool_call_gets_empty_object() {
+        let mut decoder = Decoder::default();
+        let mut out = Vec::new();
+        for data in [
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"n","input":{}}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":""}}"#,
+            r#"{"type":"content_block_stop","index":0}"#,
+        ] {
+            let event = Event {
+                data: data.into(),
+                ..Event::default()
+            };
+            out.extend(decoder.decode(&event).unwrap());
+        }
+        assert_eq!(
+            out,
+            [
+                ModelEvent::ToolCallStart {
+                    call_id: "t".into(),
+                    name: "n".into()
+                },
+                ModelEvent::ToolCallArgsDelta {
+                    call_id: "t".into(),
+                    delta: "{}".into()
+                },
+                ModelEvent::BlockEnd
+            ]
+        );
+    }
+}
