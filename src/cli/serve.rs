@@ -23,6 +23,7 @@ pub fn run(name: &str, paths: &Paths, args: ServeArgs) -> anyhow::Result<ExitCod
         anthropic_api_key: std::env::var("ANTHROPIC_API_KEY")
             .ok()
             .filter(|k| !k.is_empty()),
+        retry: provider::RetryPolicy::default(),
     })
     .map_err(anyhow::Error::msg)?;
     crate::pod::serve(ServeConfig {

@@ -99,6 +99,9 @@ pub struct Register {
     pub session_id: Uuid,
     /// The snapshot's `entries` array, already encoded.
     pub entries: Bytes,
+    /// Fired once the snapshot is queued, so the connection may start
+    /// reading requests (whose answers must not overtake it).
+    pub registered: tokio::sync::oneshot::Sender<()>,
 }
 
 impl Handler<Register> for Broadcaster {
@@ -114,6 +117,7 @@ impl Handler<Register> for Broadcaster {
         );
         if msg.outbox.push(frame) {
             self.connections.insert(msg.id, msg.outbox);
+            let _ = msg.registered.send(());
         }
     }
 }

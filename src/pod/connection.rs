@@ -115,13 +115,24 @@ impl Actor for Connection {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        if let Some(reader) = self.reader.take() {
-            ctx.add_stream(reader);
-        }
+        // The snapshot must be the first frame: read nothing from the client
+        // (whose answers could overtake it) until it is queued.
+        let (registered, snapshot_queued) = tokio::sync::oneshot::channel();
         self.hub.session_log.do_send(Subscribe {
             id: self.id,
             outbox: self.outbox.clone(),
+            registered,
         });
+        let reader = self.reader.take();
+        async move { snapshot_queued.await.is_ok() }
+            .into_actor(self)
+            .map(move |ok, _, ctx| match (ok, reader) {
+                (true, Some(reader)) => {
+                    ctx.add_stream(reader);
+                }
+                _ => ctx.stop(),
+            })
+            .wait(ctx);
         // Stop reading when the outbox closes (lag, shutdown, socket error).
         let outbox = self.outbox.clone();
         async move { outbox.closed().await }

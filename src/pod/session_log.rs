@@ -207,6 +207,8 @@ impl Handler<Flush> for SessionLog {
 pub struct Subscribe {
     pub id: ConnId,
     pub outbox: Outbox,
+    /// Fired once the snapshot is queued on the outbox.
+    pub registered: oneshot::Sender<()>,
 }
 
 impl Handler<Subscribe> for SessionLog {
@@ -218,6 +220,7 @@ impl Handler<Subscribe> for SessionLog {
             outbox: msg.outbox,
             session_id: self.session_id,
             entries: frames::entries_array(&self.mirror),
+            registered: msg.registered,
         });
     }
 }

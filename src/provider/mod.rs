@@ -99,31 +99,3 @@ pub trait Provider: Send + Sync {
     /// Starts one model call. Dropping the stream abandons the call.
     fn stream(&self, request: ModelRequest) -> ModelStream;
 }
-
-/// `--provider`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ProviderKind {
-    Offline,
-    Script,
-    Openai,
-    Anthropic,
-}
-
-/// Everything that selects and configures a provider.
-#[derive(Debug, Clone, Default)]
-pub struct ProviderConfig {
-    pub kind: Option<ProviderKind>,
-    pub model: Option<String>,
-    pub base_url: Option<String>,
-    pub script: Option<std::path::PathBuf>,
-    pub openai_api_key: Option<String>,
-    pub anthropic_api_key: Option<String>,
-}
-
-/// Builds the configured provider.
-pub fn build(config: &ProviderConfig) -> Result<std::sync::Arc<dyn Provider>, String> {
-    match config.kind.unwrap_or(ProviderKind::Offline) {
-        ProviderKind::Offline => Ok(std::sync::Arc::new(Offline::default())),
-        other => Err(format!("provider {other:?} is not available yet")),
-    }
-}

@@ -109,7 +109,29 @@ fn describe(text: &str) -> String {
         ));
     }
     out.push_str(". Pasted text arrives inline, so it is counted in that size.");
+    let unresolved = placeholders(text);
+    if !unresolved.is_empty() {
+        out.push_str(&format!(
+            " Parts of it could not be resolved and reached me as placeholders: {}.",
+            unresolved.join(", ")
+        ));
+    }
     out
+}
+
+/// The `[unknown …]` placeholders the input flattener puts where a segment
+/// could not be resolved, so a first-run user sees they arrived.
+fn placeholders(text: &str) -> Vec<&str> {
+    let mut found = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("[unknown ") {
+        let Some(len) = rest[start..].find(']') else {
+            break;
+        };
+        found.push(&rest[start..start + len + 1]);
+        rest = &rest[start + len + 1..];
+    }
+    found
 }
 
 /// `(path, line count)` of every `<file path="...">` block in `text`.

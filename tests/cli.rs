@@ -1,0 +1,154 @@
+//! The command line as scripts use it.
+
+mod harness;
+
+use std::os::unix::fs::PermissionsExt;
+
+use harness::{Pod, POD};
+
+#[test]
+fn send_prints_the_reply_and_exits_0() {
+    let pod = Pod::start();
+    let output = pod
+        .command("send")
+        .arg("--text")
+        .arg("hi")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("offline model"), "{stdout}");
+    assert!(stdout.ends_with('\n'));
+}
+
+#[test]
+fn send_json_prints_every_frame_and_no_wait_returns_at_once() {
+    let pod = Pod::start();
+    let output = pod
+        .command("send")
+        .args(["--text", "hi", "--json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let frames: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(frames[0]["type"], "snapshot");
+    assert!(frames.iter().any(|f| f["type"] == "text_delta"));
+    assert_eq!(frames.last().unwrap()["entry"]["kind"], "turn_end");
+
+    let output = pod
+        .command("send")
+        .args(["--text", "later", "--no-wait"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+}
+
+#[test]
+fn send_reads_stdin_and_refuses_files_outside_the_workspace() {
+    let pod = Pod::start();
+    let mut child = pod
+        .command("send")
+        .args(["--text", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"from stdin\nline two\n")
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    assert!(pod.log_lines()[1]["entry"]["segments"][0]["text"] == "from stdin\nline two\n");
+
+    let output = pod
+        .command("send")
+        .args(["--text", "x", "--file", "../../etc/passwd"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("outside the workspace"));
+}
+
+#[test]
+fn send_without_a_pod_fails_naming_the_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("nobody-home.sock");
+    let output = std::process::Command::new(POD)
+        .args(["send", "--text", "hi", "--socket"])
+        .arg(&socket)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(&socket.display().to_string()), "{stderr}");
+}
+
+#[test]
+fn a_second_serve_refuses_a_live_socket_and_a_stale_one_is_replaced() {
+    let pod = Pod::start();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&pod.socket), 0o600);
+    assert_eq!(mode(pod.socket.parent().unwrap()), 0o700);
+
+    let output = std::process::Command::new(POD)
+        .args(["serve", "--socket"])
+        .arg(&pod.socket)
+        .arg("--data-dir")
+        .arg(pod.dir.path().join("other-data"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("already listening"));
+
+    // kill -9 leaves the socket file behind; the next pod replaces it.
+    let mut pod = pod;
+    pod.kill9();
+    assert!(pod.socket.exists());
+    let dir = pod.into_dir();
+    let pod = Pod::builder().in_dir(dir).start();
+    let output = pod.command("status").output().unwrap();
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stdout).contains("idle"));
+}
+
+#[test]
+fn stop_shuts_the_pod_down_cleanly() {
+    let mut pod = Pod::start();
+    let mut watcher = pod.client();
+    watcher.until_type("snapshot");
+    let output = pod.command("stop").output().unwrap();
+    assert!(output.status.success());
+    assert_eq!(watcher.until_type("shutdown")["type"], "shutdown");
+    assert!(pod.wait_exit(std::time::Duration::from_secs(10)).success());
+    assert!(
+        !pod.socket.exists(),
+        "the socket file is removed on a clean stop"
+    );
+}
+
+#[test]
+fn log_prints_the_session_readably_and_raw() {
+    let pod = Pod::start();
+    pod.command("send")
+        .args(["--text", "hello log"])
+        .output()
+        .unwrap();
+    let output = pod.command("log").output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("user       hello log"), "{text}");
+    assert!(text.contains("turn end   completed"), "{text}");
+    let output = pod.command("log").arg("--json").output().unwrap();
+    let raw = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(raw.lines().count(), 4);
+}
