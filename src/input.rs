@@ -154,7 +154,9 @@ pub fn flatten(segments: &[Segment], workspace: &Workspace, resolvers: &Resolver
     let mut after_block = false;
     for segment in segments {
         let (piece, is_block) = match segment.view() {
-            SegmentView::Text { text } | SegmentView::Paste { text, .. } => (text.to_owned(), false),
+            SegmentView::Text { text } | SegmentView::Paste { text, .. } => {
+                (text.to_owned(), false)
+            }
             SegmentView::FileRef { path } => (file_block(workspace, path), true),
             SegmentView::KnowledgeRef { slug } => (
                 match resolvers.knowledge.resolve(slug) {

@@ -63,7 +63,15 @@ fn specs_cover_every_tool_with_object_schemas() {
     let names: Vec<_> = specs.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(
         names,
-        ["read_file", "list_dir", "glob", "grep", "write_file", "edit_file", "bash"]
+        [
+            "read_file",
+            "list_dir",
+            "glob",
+            "grep",
+            "write_file",
+            "edit_file",
+            "bash"
+        ]
     );
     for spec in &specs {
         assert_eq!(spec.parameters["type"], "object", "{}", spec.name);
@@ -80,7 +88,11 @@ async fn unknown_tools_and_bad_arguments_are_errors() {
 
     let out = f.call("read_file", json!({})).await;
     assert!(out.is_error);
-    assert!(out.output.contains("missing field `path`"), "{}", out.output);
+    assert!(
+        out.output.contains("missing field `path`"),
+        "{}",
+        out.output
+    );
 
     let out = f.call("read_file", json!({"path": 3})).await;
     assert!(out.is_error);
@@ -91,7 +103,11 @@ async fn unknown_tools_and_bad_arguments_are_errors() {
 
     let out = f.call("bash", Value::Null).await;
     assert!(out.is_error);
-    assert!(out.output.contains("missing field `command`"), "{}", out.output);
+    assert!(
+        out.output.contains("missing field `command`"),
+        "{}",
+        out.output
+    );
 }
 
 #[tokio::test]
@@ -106,7 +122,10 @@ async fn read_file_numbers_lines_and_pages() {
     assert!(out.output.contains("    10\tline 10\n"));
 
     let out = f
-        .call("read_file", json!({"path": "a.txt", "offset": 3, "limit": 2}))
+        .call(
+            "read_file",
+            json!({"path": "a.txt", "offset": 3, "limit": 2}),
+        )
         .await;
     assert_eq!(
         out.output,
@@ -116,7 +135,11 @@ async fn read_file_numbers_lines_and_pages() {
     let out = f
         .call("read_file", json!({"path": "a.txt", "offset": 50}))
         .await;
-    assert!(out.output.contains("offset 50 is past the end"), "{}", out.output);
+    assert!(
+        out.output.contains("offset 50 is past the end"),
+        "{}",
+        out.output
+    );
 }
 
 #[tokio::test]
@@ -126,11 +149,23 @@ async fn read_file_refuses_binary_directories_and_missing_files() {
     fs::create_dir(f.ws.root().join("dir")).unwrap();
 
     let out = f.call("read_file", json!({"path": "bin"})).await;
-    assert!(out.is_error && out.output.contains("binary"), "{}", out.output);
+    assert!(
+        out.is_error && out.output.contains("binary"),
+        "{}",
+        out.output
+    );
     let out = f.call("read_file", json!({"path": "dir"})).await;
-    assert!(out.is_error && out.output.contains("directory"), "{}", out.output);
+    assert!(
+        out.is_error && out.output.contains("directory"),
+        "{}",
+        out.output
+    );
     let out = f.call("read_file", json!({"path": "missing"})).await;
-    assert!(out.is_error && out.output.contains("no such file"), "{}", out.output);
+    assert!(
+        out.is_error && out.output.contains("no such file"),
+        "{}",
+        out.output
+    );
 }
 
 #[tokio::test]
@@ -139,15 +174,28 @@ async fn every_path_tool_refuses_escapes() {
     let outside = tempfile::tempdir().unwrap();
     fs::write(outside.path().join("secret"), "s3cret").unwrap();
     symlink(outside.path(), f.ws.root().join("link")).unwrap();
-    symlink(outside.path().join("secret"), f.ws.root().join("secret-link")).unwrap();
+    symlink(
+        outside.path().join("secret"),
+        f.ws.root().join("secret-link"),
+    )
+    .unwrap();
     let abs = outside.path().join("secret").display().to_string();
 
-    for path in ["../secret", "a/../../secret", abs.as_str(), "link/secret", "secret-link"] {
+    for path in [
+        "../secret",
+        "a/../../secret",
+        abs.as_str(),
+        "link/secret",
+        "secret-link",
+    ] {
         let calls = [
             ("read_file", json!({"path": path})),
             ("list_dir", json!({"path": path})),
             ("write_file", json!({"path": path, "content": "x"})),
-            ("edit_file", json!({"path": path, "old_string": "s3cret", "new_string": "x"})),
+            (
+                "edit_file",
+                json!({"path": path, "old_string": "s3cret", "new_string": "x"}),
+            ),
             ("glob", json!({"pattern": "*", "path": path})),
             ("grep", json!({"pattern": "s3cret", "path": path})),
         ];
@@ -184,13 +232,19 @@ async fn list_dir_sorts_and_marks_entries() {
 async fn write_file_creates_parents_and_overwrites() {
     let f = fixture();
     let out = f
-        .call("write_file", json!({"path": "new/deep/f.txt", "content": "a\nb\n"}))
+        .call(
+            "write_file",
+            json!({"path": "new/deep/f.txt", "content": "a\nb\n"}),
+        )
         .await;
     assert!(!out.is_error, "{}", out.output);
     assert!(out.output.starts_with("created"));
     assert_eq!(f.read("new/deep/f.txt"), "a\nb\n");
     let out = f
-        .call("write_file", json!({"path": "new/deep/f.txt", "content": "c"}))
+        .call(
+            "write_file",
+            json!({"path": "new/deep/f.txt", "content": "c"}),
+        )
         .await;
     assert!(out.output.starts_with("overwrote"));
     assert_eq!(f.read("new/deep/f.txt"), "c");
@@ -202,27 +256,39 @@ async fn edit_file_requires_exactly_one_match() {
     f.write("e.rs", "fn a() {}\nfn b() {}\nfn a() {}\n");
 
     let out = f
-        .call("edit_file", json!({"path": "e.rs", "old_string": "fn a()", "new_string": "fn c()"}))
+        .call(
+            "edit_file",
+            json!({"path": "e.rs", "old_string": "fn a()", "new_string": "fn c()"}),
+        )
         .await;
     assert!(out.is_error);
     assert!(out.output.contains("found 2 times"), "{}", out.output);
 
     let out = f
-        .call("edit_file", json!({"path": "e.rs", "old_string": "fn z()", "new_string": "x"}))
+        .call(
+            "edit_file",
+            json!({"path": "e.rs", "old_string": "fn z()", "new_string": "x"}),
+        )
         .await;
     assert!(out.is_error);
     assert!(out.output.contains("found 0 times"), "{}", out.output);
     assert_eq!(f.read("e.rs"), "fn a() {}\nfn b() {}\nfn a() {}\n");
 
     let out = f
-        .call("edit_file", json!({"path": "e.rs", "old_string": "fn b()", "new_string": "fn bee()"}))
+        .call(
+            "edit_file",
+            json!({"path": "e.rs", "old_string": "fn b()", "new_string": "fn bee()"}),
+        )
         .await;
     assert!(!out.is_error, "{}", out.output);
     assert!(out.output.contains("line 2"), "{}", out.output);
     assert_eq!(f.read("e.rs"), "fn a() {}\nfn bee() {}\nfn a() {}\n");
 
     let out = f
-        .call("edit_file", json!({"path": "e.rs", "old_string": "", "new_string": "x"}))
+        .call(
+            "edit_file",
+            json!({"path": "e.rs", "old_string": "", "new_string": "x"}),
+        )
         .await;
     assert!(out.is_error);
 }
@@ -243,7 +309,9 @@ async fn glob_matches_names_and_paths_and_respects_gitignore() {
     assert_eq!(out.output, "src/main.rs");
     let out = f.call("glob", json!({"pattern": "**/mod.rs"})).await;
     assert_eq!(out.output, "src/tools/mod.rs");
-    let out = f.call("glob", json!({"pattern": "*.rs", "path": "src/tools"})).await;
+    let out = f
+        .call("glob", json!({"pattern": "*.rs", "path": "src/tools"}))
+        .await;
     assert_eq!(out.output, "src/tools/mod.rs");
     let out = f.call("glob", json!({"pattern": "*.py"})).await;
     assert!(!out.is_error && out.output.starts_with("no files match"));
@@ -270,13 +338,22 @@ async fn grep_reports_path_line_text_and_caps_results() {
         .call("grep", json!({"pattern": "o", "glob": "*.txt"}))
         .await;
     assert_eq!(out.output, "src/b.txt:1:todo two\nsrc/b.txt:2:nothing\n");
-    let out = f.call("grep", json!({"pattern": "o", "max_results": 1})).await;
-    assert!(out.output.starts_with("src/a.rs:2:// TODO one\n[stopped after 1 matches"), "{}", out.output);
+    let out = f
+        .call("grep", json!({"pattern": "o", "max_results": 1}))
+        .await;
+    assert!(
+        out.output
+            .starts_with("src/a.rs:2:// TODO one\n[stopped after 1 matches"),
+        "{}",
+        out.output
+    );
     let out = f.call("grep", json!({"pattern": "zzz"})).await;
     assert!(!out.is_error && out.output.starts_with("no matches"));
     let out = f.call("grep", json!({"pattern": "("})).await;
     assert!(out.is_error && out.output.contains("invalid regex"));
-    let out = f.call("grep", json!({"pattern": "TODO", "path": "src/a.rs"})).await;
+    let out = f
+        .call("grep", json!({"pattern": "TODO", "path": "src/a.rs"}))
+        .await;
     assert_eq!(out.output, "src/a.rs:2:// TODO one\n");
 }
 

@@ -94,11 +94,9 @@ pub async fn run(
     args: BashArgs,
     cancel: CancellationToken,
 ) -> ToolOutcome {
-    let timeout = args
-        .timeout_secs
-        .map_or(limits.bash_timeout, |s| {
-            Duration::from_secs(s).min(limits.bash_timeout)
-        });
+    let timeout = args.timeout_secs.map_or(limits.bash_timeout, |s| {
+        Duration::from_secs(s).min(limits.bash_timeout)
+    });
     let spawned = spawn(ws, &args.command);
     let (mut child, reader) = match spawned {
         Ok(parts) => parts,

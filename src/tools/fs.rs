@@ -193,10 +193,7 @@ pub fn list_dir(ws: &Workspace, args: ListDirArgs, _: &CancellationToken) -> Too
     lines.truncate(MAX_DIR_ENTRIES);
     let mut out = lines.join("\n");
     if total > MAX_DIR_ENTRIES {
-        out.push_str(&format!(
-            "\n[... {} more entries]",
-            total - MAX_DIR_ENTRIES
-        ));
+        out.push_str(&format!("\n[... {} more entries]", total - MAX_DIR_ENTRIES));
     }
     ToolOutcome::ok(out)
 }
@@ -322,10 +319,7 @@ pub fn edit_file(ws: &Workspace, args: EditFileArgs, _: &CancellationToken) -> T
         return ToolOutcome::error(format!("{} is a binary file; not edited", args.path));
     }
     let Ok(text) = String::from_utf8(bytes) else {
-        return ToolOutcome::error(format!(
-            "{} is not valid UTF-8; not edited",
-            args.path
-        ));
+        return ToolOutcome::error(format!("{} is not valid UTF-8; not edited", args.path));
     };
     let found = occurrences(&text, &args.old_string);
     let at = match found.as_slice() {
