@@ -304,6 +304,12 @@ mod tests {
         assert_eq!(ws.completions("target/", 10), vec!["target/debug/"]);
         assert_eq!(ws.completions(".e", 10), vec![".env"]);
         assert_eq!(ws.completions(".", 10), vec![".env", ".gitignore"]);
+        touch(&ws, ".pod/knowledge/style.md");
+        assert_eq!(ws.completions(".pod/kn", 10), vec![".pod/knowledge/"]);
+        assert_eq!(
+            ws.completions(".pod/knowledge/", 10),
+            vec![".pod/knowledge/style.md"]
+        );
     }
 
     #[test]

@@ -107,15 +107,25 @@ pub(crate) fn floor_char_boundary(text: &str, index: usize) -> usize {
         .unwrap_or(0)
 }
 
-/// Where the last complete character of `bytes` ends, dropping a character
-/// the head cut in half (but keeping genuinely invalid bytes, which the lossy
-/// conversion then marks).
+/// Where the last complete character of `bytes` ends: a character the head
+/// cut in half is dropped, while genuinely invalid bytes are kept for the
+/// lossy conversion to mark.
 fn utf8_prefix_end(bytes: &[u8]) -> usize {
-    match std::str::from_utf8(&bytes[bytes.len().saturating_sub(4)..]) {
-        Ok(_) => bytes.len(),
-        Err(e) if e.error_len().is_none() => bytes.len().saturating_sub(4) + e.valid_up_to(),
-        Err(_) => bytes.len(),
+    for back in 1..=bytes.len().min(4) {
+        let at = bytes.len() - back;
+        let lead = bytes[at];
+        if lead & 0b1100_0000 == 0b1000_0000 {
+            continue;
+        }
+        let width = match lead {
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            _ => 1,
+        };
+        return if width > back { at } else { bytes.len() };
     }
+    bytes.len()
 }
 
 #[cfg(test)]
@@ -170,5 +180,26 @@ mod tests {
             buffer.push(chunk);
         }
         assert_eq!(buffer.finish(), cap(&text, 1_000));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn capped_output_is_bounded_and_made_of_head_and_tail(
+            text in "(\\PC|\n){0,400}",
+            limit in 64usize..300,
+        ) {
+            let out = cap(&text, limit);
+            proptest::prop_assert!(out.len() <= limit);
+            if text.len() <= limit {
+                proptest::prop_assert_eq!(&out, &text);
+            } else {
+                let replaced = out.contains(char::REPLACEMENT_CHARACTER);
+                proptest::prop_assert!(!replaced || text.contains(char::REPLACEMENT_CHARACTER));
+                let (head, rest) = out.split_once("\n[... ").unwrap();
+                let tail = rest.split_once(" ...]\n").unwrap().1;
+                proptest::prop_assert!(text.starts_with(head));
+                proptest::prop_assert!(text.ends_with(tail));
+            }
+        }
     }
 }
