@@ -117,6 +117,11 @@ fn read_ref(workspace: &Workspace, path: &str) -> Result<String, RefError> {
     fs::File::open(&real)
         .and_then(|f| f.take(MAX_REF_BYTES + 1).read_to_end(&mut bytes))
         .map_err(|e| unreadable(e.to_string()))?;
+    if bytes.len() as u64 > MAX_REF_BYTES {
+        return Err(unreadable(
+            "grew over the size limit while being read".into(),
+        ));
+    }
     if looks_binary(&bytes) {
         return Err(unreadable("binary file".into()));
     }
@@ -125,13 +130,18 @@ fn read_ref(workspace: &Workspace, path: &str) -> Result<String, RefError> {
 
 /// Checks what can be checked before anything is committed: every `file_ref`
 /// must resolve inside the workspace (else `file_ref_out_of_scope`) and be a
-/// readable text file under the size limit (else `file_ref_unreadable`).
+/// readable text file under the size limit (else `file_ref_unreadable`, as
+/// for a path that cannot be resolved at all: empty, or a dangling symlink).
 pub fn check(segments: &[Segment], workspace: &Workspace) -> Result<(), InputError> {
     for segment in segments {
         if let SegmentView::FileRef { path } = segment.view() {
             read_ref(workspace, path).map_err(|e| match e {
-                RefError::OutOfScope(e) => InputError {
+                RefError::OutOfScope(e @ ScopeError::Outside { .. }) => InputError {
                     code: ErrorCode::FileRefOutOfScope,
+                    message: format!("file_ref {e}"),
+                },
+                RefError::OutOfScope(e @ ScopeError::Invalid { .. }) => InputError {
+                    code: ErrorCode::FileRefUnreadable,
                     message: format!("file_ref {e}"),
                 },
                 RefError::Unreadable(reason) => InputError {

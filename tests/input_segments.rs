@@ -69,7 +69,10 @@ fn check_refuses_unreadable_file_refs() {
     write(&ws, "big", &vec![b'x'; MAX_REF_BYTES as usize + 1]);
     write(&ws, "latin1", b"caf\xe9");
     fs::create_dir(ws.root().join("dir")).unwrap();
+    symlink(ws.root().join("nowhere"), ws.root().join("dangling")).unwrap();
     for (path, why) in [
+        ("dangling", "symlink"),
+        ("", "empty path"),
         ("missing.rs", "no such file"),
         ("dir", "not a regular file"),
         ("bin", "binary"),

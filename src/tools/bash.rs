@@ -95,7 +95,7 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> ToolOutcome {
     let timeout = args.timeout_secs.map_or(limits.bash_timeout, |s| {
-        Duration::from_secs(s).min(limits.bash_timeout)
+        Duration::from_secs(s.max(1)).min(limits.bash_timeout)
     });
     let spawned = spawn(ws, &args.command);
     let (mut child, reader) = match spawned {
