@@ -386,3 +386,28 @@ async fn every_output_is_capped() {
     let out = f.call("grep", json!({"pattern": "line"})).await;
     assert!(out.output.len() <= 500 && out.output.contains("bytes cut"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_run_as_spawned_tasks_on_a_multi_thread_runtime() {
+    let f = fixture();
+    f.write("a.txt", "hello\n");
+    let toolbox = std::sync::Arc::new(f.toolbox);
+    let tasks: Vec<_> = ["read_file", "bash"]
+        .into_iter()
+        .map(|tool| {
+            let toolbox = toolbox.clone();
+            tokio::spawn(async move {
+                let args = json!({"path": "a.txt", "command": "cat a.txt"});
+                toolbox.call(tool, &args, CancellationToken::new()).await
+            })
+        })
+        .collect();
+    for task in tasks {
+        let out = task.await.unwrap();
+        assert!(
+            !out.is_error && out.output.contains("hello"),
+            "{}",
+            out.output
+        );
+    }
+}
