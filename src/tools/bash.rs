@@ -82,6 +82,25 @@ impl Drop for ProcessGroup {
     }
 }
 
+/// What the pipe has delivered so far.
+struct Captured {
+    output: CapBuffer,
+    ends_with_newline: bool,
+    eof: bool,
+}
+
+impl Captured {
+    fn record(&mut self, read: std::io::Result<usize>, chunk: &[u8]) {
+        match read {
+            Ok(0) | Err(_) => self.eof = true,
+            Ok(n) => {
+                self.output.push(&chunk[..n]);
+                self.ends_with_newline = chunk[n - 1] == b'\n';
+            }
+        }
+    }
+}
+
 enum End {
     Exited(std::io::Result<ExitStatus>),
     Cancelled,
@@ -107,10 +126,12 @@ pub async fn run(
         Ok(r) => r,
         Err(e) => return ToolOutcome::error(format!("cannot read bash output: {e}")),
     };
-    let mut output = CapBuffer::new(limits.output_cap_bytes);
-    let mut ends_with_newline = true;
+    let mut captured = Captured {
+        output: CapBuffer::new(limits.output_cap_bytes),
+        ends_with_newline: true,
+        eof: false,
+    };
     let mut chunk = vec![0u8; 16 * 1024];
-    let mut eof = false;
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
     let end = loop {
@@ -118,13 +139,7 @@ pub async fn run(
             biased;
             _ = cancel.cancelled() => break End::Cancelled,
             _ = &mut deadline => break End::TimedOut(timeout),
-            read = reader.read(&mut chunk), if !eof => match read {
-                Ok(0) | Err(_) => eof = true,
-                Ok(n) => {
-                    output.push(&chunk[..n]);
-                    ends_with_newline = chunk[n - 1] == b'\n';
-                }
-            },
+            read = reader.read(&mut chunk), if !captured.eof => captured.record(read, &chunk),
             status = child.wait() => break End::Exited(status),
         }
     };
@@ -134,14 +149,9 @@ pub async fn run(
         let _ = child.wait().await;
     }
     let _ = tokio::time::timeout(DRAIN_GRACE, async {
-        while !eof {
-            match reader.read(&mut chunk).await {
-                Ok(0) | Err(_) => eof = true,
-                Ok(n) => {
-                    output.push(&chunk[..n]);
-                    ends_with_newline = chunk[n - 1] == b'\n';
-                }
-            }
+        while !captured.eof {
+            let read = reader.read(&mut chunk).await;
+            captured.record(read, &chunk);
         }
     })
     .await;
@@ -157,12 +167,12 @@ pub async fn run(
             true,
         ),
     };
-    if !ends_with_newline {
-        output.push(b"\n");
+    if !captured.ends_with_newline {
+        captured.output.push(b"\n");
     }
-    output.push(status_line.as_bytes());
+    captured.output.push(status_line.as_bytes());
     ToolOutcome {
-        output: output.finish(),
+        output: captured.output.finish(),
         is_error,
     }
 }
