@@ -1,8 +1,24 @@
 //! Resolving user input segments: checking them when a `run` arrives and
 //! flattening them into the text the model reads.
+//!
+//! Nothing here drops input silently: a segment that cannot be expanded —
+//! an unknown type, a slug with no file, a file that vanished since the check
+//! — becomes a visible placeholder, so the model can say what it did not get.
+
+use std::fs;
+use std::io::Read;
 
 use crate::protocol::{ErrorCode, Segment, SegmentView};
-use crate::workspace::Workspace;
+use crate::tools::looks_binary;
+use crate::workspace::{ScopeError, Workspace};
+
+/// Largest file a `file_ref` (or a knowledge or workflow file) may inline:
+/// it is re-sent on every model call of the session.
+pub const MAX_REF_BYTES: u64 = 256 * 1024;
+
+/// Where knowledge and workflow files live, relative to the workspace root.
+pub const KNOWLEDGE_DIR: &str = ".pod/knowledge";
+pub const WORKFLOWS_DIR: &str = ".pod/workflows";
 
 /// A `run` refused because of its segments; nothing is committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -11,14 +27,127 @@ pub struct InputError {
     pub message: String,
 }
 
+/// Expands a slug (`#style`, `/review`) to its text.
+pub trait Resolver: Send + Sync {
+    fn resolve(&self, slug: &str) -> Option<String>;
+}
+
+/// The resolvers flattening uses for `knowledge_ref` and `workflow_invoke`.
+pub struct Resolvers {
+    pub knowledge: Box<dyn Resolver>,
+    pub workflows: Box<dyn Resolver>,
+}
+
+impl Resolvers {
+    /// Resolvers reading `<workspace>/.pod/knowledge/<slug>.md` and
+    /// `<workspace>/.pod/workflows/<slug>.md`.
+    pub fn for_workspace(workspace: &Workspace) -> Self {
+        Self {
+            knowledge: Box::new(FileResolver::new(workspace.clone(), KNOWLEDGE_DIR)),
+            workflows: Box::new(FileResolver::new(workspace.clone(), WORKFLOWS_DIR)),
+        }
+    }
+}
+
+/// Resolves `slug` to the Markdown file `<dir>/<slug>.md` in the workspace.
+/// The file is found through [`Workspace::resolve`], so a `.pod` directory
+/// symlinked out of the workspace resolves nothing.
+pub struct FileResolver {
+    workspace: Workspace,
+    dir: String,
+}
+
+impl FileResolver {
+    pub fn new(workspace: Workspace, dir: impl Into<String>) -> Self {
+        Self {
+            workspace,
+            dir: dir.into(),
+        }
+    }
+}
+
+impl Resolver for FileResolver {
+    fn resolve(&self, slug: &str) -> Option<String> {
+        if !is_valid_slug(slug) {
+            return None;
+        }
+        read_ref(&self.workspace, &format!("{}/{slug}.md", self.dir)).ok()
+    }
+}
+
+/// A slug names one file in one directory: letters, digits, `-`, `_` and
+/// inner `.`; no separators, no `..`, nothing hidden.
+pub fn is_valid_slug(slug: &str) -> bool {
+    !slug.is_empty()
+        && slug.len() <= 128
+        && !slug.starts_with('.')
+        && !slug.contains("..")
+        && slug
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// Why a referenced file cannot be inlined.
+#[derive(Debug)]
+enum RefError {
+    OutOfScope(ScopeError),
+    Unreadable(String),
+}
+
+/// Reads a referenced workspace file as text: it must resolve inside the
+/// workspace and be a regular, non-binary, UTF-8 file of at most
+/// [`MAX_REF_BYTES`].
+fn read_ref(workspace: &Workspace, path: &str) -> Result<String, RefError> {
+    let real = workspace.resolve(path).map_err(RefError::OutOfScope)?;
+    let unreadable = |reason: String| RefError::Unreadable(format!("{path}: {reason}"));
+    let meta = fs::metadata(&real).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => unreadable("no such file".into()),
+        _ => unreadable(e.to_string()),
+    })?;
+    if !meta.is_file() {
+        return Err(unreadable("not a regular file".into()));
+    }
+    if meta.len() > MAX_REF_BYTES {
+        return Err(unreadable(format!(
+            "{} bytes is over the {MAX_REF_BYTES}-byte limit for inlined files",
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::new();
+    fs::File::open(&real)
+        .and_then(|f| f.take(MAX_REF_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| unreadable(e.to_string()))?;
+    if bytes.len() as u64 > MAX_REF_BYTES {
+        return Err(unreadable(
+            "grew over the size limit while being read".into(),
+        ));
+    }
+    if looks_binary(&bytes) {
+        return Err(unreadable("binary file".into()));
+    }
+    String::from_utf8(bytes).map_err(|_| unreadable("not UTF-8 text".into()))
+}
+
 /// Checks what can be checked before anything is committed: every `file_ref`
-/// must resolve inside the workspace.
+/// must resolve inside the workspace (else `file_ref_out_of_scope`) and be a
+/// readable text file under the size limit (else `file_ref_unreadable`, as
+/// for a path that cannot be resolved at all: empty, or a dangling symlink).
 pub fn check(segments: &[Segment], workspace: &Workspace) -> Result<(), InputError> {
     for segment in segments {
         if let SegmentView::FileRef { path } = segment.view() {
-            workspace.resolve(path).map_err(|e| InputError {
-                code: ErrorCode::FileRefOutOfScope,
-                message: format!("file_ref {e}"),
+            read_ref(workspace, path).map_err(|e| match e {
+                RefError::OutOfScope(e @ ScopeError::Outside { .. }) => InputError {
+                    code: ErrorCode::FileRefOutOfScope,
+                    message: format!("file_ref {e}"),
+                },
+                RefError::OutOfScope(e @ ScopeError::Invalid { .. }) => InputError {
+                    code: ErrorCode::FileRefUnreadable,
+                    message: format!("file_ref {e}"),
+                },
+                RefError::Unreadable(reason) => InputError {
+                    code: ErrorCode::FileRefUnreadable,
+                    message: format!("file_ref {reason}"),
+                },
             })?;
         }
     }
@@ -26,43 +155,96 @@ pub fn check(segments: &[Segment], workspace: &Workspace) -> Result<(), InputErr
 }
 
 /// The text the model reads for these segments.
-pub fn flatten(segments: &[Segment], _workspace: &Workspace, _resolvers: &Resolvers) -> String {
+///
+/// `text` and `paste` run inline, as the user typed them; every other
+/// segment becomes a block on lines of its own, so the model sees where a
+/// file or a workflow starts and ends.
+pub fn flatten(segments: &[Segment], workspace: &Workspace, resolvers: &Resolvers) -> String {
     let mut out = String::new();
+    let mut after_block = false;
     for segment in segments {
-        match segment.view() {
-            SegmentView::Text { text } | SegmentView::Paste { text, .. } => out.push_str(text),
-            SegmentView::FileRef { path } => out.push_str(&format!("@{path}")),
-            SegmentView::KnowledgeRef { slug } => out.push_str(&format!("#{slug}")),
-            SegmentView::WorkflowInvoke { slug, args } => out.push_str(&format!("/{slug} {args}")),
-            SegmentView::Unknown { kind } => out.push_str(&format!("[unknown input: kind={kind}]")),
+        let (piece, is_block) = match segment.view() {
+            SegmentView::Text { text } | SegmentView::Paste { text, .. } => {
+                (text.to_owned(), false)
+            }
+            SegmentView::FileRef { path } => (file_block(workspace, path), true),
+            SegmentView::KnowledgeRef { slug } => (
+                match resolvers.knowledge.resolve(slug) {
+                    Some(text) => tagged("knowledge", "slug", slug, &text),
+                    None => format!("[unknown knowledge: {slug}]"),
+                },
+                true,
+            ),
+            SegmentView::WorkflowInvoke { slug, args } => {
+                (workflow_block(resolvers, slug, args), true)
+            }
+            SegmentView::Unknown { kind } => (format!("[unknown input: kind={kind}]"), true),
+        };
+        if (is_block || after_block) && !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
         }
+        out.push_str(&piece);
+        after_block = is_block;
     }
     out
 }
 
-/// Looks up a knowledge entry or workflow by slug.
-pub trait Resolver: Send + Sync {
-    fn resolve(&self, slug: &str) -> Option<String>;
-}
-
-pub struct Resolvers {
-    pub knowledge: Box<dyn Resolver>,
-    pub workflows: Box<dyn Resolver>,
-}
-
-struct Nothing;
-
-impl Resolver for Nothing {
-    fn resolve(&self, _: &str) -> Option<String> {
-        None
+fn file_block(workspace: &Workspace, path: &str) -> String {
+    match read_ref(workspace, path) {
+        Ok(content) => tagged("file", "path", path, &content),
+        Err(RefError::OutOfScope(e)) => format!("[file not included: {e}]"),
+        Err(RefError::Unreadable(reason)) => {
+            format!("[file not included, it can no longer be read: {reason}]")
+        }
     }
 }
 
-impl Resolvers {
-    pub fn for_workspace(_workspace: &Workspace) -> Self {
-        Self {
-            knowledge: Box::new(Nothing),
-            workflows: Box::new(Nothing),
+/// A workflow's text is the instruction; the user's arguments follow it.
+fn workflow_block(resolvers: &Resolvers, slug: &str, args: &str) -> String {
+    let args = args.trim();
+    match resolvers.workflows.resolve(slug) {
+        Some(text) if args.is_empty() => tagged("workflow", "slug", slug, &text),
+        Some(text) => tagged(
+            "workflow",
+            "slug",
+            slug,
+            &format!("{}\n\nArguments: {args}", text.trim_end()),
+        ),
+        None if args.is_empty() => format!("[unknown workflow: {slug}]"),
+        None => format!("[unknown workflow: {slug}] {args}"),
+    }
+}
+
+/// `<tag attr="value">\nbody\n</tag>`, the attribute escaped so a path
+/// cannot close the tag.
+fn tagged(tag: &str, attr: &str, value: &str, body: &str) -> String {
+    let value = value
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;");
+    let body = body.strip_suffix('\n').unwrap_or(body);
+    format!("<{tag} {attr}=\"{value}\">\n{body}\n</{tag}>")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_are_validated() {
+        for ok in ["style", "rust-style", "a_b", "v1.2", "日本"] {
+            assert!(is_valid_slug(ok), "{ok}");
         }
+        for bad in ["", "../x", "a/b", "a\\b", "..", ".hidden", "a..b", "a b"] {
+            assert!(!is_valid_slug(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn tag_attributes_are_escaped() {
+        assert_eq!(
+            tagged("file", "path", "a\"<b>&", "x\n"),
+            "<file path=\"a&quot;&lt;b>&amp;\">\nx\n</file>"
+        );
     }
 }

@@ -2,7 +2,15 @@
 //!
 //! Every path a model or a client names is resolved here, and nowhere else,
 //! so the "stays inside the workspace" rule has exactly one implementation.
+//! Callers then operate on the path [`Workspace::resolve`] returned, never on
+//! the string they were given.
+//!
+//! The check is made when the path is resolved; a symlink swapped in between
+//! the check and the use (a race only a process already running inside the
+//! workspace could win) is not defended against.
 
+use std::fs;
+use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
 
 #[derive(Debug, Clone)]
@@ -34,19 +42,24 @@ impl Workspace {
     /// Resolves a workspace-relative path. Absolute paths, `..` that climbs
     /// out, and symlinks whose target lies outside are all refused. The path
     /// need not exist (a file about to be written); its deepest existing
-    /// ancestor is canonicalised and checked.
+    /// ancestor is canonicalised and checked, so the returned path is real up
+    /// to that ancestor and lexical below it.
     pub fn resolve(&self, path: &str) -> Result<PathBuf, ScopeError> {
         let outside = || ScopeError::Outside {
             path: path.to_owned(),
             root: self.root.display().to_string(),
         };
-        let rel = Path::new(path);
+        let invalid = |reason: &str| ScopeError::Invalid {
+            path: path.to_owned(),
+            reason: reason.to_owned(),
+        };
         if path.is_empty() {
-            return Err(ScopeError::Invalid {
-                path: path.to_owned(),
-                reason: "empty path".into(),
-            });
+            return Err(invalid("empty path"));
         }
+        if path.contains('\0') {
+            return Err(invalid("path contains a NUL byte"));
+        }
+        let rel = Path::new(path);
         if rel.is_absolute() {
             return Err(outside());
         }
@@ -63,24 +76,33 @@ impl Workspace {
                 Component::RootDir | Component::Prefix(_) => return Err(outside()),
             }
         }
-        if !joined.starts_with(&self.root) {
-            return Err(outside());
-        }
-        // Follow symlinks on the longest existing prefix.
+        // Find the deepest ancestor that exists *as a directory entry*:
+        // `symlink_metadata` sees a dangling symlink, which `exists()` would
+        // skip — and writing through it would create its target, wherever
+        // that is.
         let mut existing = joined.as_path();
         let mut rest = Vec::new();
-        while !existing.exists() {
-            match (existing.parent(), existing.file_name()) {
-                (Some(parent), Some(name)) => {
-                    rest.push(name.to_owned());
-                    existing = parent;
+        loop {
+            match fs::symlink_metadata(existing) {
+                Ok(_) => break,
+                Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+                    match (existing.parent(), existing.file_name()) {
+                        (Some(parent), Some(name)) => {
+                            rest.push(name.to_owned());
+                            existing = parent;
+                        }
+                        _ => return Err(outside()),
+                    }
                 }
-                _ => return Err(outside()),
+                Err(e) => return Err(invalid(&e.to_string())),
             }
         }
-        let mut real = existing.canonicalize().map_err(|e| ScopeError::Invalid {
-            path: path.to_owned(),
-            reason: e.to_string(),
+        let mut real = existing.canonicalize().map_err(|e| {
+            if e.kind() == ErrorKind::NotFound {
+                invalid("is or passes through a symlink whose target does not exist")
+            } else {
+                invalid(&e.to_string())
+            }
         })?;
         if !real.starts_with(&self.root) {
             return Err(outside());
@@ -91,8 +113,212 @@ impl Workspace {
         Ok(real)
     }
 
-    /// Workspace paths starting with `prefix` (stub until the tools land).
-    pub fn completions(&self, _prefix: &str, _limit: usize) -> Vec<String> {
-        Vec::new()
+    /// Completions for a `list_completions` request of kind `file`: the
+    /// workspace-relative paths that start with `prefix`, directories ending
+    /// in `/`, sorted, at most `limit`.
+    ///
+    /// The prefix may name directories (`src/ma` lists `src/` and keeps the
+    /// entries starting with `ma`). Hidden entries appear only when the typed
+    /// name starts with `.`; ignored ones (`.gitignore`, `.ignore`) only when
+    /// nothing else matches, i.e. when the prefix can only mean them. A
+    /// prefix that resolves outside the workspace completes to nothing.
+    pub fn completions(&self, prefix: &str, limit: usize) -> Vec<String> {
+        let (dir_part, name_part) = match prefix.rfind('/') {
+            Some(i) => prefix.split_at(i + 1),
+            None => ("", prefix),
+        };
+        let dir = match self.resolve(if dir_part.is_empty() { "." } else { dir_part }) {
+            Ok(dir) if dir.is_dir() => dir,
+            _ => return Vec::new(),
+        };
+        let show_hidden = name_part.starts_with('.');
+        let mut found = self.list_matching(&dir, dir_part, name_part, show_hidden, true);
+        if found.is_empty() && !name_part.is_empty() {
+            found = self.list_matching(&dir, dir_part, name_part, show_hidden, false);
+        }
+        found.sort();
+        found.truncate(limit);
+        found
+    }
+
+    /// One directory level of candidates for [`Self::completions`]. Each is
+    /// checked with [`Self::resolve`] so that a symlink pointing out of the
+    /// workspace is never offered.
+    fn list_matching(
+        &self,
+        dir: &Path,
+        dir_part: &str,
+        name_part: &str,
+        show_hidden: bool,
+        respect_ignores: bool,
+    ) -> Vec<String> {
+        let walker = ignore::WalkBuilder::new(dir)
+            .max_depth(Some(1))
+            .standard_filters(respect_ignores)
+            .hidden(!show_hidden)
+            .require_git(false)
+            .build();
+        let mut out = Vec::new();
+        for entry in walker.flatten() {
+            if entry.depth() == 0 {
+                continue;
+            }
+            let Some(name) = entry.file_name().to_str() else {
+                continue;
+            };
+            if !name.starts_with(name_part) {
+                continue;
+            }
+            let candidate = format!("{dir_part}{name}");
+            let Ok(real) = self.resolve(&candidate) else {
+                continue;
+            };
+            if real.is_dir() {
+                out.push(format!("{candidate}/"));
+            } else {
+                out.push(candidate);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn setup() -> (tempfile::TempDir, Workspace) {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        (dir, ws)
+    }
+
+    fn is_outside(r: Result<PathBuf, ScopeError>) -> bool {
+        matches!(r, Err(ScopeError::Outside { .. }))
+    }
+
+    #[test]
+    fn plain_and_dot_paths_resolve_inside() {
+        let (_d, ws) = setup();
+        fs::create_dir(ws.root().join("src")).unwrap();
+        assert_eq!(ws.resolve(".").unwrap(), ws.root());
+        assert_eq!(ws.resolve("./src").unwrap(), ws.root().join("src"));
+        assert_eq!(ws.resolve("src/../src/.").unwrap(), ws.root().join("src"));
+    }
+
+    #[test]
+    fn empty_and_nul_are_invalid() {
+        let (_d, ws) = setup();
+        assert!(matches!(ws.resolve(""), Err(ScopeError::Invalid { .. })));
+        assert!(matches!(
+            ws.resolve("a\0b"),
+            Err(ScopeError::Invalid { .. })
+        ));
+    }
+
+    #[test]
+    fn absolute_and_climbing_paths_are_outside() {
+        let (_d, ws) = setup();
+        assert!(is_outside(ws.resolve("/etc/passwd")));
+        assert!(is_outside(ws.resolve("..")));
+        assert!(is_outside(ws.resolve("../x")));
+        assert!(is_outside(ws.resolve("a/../../x")));
+        assert!(is_outside(ws.resolve("a/b/../../../x")));
+        let root = ws.root().display().to_string();
+        assert!(is_outside(ws.resolve(&root)));
+    }
+
+    #[test]
+    fn nonexistent_nested_paths_resolve_inside() {
+        let (_d, ws) = setup();
+        assert_eq!(
+            ws.resolve("new/deep/file.txt").unwrap(),
+            ws.root().join("new/deep/file.txt")
+        );
+        assert_eq!(ws.resolve("new/../x").unwrap(), ws.root().join("x"));
+    }
+
+    #[test]
+    fn symlinks_leading_outside_are_refused() {
+        let (_d, ws) = setup();
+        let outside = tempfile::tempdir().unwrap();
+        symlink("/etc", ws.root().join("etc")).unwrap();
+        symlink("/etc/passwd", ws.root().join("passwd")).unwrap();
+        symlink(outside.path(), ws.root().join("out")).unwrap();
+        assert!(is_outside(ws.resolve("etc")));
+        assert!(is_outside(ws.resolve("etc/passwd")));
+        assert!(is_outside(ws.resolve("passwd")));
+        assert!(is_outside(ws.resolve("out/new-file")));
+        assert!(is_outside(ws.resolve("out/new/nested")));
+    }
+
+    #[test]
+    fn dangling_symlinks_are_refused() {
+        let (_d, ws) = setup();
+        let outside = tempfile::tempdir().unwrap();
+        symlink(outside.path().join("nope"), ws.root().join("dangling")).unwrap();
+        assert!(ws.resolve("dangling").is_err());
+        assert!(ws.resolve("dangling/x").is_err());
+    }
+
+    #[test]
+    fn symlinks_inside_resolve_to_their_target() {
+        let (_d, ws) = setup();
+        fs::create_dir(ws.root().join("real")).unwrap();
+        symlink(ws.root().join("real"), ws.root().join("alias")).unwrap();
+        assert_eq!(ws.resolve("alias/f").unwrap(), ws.root().join("real/f"));
+    }
+
+    fn touch(ws: &Workspace, rel: &str) {
+        let p = ws.root().join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, "x").unwrap();
+    }
+
+    #[test]
+    fn completions_follow_directories_and_mark_them() {
+        let (_d, ws) = setup();
+        touch(&ws, "src/main.rs");
+        touch(&ws, "src/mod/x.rs");
+        touch(&ws, "src/lib.rs");
+        touch(&ws, "README.md");
+        assert_eq!(ws.completions("src/ma", 10), vec!["src/main.rs"]);
+        assert_eq!(ws.completions("src/m", 10), vec!["src/main.rs", "src/mod/"]);
+        assert_eq!(ws.completions("", 10), vec!["README.md", "src/"]);
+        assert_eq!(ws.completions("src/", 2), vec!["src/lib.rs", "src/main.rs"]);
+        assert!(ws.completions("nope/", 10).is_empty());
+        assert!(ws.completions("src/main.rs/", 10).is_empty());
+    }
+
+    #[test]
+    fn completions_hide_hidden_and_ignored_unless_named() {
+        let (_d, ws) = setup();
+        touch(&ws, ".env");
+        touch(&ws, "target/debug/pod");
+        touch(&ws, "tests/a.rs");
+        fs::write(ws.root().join(".gitignore"), "target/\n").unwrap();
+        assert_eq!(ws.completions("", 10), vec!["tests/"]);
+        assert_eq!(ws.completions("t", 10), vec!["tests/"]);
+        assert_eq!(ws.completions("tar", 10), vec!["target/"]);
+        assert_eq!(ws.completions("target/", 10), vec!["target/debug/"]);
+        assert_eq!(ws.completions(".e", 10), vec![".env"]);
+        assert_eq!(ws.completions(".", 10), vec![".env", ".gitignore"]);
+        touch(&ws, ".pod/knowledge/style.md");
+        assert_eq!(ws.completions(".pod/kn", 10), vec![".pod/knowledge/"]);
+        assert_eq!(
+            ws.completions(".pod/knowledge/", 10),
+            vec![".pod/knowledge/style.md"]
+        );
+    }
+
+    #[test]
+    fn completions_never_escape() {
+        let (_d, ws) = setup();
+        symlink("/etc", ws.root().join("etc")).unwrap();
+        assert!(ws.completions("../", 10).is_empty());
+        assert!(ws.completions("/et", 10).is_empty());
+        assert!(ws.completions("etc/", 10).is_empty());
+        assert!(ws.completions("et", 10).is_empty());
     }
 }

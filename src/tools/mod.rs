@@ -1,12 +1,28 @@
 //! The tools the model can call, all confined to the workspace.
+//!
+//! Each family lives in its own module ([`fs`], [`search`], [`bash`]) and
+//! exposes, per tool, a name, a [`ToolSpec`] and a function taking typed
+//! arguments. This module owns what they share: argument parsing, mapping
+//! workspace escapes to errors the model reads, and the output cap, which is
+//! applied here to every outcome so no tool can forget it.
 
+mod bash;
+mod cap;
+mod fs;
+mod search;
+
+use std::path::PathBuf;
 use std::time::Duration;
 
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::provider::ToolSpec;
 use crate::workspace::Workspace;
+
+pub use cap::{cap, CapBuffer};
+pub(crate) use fs::looks_binary;
 
 /// Limits every tool call obeys.
 #[derive(Debug, Clone)]
@@ -32,31 +48,118 @@ pub struct ToolOutcome {
     pub is_error: bool,
 }
 
+impl ToolOutcome {
+    pub fn ok(output: impl Into<String>) -> Self {
+        Self {
+            output: output.into(),
+            is_error: false,
+        }
+    }
+
+    pub fn error(output: impl Into<String>) -> Self {
+        Self {
+            output: output.into(),
+            is_error: true,
+        }
+    }
+}
+
 pub struct Toolbox {
-    #[allow(dead_code)]
     workspace: Workspace,
-    #[allow(dead_code)]
     limits: ToolLimits,
 }
+
+/// A tool that does blocking file-system work, run on the blocking pool so a
+/// large grep never stalls the runtime thread driving the session.
+type BlockingTool<A> = fn(&Workspace, A, &CancellationToken) -> ToolOutcome;
 
 impl Toolbox {
     pub fn new(workspace: Workspace, limits: ToolLimits) -> Self {
         Self { workspace, limits }
     }
 
+    /// The tools offered to the model, with JSON Schemas of their arguments.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        Vec::new()
+        vec![
+            fs::read_file_spec(),
+            fs::list_dir_spec(),
+            search::glob_spec(),
+            search::grep_spec(),
+            fs::write_file_spec(),
+            fs::edit_file_spec(),
+            bash::spec(&self.limits),
+        ]
     }
 
+    /// Runs one tool call. Never panics on what the model sends: unknown
+    /// tools, bad arguments and refused paths are all `is_error` outcomes.
+    /// The output is capped to [`ToolLimits::output_cap_bytes`].
     pub async fn call(
         &self,
         name: &str,
-        _arguments: &Value,
-        _cancel: CancellationToken,
+        arguments: &Value,
+        cancel: CancellationToken,
     ) -> ToolOutcome {
+        let outcome = match name {
+            fs::READ_FILE => self.blocking(name, arguments, cancel, fs::read_file).await,
+            fs::LIST_DIR => self.blocking(name, arguments, cancel, fs::list_dir).await,
+            fs::WRITE_FILE => self.blocking(name, arguments, cancel, fs::write_file).await,
+            fs::EDIT_FILE => self.blocking(name, arguments, cancel, fs::edit_file).await,
+            search::GLOB => self.blocking(name, arguments, cancel, search::glob).await,
+            search::GREP => self.blocking(name, arguments, cancel, search::grep).await,
+            bash::BASH => match parse_args(name, arguments) {
+                Ok(args) => bash::run(&self.workspace, &self.limits, args, cancel).await,
+                Err(e) => e,
+            },
+            _ => ToolOutcome::error(format!(
+                "unknown tool {name:?}; the available tools are: {}",
+                self.specs()
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        };
         ToolOutcome {
-            output: format!("unknown tool {name:?}"),
-            is_error: true,
+            output: cap(&outcome.output, self.limits.output_cap_bytes),
+            is_error: outcome.is_error,
         }
     }
+
+    async fn blocking<A: DeserializeOwned + Send + 'static>(
+        &self,
+        name: &str,
+        arguments: &Value,
+        cancel: CancellationToken,
+        tool: BlockingTool<A>,
+    ) -> ToolOutcome {
+        let args = match parse_args(name, arguments) {
+            Ok(args) => args,
+            Err(e) => return e,
+        };
+        let workspace = self.workspace.clone();
+        tokio::task::spawn_blocking(move || tool(&workspace, args, &cancel))
+            .await
+            .unwrap_or_else(|e| ToolOutcome::error(format!("{name} failed: {e}")))
+    }
+}
+
+/// Parses a tool's arguments; a call with no arguments at all counts as `{}`
+/// so tools whose arguments are all optional accept it.
+fn parse_args<A: DeserializeOwned>(tool: &str, arguments: &Value) -> Result<A, ToolOutcome> {
+    let parsed = if arguments.is_null() {
+        serde_json::from_value(Value::Object(Default::default()))
+    } else {
+        A::deserialize(arguments)
+    };
+    parsed.map_err(|e| ToolOutcome::error(format!("invalid arguments for {tool}: {e}")))
+}
+
+/// [`Workspace::resolve`], worded for the model.
+fn resolve(workspace: &Workspace, path: &str) -> Result<PathBuf, ToolOutcome> {
+    workspace.resolve(path).map_err(|e| {
+        ToolOutcome::error(format!(
+            "path refused: {e}. Paths are relative to the workspace root and must stay inside it."
+        ))
+    })
 }

@@ -1,0 +1,209 @@
+//! The `bash` tool: `bash -c` in the workspace root.
+//!
+//! The command runs as the leader of its own process group, so that
+//! cancelling, timing out or finishing can kill everything it started
+//! (pipelines, `&` jobs, grandchildren) in one signal — killing only `bash`
+//! would leave a `sleep 30; touch marker` running after the turn was
+//! cancelled. stdout and stderr share one pipe, so the model reads them
+//! interleaved as a terminal would show them, and the pipe is read into a
+//! [`CapBuffer`] so a command printing gigabytes costs bounded memory.
+
+use std::os::fd::OwnedFd;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use rustix::pipe::{pipe_with, PipeFlags};
+use rustix::process::{kill_process_group, Pid, Signal};
+use serde::Deserialize;
+use serde_json::json;
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe;
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+use super::{CapBuffer, ToolLimits, ToolOutcome};
+use crate::provider::ToolSpec;
+use crate::workspace::Workspace;
+
+pub const BASH: &str = "bash";
+
+/// After the command ends, how long output still buffered in the pipe may
+/// take to arrive. Only a process that escaped the group (`setsid`) keeps
+/// the pipe open longer, and it is not waited for.
+const DRAIN_GRACE: Duration = Duration::from_millis(200);
+
+pub fn spec(limits: &ToolLimits) -> ToolSpec {
+    ToolSpec {
+        name: BASH.into(),
+        description: format!(
+            "Run a shell command with `bash -c` in the workspace root. stdout and stderr are \
+             returned together, followed by the exit code. stdin is empty (no interactive \
+             programs). Times out after {}s (or `timeout_secs`, if lower); a timed-out or \
+             cancelled command is killed with everything it started. Background jobs (`&`) \
+             are killed when the command finishes. Long output keeps its beginning and end. \
+             Prefer read_file, grep, glob and edit_file for files.",
+            limits.bash_timeout.as_secs()
+        ),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The command line, run by `bash -c`."},
+                "timeout_secs": {"type": "integer", "minimum": 1, "description": "Kill the command after this many seconds (capped by the pod's limit)."}
+            },
+            "required": ["command"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct BashArgs {
+    command: String,
+    timeout_secs: Option<u64>,
+}
+
+/// Kills the command's process group when told to, or when dropped: if the
+/// call's future is dropped mid-run, nothing it started is left behind.
+struct ProcessGroup(Option<Pid>);
+
+impl ProcessGroup {
+    fn kill(&mut self) {
+        if let Some(pid) = self.0.take() {
+            // ESRCH (everyone already gone) is the expected, harmless case.
+            let _ = kill_process_group(pid, Signal::Kill);
+        }
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// What the pipe has delivered so far.
+struct Captured {
+    output: CapBuffer,
+    ends_with_newline: bool,
+    eof: bool,
+}
+
+impl Captured {
+    fn record(&mut self, read: std::io::Result<usize>, chunk: &[u8]) {
+        match read {
+            Ok(0) | Err(_) => self.eof = true,
+            Ok(n) => {
+                self.output.push(&chunk[..n]);
+                self.ends_with_newline = chunk[n - 1] == b'\n';
+            }
+        }
+    }
+}
+
+enum End {
+    Exited(std::io::Result<ExitStatus>),
+    Cancelled,
+    TimedOut(Duration),
+}
+
+pub async fn run(
+    ws: &Workspace,
+    limits: &ToolLimits,
+    args: BashArgs,
+    cancel: CancellationToken,
+) -> ToolOutcome {
+    let timeout = args.timeout_secs.map_or(limits.bash_timeout, |s| {
+        Duration::from_secs(s.max(1)).min(limits.bash_timeout)
+    });
+    let spawned = spawn(ws, &args.command);
+    let (mut child, reader) = match spawned {
+        Ok(parts) => parts,
+        Err(e) => return ToolOutcome::error(format!("cannot start bash: {e}")),
+    };
+    let mut group = ProcessGroup(child.id().and_then(|id| Pid::from_raw(id as i32)));
+    let mut reader = match pipe::Receiver::from_owned_fd(reader) {
+        Ok(r) => r,
+        Err(e) => return ToolOutcome::error(format!("cannot read bash output: {e}")),
+    };
+    let mut captured = Captured {
+        output: CapBuffer::new(limits.output_cap_bytes),
+        ends_with_newline: true,
+        eof: false,
+    };
+    let mut chunk = vec![0u8; 16 * 1024];
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let end = loop {
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => break End::Cancelled,
+            _ = &mut deadline => break End::TimedOut(timeout),
+            read = reader.read(&mut chunk), if !captured.eof => captured.record(read, &chunk),
+            status = child.wait() => break End::Exited(status),
+        }
+    };
+    group.kill();
+    if !matches!(end, End::Exited(_)) {
+        // Reap the killed leader; SIGKILL makes this immediate.
+        let _ = child.wait().await;
+    }
+    let _ = tokio::time::timeout(DRAIN_GRACE, async {
+        while !captured.eof {
+            let read = reader.read(&mut chunk).await;
+            captured.record(read, &chunk);
+        }
+    })
+    .await;
+    let (status_line, is_error) = match end {
+        End::Exited(Ok(status)) => describe(status),
+        End::Exited(Err(e)) => (format!("[could not wait for the command: {e}]"), true),
+        End::Cancelled => ("[cancelled: the command was killed]".to_owned(), true),
+        End::TimedOut(after) => (
+            format!(
+                "[timed out after {}s: the command was killed]",
+                after.as_secs_f64()
+            ),
+            true,
+        ),
+    };
+    if !captured.ends_with_newline {
+        captured.output.push(b"\n");
+    }
+    captured.output.push(status_line.as_bytes());
+    ToolOutcome {
+        output: captured.output.finish(),
+        is_error,
+    }
+}
+
+fn describe(status: ExitStatus) -> (String, bool) {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => (format!("[exit code: {code}]"), code != 0),
+        (None, Some(signal)) => (format!("[killed by signal {signal}]"), true),
+        (None, None) => ("[exit status unknown]".to_owned(), true),
+    }
+}
+
+/// Starts `bash -c command` in its own process group with stdout and stderr
+/// on one pipe; returns the child and the pipe's read end. The write ends
+/// live only in the child once this returns, so the read end sees EOF when
+/// every process holding them has exited.
+fn spawn(ws: &Workspace, command: &str) -> std::io::Result<(tokio::process::Child, OwnedFd)> {
+    let (read_end, write_end) = pipe_with(PipeFlags::CLOEXEC)?;
+    let write_err = write_end.try_clone()?;
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(ws.root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(write_end))
+        .stderr(Stdio::from(write_err))
+        .env("PAGER", "cat")
+        .env("GIT_PAGER", "cat")
+        .process_group(0)
+        .kill_on_drop(true);
+    let child = cmd.spawn()?;
+    drop(cmd);
+    Ok((child, read_end))
+}
