@@ -10,4 +10,5 @@ pub mod protocol;
 pub mod provider;
 pub mod tokens;
 pub mod tools;
+pub mod tui;
 pub mod workspace;
