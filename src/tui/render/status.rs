@@ -22,6 +22,9 @@ fn tokens(n: u64) -> String {
     }
 }
 
+/// Parts in order of importance, since a narrow terminal cuts the end off:
+/// a hint the user needs now, what the pod is doing, whether we are
+/// connected, then the session, the model and token usage.
 pub fn status_line(app: &App) -> Line<'static> {
     let mut spans = vec![Span::styled(
         format!(
@@ -34,11 +37,8 @@ pub fn status_line(app: &App) -> Line<'static> {
         spans.push(Span::styled(SEP, BAR));
         spans.push(Span::styled(text, style));
     };
-    if let Some(g) = &app.greeting {
-        part(format!("{}/{}", g.provider, g.model), BAR);
-    }
-    if let Some(id) = app.conversation.session_id() {
-        part(format!("session {}", short_id(&id)), BAR);
+    if let Some(flash) = &app.flash {
+        part(flash.clone(), BAR.fg(Color::LightYellow));
     }
     if let Some(status) = app.status {
         let spin = SPINNER[app.spinner % SPINNER.len()];
@@ -59,14 +59,6 @@ pub fn status_line(app: &App) -> Line<'static> {
         };
         part(format!("{state}{queued}"), style);
     }
-    if let Some(u) = app.usage {
-        let text = format!(
-            "{} in · {} out",
-            tokens(u.input_tokens),
-            tokens(u.output_tokens)
-        );
-        part(text, BAR);
-    }
     let (text, color) = match app.connection {
         ConnectionState::Connecting => ("connecting…".to_owned(), Color::Yellow),
         ConnectionState::WaitingForSnapshot => ("waiting for the pod…".to_owned(), Color::Yellow),
@@ -82,8 +74,19 @@ pub fn status_line(app: &App) -> Line<'static> {
         }
     };
     part(text, BAR.fg(color));
-    if let Some(flash) = &app.flash {
-        part(flash.clone(), BAR.fg(Color::LightYellow));
+    if let Some(id) = app.conversation.session_id() {
+        part(format!("session {}", short_id(&id)), BAR);
+    }
+    if let Some(g) = &app.greeting {
+        part(format!("{}/{}", g.provider, g.model), BAR);
+    }
+    if let Some(u) = app.usage {
+        let text = format!(
+            "{} in · {} out",
+            tokens(u.input_tokens),
+            tokens(u.output_tokens)
+        );
+        part(text, BAR);
     }
     Line::from(spans).style(BAR)
 }
