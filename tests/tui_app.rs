@@ -200,6 +200,7 @@ fn scrolling_leaves_and_resumes_following() {
     key(&mut app, KeyCode::PageUp, KeyModifiers::NONE);
     let up = screen(&mut app, 40, 12);
     assert!(!up.contains("answer 49"));
+    assert!(up.contains("↓ more below"));
     app.on_pod_event(entry(51, assistant_text("answer 50")));
     assert_eq!(screen(&mut app, 40, 12), up, "the view stays put");
     key(&mut app, KeyCode::Home, KeyModifiers::NONE);

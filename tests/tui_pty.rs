@@ -149,7 +149,10 @@ fn attach_send_paste_and_detach() {
     wait_for_screen(&parser, label);
     press(b"\r");
     wait_for_screen(&parser, "I received 33 characters in 3 line(s)");
-    assert!(flat(&parser).contains(&format!("› {label}")), "shown as a label");
+    assert!(
+        flat(&parser).contains(&format!("› {label}")),
+        "shown as a label"
+    );
 
     let inputs = user_inputs(&data);
     let (session, paste) = inputs

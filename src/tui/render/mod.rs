@@ -12,7 +12,7 @@ mod status;
 pub mod wrap;
 
 use ratatui::layout::Rect;
-use ratatui::style::{Modifier, Style};
+use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
@@ -44,21 +44,9 @@ pub fn draw(frame: &mut Frame<'_>, app: &mut App) {
         ..area
     };
     composer::draw(frame, composer_area, rows, cursor);
-    if free >= 2 {
-        free -= 1;
-        let rule = Line::styled(
-            "─".repeat(usize::from(area.width)),
-            Style::new().add_modifier(Modifier::DIM),
-        );
-        let rule_area = Rect {
-            y: area.y + free,
-            height: 1,
-            ..area
-        };
-        frame.render_widget(Paragraph::new(rule), rule_area);
-    }
+    let rule_height = u16::from(free >= 2);
     let view = Rect {
-        height: free,
+        height: free - rule_height,
         ..area
     };
     app.view_size = (view.width, view.height);
@@ -68,4 +56,28 @@ pub fn draw(frame: &mut Frame<'_>, app: &mut App) {
         frame.render_widget(Paragraph::new(lines), view);
         composer::draw_popup(frame, &app.composer, view);
     }
+    if rule_height == 1 {
+        let rule_area = Rect {
+            y: area.y + view.height,
+            height: 1,
+            ..area
+        };
+        frame.render_widget(Paragraph::new(rule(app, area.width)), rule_area);
+    }
+}
+
+/// The rule above the composer; it says so when the view is not at the end.
+fn rule(app: &App, width: u16) -> Line<'static> {
+    let width = usize::from(width);
+    let dim = Style::new().add_modifier(Modifier::DIM);
+    if app.viewport.is_following() {
+        return Line::styled("─".repeat(width), dim);
+    }
+    let label = " ↓ more below · End to follow ";
+    let right = width.saturating_sub(2 + label.chars().count());
+    let text: String = format!("──{label}{}", "─".repeat(right))
+        .chars()
+        .take(width)
+        .collect();
+    Line::styled(text, Style::new().fg(Color::Yellow))
 }
