@@ -254,3 +254,42 @@ fn composer_shows_paste_label_and_file_ref() {
     );
     assert_snapshot!("composer_with_atoms", screen(&mut app, 50, 10));
 }
+
+#[test]
+fn resizing_reflows() {
+    let mut app = attached(vec![assistant_text(
+        "one two three four five six seven eight nine ten",
+    )]);
+    let wide = screen(&mut app, 60, 6);
+    assert!(wide.contains("one two three four five six seven eight nine ten"));
+    let narrow = screen(&mut app, 20, 8);
+    assert!(narrow.contains("one two three four "), "{narrow}");
+    assert!(narrow.contains("five six seven eight"), "{narrow}");
+    assert_eq!(screen(&mut app, 60, 6), wide);
+}
+
+#[test]
+fn control_characters_never_reach_the_terminal() {
+    let mut app = attached(vec![
+        tool_call("c1", "bash", json!({"command":"printf '\\x1b[2J'"})),
+        tool_result("c1", "\u{1b}[2Jcleared?\u{7}", false),
+    ]);
+    let buffer = buffer(&mut app, 40, 6);
+    for cell in buffer.content() {
+        assert!(!cell.symbol().contains('\u{1b}'), "escape in a cell");
+        assert!(!cell.symbol().contains('\u{7}'), "bell in a cell");
+    }
+    assert!(find(&buffer, "[2Jcleared?").is_some());
+}
+
+#[test]
+fn mid_turn_attach_shows_the_running_tool_call() {
+    let mut app = attached_with(
+        vec![user_input(json!([{"type":"text","text":"build it"}]))],
+        json!({"type":"tool_call","call_id":"c1","name":"bash","arguments_so_far":"{\"command\":\"cargo b"}),
+        "running",
+    );
+    let text = screen(&mut app, 50, 8);
+    assert!(text.contains("› build it"));
+    assert!(text.contains("⚙ bash {\"command\":\"cargo b"), "{text}");
+}
