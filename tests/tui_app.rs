@@ -6,6 +6,7 @@ mod tui_common;
 use std::time::{Duration, Instant};
 
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
+use pod::protocol::Method;
 use pod::tui::connection::{ConnEvent, ConnectionState, Outgoing};
 use pod::tui::conversation::BlockKind;
 use pod::tui::App;
@@ -229,4 +230,39 @@ fn attaching_to_ten_thousand_entries_is_fast() {
     assert!(text.contains("question 9996"), "{text}");
     eprintln!("attach + first frame: {elapsed:?}");
     assert!(elapsed < Duration::from_secs(1), "took {elapsed:?}");
+}
+
+#[test]
+fn a_refused_message_comes_back_to_the_input_box() {
+    let mut app = attached(vec![]);
+    type_str(&mut app, "read ");
+    app.on_terminal(TermEvent::Paste("p".into()));
+    key(&mut app, KeyCode::Enter, KeyModifiers::NONE);
+    let Some(Outgoing::Request(run)) = app.take_outgoing().pop() else {
+        panic!("no run sent");
+    };
+    assert!(app.composer().is_empty());
+    let id = run.request_id.clone().unwrap();
+    app.on_pod_event(event(json!({"type":"error","code":"file_ref_out_of_scope",
+        "message":"outside the workspace","request_id":id})));
+    assert_eq!(app.composer().segments(), {
+        let Method::Run { segments } = run.method else {
+            panic!()
+        };
+        segments
+    });
+    assert!(screen(&mut app, 80, 6).contains("[error file_ref_out_of_scope]"));
+
+    type_str(&mut app, " again");
+    key(&mut app, KeyCode::Enter, KeyModifiers::NONE);
+    let sent = app.take_outgoing();
+    let Some(Outgoing::Request(run)) = sent.into_iter().last() else {
+        panic!("no run sent");
+    };
+    app.on_connection(ConnEvent::NotSent(run));
+    assert!(
+        app.composer().plain_text().is_none(),
+        "the paste is back too"
+    );
+    assert!(!app.composer().is_empty());
 }

@@ -5,13 +5,14 @@
 //! requests leave through an outbox, and drawing reads the state. That is
 //! what makes the whole UI testable with a `TestBackend`.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use crossterm::event::{MouseEvent, MouseEventKind};
 use ratatui::Frame;
 
-use super::composer::Composer;
+use super::composer::{Atom, Composer};
 use super::connection::{ConnEvent, ConnectionState, Outgoing};
 use super::conversation::{Applied, Conversation};
 use super::layout_cache::LayoutCache;
@@ -48,6 +49,10 @@ pub struct App {
     quit: bool,
     dirty: bool,
     next_request: u64,
+    /// Messages sent but not yet accepted by the pod, by `request_id`: if
+    /// the pod refuses one (or it cannot be sent), it goes back into the
+    /// input box instead of being lost.
+    unconfirmed: HashMap<String, Vec<Atom>>,
 }
 
 impl App {
@@ -72,6 +77,7 @@ impl App {
             quit: false,
             dirty: true,
             next_request: 0,
+            unconfirmed: HashMap::new(),
         }
     }
 
@@ -115,10 +121,25 @@ impl App {
         format!("tui-{}", self.next_request)
     }
 
-    fn send(&mut self, method: Method) {
+    fn send(&mut self, method: Method) -> String {
         let id = self.next_id();
         self.outbox
-            .push(Outgoing::Request(Request::with_id(method, id)));
+            .push(Outgoing::Request(Request::with_id(method, id.clone())));
+        id
+    }
+
+    /// Puts a refused message back into the input box, unless the user has
+    /// started typing another one (it stays in the history then).
+    fn give_back(&mut self, request_id: Option<&str>, why: &str) {
+        let Some(atoms) = request_id.and_then(|id| self.unconfirmed.remove(id)) else {
+            return;
+        };
+        if self.composer.is_empty() {
+            self.composer.restore(atoms);
+            self.flash = Some(format!("{why}: your message is back in the input box"));
+        } else {
+            self.flash = Some(format!("{why}: press Up to find your message"));
+        }
     }
 
     /// Advances time: the spinner, the reconnect countdown.
@@ -164,12 +185,9 @@ impl App {
                 };
             }
             ConnEvent::NotSent(request) => {
-                let what = match request.method {
-                    Method::Run { .. } => "message not sent (press Up to get it back)",
-                    _ => "request not sent",
-                };
-                self.conversation
-                    .push_notice(Level::Warn, format!("[offline] {what}"));
+                if let Method::Run { .. } = request.method {
+                    self.give_back(request.request_id.as_deref(), "not sent");
+                }
             }
         }
     }
@@ -197,6 +215,13 @@ impl App {
             Event::Status(status) => self.status = Some(status),
             Event::Usage(usage) => self.usage = Some(usage),
             Event::Response(response) => self.on_response(response),
+            Event::Error {
+                request_id: Some(ref id),
+                ..
+            } if self.unconfirmed.contains_key(id) => {
+                self.conversation.apply(&event);
+                self.give_back(Some(id), "refused");
+            }
             Event::Shutdown { reason } => self
                 .conversation
                 .push_notice(Level::Warn, format!("[pod shut down] {reason}")),
@@ -218,6 +243,9 @@ impl App {
     }
 
     fn on_response(&mut self, response: Response) {
+        if let Some(id) = &response.request_id {
+            self.unconfirmed.remove(id);
+        }
         if let (Some(id), Some(items)) = (&response.request_id, response.completions) {
             self.composer.set_completions(id, items);
         }
@@ -378,7 +406,9 @@ impl App {
             self.flash = Some("not connected: the message stays here until you send it".into());
             return;
         }
-        self.send(Method::Run { segments });
+        let atoms = self.composer.atoms().to_vec();
+        let id = self.send(Method::Run { segments });
+        self.unconfirmed.insert(id, atoms);
         self.composer.finish_submit();
         self.viewport.end();
     }

@@ -209,6 +209,21 @@ impl Composer {
         self.cursor = self.atoms.len();
     }
 
+    /// Puts a message back (one the pod refused), cursor at its end.
+    pub fn restore(&mut self, atoms: Vec<Atom>) {
+        self.next_paste_id = atoms
+            .iter()
+            .filter_map(|a| match a {
+                Atom::Paste { id, .. } => Some(*id),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        self.atoms = atoms;
+        self.cursor = self.atoms.len();
+        self.history_pos = None;
+    }
+
     /// The buffer as plain text when it holds nothing but characters
     /// (commands like `/quit` are recognised from this).
     pub fn plain_text(&self) -> Option<String> {
