@@ -1,6 +1,7 @@
 //! Shared helpers for the TUI tests: building an attached `App` from JSON
 //! frames, and drawing it into a `TestBackend`.
 
+// Each test crate compiles this module on its own and uses only some of it.
 #![allow(dead_code)]
 
 use std::time::Instant;
