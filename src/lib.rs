@@ -15,4 +15,5 @@ pub mod provider;
 pub mod store;
 pub mod tokens;
 pub mod tools;
+pub mod tui;
 pub mod workspace;

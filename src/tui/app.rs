@@ -1,0 +1,415 @@
+//! The application state: the conversation, the composer and the status,
+//! and what keys, pod events and connection changes do to them.
+//!
+//! Nothing here touches the terminal or the socket: input arrives as values,
+//! requests leave through an outbox, and drawing reads the state. That is
+//! what makes the whole UI testable with a `TestBackend`.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use crossterm::event::{MouseEvent, MouseEventKind};
+use ratatui::Frame;
+
+use super::composer::{Atom, Composer};
+use super::connection::{ConnEvent, ConnectionState, Outgoing};
+use super::conversation::{Applied, Conversation};
+use super::layout_cache::LayoutCache;
+use super::viewport::Viewport;
+use crate::protocol::{
+    CompletionKind, Event, Greeting, Level, LogEntry, Method, PodState, Request, Response, Status,
+    Usage,
+};
+
+/// Two Ctrl+C within this long quit.
+const DOUBLE_CTRL_C: Duration = Duration::from_secs(1);
+const SPINNER_STEP: Duration = Duration::from_millis(80);
+const WHEEL_ROWS: usize = 3;
+
+pub struct App {
+    pub(crate) conversation: Conversation,
+    pub(crate) composer: Composer,
+    pub(crate) cache: LayoutCache,
+    pub(crate) viewport: Viewport,
+    pub(crate) pod_name: String,
+    pub(crate) greeting: Option<Greeting>,
+    pub(crate) status: Option<Status>,
+    pub(crate) usage: Option<Usage>,
+    pub(crate) connection: ConnectionState,
+    pub(crate) spinner: usize,
+    /// A one-line hint shown in the status bar until the next key.
+    pub(crate) flash: Option<String>,
+    pub(crate) now: Instant,
+    /// Size of the conversation area at the last draw, for paging.
+    pub(crate) view_size: (u16, u16),
+    last_spin: Instant,
+    last_ctrl_c: Option<Instant>,
+    outbox: Vec<Outgoing>,
+    quit: bool,
+    dirty: bool,
+    next_request: u64,
+    /// Messages sent but not yet accepted by the pod, by `request_id`: if
+    /// the pod refuses one (or it cannot be sent), it goes back into the
+    /// input box instead of being lost.
+    unconfirmed: HashMap<String, Vec<Atom>>,
+}
+
+impl App {
+    pub fn new(pod_name: impl Into<String>, now: Instant) -> Self {
+        Self {
+            conversation: Conversation::new(),
+            composer: Composer::new(),
+            cache: LayoutCache::new(),
+            viewport: Viewport::new(),
+            pod_name: pod_name.into(),
+            greeting: None,
+            status: None,
+            usage: None,
+            connection: ConnectionState::Connecting,
+            spinner: 0,
+            flash: None,
+            now,
+            view_size: (80, 20),
+            last_spin: now,
+            last_ctrl_c: None,
+            outbox: Vec::new(),
+            quit: false,
+            dirty: true,
+            next_request: 0,
+            unconfirmed: HashMap::new(),
+        }
+    }
+
+    pub fn conversation(&self) -> &Conversation {
+        &self.conversation
+    }
+
+    pub fn composer(&self) -> &Composer {
+        &self.composer
+    }
+
+    pub fn connection(&self) -> ConnectionState {
+        self.connection
+    }
+
+    pub fn should_quit(&self) -> bool {
+        self.quit
+    }
+
+    /// Whether anything changed since the last call: the run loop draws at
+    /// most once per frame tick, and only then.
+    pub fn take_dirty(&mut self) -> bool {
+        std::mem::take(&mut self.dirty)
+    }
+
+    /// The requests and reconnects to hand to the connection task.
+    pub fn take_outgoing(&mut self) -> Vec<Outgoing> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    pub fn draw(&mut self, frame: &mut Frame<'_>) {
+        super::render::draw(frame, self);
+    }
+
+    fn busy(&self) -> bool {
+        self.status.is_some_and(|s| s.state != PodState::Idle)
+    }
+
+    fn next_id(&mut self) -> String {
+        self.next_request += 1;
+        format!("tui-{}", self.next_request)
+    }
+
+    fn send(&mut self, method: Method) -> String {
+        let id = self.next_id();
+        self.outbox
+            .push(Outgoing::Request(Request::with_id(method, id.clone())));
+        id
+    }
+
+    /// Puts a refused message back into the input box, unless the user has
+    /// started typing another one (it stays in the history then).
+    fn give_back(&mut self, request_id: Option<&str>, why: &str) {
+        let Some(atoms) = request_id.and_then(|id| self.unconfirmed.remove(id)) else {
+            return;
+        };
+        if self.composer.is_empty() {
+            self.composer.restore(atoms);
+            self.flash = Some(format!("{why}: your message is back in the input box"));
+        } else {
+            self.flash = Some(format!("{why}: press Up to find your message"));
+        }
+    }
+
+    /// Advances time: the spinner, the reconnect countdown.
+    pub fn on_tick(&mut self, now: Instant) {
+        let before = self.now;
+        self.now = now;
+        if self.busy() && now.duration_since(self.last_spin) >= SPINNER_STEP {
+            self.spinner = self.spinner.wrapping_add(1);
+            self.last_spin = now;
+            self.dirty = true;
+        }
+        if let ConnectionState::Retrying { at, .. } = self.connection {
+            let secs = |t: Instant| at.saturating_duration_since(t).as_secs();
+            if secs(before) != secs(now) {
+                self.dirty = true;
+            }
+        }
+    }
+
+    pub fn on_connection(&mut self, event: ConnEvent) {
+        self.dirty = true;
+        match event {
+            ConnEvent::Connected => self.connection = ConnectionState::WaitingForSnapshot,
+            ConnEvent::Event(event) => self.on_pod_event(*event),
+            ConnEvent::BadFrame(message) => self
+                .conversation
+                .push_notice(Level::Error, format!("[bad frame] {message}")),
+            ConnEvent::Retrying { retry_in, error } => {
+                let was_connected = match self.connection {
+                    ConnectionState::Connected | ConnectionState::WaitingForSnapshot => {
+                        self.conversation.push_notice(
+                            Level::Warn,
+                            format!("[disconnected] {error}; reconnecting"),
+                        );
+                        true
+                    }
+                    ConnectionState::Retrying { was_connected, .. } => was_connected,
+                    ConnectionState::Connecting => false,
+                };
+                self.connection = ConnectionState::Retrying {
+                    at: self.now + retry_in,
+                    was_connected,
+                };
+            }
+            ConnEvent::NotSent(request) => {
+                if let Method::Run { .. } = request.method {
+                    self.give_back(request.request_id.as_deref(), "not sent");
+                }
+            }
+        }
+    }
+
+    /// Applies one pod event. Until this connection's snapshot arrives,
+    /// nothing else is applied: the view is snapshot-then-live, always.
+    pub fn on_pod_event(&mut self, event: Event) {
+        self.dirty = true;
+        if let Event::Snapshot(snapshot) = &event {
+            self.connection = ConnectionState::Connected;
+            self.greeting = Some(snapshot.greeting.clone());
+            self.status = Some(snapshot.status);
+            self.usage = snapshot.entries.iter().rev().find_map(|l| match l.entry {
+                LogEntry::TurnEnd { usage, .. } => usage,
+                _ => None,
+            });
+            self.conversation.load_snapshot(snapshot);
+            self.viewport.end();
+            return;
+        }
+        if self.connection != ConnectionState::Connected {
+            return;
+        }
+        match event {
+            Event::Status(status) => self.status = Some(status),
+            Event::Usage(usage) => self.usage = Some(usage),
+            Event::Response(response) => self.on_response(response),
+            Event::Error {
+                request_id: Some(ref id),
+                ..
+            } if self.unconfirmed.contains_key(id) => {
+                self.conversation.apply(&event);
+                self.give_back(Some(id), "refused");
+            }
+            Event::Shutdown { reason } => self
+                .conversation
+                .push_notice(Level::Warn, format!("[pod shut down] {reason}")),
+            event => {
+                if let Event::Entry {
+                    entry: LogEntry::TurnEnd { usage: Some(u), .. },
+                    ..
+                } = &event
+                {
+                    self.usage = Some(*u);
+                }
+                if let Applied::Resync(why) = self.conversation.apply(&event) {
+                    self.conversation
+                        .push_notice(Level::Warn, format!("[resync] {why}"));
+                    self.outbox.push(Outgoing::Reconnect);
+                }
+            }
+        }
+    }
+
+    fn on_response(&mut self, response: Response) {
+        if let Some(id) = &response.request_id {
+            self.unconfirmed.remove(id);
+        }
+        if let (Some(id), Some(items)) = (&response.request_id, response.completions) {
+            self.composer.set_completions(id, items);
+        }
+        if let (Some(queued), Some(status)) = (response.queued, &mut self.status) {
+            status.queued = status.queued.max(queued);
+        }
+    }
+
+    pub fn on_terminal(&mut self, event: TermEvent) {
+        self.dirty = true;
+        match event {
+            TermEvent::Key(key) if key.kind != KeyEventKind::Release => self.on_key(key),
+            TermEvent::Paste(text) => {
+                self.composer.paste(&text);
+                self.refresh_completion();
+            }
+            TermEvent::Mouse(MouseEvent { kind, .. }) => match kind {
+                MouseEventKind::ScrollUp => self.scroll(true, WHEEL_ROWS),
+                MouseEventKind::ScrollDown => self.scroll(false, WHEEL_ROWS),
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+
+    fn scroll(&mut self, up: bool, n: usize) {
+        let (width, height) = self.view_size;
+        let mut rows = self.cache.rows(&self.conversation, width);
+        let height = usize::from(height);
+        if up {
+            self.viewport.scroll_up(&mut rows, height, n);
+        } else {
+            self.viewport.scroll_down(&mut rows, height, n);
+        }
+    }
+
+    fn page(&self) -> usize {
+        usize::from(self.view_size.1).saturating_sub(2).max(1)
+    }
+
+    fn on_key(&mut self, key: KeyEvent) {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let alt = key.modifiers.contains(KeyModifiers::ALT);
+        let shift = key.modifiers.contains(KeyModifiers::SHIFT);
+        if !(ctrl && key.code == KeyCode::Char('c')) {
+            self.flash = None;
+        }
+        match key.code {
+            KeyCode::Char('c') if ctrl => self.ctrl_c(),
+            KeyCode::Char('d') if ctrl => self.quit = true,
+            KeyCode::Char('o') if ctrl => self.conversation.toggle_tool(),
+            KeyCode::Char('j') if ctrl => self.composer.insert_newline(),
+            KeyCode::Char('a') if ctrl => self.composer.line_start(),
+            KeyCode::Char('e') if ctrl => self.composer.line_end(),
+            KeyCode::Char('u') if ctrl => self.composer.kill_to_line_start(),
+            KeyCode::Char('l') if ctrl => self.viewport.end(),
+            KeyCode::Enter if alt || shift => self.composer.insert_newline(),
+            KeyCode::Enter | KeyCode::Tab if self.composer.completion_open() => {
+                self.composer.accept_completion()
+            }
+            KeyCode::Enter => self.submit(),
+            KeyCode::Esc if self.composer.completion_open() => self.composer.dismiss_completion(),
+            KeyCode::Esc => self.cancel(),
+            KeyCode::Up | KeyCode::Down if alt => self.select_tool(key.code == KeyCode::Up),
+            KeyCode::Up | KeyCode::Down if self.composer.completion_open() => {
+                self.composer.move_completion(key.code == KeyCode::Down)
+            }
+            KeyCode::Up => {
+                if !self.composer.up() {
+                    self.composer.history_prev();
+                }
+            }
+            KeyCode::Down => {
+                if !self.composer.down() {
+                    self.composer.history_next();
+                }
+            }
+            KeyCode::Left => self.composer.left(),
+            KeyCode::Right => self.composer.right(),
+            KeyCode::Backspace => self.composer.backspace(),
+            KeyCode::Delete => self.composer.delete(),
+            KeyCode::PageUp => self.scroll(true, self.page()),
+            KeyCode::PageDown => self.scroll(false, self.page()),
+            KeyCode::Home => {
+                let (width, height) = self.view_size;
+                let mut rows = self.cache.rows(&self.conversation, width);
+                self.viewport.home(&mut rows, usize::from(height));
+            }
+            KeyCode::End => self.viewport.end(),
+            KeyCode::Char(c) if !ctrl => self.composer.insert_char(c),
+            _ => return,
+        }
+        self.refresh_completion();
+    }
+
+    /// Asks the pod for path candidates when the `@` token changed.
+    fn refresh_completion(&mut self) {
+        let next = &mut self.next_request;
+        let prefix = self.composer.refresh_completion(|| {
+            *next += 1;
+            format!("tui-{next}")
+        });
+        if let (Some(prefix), Some(c)) = (prefix, self.composer.completion()) {
+            let method = Method::ListCompletions {
+                kind: CompletionKind::File,
+                prefix,
+            };
+            let request = Request::with_id(method, c.request_id.clone());
+            self.outbox.push(Outgoing::Request(request));
+        }
+    }
+
+    fn select_tool(&mut self, back: bool) {
+        if let Some(index) = self.conversation.select_tool(back) {
+            let (width, height) = self.view_size;
+            let mut rows = self.cache.rows(&self.conversation, width);
+            self.viewport.reveal(&mut rows, usize::from(height), index);
+        }
+    }
+
+    fn cancel(&mut self) {
+        if self.busy() {
+            self.send(Method::Cancel);
+        }
+    }
+
+    fn ctrl_c(&mut self) {
+        if self
+            .last_ctrl_c
+            .is_some_and(|t| self.now.duration_since(t) <= DOUBLE_CTRL_C)
+        {
+            self.quit = true;
+            return;
+        }
+        self.last_ctrl_c = Some(self.now);
+        self.cancel();
+        self.flash = Some("Ctrl+C again to quit (the pod keeps running)".into());
+    }
+
+    fn submit(&mut self) {
+        match self.composer.plain_text().as_deref().map(str::trim) {
+            Some("/quit") => {
+                self.quit = true;
+                return;
+            }
+            Some("/compact") => {
+                self.send(Method::Compact);
+                self.composer.finish_submit();
+                return;
+            }
+            _ => {}
+        }
+        let segments = self.composer.segments();
+        if segments.is_empty() {
+            return;
+        }
+        if self.connection != ConnectionState::Connected {
+            self.flash = Some("not connected: the message stays here until you send it".into());
+            return;
+        }
+        let atoms = self.composer.atoms().to_vec();
+        let id = self.send(Method::Run { segments });
+        self.unconfirmed.insert(id, atoms);
+        self.composer.finish_submit();
+        self.viewport.end();
+    }
+}

@@ -1,0 +1,185 @@
+//! `pod attach`: the terminal UI.
+//!
+//! A protocol client like any other: its whole view is built from the
+//! `snapshot` and `entry` frames of its connection; streaming hints only draw
+//! progress. The parts, one job each:
+//!
+//! - [`conversation`]: the view model, from frames to blocks;
+//! - [`composer`]: the input buffer, history and `@` completion state;
+//! - [`app`]: keys, pod events and connection changes applied to both;
+//! - [`connection`]: the socket, with reconnect and backoff;
+//! - [`layout_cache`] and [`viewport`]: wrapped rows per block, and which
+//!   of them are on screen;
+//! - [`render`]: how it all looks.
+//!
+//! This module runs them: a terminal reader task, the connection task and
+//! a loop that applies what they send and draws at most once per frame.
+
+pub mod app;
+pub mod composer;
+pub mod connection;
+pub mod conversation;
+pub mod layout_cache;
+pub mod render;
+pub mod viewport;
+
+use std::io::{stdout, Stdout};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use crossterm::cursor::Show;
+use crossterm::event::{
+    DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
+    Event as TermEvent, EventStream,
+};
+use crossterm::execute;
+use crossterm::terminal::{
+    disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen,
+};
+use futures::StreamExt;
+use ratatui::backend::CrosstermBackend;
+use ratatui::Terminal;
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
+
+pub use app::App;
+use connection::{ConnEvent, Outgoing};
+
+/// At most one frame per this long, however fast events arrive.
+const FRAME: Duration = Duration::from_millis(16);
+
+/// What `pod attach` needs to know.
+#[derive(Debug, Clone)]
+pub struct AttachOptions {
+    pub socket: PathBuf,
+    /// Shown until the pod's greeting names it.
+    pub pod_name: String,
+}
+
+/// Runs the TUI until the user quits. Quitting detaches: the pod keeps
+/// running. The terminal is restored on every exit path, panics included.
+pub async fn run(options: AttachOptions) -> anyhow::Result<()> {
+    let guard = TerminalGuard::enter().context("cannot set up the terminal")?;
+    let mut terminal =
+        Terminal::new(CrosstermBackend::new(stdout())).context("cannot set up the terminal")?;
+    terminal.clear().context("cannot clear the terminal")?;
+
+    let (term_tx, term_rx) = mpsc::channel(256);
+    let input = tokio::spawn(read_terminal(term_tx));
+    let (conn_tx, conn_rx) = mpsc::channel(1024);
+    let (out_tx, out_rx) = mpsc::channel(256);
+    let conn = tokio::spawn(connection::run(options.socket, conn_tx, out_rx));
+
+    let mut app = App::new(options.pod_name, Instant::now());
+    let result = event_loop(&mut app, &mut terminal, term_rx, conn_rx, out_tx).await;
+    input.abort();
+    conn.abort();
+    drop(terminal);
+    drop(guard);
+    result
+}
+
+async fn event_loop(
+    app: &mut App,
+    terminal: &mut Terminal<CrosstermBackend<Stdout>>,
+    mut term_rx: mpsc::Receiver<std::io::Result<TermEvent>>,
+    mut conn_rx: mpsc::Receiver<ConnEvent>,
+    out_tx: mpsc::Sender<Outgoing>,
+) -> anyhow::Result<()> {
+    let mut frame = tokio::time::interval(FRAME);
+    frame.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            event = term_rx.recv() => match event {
+                Some(Ok(event)) => app.on_terminal(event),
+                Some(Err(e)) => return Err(e).context("reading the terminal failed"),
+                None => return Ok(()),
+            },
+            event = conn_rx.recv() => match event {
+                Some(event) => app.on_connection(event),
+                None => anyhow::bail!("the connection task stopped"),
+            },
+            _ = frame.tick() => {
+                app.on_tick(Instant::now());
+                if app.take_dirty() {
+                    terminal.draw(|f| app.draw(f)).context("drawing failed")?;
+                }
+            }
+        }
+        for out in app.take_outgoing() {
+            if let Err(TrySendError::Full(out) | TrySendError::Closed(out)) = out_tx.try_send(out) {
+                if let Outgoing::Request(request) = out {
+                    app.on_connection(ConnEvent::NotSent(request));
+                }
+            }
+        }
+        if app.should_quit() {
+            return Ok(());
+        }
+    }
+}
+
+/// Reads the terminal in a task of its own, so that no `select!` can ever
+/// cancel a half-read event: keys typed while deltas stream in are kept.
+async fn read_terminal(tx: mpsc::Sender<std::io::Result<TermEvent>>) {
+    let mut events = EventStream::new();
+    while let Some(event) = events.next().await {
+        let failed = event.is_err();
+        if tx.send(event).await.is_err() || failed {
+            break;
+        }
+    }
+}
+
+/// Whether the terminal is in TUI mode, so that restoring happens once
+/// whichever of the guard and the panic hook gets there first.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+static PANIC_HOOK: Once = Once::new();
+
+/// Raw mode, alternate screen, bracketed paste and mouse capture, undone on
+/// drop and on panic.
+struct TerminalGuard;
+
+impl TerminalGuard {
+    fn enter() -> std::io::Result<Self> {
+        PANIC_HOOK.call_once(|| {
+            let previous = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                restore();
+                previous(info);
+            }));
+        });
+        enable_raw_mode()?;
+        ACTIVE.store(true, Ordering::SeqCst);
+        let guard = TerminalGuard;
+        execute!(
+            stdout(),
+            EnterAlternateScreen,
+            EnableBracketedPaste,
+            EnableMouseCapture
+        )?;
+        Ok(guard)
+    }
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+fn restore() {
+    if ACTIVE.swap(false, Ordering::SeqCst) {
+        let _ = execute!(
+            stdout(),
+            DisableMouseCapture,
+            DisableBracketedPaste,
+            LeaveAlternateScreen,
+            Show
+        );
+        let _ = disable_raw_mode();
+    }
+}

@@ -1,0 +1,129 @@
+//! The input box and the `@` completion popup.
+
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Clear, Paragraph};
+use ratatui::Frame;
+use unicode_width::UnicodeWidthStr;
+
+use super::blocks::{FILE_REF, PASTE};
+use crate::tui::composer::{paste_label, Atom, Composer};
+
+const PROMPT: &str = "› ";
+const HINT: &str = "Enter send · Alt+Enter newline · @ file · Esc cancel · Ctrl+D detach";
+const POPUP_ROWS: usize = 8;
+
+/// The composer's rows at `width`, and the cursor's row and column.
+/// Every atom is kept whole on one row (a paste label is not split), and
+/// wrapping is by character: the cursor position must be exact.
+pub fn layout(composer: &Composer, width: u16) -> (Vec<Line<'static>>, (usize, usize)) {
+    let width = usize::from(width).max(3);
+    let mut rows: Vec<Vec<Span<'static>>> = vec![vec![Span::styled(PROMPT, prompt_style())]];
+    let mut col = PROMPT.width();
+    let mut cursor = (0, col);
+    if composer.is_empty() {
+        rows[0].push(Span::styled(HINT, Style::new().add_modifier(Modifier::DIM)));
+        return (rows.into_iter().map(Line::from).collect(), cursor);
+    }
+    for (i, atom) in composer.atoms().iter().enumerate() {
+        let (text, style) = match atom {
+            Atom::Char('\n') => {
+                if i == composer.cursor() {
+                    cursor = (rows.len() - 1, col);
+                }
+                rows.push(vec![Span::raw("  ")]);
+                col = 2;
+                continue;
+            }
+            Atom::Char(c) if c.is_control() => ("\u{fffd}".to_owned(), Style::new()),
+            Atom::Char(c) => (c.to_string(), Style::new()),
+            Atom::Paste { id, text } => (paste_label(*id, text), PASTE),
+            Atom::FileRef(path) => (format!("@{path}"), FILE_REF),
+        };
+        let w = text.width();
+        if col + w > width && col > 2 {
+            rows.push(vec![Span::raw("  ")]);
+            col = 2;
+        }
+        if i == composer.cursor() {
+            cursor = (rows.len() - 1, col);
+        }
+        if let Some(row) = rows.last_mut() {
+            row.push(Span::styled(text, style));
+        }
+        col += w;
+    }
+    if composer.cursor() >= composer.atoms().len() {
+        if col >= width {
+            rows.push(vec![Span::raw("  ")]);
+            col = 2;
+        }
+        cursor = (rows.len() - 1, col);
+    }
+    (rows.into_iter().map(Line::from).collect(), cursor)
+}
+
+fn prompt_style() -> Style {
+    Style::new().fg(Color::Green).add_modifier(Modifier::BOLD)
+}
+
+/// Draws the composer rows that fit in `area`, scrolled to keep the cursor
+/// visible, and places the terminal cursor.
+pub fn draw(frame: &mut Frame<'_>, area: Rect, rows: Vec<Line<'static>>, cursor: (usize, usize)) {
+    let height = usize::from(area.height);
+    if height == 0 {
+        return;
+    }
+    let skip = (cursor.0 + 1).saturating_sub(height);
+    let visible: Vec<Line<'static>> = rows.into_iter().skip(skip).take(height).collect();
+    frame.render_widget(Paragraph::new(visible), area);
+    let x = area.x
+        + u16::try_from(cursor.1)
+            .unwrap_or(u16::MAX)
+            .min(area.width.saturating_sub(1));
+    let y = area.y + u16::try_from(cursor.0 - skip).unwrap_or(0);
+    frame.set_cursor_position((x, y));
+}
+
+/// The completion candidates, drawn just above the composer.
+pub fn draw_popup(frame: &mut Frame<'_>, composer: &Composer, above: Rect) {
+    let Some(c) = composer.completion().filter(|c| !c.items.is_empty()) else {
+        return;
+    };
+    let rows = c.items.len().min(POPUP_ROWS);
+    let height = u16::try_from(rows).unwrap_or(0).min(above.height);
+    if height == 0 {
+        return;
+    }
+    let first = (c.selected + 1).saturating_sub(rows);
+    let lines: Vec<Line<'static>> = c
+        .items
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(rows)
+        .map(|(i, item)| {
+            let style = if i == c.selected {
+                Style::new().bg(Color::Blue).fg(Color::White)
+            } else {
+                Style::new().bg(Color::Black).fg(Color::Gray)
+            };
+            Line::styled(format!(" @{item} "), style)
+        })
+        .collect();
+    let width = lines
+        .iter()
+        .map(Line::width)
+        .max()
+        .map_or(0, |w| u16::try_from(w).unwrap_or(u16::MAX))
+        .min(above.width);
+    let area = Rect {
+        x: above.x,
+        y: above.y + above.height - height,
+        width,
+        height,
+    };
+    frame.render_widget(Clear, area);
+    frame.render_widget(Paragraph::new(lines), area);
+}

@@ -1,0 +1,178 @@
+//! End to end, in a pseudo-terminal: a real `pod serve` with the offline
+//! model, a real `pod attach` reading keys from the PTY, and the screen read
+//! back through a vt100 emulator. Every wait is on screen contents with a
+//! deadline, never a blind sleep.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use portable_pty::{native_pty_system, CommandBuilder, PtySize};
+use serde_json::Value;
+
+const POD: &str = env!("CARGO_BIN_EXE_pod");
+const DEADLINE: Duration = Duration::from_secs(15);
+const ROWS: u16 = 30;
+const COLS: u16 = 100;
+
+/// Kills the server when the test ends, however it ends.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The screen as one line of single-spaced words, so that text the TUI
+/// wrapped across rows still matches.
+fn flat(parser: &Mutex<vt100::Parser>) -> String {
+    let contents = parser.lock().unwrap().screen().contents();
+    contents.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn wait_for_screen(parser: &Mutex<vt100::Parser>, needle: &str) {
+    let start = Instant::now();
+    loop {
+        let screen = flat(parser);
+        if screen.contains(needle) {
+            return;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "timed out waiting for {needle:?} on screen:\n{}",
+            parser.lock().unwrap().screen().contents()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Every `user_input` entry in the session logs under `data`.
+fn user_inputs(data: &Path) -> Vec<(String, Value)> {
+    let mut found = Vec::new();
+    let Ok(dir) = std::fs::read_dir(data.join("sessions")) else {
+        return found;
+    };
+    for file in dir.flatten() {
+        let path = file.path();
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        for line in text.lines() {
+            let Ok(line) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            if line["entry"]["kind"] == "user_input" {
+                found.push((stem.clone(), line["entry"].clone()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+#[ignore = "needs `pod serve` and `pod attach`, which the CLI on main provides"]
+fn attach_send_paste_and_detach() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket: PathBuf = dir.path().join("run").join("pod.sock");
+    let data = dir.path().join("data");
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let mut server = Server(
+        Command::new(POD)
+            .arg("serve")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--data-dir")
+            .arg(&data)
+            .arg("--workspace")
+            .arg(&workspace)
+            .args(["--provider", "offline"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_until("the pod's socket", || socket.exists());
+
+    let pty = native_pty_system()
+        .openpty(PtySize {
+            rows: ROWS,
+            cols: COLS,
+            pixel_width: 0,
+            pixel_height: 0,
+        })
+        .unwrap();
+    let mut attach = CommandBuilder::new(POD);
+    attach.arg("attach");
+    attach.arg("--socket");
+    attach.arg(&socket);
+    attach.env("TERM", "xterm-256color");
+    let mut child = pty.slave.spawn_command(attach).unwrap();
+    drop(pty.slave);
+    let mut reader = pty.master.try_clone_reader().unwrap();
+    let mut keys = pty.master.take_writer().unwrap();
+    let parser = Arc::new(Mutex::new(vt100::Parser::new(ROWS, COLS, 0)));
+    let screen = Arc::clone(&parser);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 8192];
+        while let Ok(n @ 1..) = reader.read(&mut buf) {
+            screen.lock().unwrap().process(&buf[..n]);
+        }
+    });
+    let mut press = |bytes: &[u8]| {
+        keys.write_all(bytes).unwrap();
+        keys.flush().unwrap();
+    };
+
+    wait_for_screen(&parser, "● connected");
+    press(b"hello");
+    wait_for_screen(&parser, "› hello");
+    press(b"\r");
+    wait_for_screen(&parser, "offline model");
+    wait_for_screen(&parser, "I received 5 characters in 1 line(s)");
+
+    // Terminals send line breaks inside a paste as carriage returns.
+    press(b"\x1b[200~first line\rsecond line\rthird line\x1b[201~");
+    let label = "[Clipboard #1 | 33 chars, 3 lines]";
+    wait_for_screen(&parser, label);
+    press(b"\r");
+    wait_for_screen(&parser, "I received 33 characters in 3 line(s)");
+    assert!(
+        flat(&parser).contains(&format!("› {label}")),
+        "shown as a label"
+    );
+
+    let inputs = user_inputs(&data);
+    let (session, paste) = inputs
+        .iter()
+        .find(|(_, e)| e["segments"][0]["type"] == "paste")
+        .unwrap_or_else(|| panic!("no paste segment in the log: {inputs:?}"));
+    assert_eq!(
+        paste["segments"][0],
+        serde_json::json!({"type":"paste","id":1,"text":"first line\nsecond line\nthird line"})
+    );
+    let short: String = session.chars().take(8).collect();
+    assert!(flat(&parser).contains(&format!("session {short}")));
+
+    press(b"\x04");
+    wait_until("pod attach to exit on Ctrl+D", || {
+        child.try_wait().unwrap().is_some()
+    });
+    assert!(
+        server.0.try_wait().unwrap().is_none(),
+        "detaching leaves the pod running"
+    );
+    assert!(socket.exists());
+}

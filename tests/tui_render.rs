@@ -1,0 +1,295 @@
+//! What the TUI draws: one snapshot test per block kind and state, drawn
+//! with ratatui's `TestBackend`. Accept changes with
+//! `INSTA_UPDATE=always cargo test --test tui_render` and read the `.snap`
+//! files before committing them.
+
+mod tui_common;
+
+use std::time::Instant;
+
+use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
+use insta::assert_snapshot;
+use pod::tui::connection::ConnEvent;
+use pod::tui::App;
+use ratatui::style::Color;
+use serde_json::{json, Value};
+use tui_common::*;
+
+fn key(app: &mut App, code: KeyCode, modifiers: KeyModifiers) {
+    app.on_terminal(TermEvent::Key(KeyEvent::new(code, modifiers)));
+}
+
+#[test]
+fn user_input_segments() {
+    let mut app = attached(vec![user_input(json!([
+        {"type":"text","text":"please read "},
+        {"type":"file_ref","path":"src/main.rs"},
+        {"type":"text","text":" and this:\n"},
+        {"type":"paste","id":1,"text":"line 1\nline 2\nline 3"},
+        {"type":"text","text":" then "},
+        {"type":"knowledge_ref","slug":"style"},
+        {"type":"text","text":" "},
+        {"type":"workflow_invoke","slug":"review","args":"src/"},
+        {"type":"text","text":" "},
+        {"type":"hologram","x":1}
+    ]))]);
+    let buffer = buffer(&mut app, 60, 10);
+    let at = find(&buffer, "[Clipboard #1 | 20 chars, 3 lines]").expect("paste label");
+    assert_eq!(buffer[at].fg, Color::Magenta);
+    let at = find(&buffer, "@src/main.rs").expect("file ref");
+    assert_eq!(buffer[at].fg, Color::Cyan);
+    assert_snapshot!(screen(&mut app, 60, 10));
+}
+
+#[test]
+fn assistant_markdown() {
+    let md = "# Plan\n\nSome *emphasis*, **strong** and `code`.\n\n\
+              - first item that is long enough to wrap around\n- second\n  1. nested\n\n\
+              ```rust\nfn main() {}\n```\n\n> a quote";
+    let mut app = attached(vec![assistant_text(md)]);
+    assert_snapshot!(screen(&mut app, 40, 20));
+}
+
+#[test]
+fn reasoning_is_dimmed() {
+    let mut app = attached(vec![json!({"kind":"assistant_items",
+        "items":[{"type":"reasoning","text":"Thinking about the answer."}]})]);
+    let buffer = buffer(&mut app, 40, 6);
+    let at = find(&buffer, "Thinking").expect("reasoning");
+    assert_eq!(buffer[at].fg, Color::DarkGray);
+    assert_snapshot!(screen(&mut app, 40, 6));
+}
+
+fn tool_session() -> App {
+    attached(vec![
+        tool_call("c1", "bash", json!({"command":"ls -la","timeout":5})),
+        tool_result("c1", "total 3\nCargo.toml\nsrc", false),
+        tool_call("c2", "read_file", json!({"path":"missing.rs"})),
+        tool_result("c2", "no such file: missing.rs", true),
+        tool_call("c3", "grep", json!({"pattern":"fn main"})),
+    ])
+}
+
+#[test]
+fn tool_calls_collapsed_running_and_error() {
+    let mut app = tool_session();
+    let buffer = buffer(&mut app, 50, 14);
+    let at = find(&buffer, "error: no such file").expect("error result");
+    assert_eq!(buffer[at].fg, Color::Red);
+    assert_snapshot!(screen(&mut app, 50, 14));
+}
+
+#[test]
+fn tool_call_expanded() {
+    let mut app = tool_session();
+    key(&mut app, KeyCode::Up, KeyModifiers::ALT);
+    key(&mut app, KeyCode::Up, KeyModifiers::ALT);
+    key(&mut app, KeyCode::Up, KeyModifiers::ALT);
+    key(&mut app, KeyCode::Char('o'), KeyModifiers::CONTROL);
+    assert_snapshot!(screen(&mut app, 50, 22));
+}
+
+#[test]
+fn notices_and_unknown_entries() {
+    let mut app = attached(vec![
+        json!({"kind":"hook_injected_items","items":[{"source":"notify","text":"CI is green"}]}),
+        json!({"kind":"turn_end","reason":"cancelled","usage":null}),
+        json!({"kind":"turn_end","reason":"error","usage":null}),
+        json!({"kind":"turn_end","reason":"max_steps","usage":null}),
+        json!({"kind":"turn_end","reason":"interrupted","usage":null}),
+        json!({"kind":"fork_marker","x":1}),
+    ]);
+    app.on_pod_event(event(
+        json!({"type":"notification","level":"warn","source":"compactor","message":"context is 85% full"}),
+    ));
+    app.on_pod_event(event(
+        json!({"type":"error","code":"model_error","message":"HTTP 500"}),
+    ));
+    app.on_pod_event(event(json!({"type":"hologram"})));
+    assert_snapshot!(screen(&mut app, 60, 18));
+}
+
+#[test]
+fn compaction_notices_and_divider() {
+    let mut app = attached(vec![assistant_text("before")]);
+    app.on_pod_event(event(json!({"type":"compact_start","reason":"manual"})));
+    app.on_pod_event(event(
+        json!({"type":"compact_failed","error":"summary was empty"}),
+    ));
+    app.on_pod_event(event(
+        json!({"type":"compact_start","reason":"auto_post_turn"}),
+    ));
+    app.on_pod_event(event(
+        json!({"type":"compact_done","new_session_id":NEW_SESSION}),
+    ));
+    app.on_pod_event(event(
+        json!({"type":"entry","session_id":NEW_SESSION,"seq":0,
+        "entry":{"kind":"session_start","session_id":NEW_SESSION,"created_at":"x",
+                 "compacted_from":SESSION,"forked_from":null}}),
+    ));
+    app.on_pod_event(event(
+        json!({"type":"entry","session_id":NEW_SESSION,"seq":1,
+        "entry":{"kind":"hook_injected_items","items":[
+            {"source":"compact_summary","text":"We talked about the plan."}]}}),
+    ));
+    let text = screen(&mut app, 60, 16);
+    assert!(text.contains("[compact] starting"));
+    assert!(text.contains("[compact error] summary was empty"));
+    assert!(text.contains("[compact] done (new session c0ffee00)"));
+    assert!(text.contains("session c0ffee00 │"), "status bar follows");
+    assert_snapshot!(text);
+}
+
+#[test]
+fn draft_is_replaced_by_its_entry() {
+    let mut app = attached_with(
+        vec![user_input(json!([{"type":"text","text":"hi"}]))],
+        json!({"type":"text","text":"Hello "}),
+        "running",
+    );
+    app.on_pod_event(event(json!({"type":"text_delta","text":"unique-word"})));
+    let streaming = screen(&mut app, 40, 8);
+    assert_eq!(streaming.matches("unique-word").count(), 1);
+    assert_snapshot!("draft_streaming", streaming);
+    app.on_pod_event(entry(2, assistant_text("Hello unique-word")));
+    let done = screen(&mut app, 40, 8);
+    assert_eq!(done.matches("unique-word").count(), 1);
+    assert_snapshot!("draft_replaced", done);
+}
+
+#[test]
+fn tool_call_draft_then_entry() {
+    let mut app = attached_with(vec![], Value::Null, "running");
+    app.on_pod_event(event(
+        json!({"type":"tool_call_start","call_id":"c9","name":"bash"}),
+    ));
+    app.on_pod_event(event(
+        json!({"type":"tool_call_args_delta","call_id":"c9","delta":"{\"command\":\"make"}),
+    ));
+    assert!(screen(&mut app, 40, 6).contains("⚙ bash {\"command\":\"make"));
+    app.on_pod_event(entry(1, tool_call("c9", "bash", json!({"command":"make"}))));
+    let text = screen(&mut app, 40, 6);
+    assert_eq!(text.matches("bash").count(), 1);
+    assert!(text.contains("running…"));
+}
+
+#[test]
+fn narrow_terminal_wraps() {
+    let mut app = attached(vec![
+        user_input(json!([{"type":"text","text":"a question that wraps"},
+                          {"type":"paste","id":1,"text":"x\ny"}])),
+        assistant_text("An answer with **several** words to wrap."),
+        tool_call("c1", "bash", json!({"command":"cargo test --all"})),
+    ]);
+    assert_snapshot!(screen(&mut app, 20, 20));
+}
+
+#[test]
+fn tiny_terminals_never_panic() {
+    let mut app = tool_session();
+    app.on_terminal(TermEvent::Paste("pasted\ntext".into()));
+    for width in 0..12 {
+        for height in 0..8 {
+            draw(&mut app, width, height);
+        }
+    }
+    assert_snapshot!(screen(&mut app, 12, 3));
+}
+
+#[test]
+fn status_bar_running_with_queue_and_usage() {
+    let mut app = attached_with(
+        vec![json!({"kind":"turn_end","reason":"completed",
+            "usage":{"input_tokens":12345,"output_tokens":678}})],
+        Value::Null,
+        "running",
+    );
+    app.on_pod_event(event(json!({"type":"status","state":"running","queued":2})));
+    let text = screen(&mut app, 120, 3);
+    assert!(text.contains("12.3k in · 678 out"));
+    assert_snapshot!(text);
+}
+
+#[test]
+fn status_bar_reconnecting_and_offline() {
+    let mut app = attached(vec![]);
+    app.on_connection(ConnEvent::Retrying {
+        retry_in: std::time::Duration::from_millis(1500),
+        error: "the pod closed the connection".into(),
+    });
+    let text = screen(&mut app, 100, 6);
+    assert!(text.contains("reconnecting in 2s"), "{text}");
+    assert!(text.contains("[disconnected] the pod closed the connection"));
+    let mut fresh = App::new("mypod", Instant::now());
+    fresh.on_connection(ConnEvent::Retrying {
+        retry_in: std::time::Duration::from_secs(2),
+        error: "no pod".into(),
+    });
+    assert_snapshot!(screen(&mut fresh, 60, 3));
+}
+
+#[test]
+fn composer_shows_paste_label_and_file_ref() {
+    let mut app = attached(vec![]);
+    for c in "see ".chars() {
+        key(&mut app, KeyCode::Char(c), KeyModifiers::NONE);
+    }
+    app.on_terminal(TermEvent::Paste("a\nb\nc".into()));
+    key(&mut app, KeyCode::Enter, KeyModifiers::ALT);
+    for c in "and @sr".chars() {
+        key(&mut app, KeyCode::Char(c), KeyModifiers::NONE);
+    }
+    let request_id = app.composer().completion().unwrap().request_id.clone();
+    app.on_pod_event(event(json!({"type":"response","request_id":request_id,
+        "completions":["src/lib.rs","src/main.rs"]})));
+    let popup = screen(&mut app, 50, 10);
+    assert!(popup.contains("@src/lib.rs"), "{popup}");
+    assert_snapshot!("composer_completion_popup", popup);
+    key(&mut app, KeyCode::Down, KeyModifiers::NONE);
+    key(&mut app, KeyCode::Tab, KeyModifiers::NONE);
+    let buffer = buffer(&mut app, 50, 10);
+    assert_eq!(
+        buffer[find(&buffer, "[Clipboard #1").unwrap()].fg,
+        Color::Magenta
+    );
+    assert_snapshot!("composer_with_atoms", screen(&mut app, 50, 10));
+}
+
+#[test]
+fn resizing_reflows() {
+    let mut app = attached(vec![assistant_text(
+        "one two three four five six seven eight nine ten",
+    )]);
+    let wide = screen(&mut app, 60, 6);
+    assert!(wide.contains("one two three four five six seven eight nine ten"));
+    let narrow = screen(&mut app, 20, 8);
+    assert!(narrow.contains("one two three four "), "{narrow}");
+    assert!(narrow.contains("five six seven eight"), "{narrow}");
+    assert_eq!(screen(&mut app, 60, 6), wide);
+}
+
+#[test]
+fn control_characters_never_reach_the_terminal() {
+    let mut app = attached(vec![
+        tool_call("c1", "bash", json!({"command":"printf '\\x1b[2J'"})),
+        tool_result("c1", "\u{1b}[2Jcleared?\u{7}", false),
+    ]);
+    let buffer = buffer(&mut app, 40, 6);
+    for cell in buffer.content() {
+        assert!(!cell.symbol().contains('\u{1b}'), "escape in a cell");
+        assert!(!cell.symbol().contains('\u{7}'), "bell in a cell");
+    }
+    assert!(find(&buffer, "[2Jcleared?").is_some());
+}
+
+#[test]
+fn mid_turn_attach_shows_the_running_tool_call() {
+    let mut app = attached_with(
+        vec![user_input(json!([{"type":"text","text":"build it"}]))],
+        json!({"type":"tool_call","call_id":"c1","name":"bash","arguments_so_far":"{\"command\":\"cargo b"}),
+        "running",
+    );
+    let text = screen(&mut app, 50, 8);
+    assert!(text.contains("› build it"));
+    assert!(text.contains("⚙ bash {\"command\":\"cargo b"), "{text}");
+}
