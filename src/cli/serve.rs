@@ -56,7 +56,11 @@ pub fn attach(name: &str, paths: &Paths, start: bool) -> anyhow::Result<ExitCode
     if start && std::os::unix::net::UnixStream::connect(&paths.socket).is_err() {
         start_background(name, paths)?;
     }
-    super::status::status(paths, false)
+    super::runtime()?.block_on(crate::tui::run(crate::tui::AttachOptions {
+        socket: paths.socket.clone(),
+        pod_name: name.to_owned(),
+    }))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Starts `pod serve` detached from this terminal, its output in
