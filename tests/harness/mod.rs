@@ -34,6 +34,11 @@ impl PodBuilder {
         self
     }
 
+    pub fn args<const N: usize>(mut self, args: [&str; N]) -> Self {
+        self.args.extend(args.iter().map(|a| a.to_string()));
+        self
+    }
+
     pub fn env(mut self, key: &str, value: &str) -> Self {
         self.env.push((key.into(), value.into()));
         self
