@@ -136,4 +136,39 @@ mod tests {
         let empty = snapshot_frame(&greeting, status, id, &entries_array(&[]), None);
         assert!(serde_json::from_slice::<Event>(&empty).is_ok());
     }
+
+    proptest::proptest! {
+        /// Splicing is byte surgery on JSON: whatever text an entry holds
+        /// (quotes, escapes, newlines, any Unicode), the spliced frame must
+        /// parse back to exactly that entry, and a snapshot of many lines to
+        /// exactly those lines.
+        #[test]
+        fn spliced_frames_round_trip_any_text(texts in proptest::collection::vec(".*", 1..8)) {
+            let id = Uuid::new_v4();
+            let lines: Vec<LogLine> = texts
+                .iter()
+                .enumerate()
+                .map(|(seq, text)| LogLine {
+                    seq: seq as u64,
+                    entry: LogEntry::AssistantItems {
+                        items: vec![crate::protocol::AssistantItem::Text { text: text.clone() }],
+                    },
+                })
+                .collect();
+            let encoded: Vec<Bytes> = lines
+                .iter()
+                .map(|l| Bytes::from(serde_json::to_vec(l).unwrap()))
+                .collect();
+            for (line, bytes) in lines.iter().zip(&encoded) {
+                let frame = entry_frame(id, bytes);
+                let event: Event = serde_json::from_slice(&frame).unwrap();
+                proptest::prop_assert_eq!(
+                    event,
+                    Event::Entry { session_id: id, seq: line.seq, entry: line.entry.clone() }
+                );
+            }
+            let parsed: Vec<LogLine> = serde_json::from_slice(&entries_array(&encoded)).unwrap();
+            proptest::prop_assert_eq!(parsed, lines);
+        }
+    }
 }
