@@ -60,7 +60,14 @@ fn print_session(
     }
     writeln!(out, "── session {id}")?;
     for (seq, entry) in recovered.entries.iter().enumerate() {
-        writeln!(out, "{seq:>5}  {}", describe(entry))?;
+        // Continuation lines are indented under the text, so the seq and
+        // kind columns stay readable for multi-line messages.
+        let text = describe(entry);
+        let mut lines = text.lines();
+        writeln!(out, "{seq:>5}  {}", lines.next().unwrap_or(""))?;
+        for line in lines {
+            writeln!(out, "{:18}{line}", "")?;
+        }
     }
     Ok(())
 }
@@ -92,7 +99,7 @@ fn describe(entry: &LogEntry) -> String {
                     SegmentView::Unknown { kind } => format!("[unknown input: kind={kind}]"),
                 })
                 .collect();
-            format!("user       {}", parts.join(" "))
+            format!("user       {}", parts.concat())
         }
         LogEntry::AssistantItems { items } => items
             .iter()
@@ -104,7 +111,7 @@ fn describe(entry: &LogEntry) -> String {
                 } => format!("tool call  {name} {arguments}"),
             })
             .collect::<Vec<_>>()
-            .join("\n       "),
+            .join("\n"),
         LogEntry::ToolResults { results } => results
             .iter()
             .map(|r| {
@@ -118,12 +125,12 @@ fn describe(entry: &LogEntry) -> String {
                 format!("{mark} {first} ({lines} lines)")
             })
             .collect::<Vec<_>>()
-            .join("\n       "),
+            .join("\n"),
         LogEntry::HookInjectedItems { items } => items
             .iter()
             .map(|i| format!("[{}] {}", i.source, i.text))
             .collect::<Vec<_>>()
-            .join("\n       "),
+            .join("\n"),
         LogEntry::TurnEnd { reason, usage } => {
             let reason = serde_json::to_string(reason).unwrap_or_default();
             match usage {

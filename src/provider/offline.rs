@@ -83,7 +83,7 @@ fn reply_for(request: &ModelRequest) -> String {
          - `ANTHROPIC_API_KEY=... pod serve` (Anthropic)\n\
          - `OPENAI_API_KEY=... pod serve` (OpenAI)\n\
          - `pod serve --base-url http://localhost:11434/v1 --model llama3.2` (Ollama, \
-         llama.cpp, vLLM or any OpenAI-compatible server)\n\
+         llama.cpp, vLLM or any OpenAI-compatible server)\n\n\
          `--provider` and `--model` choose explicitly; docs/providers.md has the details.",
     );
     reply
