@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "pod", version, about = "A single-binary LLM agent pod.", long_about = None)]
+#[command(name = "pod", version, propagate_version = true, about = "A single-binary LLM agent pod.", long_about = None)]
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,

@@ -1,0 +1,81 @@
+//! Every flag also reads an environment variable and the config file;
+//! flag beats environment beats file beats default.
+
+mod harness;
+
+use std::process::Command;
+
+use harness::POD;
+
+/// Where `pod status` says it looked, which shows the socket it resolved.
+fn socket_tried(config_home: &std::path::Path, env: Option<&str>, flag: Option<&str>) -> String {
+    let mut cmd = Command::new(POD);
+    cmd.arg("status")
+        .env("XDG_CONFIG_HOME", config_home)
+        .env_remove("POD_SOCKET");
+    if let Some(socket) = env {
+        cmd.env("POD_SOCKET", socket);
+    }
+    if let Some(socket) = flag {
+        cmd.args(["--socket", socket]);
+    }
+    let output = cmd.output().unwrap();
+    assert!(
+        !output.status.success(),
+        "no pod runs at any of these sockets"
+    );
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn flag_beats_env_beats_config_file_beats_default() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("pod")).unwrap();
+    std::fs::write(
+        dir.path().join("pod/config.toml"),
+        "socket = \"/tmp/from-file.sock\"\nmax_steps = 3\n",
+    )
+    .unwrap();
+    assert!(socket_tried(dir.path(), None, None).contains("/tmp/from-file.sock"));
+    assert!(
+        socket_tried(dir.path(), Some("/tmp/from-env.sock"), None).contains("/tmp/from-env.sock")
+    );
+    let flag = socket_tried(
+        dir.path(),
+        Some("/tmp/from-env.sock"),
+        Some("/tmp/from-flag.sock"),
+    );
+    assert!(flag.contains("/tmp/from-flag.sock"), "{flag}");
+
+    let empty = tempfile::tempdir().unwrap();
+    let default = socket_tried(empty.path(), None, None);
+    assert!(default.contains("default.sock"), "{default}");
+}
+
+#[test]
+fn a_bad_config_value_is_reported_not_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("pod")).unwrap();
+    std::fs::write(dir.path().join("pod/config.toml"), "compact_at = 7\n").unwrap();
+    let output = Command::new(POD)
+        .args(["serve", "--socket", "/tmp/never.sock"])
+        .env("XDG_CONFIG_HOME", dir.path())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("compact-at") || stderr.contains("fraction"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn help_and_version_work_everywhere() {
+    for sub in ["serve", "send", "attach", "status", "log", "stop", "list"] {
+        for flag in ["--help", "--version"] {
+            let output = Command::new(POD).args([sub, flag]).output().unwrap();
+            assert!(output.status.success(), "pod {sub} {flag}");
+        }
+    }
+}
