@@ -80,6 +80,80 @@ fn user_inputs(data: &Path) -> Vec<(String, Value)> {
     found
 }
 
+/// Runs `command` in a fresh pseudo-terminal; returns the emulated screen
+/// (kept up to date by a reader thread), the child, and the keyboard.
+fn in_pty(
+    mut command: CommandBuilder,
+) -> (
+    Arc<Mutex<vt100::Parser>>,
+    Box<dyn portable_pty::Child + Send + Sync>,
+    Box<dyn Write + Send>,
+) {
+    let pty = native_pty_system()
+        .openpty(PtySize {
+            rows: ROWS,
+            cols: COLS,
+            pixel_width: 0,
+            pixel_height: 0,
+        })
+        .unwrap();
+    command.env("TERM", "xterm-256color");
+    let child = pty.slave.spawn_command(command).unwrap();
+    drop(pty.slave);
+    let mut reader = pty.master.try_clone_reader().unwrap();
+    let keys = pty.master.take_writer().unwrap();
+    let parser = Arc::new(Mutex::new(vt100::Parser::new(ROWS, COLS, 0)));
+    let screen = Arc::clone(&parser);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 8192];
+        while let Ok(n @ 1..) = reader.read(&mut buf) {
+            screen.lock().unwrap().process(&buf[..n]);
+        }
+    });
+    (parser, child, keys)
+}
+
+#[test]
+fn plain_pod_starts_a_pod_in_the_background_and_attaches() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let env = [
+        ("XDG_RUNTIME_DIR", dir.path().join("run")),
+        ("XDG_DATA_HOME", dir.path().join("data")),
+        ("XDG_CONFIG_HOME", dir.path().join("config")),
+    ];
+    let mut pod = CommandBuilder::new(POD);
+    pod.cwd(&workspace);
+    pod.env_remove("OPENAI_API_KEY");
+    pod.env_remove("ANTHROPIC_API_KEY");
+    for (k, v) in &env {
+        pod.env(k, v);
+    }
+    let (parser, mut child, mut keys) = in_pty(pod);
+    wait_for_screen(&parser, "● connected");
+    wait_for_screen(&parser, "offline/offline");
+    keys.write_all(b"\x04").unwrap();
+    keys.flush().unwrap();
+    wait_until("pod to exit on Ctrl+D", || {
+        child.try_wait().unwrap().is_some()
+    });
+
+    let status = |sub: &str| {
+        let mut cmd = Command::new(POD);
+        cmd.arg(sub).current_dir(&workspace);
+        for (k, v) in &env {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    };
+    let out = status("status");
+    assert!(out.status.success(), "the background pod outlives the TUI");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&workspace.display().to_string()), "{text}");
+    assert!(status("stop").status.success());
+}
+
 #[test]
 fn attach_send_paste_and_detach() {
     let dir = tempfile::tempdir().unwrap();
@@ -105,31 +179,11 @@ fn attach_send_paste_and_detach() {
     );
     wait_until("the pod's socket", || socket.exists());
 
-    let pty = native_pty_system()
-        .openpty(PtySize {
-            rows: ROWS,
-            cols: COLS,
-            pixel_width: 0,
-            pixel_height: 0,
-        })
-        .unwrap();
     let mut attach = CommandBuilder::new(POD);
     attach.arg("attach");
     attach.arg("--socket");
     attach.arg(&socket);
-    attach.env("TERM", "xterm-256color");
-    let mut child = pty.slave.spawn_command(attach).unwrap();
-    drop(pty.slave);
-    let mut reader = pty.master.try_clone_reader().unwrap();
-    let mut keys = pty.master.take_writer().unwrap();
-    let parser = Arc::new(Mutex::new(vt100::Parser::new(ROWS, COLS, 0)));
-    let screen = Arc::clone(&parser);
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 8192];
-        while let Ok(n @ 1..) = reader.read(&mut buf) {
-            screen.lock().unwrap().process(&buf[..n]);
-        }
-    });
+    let (parser, mut child, mut keys) = in_pty(attach);
     let mut press = |bytes: &[u8]| {
         keys.write_all(bytes).unwrap();
         keys.flush().unwrap();
