@@ -80,15 +80,16 @@ fn user_inputs(data: &Path) -> Vec<(String, Value)> {
     found
 }
 
-/// Runs `command` in a fresh pseudo-terminal; returns the emulated screen
-/// (kept up to date by a reader thread), the child, and the keyboard.
-fn in_pty(
-    mut command: CommandBuilder,
-) -> (
+/// A program in a pseudo-terminal: its emulated screen (kept up to date by a
+/// reader thread), the process, and its keyboard.
+type InPty = (
     Arc<Mutex<vt100::Parser>>,
     Box<dyn portable_pty::Child + Send + Sync>,
     Box<dyn Write + Send>,
-) {
+);
+
+/// Runs `command` in a fresh pseudo-terminal.
+fn in_pty(mut command: CommandBuilder) -> InPty {
     let pty = native_pty_system()
         .openpty(PtySize {
             rows: ROWS,
