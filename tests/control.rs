@@ -1,0 +1,91 @@
+//! pause / resume, shutdown mid-turn, queueing, and session resumption.
+
+mod harness;
+
+use std::time::Duration;
+
+use harness::{slow_text_reply, Pod};
+use serde_json::json;
+
+#[test]
+fn pause_holds_the_turn_before_its_model_call_and_resume_lets_it_go_on() {
+    let pod = Pod::start();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.send(json!({"type":"pause","request_id":"p"}));
+    assert_eq!(c.until_type("response")["request_id"], "p");
+    c.run("wait for it");
+    c.until_entry("user_input");
+    let snapshot = pod.client().until_type("snapshot");
+    assert_eq!(snapshot["status"]["state"], "paused");
+    // Held: nothing more is committed while paused.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        pod.log_lines().len(),
+        2,
+        "the model was called while paused"
+    );
+    c.send(json!({"type":"resume"}));
+    assert_eq!(c.until_entry("turn_end")["entry"]["reason"], "completed");
+}
+
+#[test]
+fn runs_queue_in_order_and_report_how_many_are_ahead() {
+    let pod = Pod::builder().script(&slow_text_reply(10, 20)).start();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    for i in 0..3 {
+        c.send(json!({"type":"run","request_id":format!("r{i}"),
+            "segments":[{"type":"text","text":format!("run {i}")}]}));
+    }
+    for i in 0..3 {
+        let r = c.until_type("response");
+        assert_eq!(r["request_id"], format!("r{i}"));
+        assert_eq!(r["queued"], i, "runs ahead of r{i}");
+    }
+    for i in 0..3 {
+        let start = c.until_type("turn_start");
+        assert_eq!(start["request_id"], format!("r{i}"));
+        let input = c.until_entry("user_input");
+        assert_eq!(input["entry"]["segments"][0]["text"], format!("run {i}"));
+        c.until_entry("turn_end");
+    }
+}
+
+#[test]
+fn shutdown_mid_turn_cancels_it_flushes_and_exits_0() {
+    let mut pod = Pod::builder().script(&slow_text_reply(200, 20)).start();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.run("long");
+    c.until_type("text_delta");
+    c.send(json!({"type":"shutdown"}));
+    let end = c.until_entry("turn_end");
+    assert_eq!(end["entry"]["reason"], "cancelled");
+    c.until_type("shutdown");
+    assert!(c.next().is_none(), "the connection closes after shutdown");
+    assert!(pod.wait_exit(Duration::from_secs(10)).success());
+    assert_eq!(pod.log_lines().last().unwrap()["entry"]["kind"], "turn_end");
+}
+
+#[test]
+fn serve_resumes_the_current_session_unless_told_otherwise() {
+    let pod = Pod::start();
+    let mut c = pod.client();
+    let first = c.until_type("snapshot")["session_id"].clone();
+    c.run("remember me");
+    c.until_entry("turn_end");
+    drop(c);
+    let dir = pod.into_dir();
+
+    let pod = Pod::builder().in_dir(dir).start();
+    let snapshot = pod.client().until_type("snapshot");
+    assert_eq!(snapshot["session_id"], first);
+    assert_eq!(snapshot["entries"].as_array().unwrap().len(), 4);
+    let dir = pod.into_dir();
+
+    let pod = Pod::builder().in_dir(dir).arg("--new-session").start();
+    let snapshot = pod.client().until_type("snapshot");
+    assert_ne!(snapshot["session_id"], first);
+    assert_eq!(snapshot["entries"].as_array().unwrap().len(), 1);
+}
