@@ -39,8 +39,10 @@ impl Workspace {
         &self.root
     }
 
-    /// Resolves a workspace-relative path. Absolute paths, `..` that climbs
-    /// out, and symlinks whose target lies outside are all refused. The path
+    /// Resolves a path relative to the workspace root, or an absolute one
+    /// that lies inside it (what a user pastes from their shell). Paths that
+    /// escape — absolute ones elsewhere, `..` that climbs out, symlinks whose
+    /// target lies outside — are all refused. The path
     /// need not exist (a file about to be written); its deepest existing
     /// ancestor is canonicalised and checked, so the returned path is real up
     /// to that ancestor and lexical below it.
@@ -60,10 +62,11 @@ impl Workspace {
             return Err(invalid("path contains a NUL byte"));
         }
         let rel = Path::new(path);
-        if rel.is_absolute() {
-            return Err(outside());
-        }
-        let mut joined = self.root.clone();
+        let mut joined = if rel.is_absolute() {
+            PathBuf::from("/")
+        } else {
+            self.root.clone()
+        };
         for component in rel.components() {
             match component {
                 Component::Normal(c) => joined.push(c),
@@ -73,7 +76,8 @@ impl Workspace {
                         return Err(outside());
                     }
                 }
-                Component::RootDir | Component::Prefix(_) => return Err(outside()),
+                Component::RootDir => {}
+                Component::Prefix(_) => return Err(outside()),
             }
         }
         // Find the deepest ancestor that exists *as a directory entry*:
@@ -225,8 +229,22 @@ mod tests {
         assert!(is_outside(ws.resolve("../x")));
         assert!(is_outside(ws.resolve("a/../../x")));
         assert!(is_outside(ws.resolve("a/b/../../../x")));
+        let parent = ws.root().parent().unwrap().display().to_string();
+        assert!(is_outside(ws.resolve(&parent)));
+        let sibling = format!("{}-sibling/x", ws.root().display());
+        assert!(is_outside(ws.resolve(&sibling)));
+    }
+
+    #[test]
+    fn absolute_paths_inside_the_workspace_resolve() {
+        let (_d, ws) = setup();
         let root = ws.root().display().to_string();
-        assert!(is_outside(ws.resolve(&root)));
+        assert_eq!(ws.resolve(&root).unwrap(), ws.root());
+        assert_eq!(
+            ws.resolve(&format!("{root}/src/new.rs")).unwrap(),
+            ws.root().join("src/new.rs")
+        );
+        assert!(is_outside(ws.resolve(&format!("{root}/../x"))));
     }
 
     #[test]

@@ -152,3 +152,30 @@ fn log_prints_the_session_readably_and_raw() {
     let raw = String::from_utf8_lossy(&output.stdout);
     assert_eq!(raw.lines().count(), 4);
 }
+
+#[test]
+fn send_file_attaches_a_workspace_file_from_anywhere() {
+    let pod = Pod::start();
+    std::fs::write(pod.workspace.join("notes.txt"), "one\ntwo\n").unwrap();
+    let absolute = pod.workspace.join("notes.txt");
+    // From the workspace with a relative path, and from elsewhere with an
+    // absolute one: both name the same file.
+    for (cwd, path) in [
+        (pod.workspace.clone(), "notes.txt".to_owned()),
+        (std::env::temp_dir(), absolute.display().to_string()),
+    ] {
+        let output = pod
+            .command("send")
+            .current_dir(&cwd)
+            .args(["--text", "summarise", "--file", &path])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(stdout.contains("notes.txt (2 lines)"), "{stdout}");
+    }
+}

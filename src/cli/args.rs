@@ -113,7 +113,8 @@ pub struct SendArgs {
     /// The message; `-` reads it from stdin.
     #[arg(long, env = "POD_TEXT")]
     pub text: String,
-    /// Attach a file (workspace-relative) as a file_ref segment; repeatable.
+    /// Attach a file as a file_ref segment (relative to this directory when it
+    /// exists here, else to the pod's workspace); repeatable.
     #[arg(long, value_name = "PATH")]
     pub file: Vec<String>,
     /// Print every received frame as one JSON line instead.

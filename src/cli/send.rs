@@ -21,8 +21,26 @@ pub fn run(paths: &Paths, args: SendArgs) -> anyhow::Result<ExitCode> {
         args.text
     };
     let mut segments = vec![Segment::text(text)];
-    segments.extend(args.file.into_iter().map(Segment::file_ref));
+    segments.extend(
+        args.file
+            .iter()
+            .map(|path| Segment::file_ref(file_ref_path(path))),
+    );
     super::runtime()?.block_on(send(paths, segments, args.json, args.no_wait))
+}
+
+/// A `--file` path as the pod should see it. The pod resolves relative paths
+/// against its workspace; a shell user means their current directory. When
+/// the path names a file from here, send it absolute (the pod accepts
+/// absolute paths inside its workspace); otherwise send it as given.
+fn file_ref_path(path: &str) -> String {
+    let here = std::path::Path::new(path);
+    if here.is_relative() && here.exists() {
+        if let Ok(absolute) = here.canonicalize() {
+            return absolute.display().to_string();
+        }
+    }
+    path.to_owned()
 }
 
 async fn send(
