@@ -73,7 +73,9 @@ impl Conversation {
 
     /// True when the last turn began and never ended (the pod died
     /// mid-turn). A turn that went on in a compacted session shows as model
-    /// or tool entries after the summary.
+    /// or tool entries after the summary; one cut short before it committed
+    /// anything there is only visible in the session it came from (see
+    /// [`Conversation::carried_from`]).
     pub fn has_open_turn(&self) -> bool {
         for entry in self.entries.iter().rev() {
             match entry {
@@ -85,6 +87,24 @@ impl Conversation {
             }
         }
         false
+    }
+
+    /// The session this one was compacted from, as long as no turn entry
+    /// has been committed here: a turn open there when the pod compacted
+    /// mid-turn goes on here, and until it commits something only the old
+    /// log shows it open.
+    pub fn carried_from(&self) -> Option<Uuid> {
+        let Some(LogEntry::SessionStart {
+            compacted_from: Some(from),
+            ..
+        }) = self.entries.first()
+        else {
+            return None;
+        };
+        let quiet = self.entries[1..]
+            .iter()
+            .all(|e| matches!(e, LogEntry::HookInjectedItems { .. } | LogEntry::Unknown));
+        quiet.then_some(*from)
     }
 
     /// The model request for the conversation so far.
@@ -162,4 +182,65 @@ pub fn missing_results(call_ids: Vec<String>, why: &str) -> Vec<ToolResult> {
             is_error: true,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{TurnEndReason, Usage};
+
+    fn start(compacted_from: Option<Uuid>) -> LogEntry {
+        LogEntry::SessionStart {
+            session_id: Uuid::new_v4(),
+            created_at: LogEntry::now(),
+            compacted_from,
+            forked_from: None,
+        }
+    }
+
+    fn summary() -> LogEntry {
+        LogEntry::HookInjectedItems {
+            items: vec![InjectedItem {
+                source: "compact_summary".into(),
+                text: "so far".into(),
+            }],
+        }
+    }
+
+    fn text() -> LogEntry {
+        LogEntry::AssistantItems {
+            items: vec![AssistantItem::Text { text: "hi".into() }],
+        }
+    }
+
+    fn end() -> LogEntry {
+        LogEntry::TurnEnd {
+            reason: TurnEndReason::Completed,
+            usage: None::<Usage>,
+        }
+    }
+
+    #[test]
+    fn a_turn_carried_into_a_compacted_session_is_open_once_it_commits_there() {
+        let from = Uuid::new_v4();
+        let quiet = Conversation::new(Uuid::new_v4(), vec![start(Some(from)), summary()]);
+        assert!(!quiet.has_open_turn());
+        assert_eq!(quiet.carried_from(), Some(from));
+
+        let going_on =
+            Conversation::new(Uuid::new_v4(), vec![start(Some(from)), summary(), text()]);
+        assert!(going_on.has_open_turn());
+        assert_eq!(going_on.carried_from(), None);
+
+        let ended = Conversation::new(Uuid::new_v4(), vec![start(Some(from)), summary(), end()]);
+        assert!(!ended.has_open_turn());
+        assert_eq!(ended.carried_from(), None);
+    }
+
+    #[test]
+    fn a_session_not_compacted_carries_nothing() {
+        let fresh = Conversation::new(Uuid::new_v4(), vec![start(None)]);
+        assert_eq!(fresh.carried_from(), None);
+        assert!(!fresh.has_open_turn());
+    }
 }

@@ -291,22 +291,36 @@ impl Handler<StartSession> for SessionLog {
         }];
         entries.extend(msg.first_entries);
         let path = LogFile::path_for(&self.dirs.sessions, session_id);
-        let mut file = LogFile::create(&path).map_err(|e| self.storage_error(e))?;
+        let failed = |at: &std::path::Path, e: &dyn std::fmt::Display| StorageError {
+            path: at.display().to_string(),
+            message: e.to_string(),
+        };
+        let mut file = LogFile::create(&path).map_err(|e| failed(&path, &e))?;
         let mut lines = Vec::with_capacity(entries.len());
         for (seq, entry) in entries.iter().enumerate() {
             let line = serde_json::to_vec(&LogLine {
                 seq: seq as u64,
                 entry: entry.clone(),
             })
-            .map_err(|e| self.storage_error(e))?;
-            file.write_line(&line).map_err(|e| self.storage_error(e))?;
+            .map_err(|e| failed(&path, &e))?;
+            file.write_line(&line).map_err(|e| failed(&path, &e))?;
             lines.push(Bytes::from(line));
             self.faults.compaction_step("new_session_partial");
         }
-        file.sync().map_err(|e| self.storage_error(e))?;
+        file.sync().map_err(|e| failed(&path, &e))?;
         self.faults.compaction_step("new_session_written");
-        pointer::write(&self.dirs.pointer, pointer::Pointer { session_id })
-            .map_err(|e| self.storage_error(e))?;
+        if let Err(e) = pointer::write(&self.dirs.pointer, pointer::Pointer { session_id }) {
+            // The rename may have happened before the error (a failed
+            // directory sync): point back at the session that goes on, so
+            // a restart cannot resume the one just abandoned.
+            let back = pointer::Pointer {
+                session_id: self.session_id,
+            };
+            if let Err(e) = pointer::write(&self.dirs.pointer, back) {
+                tracing::error!("{}", failed(&self.dirs.pointer, &e));
+            }
+            return Err(failed(&self.dirs.pointer, &e));
+        }
         self.faults.compaction_step("pointer_moved");
 
         self.file = file;

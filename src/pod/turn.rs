@@ -20,13 +20,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::broadcaster::{Broadcaster, Published};
 use super::compactor::{self, Compactor};
-use super::session_log::{Append, SessionLog, StorageError};
+use super::session_log::{Append, GetSession, SessionLog, StorageError};
 use super::worker::{QueuedRun, Shared, WorkerConfig};
 use crate::context::{missing_results, Conversation};
 use crate::input::Resolvers;
 use crate::protocol::{
-    AssistantItem, ErrorCode, Event, InjectedItem, Level, LogEntry, ToolResult, TurnEndReason,
-    Usage,
+    AssistantItem, ErrorCode, Event, InjectedItem, Level, LogEntry, LogLine, ToolResult,
+    TurnEndReason, Usage,
 };
 use crate::provider::{ModelEvent, Provider};
 use crate::tools::Toolbox;
@@ -105,7 +105,7 @@ pub async fn commit_notifies(env: &TurnEnv, conversation: &mut Conversation, not
 /// Closes a turn a crashed pod left open: results for its unanswered tool
 /// calls, then `turn_end` `interrupted`.
 pub async fn close_interrupted(env: &TurnEnv, conversation: &mut Conversation) {
-    if !conversation.has_open_turn() {
+    if !conversation.has_open_turn() && !carried_open_turn(env, conversation).await {
         return;
     }
     let _ = finish_turn(
@@ -116,6 +116,34 @@ pub async fn close_interrupted(env: &TurnEnv, conversation: &mut Conversation) {
         "the pod stopped before this tool call finished",
     )
     .await;
+}
+
+/// Whether this session began with a mid-turn compaction whose turn the
+/// crash cut short before it committed anything here. That turn's
+/// `turn_end` belongs here (the old log is never written again), just as it
+/// would have been had the turn finished. The old log is read from disk;
+/// if it cannot be, the turn is left as it is rather than guessed closed.
+async fn carried_open_turn(env: &TurnEnv, conversation: &Conversation) -> bool {
+    let Some(from) = conversation.carried_from() else {
+        return false;
+    };
+    let entries = match env.session_log.send(GetSession(from)).await {
+        Ok(Ok(entries)) => entries,
+        Ok(Err(e)) => {
+            tracing::warn!("cannot read session {from} this one was compacted from: {e}");
+            return false;
+        }
+        Err(_) => return false,
+    };
+    match serde_json::from_slice::<Vec<LogLine>>(&entries) {
+        Ok(lines) => {
+            Conversation::new(from, lines.into_iter().map(|l| l.entry).collect()).has_open_turn()
+        }
+        Err(e) => {
+            tracing::warn!("cannot parse session {from} this one was compacted from: {e}");
+            false
+        }
+    }
 }
 
 /// Answers every open tool call, then commits `turn_end`.

@@ -209,10 +209,13 @@ impl Worker {
         let env = self.env.clone();
         let cancel = CancellationToken::new();
         self.running = Some(cancel.clone());
+        // One job at a time: a compaction request waits for the notifies
+        // ahead of it instead of being taken (and dropped) with them.
         let (notifies, compact_now) = {
             let mut shared = env.shared.borrow_mut();
-            let compact = std::mem::take(&mut shared.compact_requested);
-            (std::mem::take(&mut shared.notifies), compact)
+            let notifies = std::mem::take(&mut shared.notifies);
+            let compact = notifies.is_empty() && std::mem::take(&mut shared.compact_requested);
+            (notifies, compact)
         };
         let job: std::pin::Pin<Box<dyn std::future::Future<Output = Conversation>>> =
             if !notifies.is_empty() {
