@@ -132,8 +132,11 @@ pub async fn before_model_call(env: &TurnEnv, conversation: &mut Conversation) {
 
 /// The post-turn check, after `turn_end`.
 pub async fn after_turn(env: &TurnEnv, conversation: &mut Conversation) {
-    if env.shared.borrow().compact_requested {
-        return; // the worker runs the manual one next
+    {
+        let shared = env.shared.borrow();
+        if shared.compact_requested || shared.stopping {
+            return; // the worker runs the manual one next, or nothing at all
+        }
     }
     if auto_due(env, conversation) {
         compact(env, conversation, CompactReason::AutoPostTurn).await;

@@ -325,32 +325,28 @@ async fn stream_reply(
         };
         let ok = match event {
             ModelEvent::TextDelta(text) => {
-                let ok = match &mut block {
-                    Some(Block::Text(so_far)) => {
-                        so_far.push_str(&text);
-                        true
-                    }
-                    _ => {
-                        let ok = finish_block(env, conversation, block.take(), &mut reply).await;
-                        block = Some(Block::Text(text.clone()));
-                        ok
-                    }
-                };
+                let ok = extend_text(
+                    env,
+                    conversation,
+                    &mut block,
+                    &mut reply,
+                    TextKind::Text,
+                    &text,
+                )
+                .await;
                 env.publish(Event::TextDelta { text });
                 ok
             }
             ModelEvent::ReasoningDelta(text) => {
-                let ok = match &mut block {
-                    Some(Block::Reasoning(so_far)) => {
-                        so_far.push_str(&text);
-                        true
-                    }
-                    _ => {
-                        let ok = finish_block(env, conversation, block.take(), &mut reply).await;
-                        block = Some(Block::Reasoning(text.clone()));
-                        ok
-                    }
-                };
+                let ok = extend_text(
+                    env,
+                    conversation,
+                    &mut block,
+                    &mut reply,
+                    TextKind::Reasoning,
+                    &text,
+                )
+                .await;
                 env.publish(Event::ReasoningDelta { text });
                 ok
             }
@@ -404,6 +400,41 @@ async fn stream_reply(
         reply.end = ReplyEnd::Failed;
     }
     reply
+}
+
+/// Which kind of streamed text a delta extends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum TextKind {
+    Text,
+    Reasoning,
+}
+
+/// Adds streamed text to the current block when it is of the same kind;
+/// otherwise commits the current block and starts a new one. False if that
+/// commit failed.
+async fn extend_text(
+    env: &TurnEnv,
+    conversation: &mut Conversation,
+    block: &mut Option<Block>,
+    reply: &mut Reply,
+    kind: TextKind,
+    text: &str,
+) -> bool {
+    match (block.as_mut(), kind) {
+        (Some(Block::Text(so_far)), TextKind::Text)
+        | (Some(Block::Reasoning(so_far)), TextKind::Reasoning) => {
+            so_far.push_str(text);
+            true
+        }
+        _ => {
+            let ok = finish_block(env, conversation, block.take(), reply).await;
+            *block = Some(match kind {
+                TextKind::Text => Block::Text(text.to_owned()),
+                TextKind::Reasoning => Block::Reasoning(text.to_owned()),
+            });
+            ok
+        }
+    }
 }
 
 /// Commits a finished block. False if the commit failed.

@@ -104,6 +104,9 @@ pub struct Shared {
     pub running_turn: bool,
     pub queued: usize,
     pub breaker: compactor::Breaker,
+    /// The pod is shutting down: finish the current job, start nothing new
+    /// (not even a post-turn compaction, which would call the model).
+    pub stopping: bool,
 }
 
 impl Shared {
@@ -370,6 +373,7 @@ impl Handler<Stop> for Worker {
             return;
         }
         self.stopping = Some(msg.reason);
+        self.env.shared.borrow_mut().stopping = true;
         self.queue.clear();
         if let Some(cancel) = &self.running {
             cancel.cancel();
