@@ -31,7 +31,15 @@ pub struct Outbox {
 }
 
 struct Shared {
+    /// Bytes pushed and not yet written.
     queued: AtomicUsize,
+    /// Bytes written so far.
+    written: AtomicUsize,
+    /// Size of the first frame (the snapshot), which does not count towards
+    /// the lag limit: a long session's snapshot is not lag, and counting it
+    /// would cut off a slow reader of a big snapshot on every reconnect.
+    /// `usize::MAX` until the first push.
+    snapshot: AtomicUsize,
     limit: usize,
     lagged: AtomicBool,
     /// Fired when the outbox is closed (lag, shutdown, client gone).
@@ -44,6 +52,8 @@ impl Outbox {
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             queued: AtomicUsize::new(0),
+            written: AtomicUsize::new(0),
+            snapshot: AtomicUsize::new(usize::MAX),
             limit,
             lagged: AtomicBool::new(false),
             closed: CancellationToken::new(),
@@ -64,10 +74,24 @@ impl Outbox {
             return false;
         }
         let len = frame.len();
+        let _ = self.shared.snapshot.compare_exchange(
+            usize::MAX,
+            len,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
         let before = self.shared.queued.fetch_add(len, Ordering::AcqRel);
+        // The snapshot went out first, so whatever of it is unwritten is at
+        // the head of the queue; only what follows it counts as lag.
+        let snapshot_left = self
+            .shared
+            .snapshot
+            .load(Ordering::Acquire)
+            .saturating_sub(self.shared.written.load(Ordering::Acquire));
+        let lag = before.saturating_sub(snapshot_left);
         // A frame larger than the limit is still accepted into an empty
-        // queue: a big snapshot or entry is not lag.
-        if before > 0 && before + len > self.shared.limit {
+        // queue: a big entry is not lag.
+        if lag > 0 && lag + len > self.shared.limit {
             self.shared.queued.fetch_sub(len, Ordering::AcqRel);
             self.shared.lagged.store(true, Ordering::Release);
             self.shared.closed.cancel();
@@ -166,6 +190,7 @@ impl Drain {
             writer.write_all(buf).await
         };
         batch.clear();
+        self.shared.written.fetch_add(total, Ordering::AcqRel);
         self.shared.queued.fetch_sub(total, Ordering::AcqRel);
         result.is_ok()
     }
@@ -202,5 +227,23 @@ impl Drain {
             let _ = writer.shutdown().await;
         };
         let _ = tokio::time::timeout(LAGGED_GRACE, flush).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_snapshot_does_not_count_as_lag_but_what_follows_does() {
+        let (outbox, _drain) = Outbox::new(1000);
+        assert!(
+            outbox.push(Bytes::from(vec![b'x'; 50_000])),
+            "a big snapshot"
+        );
+        assert!(outbox.push(Bytes::from(vec![b'x'; 600])));
+        assert!(outbox.push(Bytes::from(vec![b'x'; 300])));
+        assert!(!outbox.push(Bytes::from(vec![b'x'; 200])), "over the limit");
+        assert!(outbox.is_closed());
     }
 }
