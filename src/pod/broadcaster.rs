@@ -149,8 +149,8 @@ pub struct Register {
     pub id: ConnId,
     pub outbox: Outbox,
     pub session_id: Uuid,
-    /// The snapshot's `entries` array, already encoded.
-    pub entries: Bytes,
+    /// The snapshot's log lines (shared with the mirror, not copied).
+    pub entries: Vec<Bytes>,
     /// Fired once the snapshot is queued, so the connection may start
     /// reading requests (whose answers must not overtake it).
     pub registered: tokio::sync::oneshot::Sender<()>,
