@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::ensure;
-use pod::protocol::{AssistantItem, LogEntry, Segment};
+use pod::protocol::{AssistantItem, LogEntry, Segment, TurnEndReason};
 
 use crate::util::{filler, median, ms, PodProcess, Row};
 use crate::Config;
@@ -21,8 +21,15 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
     let dir = tempfile::tempdir_in(&config.tmp)?;
     let log = crate::util::write_session(
         &dir.path().join("data"),
+        // The last turn is closed, so the pod has nothing to commit on
+        // startup and the snapshot is the only frame a client gets.
         (0..ENTRIES).map(|i| {
-            if i % 2 == 0 {
+            if i + 1 == ENTRIES {
+                LogEntry::TurnEnd {
+                    reason: TurnEndReason::Completed,
+                    usage: None,
+                }
+            } else if i % 2 == 0 {
                 LogEntry::UserInput {
                     segments: vec![Segment::text(filler(1000, i))],
                     at: LogEntry::now(),
@@ -54,10 +61,8 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
     pod.wait_listening(Instant::now())?;
     let snapshot = read_snapshot(&pod.socket)?;
     let parsed: serde_json::Value = serde_json::from_slice(&snapshot)?;
-    // The generated session ends mid-turn, so the pod closes that turn
-    // (`turn_end` `interrupted`) on startup: one entry more.
     ensure!(
-        parsed["entries"].as_array().map(Vec::len) == Some(ENTRIES + 2),
+        parsed["entries"].as_array().map(Vec::len) == Some(ENTRIES + 1),
         "the snapshot does not hold the whole session"
     );
 
