@@ -13,11 +13,20 @@
 //!   here a block's hints always precede its [`Published::Entry`]. The
 //!   `in_flight` of a snapshot is therefore exactly what the hints before it
 //!   built, and any entry clears it.
+//!
+//! Streaming deltas are coalesced: the first one after a quiet spell goes out
+//! at once, those that follow within [`HINT_WINDOW`] are joined and sent
+//! together when the window closes. At a model's pace (hundreds of deltas a
+//! second) that turns one `write` per delta per client into one per window,
+//! which is what lets 256 clients follow at 1,000 deltas/s (see
+//! `docs/performance.md`). Anything else flushes the held deltas first, so
+//! no frame ever overtakes a delta sent before it.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use actix::prelude::*;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use uuid::Uuid;
 
 use super::frames;
@@ -26,11 +35,18 @@ use crate::protocol::{Event, Greeting, InFlight, PodState, Status, Usage};
 
 pub type ConnId = u64;
 
+/// How long a delta may wait to share a write with the ones after it.
+pub const HINT_WINDOW: Duration = Duration::from_millis(2);
+
 pub struct Broadcaster {
     connections: HashMap<ConnId, Outbox>,
     greeting: Greeting,
     status: Status,
     in_flight: Option<InFlight>,
+    /// Delta frames held back until the window closes.
+    held: BytesMut,
+    /// A window is open: deltas arriving now are held.
+    window_open: bool,
 }
 
 impl Broadcaster {
@@ -43,7 +59,43 @@ impl Broadcaster {
                 queued: 0,
             },
             in_flight: None,
+            held: BytesMut::new(),
+            window_open: false,
         }
+    }
+
+    /// Sends a delta at once if no window is open (and opens one), else
+    /// holds it for the window's end.
+    fn fan_out_delta(&mut self, frame: Bytes, ctx: &mut Context<Self>) {
+        if self.window_open {
+            self.held.extend_from_slice(&frame);
+            return;
+        }
+        self.fan_out(frame);
+        self.open_window(ctx);
+    }
+
+    fn open_window(&mut self, ctx: &mut Context<Self>) {
+        self.window_open = true;
+        ctx.run_later(HINT_WINDOW, |this, ctx| {
+            // Deltas kept coming: send them and keep coalescing; a window
+            // that caught nothing closes, so the next delta goes out at once.
+            if this.flush_held() {
+                this.open_window(ctx);
+            } else {
+                this.window_open = false;
+            }
+        });
+    }
+
+    /// Sends the held deltas, if any; says whether there were some.
+    fn flush_held(&mut self) -> bool {
+        if self.held.is_empty() {
+            return false;
+        }
+        let frames = self.held.split().freeze();
+        self.fan_out(frames);
+        true
     }
 
     fn fan_out(&mut self, frame: Bytes) {
@@ -97,8 +149,8 @@ pub struct Register {
     pub id: ConnId,
     pub outbox: Outbox,
     pub session_id: Uuid,
-    /// The snapshot's `entries` array, already encoded.
-    pub entries: Bytes,
+    /// The snapshot's log lines (shared with the mirror, not copied).
+    pub entries: Vec<Bytes>,
     /// Fired once the snapshot is queued, so the connection may start
     /// reading requests (whose answers must not overtake it).
     pub registered: tokio::sync::oneshot::Sender<()>,
@@ -108,6 +160,8 @@ impl Handler<Register> for Broadcaster {
     type Result = ();
 
     fn handle(&mut self, msg: Register, _: &mut Context<Self>) {
+        // The snapshot's `in_flight` already holds the held deltas.
+        self.flush_held();
         let frame = frames::snapshot_frame(
             &self.greeting,
             self.status,
@@ -161,7 +215,21 @@ pub enum Published {
 impl Handler<Published> for Broadcaster {
     type Result = ();
 
-    fn handle(&mut self, msg: Published, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: Published, ctx: &mut Context<Self>) {
+        if let Published::Event(event) = &msg {
+            if matches!(
+                **event,
+                Event::TextDelta { .. }
+                    | Event::ReasoningDelta { .. }
+                    | Event::ToolCallArgsDelta { .. }
+            ) {
+                self.track_hint(event);
+                let frame = event.to_frame();
+                self.fan_out_delta(frame, ctx);
+                return;
+            }
+        }
+        self.flush_held();
         let frame = match msg {
             Published::Entry { session_id, line } => {
                 self.in_flight = None;
@@ -209,6 +277,7 @@ impl Handler<Shutdown> for Broadcaster {
     type Result = ResponseFuture<()>;
 
     fn handle(&mut self, msg: Shutdown, _: &mut Context<Self>) -> Self::Result {
+        self.flush_held();
         self.fan_out(Event::Shutdown { reason: msg.reason }.to_frame());
         let outboxes: Vec<Outbox> = self.connections.drain().map(|(_, o)| o).collect();
         for outbox in &outboxes {

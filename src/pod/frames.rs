@@ -30,8 +30,16 @@ pub fn entry_frame(session_id: Uuid, line: &[u8]) -> Bytes {
 
 /// The lines as a JSON array.
 pub fn entries_array(lines: &[Bytes]) -> Bytes {
-    let total: usize = lines.iter().map(|l| l.len() + 1).sum();
-    let mut buf = BytesMut::with_capacity(total + 2);
+    let mut buf = BytesMut::with_capacity(array_len(lines));
+    put_array(&mut buf, lines);
+    buf.freeze()
+}
+
+fn array_len(lines: &[Bytes]) -> usize {
+    lines.iter().map(|l| l.len() + 1).sum::<usize>() + 2
+}
+
+fn put_array(buf: &mut BytesMut, lines: &[Bytes]) {
     buf.put_u8(b'[');
     for (i, line) in lines.iter().enumerate() {
         if i > 0 {
@@ -40,15 +48,16 @@ pub fn entries_array(lines: &[Bytes]) -> Bytes {
         buf.put_slice(line);
     }
     buf.put_u8(b']');
-    buf.freeze()
 }
 
-/// The first frame of every connection.
+/// The first frame of every connection. The lines are copied once, straight
+/// into the frame: a session's size is held once more per attaching client,
+/// not twice.
 pub fn snapshot_frame(
     greeting: &Greeting,
     status: Status,
     session_id: Uuid,
-    entries_array: &[u8],
+    lines: &[Bytes],
     in_flight: Option<&InFlight>,
 ) -> Bytes {
     let head = format!(
@@ -58,9 +67,9 @@ pub fn snapshot_frame(
         json(&status),
     );
     let tail = format!(",\"in_flight\":{}}}\n", json(&in_flight));
-    let mut buf = BytesMut::with_capacity(head.len() + entries_array.len() + tail.len());
+    let mut buf = BytesMut::with_capacity(head.len() + array_len(lines) + tail.len());
     buf.put_slice(head.as_bytes());
-    buf.put_slice(entries_array);
+    put_array(&mut buf, lines);
     buf.put_slice(tail.as_bytes());
     buf.freeze()
 }
@@ -121,19 +130,13 @@ mod tests {
         let in_flight = InFlight::Text {
             text: "so far".into(),
         };
-        let frame = snapshot_frame(
-            &greeting,
-            status,
-            id,
-            &entries_array(&lines),
-            Some(&in_flight),
-        );
+        let frame = snapshot_frame(&greeting, status, id, &lines, Some(&in_flight));
         let Event::Snapshot(snapshot) = serde_json::from_slice(&frame).unwrap() else {
             panic!("not a snapshot")
         };
         assert_eq!(snapshot.entries.len(), 2);
         assert_eq!(snapshot.in_flight, Some(in_flight));
-        let empty = snapshot_frame(&greeting, status, id, &entries_array(&[]), None);
+        let empty = snapshot_frame(&greeting, status, id, &[], None);
         assert!(serde_json::from_slice::<Event>(&empty).is_ok());
     }
 

@@ -12,6 +12,7 @@
 //!
 //! `docs/architecture.md` explains the ordering argument in full.
 
+pub mod bench;
 mod broadcaster;
 mod compactor;
 mod connection;

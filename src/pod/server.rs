@@ -155,7 +155,8 @@ fn open_session(
     start_session(file, session_id, pointer_path)
 }
 
-fn start_session(
+/// Writes a new session's `session_start` durably and points the pod at it.
+pub(super) fn start_session(
     mut file: LogFile,
     session_id: Uuid,
     pointer_path: &Path,

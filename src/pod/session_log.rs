@@ -219,7 +219,7 @@ impl Handler<Subscribe> for SessionLog {
             id: msg.id,
             outbox: msg.outbox,
             session_id: self.session_id,
-            entries: frames::entries_array(&self.mirror),
+            entries: self.mirror.clone(),
             registered: msg.registered,
         });
     }

@@ -1,0 +1,93 @@
+//! Protocol clients for the fan-out scenario: many on one tokio thread, each
+//! timing the `text_delta`s it receives and checking its `entry` frames.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use anyhow::{bail, ensure, Context as _};
+use tokio::io::AsyncReadExt;
+use tokio::net::UnixStream;
+
+use crate::sse::{find, stamp_of};
+use crate::util::now_us;
+
+/// What one client saw of one turn.
+pub struct Seen {
+    /// Receive time − embedded send time of each delta, in µs.
+    pub latencies_us: Vec<u32>,
+    /// When the last delta arrived (µs since the epoch).
+    pub last_delta_us: u64,
+    /// The earliest embedded send time seen.
+    pub first_stamp_us: u64,
+}
+
+/// Connects, reads the snapshot (then counts itself in `ready`), and reads
+/// until the `turn_end` entry. Fails if an entry's seq is not the next one.
+pub async fn client(socket: &Path, ready: Arc<AtomicUsize>) -> anyhow::Result<Seen> {
+    let mut stream = UnixStream::connect(socket).await?;
+    let mut buf: Vec<u8> = Vec::with_capacity(64 << 10);
+    let mut seen = Seen {
+        latencies_us: Vec::with_capacity(16 << 10),
+        last_delta_us: 0,
+        first_stamp_us: u64::MAX,
+    };
+    let mut next_seq: Option<u64> = None;
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            bail!("the pod closed the connection");
+        }
+        let now = now_us();
+        buf.extend_from_slice(&chunk[..n]);
+        let mut start = 0;
+        while let Some(end) = buf[start..].iter().position(|&b| b == b'\n') {
+            let line = &buf[start..start + end];
+            start += end + 1;
+            match next_seq {
+                None => {
+                    next_seq = Some(snapshot_next_seq(line)?);
+                    ready.fetch_add(1, Ordering::AcqRel);
+                }
+                Some(expected) if line.starts_with(b"{\"type\":\"text_delta\"") => {
+                    let stamp = stamp_of(line).context("a delta without a stamp")?;
+                    seen.latencies_us.push(now.saturating_sub(stamp) as u32);
+                    seen.last_delta_us = now;
+                    seen.first_stamp_us = seen.first_stamp_us.min(stamp);
+                    next_seq = Some(expected);
+                }
+                Some(expected) if line.starts_with(b"{\"type\":\"entry\"") => {
+                    let seq = seq_of(line).context("an entry without a seq")?;
+                    ensure!(seq == expected, "entry seq {seq}, expected {expected}");
+                    if find(line, b"\"kind\":\"turn_end\"").is_some() {
+                        return Ok(seen);
+                    }
+                    next_seq = Some(expected + 1);
+                }
+                Some(_) if line.starts_with(b"{\"type\":\"error\"") => {
+                    bail!("the pod sent an error: {}", String::from_utf8_lossy(line))
+                }
+                Some(_) => {}
+            }
+        }
+        buf.drain(..start);
+    }
+}
+
+/// The seq the first `entry` after this snapshot must carry.
+fn snapshot_next_seq(line: &[u8]) -> anyhow::Result<u64> {
+    let snapshot: serde_json::Value = serde_json::from_slice(line)?;
+    let entries = snapshot["entries"].as_array().context("no entries")?;
+    let last = entries.last().and_then(|e| e["seq"].as_u64()).unwrap_or(0);
+    Ok(last + 1)
+}
+
+fn seq_of(line: &[u8]) -> Option<u64> {
+    let at = find(line, b"\"seq\":")? + 6;
+    let digits = line[at..].iter().take_while(|b| b.is_ascii_digit()).count();
+    std::str::from_utf8(&line[at..at + digits])
+        .ok()?
+        .parse()
+        .ok()
+}

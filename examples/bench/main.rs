@@ -1,0 +1,99 @@
+//! `cargo run --release --example bench [-- --quick] [-- --only NAME,…]`:
+//! measures the pod against the machine's own limits, each figure a ratio
+//! to a baseline measured in the same run. `docs/performance.md` explains
+//! every scenario and records a run.
+
+mod attach;
+mod clients;
+mod durable;
+mod fanout;
+mod sse;
+mod startup;
+mod turn;
+mod util;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+#[derive(Parser)]
+#[command(about = "Benchmarks of the pod against baselines measured in the same run")]
+pub struct Config {
+    /// Fewer repetitions and shorter streams (about a minute in all).
+    #[arg(long)]
+    quick: bool,
+    /// Run only these scenarios: durable, attach, fanout, startup, turn.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Where the logs are written; the durable baseline syncs to the same
+    /// filesystem.
+    #[arg(long, default_value_os_t = std::env::temp_dir())]
+    tmp: PathBuf,
+}
+
+type Scenario = fn(&Config) -> anyhow::Result<Vec<util::Row>>;
+
+const SCENARIOS: [(&str, Scenario); 5] = [
+    ("durable", durable::run),
+    ("attach", attach::run),
+    ("fanout", fanout::run),
+    ("startup", startup::run),
+    ("turn", turn::run),
+];
+
+fn main() -> ExitCode {
+    // The scenarios start `pod serve` as this program re-executed (see
+    // `util::PodProcess`).
+    if std::env::args().nth(1).as_deref() == Some("serve") {
+        return serve();
+    }
+    let config = Config::parse();
+    let mut rows = Vec::new();
+    let mut failed = false;
+    for (name, scenario) in SCENARIOS {
+        if !config.only.is_empty() && !config.only.iter().any(|o| o == name) {
+            continue;
+        }
+        eprintln!("bench: {name}…");
+        match scenario(&config) {
+            Ok(r) => rows.extend(r),
+            Err(e) => {
+                eprintln!("bench: {name} failed: {e:#}");
+                failed = true;
+            }
+        }
+    }
+    println!("| scenario | baseline | pod | ratio | bar | |");
+    println!("|---|---|---|---|---|---|");
+    for row in &rows {
+        println!(
+            "| {} | {} | {} | {:.2} | {} | {} |",
+            row.scenario,
+            row.baseline,
+            row.pod,
+            row.ratio,
+            row.bar,
+            if row.pass { "pass" } else { "**FAIL**" }
+        );
+    }
+    if failed || rows.iter().any(|r| !r.pass) {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn serve() -> ExitCode {
+    use clap::Parser as _;
+    let cli = pod::cli::Cli::parse_from(
+        std::iter::once("pod".to_owned()).chain(std::env::args().skip(1)),
+    );
+    match pod::cli::run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("pod: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

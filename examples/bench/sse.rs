@@ -1,0 +1,131 @@
+//! An OpenAI-compatible chat completions server on loopback that streams
+//! `tokens` text chunks, each carrying the time it was written (`T<µs> `),
+//! so a client of the pod can tell how long a delta took to reach it.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::util::now_us;
+
+/// How the server answers the next request.
+#[derive(Clone, Copy, Debug)]
+pub struct Plan {
+    /// Pause between reading the request and the first chunk (the model
+    /// "thinking").
+    pub think: Duration,
+    pub tokens: usize,
+    /// Time between chunks; `None` writes them as fast as the socket takes
+    /// them.
+    pub interval: Option<Duration>,
+}
+
+pub struct SseServer {
+    /// The base URL the pod's `--base-url` takes (`http://127.0.0.1:PORT/v1`).
+    pub url: String,
+    plan: Arc<Mutex<Plan>>,
+}
+
+impl SseServer {
+    pub fn start(plan: Plan) -> anyhow::Result<SseServer> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let url = format!("http://{}/v1", listener.local_addr()?);
+        let plan = Arc::new(Mutex::new(plan));
+        let current = Arc::clone(&plan);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                let plan = *current.lock().unwrap_or_else(|e| e.into_inner());
+                std::thread::spawn(move || {
+                    let _ = serve(stream, plan);
+                });
+            }
+        });
+        Ok(SseServer { url, plan })
+    }
+
+    pub fn set_plan(&self, plan: Plan) {
+        *self.plan.lock().unwrap_or_else(|e| e.into_inner()) = plan;
+    }
+}
+
+/// Reads one request (head and body), then streams the reply and closes.
+pub fn serve(stream: TcpStream, plan: Plan) -> std::io::Result<()> {
+    stream.set_nodelay(true)?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().unwrap_or(0);
+            }
+        }
+    }
+    let mut body = vec![0u8; length];
+    reader.read_exact(&mut body)?;
+    reply(stream, plan)
+}
+
+fn reply(mut stream: TcpStream, plan: Plan) -> std::io::Result<()> {
+    std::thread::sleep(plan.think);
+    let mut out = Vec::with_capacity(64 << 10);
+    out.extend_from_slice(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n\
+          connection: close\r\n\r\n",
+    );
+    let start = Instant::now();
+    for i in 0..plan.tokens {
+        if let Some(interval) = plan.interval {
+            let due = start + interval * i as u32;
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+        }
+        chunk(&mut out, now_us());
+        // Unpaced, chunks are written in batches, as a fast server's would
+        // coalesce in its socket buffer anyway.
+        if plan.interval.is_some() || out.len() > 16 << 10 || i + 1 == plan.tokens {
+            stream.write_all(&out)?;
+            out.clear();
+        }
+    }
+    out.extend_from_slice(
+        b"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\
+          \"usage\":null}\n\ndata: [DONE]\n\n",
+    );
+    stream.write_all(&out)?;
+    stream.shutdown(std::net::Shutdown::Write)
+}
+
+fn chunk(out: &mut Vec<u8>, stamp: u64) {
+    out.extend_from_slice(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"T");
+    out.extend_from_slice(stamp.to_string().as_bytes());
+    out.extend_from_slice(b" \"},\"finish_reason\":null}]}\n\n");
+}
+
+/// Extracts the stamp of a `text_delta` frame (`…"text":"T<µs> "…`).
+pub fn stamp_of(frame: &[u8]) -> Option<u64> {
+    let at = find(frame, b"\"text\":\"T")? + 9;
+    let digits = frame[at..]
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    std::str::from_utf8(&frame[at..at + digits])
+        .ok()?
+        .parse()
+        .ok()
+}
+
+pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}

@@ -1,0 +1,248 @@
+//! What every scenario shares: statistics, session logs written straight to
+//! disk, and a `pod serve` child process.
+
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context as _};
+use pod::protocol::{AssistantItem, LogEntry, LogLine, Segment, ToolResult, TurnEndReason};
+use pod::store::pointer;
+use uuid::Uuid;
+
+/// Microseconds since the epoch: a clock both the bench and the pod's peers
+/// read, so a time embedded by one process can be compared in another.
+pub fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+pub fn median(values: &[f64]) -> f64 {
+    percentile(values, 50.0)
+}
+
+/// Nearest-rank percentile; NaN for no values.
+pub fn percentile(values: &[f64], p: f64) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// A filler text of exactly `len` ASCII bytes.
+pub fn filler(len: usize, salt: usize) -> String {
+    let word = format!("lorem{salt} ipsum dolor sit amet ");
+    word.repeat(len / word.len() + 1)[..len].to_owned()
+}
+
+/// The entry kinds of a real session, in a turn's order, with bodies of
+/// about `size` bytes.
+pub fn realistic_entry(i: usize, size: usize) -> LogEntry {
+    match i % 5 {
+        0 => LogEntry::UserInput {
+            segments: vec![Segment::text(filler(size, i))],
+            at: LogEntry::now(),
+        },
+        1 => LogEntry::AssistantItems {
+            items: vec![AssistantItem::ToolCall {
+                call_id: format!("call_{i}"),
+                name: "read_file".into(),
+                arguments: serde_json::json!({ "path": filler(size / 4, i) }),
+            }],
+        },
+        2 => LogEntry::ToolResults {
+            results: vec![ToolResult {
+                call_id: format!("call_{}", i - 1),
+                output: filler(size, i),
+                is_error: false,
+            }],
+        },
+        3 => LogEntry::AssistantItems {
+            items: vec![AssistantItem::Text {
+                text: filler(size, i),
+            }],
+        },
+        _ => LogEntry::TurnEnd {
+            reason: TurnEndReason::Completed,
+            usage: None,
+        },
+    }
+}
+
+/// Writes the session log of pod `default` under `data_dir`: a
+/// `session_start` and then `entries` (seq 1…). Returns the log's path.
+pub fn write_session(
+    data_dir: &Path,
+    entries: impl Iterator<Item = LogEntry>,
+) -> anyhow::Result<PathBuf> {
+    let sessions = data_dir.join("sessions");
+    let pods = data_dir.join("pods");
+    std::fs::create_dir_all(&sessions)?;
+    std::fs::create_dir_all(&pods)?;
+    let session_id = Uuid::new_v4();
+    let path = pod::store::LogFile::path_for(&sessions, session_id);
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&path)?);
+    let start = LogEntry::SessionStart {
+        session_id,
+        created_at: LogEntry::now(),
+        compacted_from: None,
+        forked_from: None,
+    };
+    for (seq, entry) in std::iter::once(start).chain(entries).enumerate() {
+        serde_json::to_writer(
+            &mut out,
+            &LogLine {
+                seq: seq as u64,
+                entry,
+            },
+        )?;
+        out.write_all(b"\n")?;
+    }
+    out.into_inner()?.sync_all()?;
+    pointer::write(
+        &pointer::path(&pods, "default"),
+        pointer::Pointer { session_id },
+    )?;
+    Ok(path)
+}
+
+/// A `pod serve` child process, killed on drop.
+///
+/// The child is this very program re-executed with `serve …` (see `main`),
+/// which runs `pod::cli::run` exactly as the `pod` binary does: examples
+/// cannot depend on the binary being built, and this way the pod always has
+/// the bench's build profile.
+pub struct PodProcess {
+    child: Child,
+    pub socket: PathBuf,
+}
+
+impl PodProcess {
+    /// Starts `pod serve` on `dir/data`, with `dir/ws` as its workspace.
+    pub fn spawn(dir: &Path, extra: &[&str]) -> anyhow::Result<PodProcess> {
+        let socket = dir.join("run/pod.sock");
+        let workspace = dir.join("ws");
+        std::fs::create_dir_all(&workspace)?;
+        let child = Command::new(std::env::current_exe()?)
+            .arg("serve")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--data-dir")
+            .arg(dir.join("data"))
+            .arg("--workspace")
+            .arg(&workspace)
+            .args(extra)
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env("XDG_CONFIG_HOME", dir.join("config"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("cannot start pod serve")?;
+        Ok(PodProcess { child, socket })
+    }
+
+    /// Polls until the socket accepts a connection; returns how long that
+    /// took from `since`.
+    pub fn wait_listening(&mut self, since: Instant) -> anyhow::Result<Duration> {
+        let deadline = since + Duration::from_secs(60);
+        loop {
+            if UnixStream::connect(&self.socket).is_ok() {
+                return Ok(since.elapsed());
+            }
+            if let Some(status) = self.child.try_wait()? {
+                bail!("pod serve exited ({status}) before listening");
+            }
+            if Instant::now() > deadline {
+                bail!("pod serve did not listen within 60 s");
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// (VmRSS, VmHWM) in bytes, from /proc.
+    pub fn rss(&self) -> anyhow::Result<(u64, u64)> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))?;
+        let field = |name: &str| -> u64 {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+                .map_or(0, |kib| kib * 1024)
+        };
+        Ok((field("VmRSS:"), field("VmHWM:")))
+    }
+}
+
+impl Drop for PodProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One row of the results table.
+pub struct Row {
+    pub scenario: &'static str,
+    pub baseline: String,
+    pub pod: String,
+    pub ratio: f64,
+    /// How the ratio is judged, e.g. "≤ 1.3".
+    pub bar: &'static str,
+    pub pass: bool,
+}
+
+impl Row {
+    /// A row whose ratio must stay at or below `max`.
+    pub fn at_most(
+        scenario: &'static str,
+        baseline: String,
+        pod: String,
+        ratio: f64,
+        bar: &'static str,
+        max: f64,
+    ) -> Row {
+        Row {
+            scenario,
+            baseline,
+            pod,
+            ratio,
+            bar,
+            pass: ratio <= max,
+        }
+    }
+
+    /// A row whose ratio must reach at least `min`.
+    pub fn at_least(
+        scenario: &'static str,
+        baseline: String,
+        pod: String,
+        ratio: f64,
+        bar: &'static str,
+        min: f64,
+    ) -> Row {
+        Row {
+            scenario,
+            baseline,
+            pod,
+            ratio,
+            bar,
+            pass: ratio >= min,
+        }
+    }
+}
