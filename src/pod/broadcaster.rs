@@ -162,14 +162,14 @@ impl Handler<Register> for Broadcaster {
     fn handle(&mut self, msg: Register, _: &mut Context<Self>) {
         // The snapshot's `in_flight` already holds the held deltas.
         self.flush_held();
-        let frame = frames::snapshot_frame(
+        let parts = frames::snapshot_parts(
             &self.greeting,
             self.status,
             msg.session_id,
             &msg.entries,
             self.in_flight.as_ref(),
         );
-        if msg.outbox.push(frame) {
+        if msg.outbox.push_snapshot(parts) {
             self.connections.insert(msg.id, msg.outbox);
             let _ = msg.registered.send(());
         }

@@ -30,16 +30,8 @@ pub fn entry_frame(session_id: Uuid, line: &[u8]) -> Bytes {
 
 /// The lines as a JSON array.
 pub fn entries_array(lines: &[Bytes]) -> Bytes {
-    let mut buf = BytesMut::with_capacity(array_len(lines));
-    put_array(&mut buf, lines);
-    buf.freeze()
-}
-
-fn array_len(lines: &[Bytes]) -> usize {
-    lines.iter().map(|l| l.len() + 1).sum::<usize>() + 2
-}
-
-fn put_array(buf: &mut BytesMut, lines: &[Bytes]) {
+    let len = lines.iter().map(|l| l.len() + 1).sum::<usize>() + 2;
+    let mut buf = BytesMut::with_capacity(len);
     buf.put_u8(b'[');
     for (i, line) in lines.iter().enumerate() {
         if i > 0 {
@@ -48,30 +40,36 @@ fn put_array(buf: &mut BytesMut, lines: &[Bytes]) {
         buf.put_slice(line);
     }
     buf.put_u8(b']');
+    buf.freeze()
 }
 
-/// The first frame of every connection. The lines are copied once, straight
-/// into the frame: a session's size is held once more per attaching client,
-/// not twice.
-pub fn snapshot_frame(
+/// The first frame of every connection, as the pieces to write: the log
+/// lines are the mirror's own bytes, referenced rather than copied, so a
+/// session is never held twice in memory however many clients attach.
+pub fn snapshot_parts(
     greeting: &Greeting,
     status: Status,
     session_id: Uuid,
     lines: &[Bytes],
     in_flight: Option<&InFlight>,
-) -> Bytes {
+) -> Vec<Bytes> {
     let head = format!(
         "{{\"type\":\"snapshot\",\"protocol_version\":{PROTOCOL_VERSION},\"greeting\":{},\
-         \"status\":{},\"session_id\":\"{session_id}\",\"entries\":",
+         \"status\":{},\"session_id\":\"{session_id}\",\"entries\":[",
         json(greeting),
         json(&status),
     );
-    let tail = format!(",\"in_flight\":{}}}\n", json(&in_flight));
-    let mut buf = BytesMut::with_capacity(head.len() + array_len(lines) + tail.len());
-    buf.put_slice(head.as_bytes());
-    put_array(&mut buf, lines);
-    buf.put_slice(tail.as_bytes());
-    buf.freeze()
+    let tail = format!("],\"in_flight\":{}}}\n", json(&in_flight));
+    let mut parts = Vec::with_capacity(lines.len() * 2 + 2);
+    parts.push(Bytes::from(head));
+    for (i, line) in lines.iter().enumerate() {
+        if i > 0 {
+            parts.push(Bytes::from_static(b","));
+        }
+        parts.push(line.clone());
+    }
+    parts.push(Bytes::from(tail));
+    parts
 }
 
 /// The `response` to `get_session`, with the session's lines spliced in.
@@ -130,13 +128,13 @@ mod tests {
         let in_flight = InFlight::Text {
             text: "so far".into(),
         };
-        let frame = snapshot_frame(&greeting, status, id, &lines, Some(&in_flight));
+        let frame = snapshot_parts(&greeting, status, id, &lines, Some(&in_flight)).concat();
         let Event::Snapshot(snapshot) = serde_json::from_slice(&frame).unwrap() else {
             panic!("not a snapshot")
         };
         assert_eq!(snapshot.entries.len(), 2);
         assert_eq!(snapshot.in_flight, Some(in_flight));
-        let empty = snapshot_frame(&greeting, status, id, &[], None);
+        let empty = snapshot_parts(&greeting, status, id, &[], None).concat();
         assert!(serde_json::from_slice::<Event>(&empty).is_ok());
     }
 

@@ -2,9 +2,11 @@
 //!
 //! Producers (the broadcaster, the connection itself) push already-encoded
 //! frames; they never wait on a socket, so a client that stops reading cannot
-//! slow anyone else. The writer task coalesces whatever is pending into one
-//! `write` per wake-up, which is what lets one delta reach hundreds of clients
-//! at a high rate. If more than `limit` bytes pile up the client is *lagged*:
+//! slow anyone else. The writer task gathers whatever is pending into one
+//! vectored `write` per wake-up — small frames copied together, large ones
+//! (a snapshot's log lines) referenced where they lie — which is what lets
+//! one delta reach hundreds of clients at a high rate, and a long session
+//! reach a client without being copied again. If more than `limit` bytes pile up the client is *lagged*:
 //! the queue is dropped, it gets an `error` with code `lagged` (when its
 //! socket still takes it) and the connection is closed, so that it reconnects
 //! and gets a fresh snapshot — never silently skipped forward.
@@ -14,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use bytes_utils::SegmentedBuf;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -35,10 +38,9 @@ struct Shared {
     queued: AtomicUsize,
     /// Bytes written so far.
     written: AtomicUsize,
-    /// Size of the first frame (the snapshot), which does not count towards
-    /// the lag limit: a long session's snapshot is not lag, and counting it
-    /// would cut off a slow reader of a big snapshot on every reconnect.
-    /// `usize::MAX` until the first push.
+    /// Size of the snapshot, which does not count towards the lag limit: a
+    /// long session's snapshot is not lag, and counting it would cut off a
+    /// slow reader of a big snapshot on every reconnect.
     snapshot: AtomicUsize,
     limit: usize,
     lagged: AtomicBool,
@@ -53,7 +55,7 @@ impl Outbox {
         let shared = Arc::new(Shared {
             queued: AtomicUsize::new(0),
             written: AtomicUsize::new(0),
-            snapshot: AtomicUsize::new(usize::MAX),
+            snapshot: AtomicUsize::new(0),
             limit,
             lagged: AtomicBool::new(false),
             closed: CancellationToken::new(),
@@ -74,12 +76,6 @@ impl Outbox {
             return false;
         }
         let len = frame.len();
-        let _ = self.shared.snapshot.compare_exchange(
-            usize::MAX,
-            len,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
         let before = self.shared.queued.fetch_add(len, Ordering::AcqRel);
         // The snapshot went out first, so whatever of it is unwritten is at
         // the head of the queue; only what follows it counts as lag.
@@ -100,6 +96,20 @@ impl Outbox {
         if self.tx.send(frame).is_err() {
             self.shared.queued.fetch_sub(len, Ordering::AcqRel);
             return false;
+        }
+        true
+    }
+
+    /// Queues the snapshot, the first frame of every connection, as the
+    /// pieces it is made of (its log lines are the mirror's own bytes).
+    pub fn push_snapshot(&self, parts: Vec<Bytes>) -> bool {
+        let len = parts.iter().map(Bytes::len).sum();
+        self.shared.snapshot.store(len, Ordering::Release);
+        self.shared.queued.fetch_add(len, Ordering::AcqRel);
+        for part in parts {
+            if self.tx.send(part).is_err() {
+                return false;
+            }
         }
         true
     }
@@ -139,7 +149,6 @@ impl Drain {
     /// close everything already queued is flushed first.
     pub async fn run<W: tokio::io::AsyncWrite + Unpin>(mut self, mut writer: W) {
         let mut batch: Vec<Bytes> = Vec::with_capacity(64);
-        let mut buf = BytesMut::new();
         loop {
             let closing = tokio::select! {
                 biased;
@@ -159,7 +168,7 @@ impl Drain {
             // outbox is closed (lag, shutdown) it gets a grace period, then
             // the socket is dropped.
             let written = tokio::select! {
-                ok = self.write_batch(&mut writer, &mut batch, &mut buf) => ok,
+                ok = self.write_batch(&mut writer, &mut batch) => ok,
                 _ = async {
                     self.shared.closed.cancelled().await;
                     tokio::time::sleep(LAGGED_GRACE).await;
@@ -177,19 +186,10 @@ impl Drain {
         &self,
         writer: &mut W,
         batch: &mut Vec<Bytes>,
-        buf: &mut BytesMut,
     ) -> bool {
         let total: usize = batch.iter().map(Bytes::len).sum();
-        let result = if batch.len() == 1 {
-            writer.write_all(&batch[0]).await
-        } else {
-            buf.clear();
-            for frame in batch.iter() {
-                buf.extend_from_slice(frame);
-            }
-            writer.write_all(buf).await
-        };
-        batch.clear();
+        let mut gathered = gather(batch);
+        let result = writer.write_all_buf(&mut gathered).await;
         self.shared.written.fetch_add(total, Ordering::AcqRel);
         self.shared.queued.fetch_sub(total, Ordering::AcqRel);
         result.is_ok()
@@ -221,13 +221,37 @@ impl Drain {
                 .to_frame(),
             );
         }
-        let mut buf = BytesMut::new();
         let flush = async {
-            self.write_batch(writer, batch, &mut buf).await;
+            self.write_batch(writer, batch).await;
             let _ = writer.shutdown().await;
         };
         let _ = tokio::time::timeout(LAGGED_GRACE, flush).await;
     }
+}
+
+/// Frames at least this long are written from where they lie; shorter ones
+/// are copied together, so a burst of deltas is one buffer, not hundreds of
+/// iovecs.
+const GATHER_COPY_LIMIT: usize = 4096;
+
+/// The batch as one buffer for a vectored write, emptying `batch`.
+fn gather(batch: &mut Vec<Bytes>) -> SegmentedBuf<Bytes> {
+    let mut gathered = SegmentedBuf::new();
+    let mut small = BytesMut::new();
+    for frame in batch.drain(..) {
+        if frame.len() < GATHER_COPY_LIMIT {
+            small.extend_from_slice(&frame);
+            continue;
+        }
+        if !small.is_empty() {
+            gathered.push(small.split().freeze());
+        }
+        gathered.push(frame);
+    }
+    if !small.is_empty() {
+        gathered.push(small.freeze());
+    }
+    gathered
 }
 
 #[cfg(test)]
@@ -237,13 +261,42 @@ mod tests {
     #[test]
     fn the_snapshot_does_not_count_as_lag_but_what_follows_does() {
         let (outbox, _drain) = Outbox::new(1000);
+        let line = Bytes::from(vec![b'x'; 50_000]);
         assert!(
-            outbox.push(Bytes::from(vec![b'x'; 50_000])),
+            outbox.push_snapshot(vec![line.clone(), line]),
             "a big snapshot"
         );
         assert!(outbox.push(Bytes::from(vec![b'x'; 600])));
         assert!(outbox.push(Bytes::from(vec![b'x'; 300])));
         assert!(!outbox.push(Bytes::from(vec![b'x'; 200])), "over the limit");
         assert!(outbox.is_closed());
+    }
+
+    #[tokio::test]
+    async fn gathered_frames_arrive_whole_and_in_order() {
+        let (outbox, drain) = Outbox::new(1 << 20);
+        let (client, server) = tokio::net::UnixStream::pair().unwrap();
+        tokio::spawn(drain.run(server));
+        let line = Bytes::from(vec![b'a'; 10_000]);
+        outbox.push_snapshot(vec![
+            Bytes::from_static(b"["),
+            line.clone(),
+            Bytes::from_static(b"]\n"),
+        ]);
+        for i in 0..100 {
+            outbox.push(Bytes::from(format!("{i}\n")));
+        }
+        outbox.close();
+        let mut received = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut { client }, &mut received)
+            .await
+            .unwrap();
+        let mut expected = b"[".to_vec();
+        expected.extend_from_slice(&line);
+        expected.extend_from_slice(b"]\n");
+        for i in 0..100 {
+            expected.extend_from_slice(format!("{i}\n").as_bytes());
+        }
+        assert_eq!(received, expected);
     }
 }
