@@ -108,6 +108,24 @@ impl Conversation {
     }
 
     /// The model request for the conversation so far.
+    /// The request as it will be once `pending` is committed, without
+    /// committing it: lets a turn start its first model call while the user
+    /// input is still being synced. Nothing of `pending` stays behind.
+    pub fn project_with_pending(
+        &mut self,
+        pending: &LogEntry,
+        system: &str,
+        tools: Vec<ToolSpec>,
+        workspace: &Workspace,
+        resolvers: &Resolvers,
+    ) -> ModelRequest {
+        self.entries.push(pending.clone());
+        let request = self.project(system, tools, workspace, resolvers);
+        self.entries.pop();
+        self.flattened.remove(&self.entries.len());
+        request
+    }
+
     pub fn project(
         &mut self,
         system: &str,

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::broadcaster::Broadcaster;
 use super::fault::Faults;
 use super::server::start_session;
-use super::session_log::{Append, Dirs, SessionLog};
+use super::session_log::{self, Dirs, SessionLog};
 use crate::protocol::{Greeting, LogEntry};
 use crate::store::{pointer, LogFile};
 
@@ -75,12 +75,7 @@ impl DurableLog {
     /// Appends one entry; resolves with its `seq` once it is durable,
     /// mirrored and published.
     pub async fn append(&self, entry: LogEntry) -> Result<u64, StorageError> {
-        self.log.send(Append(entry)).await.unwrap_or_else(|e| {
-            Err(StorageError {
-                path: self.path.display().to_string(),
-                message: format!("the session log actor is gone: {e}"),
-            })
-        })
+        session_log::append(&self.log, entry).await
     }
 
     /// The session's log file.

@@ -120,6 +120,21 @@ fn auto_due(env: &TurnEnv, conversation: &mut Conversation) -> bool {
     context_tokens(env, conversation) >= env.config.compaction.limit()
 }
 
+/// Whether the check before a model call with `request` could compact —
+/// for a turn deciding whether it may start its first call before that
+/// check (see `turn::commit_input`). Errs on the side of yes. A "no" *is*
+/// that call's check (nothing was due), so it counts as the one check a
+/// manual compaction skips.
+pub fn might_compact(env: &TurnEnv, conversation: &Conversation, request: &ModelRequest) -> bool {
+    let size = tokens::estimate_request(request).max(conversation.reported_tokens.unwrap_or(0));
+    let mut shared = env.shared.borrow_mut();
+    if shared.compact_requested || size >= env.config.compaction.limit() {
+        return true;
+    }
+    shared.breaker.skip_next_auto = false;
+    false
+}
+
 /// The mid-turn check, before every model call of a turn.
 pub async fn before_model_call(env: &TurnEnv, conversation: &mut Conversation) {
     let manual = std::mem::take(&mut env.shared.borrow_mut().compact_requested);

@@ -171,7 +171,8 @@ pub(super) fn start_session(
         seq: 0,
         entry: entry.clone(),
     })?;
-    let write = file.write_line(&line).and_then(|()| file.sync());
+    let mut line = line;
+    let write = file.write_line(&mut line).and_then(|()| file.sync());
     write.with_context(|| format!("cannot write {}", file.path().display()))?;
     pointer::write(pointer_path, pointer::Pointer { session_id })
         .with_context(|| format!("cannot write {}", pointer_path.display()))?;

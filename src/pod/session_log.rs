@@ -28,7 +28,7 @@ use super::broadcaster::{Broadcaster, ConnId, Published, Register};
 use super::fault::Faults;
 use super::frames;
 use super::outbox::Outbox;
-use crate::protocol::{LogEntry, LogLine};
+use crate::protocol::LogEntry;
 use crate::store::{log_file, pointer, LogFile};
 
 /// A durable write failed. The entry was not published.
@@ -103,14 +103,11 @@ impl SessionLog {
     /// Write one line (not yet durable).
     fn write(&mut self, entry: &LogEntry) -> Result<Bytes, StorageError> {
         let seq = self.next_seq();
-        let line = serde_json::to_vec(&LogLine {
-            seq,
-            entry: entry.clone(),
-        })
-        .map_err(|e| self.storage_error(e))?;
+        let mut line =
+            serde_json::to_vec(&LineRef { seq, entry }).map_err(|e| self.storage_error(e))?;
         self.faults
             .before_write()
-            .and_then(|()| self.file.write_line(&line))
+            .and_then(|()| self.file.write_line(&mut line))
             .map_err(|e| self.storage_error(e))?;
         Ok(Bytes::from(line))
     }
@@ -154,14 +151,36 @@ impl Actor for SessionLog {
     type Context = Context<Self>;
 }
 
-/// Append one entry durably; answers its `seq` once it is on disk, mirrored
-/// and published.
+/// A log line serialised from a borrowed entry (a `LogLine` would need
+/// the entry cloned just to be written).
+#[derive(serde::Serialize)]
+struct LineRef<'a> {
+    seq: u64,
+    entry: &'a LogEntry,
+}
+
+/// Appends one entry durably: resolves with its `seq` once it is on disk,
+/// mirrored and published, or with the error that kept it off the disk.
+pub async fn append(log: &Addr<SessionLog>, entry: LogEntry) -> Result<u64, StorageError> {
+    let gone = |e: &dyn std::fmt::Display| StorageError {
+        path: String::new(),
+        message: format!("the session log stopped: {e}"),
+    };
+    match log.send(Append(entry)).await {
+        Ok(durable) => durable.await.unwrap_or_else(|e| Err(gone(&e))),
+        Err(e) => Err(gone(&e)),
+    }
+}
+
+/// Append one entry. Answered at once with a receiver that resolves when the
+/// entry is durable: the sync that covers it answers the sender directly,
+/// with no task in between (see [`append`]).
 #[derive(Message)]
-#[rtype(result = "Result<u64, StorageError>")]
+#[rtype(result = "oneshot::Receiver<Result<u64, StorageError>>")]
 pub struct Append(pub LogEntry);
 
 impl Handler<Append> for SessionLog {
-    type Result = ResponseFuture<Result<u64, StorageError>>;
+    type Result = MessageResult<Append>;
 
     fn handle(&mut self, msg: Append, ctx: &mut Context<Self>) -> Self::Result {
         let (tx, rx) = oneshot::channel();
@@ -177,14 +196,7 @@ impl Handler<Append> for SessionLog {
                 let _ = tx.send(Err(e));
             }
         }
-        Box::pin(async move {
-            rx.await.unwrap_or_else(|_| {
-                Err(StorageError {
-                    path: String::new(),
-                    message: "the session log stopped".into(),
-                })
-            })
-        })
+        MessageResult(rx)
     }
 }
 
@@ -298,12 +310,12 @@ impl Handler<StartSession> for SessionLog {
         let mut file = LogFile::create(&path).map_err(|e| failed(&path, &e))?;
         let mut lines = Vec::with_capacity(entries.len());
         for (seq, entry) in entries.iter().enumerate() {
-            let line = serde_json::to_vec(&LogLine {
+            let mut line = serde_json::to_vec(&LineRef {
                 seq: seq as u64,
-                entry: entry.clone(),
+                entry,
             })
             .map_err(|e| failed(&path, &e))?;
-            file.write_line(&line).map_err(|e| failed(&path, &e))?;
+            file.write_line(&mut line).map_err(|e| failed(&path, &e))?;
             lines.push(Bytes::from(line));
             self.faults.compaction_step("new_session_partial");
         }

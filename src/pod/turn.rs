@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::broadcaster::{Broadcaster, Published};
 use super::compactor::{self, Compactor};
-use super::session_log::{Append, GetSession, SessionLog, StorageError};
+use super::session_log::{self, GetSession, SessionLog, StorageError};
 use super::worker::{QueuedRun, Shared, WorkerConfig};
 use crate::context::{missing_results, Conversation};
 use crate::input::Resolvers;
@@ -28,7 +28,7 @@ use crate::protocol::{
     AssistantItem, ErrorCode, Event, InjectedItem, Level, LogEntry, LogLine, ToolResult,
     TurnEndReason, Usage,
 };
-use crate::provider::{ModelEvent, Provider};
+use crate::provider::{ModelEvent, ModelStream, Provider};
 use crate::tools::Toolbox;
 use crate::workspace::Workspace;
 
@@ -77,13 +77,7 @@ pub async fn commit(
     conversation: &mut Conversation,
     entry: LogEntry,
 ) -> Result<u64, StorageError> {
-    let result = match env.session_log.send(Append(entry.clone())).await {
-        Ok(result) => result,
-        Err(e) => Err(StorageError {
-            path: String::new(),
-            message: format!("the session log actor is gone: {e}"),
-        }),
-    };
+    let result = session_log::append(&env.session_log, entry.clone()).await;
     match &result {
         Ok(_) => conversation.push(entry),
         Err(e) => env.publish_error(ErrorCode::StorageError, e.to_string()),
@@ -179,10 +173,11 @@ pub async fn run_turn(
         segments: run.segments,
         at: LogEntry::now(),
     };
-    if commit(env, conversation, input).await.is_err() {
-        return;
-    }
-    let (reason, usage) = steps(env, conversation, &cancel).await;
+    let early = match commit_input(env, conversation, input).await {
+        Ok(early) => early,
+        Err(()) => return,
+    };
+    let (reason, usage) = steps(env, conversation, &cancel, early).await;
     let why = match reason {
         TurnEndReason::Cancelled => "cancelled before this tool call ran",
         TurnEndReason::MaxSteps => "the turn reached its step limit before this tool call ran",
@@ -191,26 +186,92 @@ pub async fn run_turn(
     let _ = finish_turn(env, conversation, reason, usage, why).await;
 }
 
+/// Commits the turn's user input. When nothing has to happen before the
+/// first model call (no pause, no pending notify, no compaction that could be
+/// due), that call is started at the same time, so the model's time to first
+/// byte hides the sync; its stream is returned, and not one of its events is
+/// looked at before the input is durable. `Err` when the input could not be
+/// committed (the turn is over: there is nothing to end).
+async fn commit_input(
+    env: &TurnEnv,
+    conversation: &mut Conversation,
+    input: LogEntry,
+) -> Result<Option<ModelStream>, ()> {
+    let overlap = {
+        let shared = env.shared.borrow();
+        !shared.paused && shared.notifies.is_empty()
+    };
+    if !overlap {
+        return commit(env, conversation, input)
+            .await
+            .map(|_| None)
+            .map_err(drop);
+    }
+    let request = conversation.project_with_pending(
+        &input,
+        &env.config.system_prompt,
+        env.toolbox.specs(),
+        &env.workspace,
+        &env.resolvers,
+    );
+    if compactor::might_compact(env, conversation, &request) {
+        return commit(env, conversation, input)
+            .await
+            .map(|_| None)
+            .map_err(drop);
+    }
+    let mut stream = env.provider.stream(request).peekable();
+    let mut durable = std::pin::pin!(commit(env, conversation, input));
+    // Drive the request until its first event is buffered, alongside the
+    // sync. The commit is awaited to its end even if the turn is cancelled
+    // meanwhile (the conversation must match the log); the stream reader
+    // then sees the cancel at once.
+    let mut first_buffered = false;
+    let committed = loop {
+        tokio::select! {
+            result = &mut durable => break result,
+            _ = std::pin::Pin::new(&mut stream).peek(), if !first_buffered => {
+                first_buffered = true;
+            }
+        }
+    };
+    committed.map(|_| Some(stream.boxed())).map_err(drop)
+}
+
 /// The model ↔ tools loop; returns how the turn ended and its usage.
+/// `early` is the first model call, already started by [`commit_input`].
 async fn steps(
     env: &TurnEnv,
     conversation: &mut Conversation,
     cancel: &CancellationToken,
+    mut early: Option<ModelStream>,
 ) -> (TurnEndReason, Option<Usage>) {
     let mut usage: Option<Usage> = None;
     for _ in 0..env.config.max_steps {
-        if !wait_while_paused(env, cancel).await {
-            return (TurnEndReason::Cancelled, usage);
-        }
-        let notes = std::mem::take(&mut env.shared.borrow_mut().notifies);
-        if !notes.is_empty() {
-            commit_notifies(env, conversation, notes).await;
-        }
-        compactor::before_model_call(env, conversation).await;
-        if cancel.is_cancelled() {
-            return (TurnEndReason::Cancelled, usage);
-        }
-        let reply = stream_reply(env, conversation, cancel).await;
+        let stream = match early.take() {
+            Some(stream) => stream,
+            None => {
+                if !wait_while_paused(env, cancel).await {
+                    return (TurnEndReason::Cancelled, usage);
+                }
+                let notes = std::mem::take(&mut env.shared.borrow_mut().notifies);
+                if !notes.is_empty() {
+                    commit_notifies(env, conversation, notes).await;
+                }
+                compactor::before_model_call(env, conversation).await;
+                if cancel.is_cancelled() {
+                    return (TurnEndReason::Cancelled, usage);
+                }
+                let request = conversation.project(
+                    &env.config.system_prompt,
+                    env.toolbox.specs(),
+                    &env.workspace,
+                    &env.resolvers,
+                );
+                env.provider.stream(request)
+            }
+        };
+        let reply = stream_reply(env, conversation, cancel, stream).await;
         if let Some(u) = reply.usage {
             let total = usage.get_or_insert_with(Usage::default);
             total.input_tokens += u.input_tokens;
@@ -289,14 +350,8 @@ async fn stream_reply(
     env: &TurnEnv,
     conversation: &mut Conversation,
     cancel: &CancellationToken,
+    mut stream: ModelStream,
 ) -> Reply {
-    let request = conversation.project(
-        &env.config.system_prompt,
-        env.toolbox.specs(),
-        &env.workspace,
-        &env.resolvers,
-    );
-    let mut stream = env.provider.stream(request);
     let mut reply = Reply {
         tool_calls: Vec::new(),
         usage: None,
