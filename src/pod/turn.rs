@@ -443,6 +443,10 @@ async fn stream_reply(
             reply.end = ReplyEnd::Failed;
             return reply;
         }
+        // The broadcaster runs on this thread: when a burst of events is
+        // already buffered, let each hint go out as it is made instead of
+        // after the whole burst is parsed.
+        tokio::task::yield_now().await;
     }
     // A half-streamed tool call is dropped; text and reasoning are kept as
     // far as they got.

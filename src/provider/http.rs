@@ -134,7 +134,10 @@ impl Endpoint {
                 error_detail(&text)
             )));
         }
-        let mut events = response.bytes_stream().eventsource();
+        let mut events = response
+            .bytes_stream()
+            .flat_map(|chunk| futures::stream::iter(split_lines(chunk)))
+            .eventsource();
         loop {
             let next = tokio::time::timeout(idle, events.next())
                 .await
@@ -296,9 +299,45 @@ pub(crate) fn parse_data<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// Cuts a network chunk after each newline (without copying). The SSE
+/// parser re-buffers everything after each line it reads, which is
+/// quadratic in the chunk: a server that sends a burst of thousands of
+/// events in one write would otherwise cost milliseconds before the first
+/// token is seen. A newline never falls inside a UTF-8 sequence, so no
+/// character is split.
+fn split_lines<E>(chunk: Result<Bytes, E>) -> Vec<Result<Bytes, E>> {
+    let bytes = match chunk {
+        Ok(bytes) => bytes,
+        Err(e) => return vec![Err(e)],
+    };
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    for (i, _) in bytes.iter().enumerate().filter(|(_, &b)| b == b'\n') {
+        pieces.push(Ok(bytes.slice(start..=i)));
+        start = i + 1;
+    }
+    if start < bytes.len() {
+        pieces.push(Ok(bytes.slice(start..)));
+    }
+    pieces
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn split_lines_cuts_after_each_newline_and_loses_nothing() {
+        let chunk = Bytes::from_static(b"data: {\"a\":\"\xc3\xa9\"}\n\ndata: [DONE]\n\ndata: par");
+        let pieces: Vec<Bytes> = split_lines::<()>(Ok(chunk.clone()))
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(pieces.len(), 5);
+        assert!(pieces[..4].iter().all(|p| p.ends_with(b"\n")));
+        assert_eq!(pieces.concat(), chunk.to_vec());
+        assert!(split_lines::<&str>(Err("broken")).pop().unwrap().is_err());
+    }
 
     #[test]
     fn error_detail_reads_the_usual_shapes() {
