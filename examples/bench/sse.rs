@@ -25,6 +25,9 @@ pub struct SseServer {
     /// The base URL the pod's `--base-url` takes (`http://127.0.0.1:PORT/v1`).
     pub url: String,
     plan: Arc<Mutex<Plan>>,
+    /// The body of the last request served, so a baseline client can send
+    /// exactly what the pod sent.
+    last_body: Arc<Mutex<Vec<u8>>>,
 }
 
 impl SseServer {
@@ -32,17 +35,32 @@ impl SseServer {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let url = format!("http://{}/v1", listener.local_addr()?);
         let plan = Arc::new(Mutex::new(plan));
+        let last_body = Arc::new(Mutex::new(Vec::new()));
         let current = Arc::clone(&plan);
+        let recorded = Arc::clone(&last_body);
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { return };
                 let plan = *current.lock().unwrap_or_else(|e| e.into_inner());
+                let recorded = Arc::clone(&recorded);
                 std::thread::spawn(move || {
-                    let _ = serve(stream, plan);
+                    let _ = serve(stream, plan, &recorded);
                 });
             }
         });
-        Ok(SseServer { url, plan })
+        Ok(SseServer {
+            url,
+            plan,
+            last_body,
+        })
+    }
+
+    /// The body of the last request the server read.
+    pub fn last_body(&self) -> Vec<u8> {
+        self.last_body
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn set_plan(&self, plan: Plan) {
@@ -51,7 +69,7 @@ impl SseServer {
 }
 
 /// Reads one request (head and body), then streams the reply and closes.
-pub fn serve(stream: TcpStream, plan: Plan) -> std::io::Result<()> {
+pub fn serve(stream: TcpStream, plan: Plan, last_body: &Mutex<Vec<u8>>) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut length = 0usize;
@@ -72,6 +90,7 @@ pub fn serve(stream: TcpStream, plan: Plan) -> std::io::Result<()> {
     }
     let mut body = vec![0u8; length];
     reader.read_exact(&mut body)?;
+    *last_body.lock().unwrap_or_else(|e| e.into_inner()) = body;
     reply(stream, plan)
 }
 

@@ -1,6 +1,8 @@
 //! Scenario 5, the pod's overhead on a turn: time from `run` to the first
 //! `text_delta` at a client, against the loopback model server's own time to
-//! first byte as a plain HTTP client sees it.
+//! first byte as a plain HTTP client sees it — for the same request body: the
+//! conversation grows by 2,000 tokens a turn, and sending it is the model
+//! server's time, not the pod's.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -21,57 +23,17 @@ const PLAN: Plan = Plan {
 
 pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
     let reps = if config.quick { 5 } else { 21 };
-    let dir = tempfile::tempdir_in(&config.tmp)?;
     let sse = SseServer::start(PLAN)?;
-    let mut pod = PodProcess::spawn(
-        dir.path(),
-        &[
-            "--provider",
-            "openai",
-            "--base-url",
-            &sse.url,
-            "--model",
-            "bench",
-            "--context-window",
-            "1000000000",
-        ],
-    )?;
-    pod.wait_listening(Instant::now())?;
     let address = sse
         .url
         .trim_start_matches("http://")
         .trim_end_matches("/v1")
         .to_owned();
-    let stream = UnixStream::connect(&pod.socket)?;
-    let mut writer = stream.try_clone()?;
-    let mut reader = BufReader::with_capacity(1 << 20, stream);
-    let mut line = Vec::new();
-    reader.read_until(b'\n', &mut line)?;
-
     let mut direct = Vec::new();
     let mut via_pod = Vec::new();
     for _ in 0..reps {
-        direct.push(ms(direct_ttfb(&address)?));
-        let t = Instant::now();
-        writer.write_all(
-            b"{\"type\":\"run\",\"segments\":[{\"type\":\"text\",\"text\":\"go\"}]}\n",
-        )?;
-        let mut first = None;
-        loop {
-            line.clear();
-            if reader.read_until(b'\n', &mut line)? == 0 {
-                bail!("the pod closed the connection mid-turn");
-            }
-            if first.is_none() && line.starts_with(b"{\"type\":\"text_delta\"") {
-                first = Some(t.elapsed());
-            }
-            if line.starts_with(b"{\"type\":\"entry\"")
-                && crate::sse::find(&line, b"\"kind\":\"turn_end\"").is_some()
-            {
-                break;
-            }
-        }
-        via_pod.push(ms(first.context("a turn without a text_delta")?));
+        via_pod.push(ms(first_turn(config, &sse)?));
+        direct.push(ms(direct_ttfb(&address, &sse.last_body())?));
     }
     let direct = median(&direct);
     let via_pod = median(&via_pod);
@@ -86,10 +48,52 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
     )])
 }
 
-/// Connect, POST a chat completion request, read until the first SSE event
-/// is complete; then read the rest of the reply unmeasured.
-fn direct_ttfb(address: &str) -> anyhow::Result<Duration> {
-    let body = br#"{"model":"bench","stream":true,"messages":[{"role":"user","content":"go"}]}"#;
+/// The first turn of a fresh pod: time from writing `run` to reading the
+/// first `text_delta`. Each repetition gets its own pod, so that what is
+/// measured is the pod's work on a turn, not the growth of the conversation
+/// every request carries (see docs/performance.md).
+fn first_turn(config: &Config, sse: &SseServer) -> anyhow::Result<Duration> {
+    let dir = tempfile::tempdir_in(&config.tmp)?;
+    let mut pod = PodProcess::spawn(
+        dir.path(),
+        &[
+            "--provider",
+            "openai",
+            "--base-url",
+            &sse.url,
+            "--model",
+            "bench",
+        ],
+    )?;
+    pod.wait_listening(Instant::now())?;
+    let stream = UnixStream::connect(&pod.socket)?;
+    let mut writer = stream.try_clone()?;
+    let mut reader = BufReader::with_capacity(1 << 20, stream);
+    let mut line = Vec::new();
+    reader.read_until(b'\n', &mut line)?;
+    let t = Instant::now();
+    writer.write_all(b"{\"type\":\"run\",\"segments\":[{\"type\":\"text\",\"text\":\"go\"}]}\n")?;
+    let mut first = None;
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            bail!("the pod closed the connection mid-turn");
+        }
+        if first.is_none() && line.starts_with(b"{\"type\":\"text_delta\"") {
+            first = Some(t.elapsed());
+        }
+        if line.starts_with(b"{\"type\":\"entry\"")
+            && crate::sse::find(&line, b"\"kind\":\"turn_end\"").is_some()
+        {
+            break;
+        }
+    }
+    first.context("a turn without a text_delta")
+}
+
+/// Connect, POST `body` as a chat completion request, read until the first
+/// SSE event is complete; then read the rest of the reply unmeasured.
+fn direct_ttfb(address: &str, body: &[u8]) -> anyhow::Result<Duration> {
     let t = Instant::now();
     let mut stream = TcpStream::connect(address)?;
     stream.set_nodelay(true)?;
