@@ -15,8 +15,9 @@
 //!   built, and any entry clears it.
 //!
 //! Streaming deltas are coalesced: the first one after a quiet spell goes out
-//! at once, those that follow within [`HINT_WINDOW`] are joined and sent
-//! together when the window closes. At a model's pace (hundreds of deltas a
+//! at once, those that follow within [`HINT_WINDOW`] (1 ms, which tokio's
+//! timer rounds up to its 1 ms tick) are joined and sent together when the
+//! window closes. At a model's pace (hundreds of deltas a
 //! second) that turns one `write` per delta per client into one per window,
 //! which is what lets 256 clients follow at 1,000 deltas/s (see
 //! `docs/performance.md`). Anything else flushes the held deltas first, so
@@ -36,7 +37,7 @@ use crate::protocol::{Event, Greeting, InFlight, PodState, Status, Usage};
 pub type ConnId = u64;
 
 /// How long a delta may wait to share a write with the ones after it.
-pub const HINT_WINDOW: Duration = Duration::from_millis(2);
+pub const HINT_WINDOW: Duration = Duration::from_millis(1);
 
 pub struct Broadcaster {
     connections: HashMap<ConnId, Outbox>,

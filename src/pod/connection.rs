@@ -32,8 +32,8 @@ impl Connection {
     /// read half becomes this actor's input stream.
     pub fn start(id: ConnId, stream: UnixStream, hub: Hub) -> Addr<Connection> {
         let (read, write) = stream.into_split();
-        let (outbox, drain) = Outbox::new(hub.config.max_client_lag_bytes);
-        actix::spawn(drain.run(write));
+        let (outbox, drain) = Outbox::new(write, hub.config.max_client_lag_bytes);
+        actix::spawn(drain.run());
         let reader = FramedRead::new(read, FrameDecoder::new(hub.config.max_frame_bytes));
         Connection {
             id,

@@ -2,11 +2,15 @@
 //!
 //! Producers (the broadcaster, the connection itself) push already-encoded
 //! frames; they never wait on a socket, so a client that stops reading cannot
-//! slow anyone else. The writer task gathers whatever is pending into one
+//! slow anyone else. A frame pushed while nothing is pending is written to
+//! the socket at once if the socket takes it whole (a non-blocking write:
+//! the common case, and no task wake-up per frame per client). Otherwise it
+//! is queued, and the writer task gathers whatever is pending into one
 //! vectored `write` per wake-up — small frames copied together, large ones
 //! (a snapshot's log lines) referenced where they lie — which is what lets
 //! one delta reach hundreds of clients at a high rate, and a long session
-//! reach a client without being copied again. If more than `limit` bytes pile up the client is *lagged*:
+//! reach a client without being copied again. If more than `limit` bytes
+//! pile up the client is *lagged*:
 //! the queue is dropped, it gets an `error` with code `lagged` (when its
 //! socket still takes it) and the connection is closed, so that it reconnects
 //! and gets a fresh snapshot — never silently skipped forward.
@@ -15,9 +19,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use std::io::IoSlice;
+
+use bytes::{Buf, Bytes, BytesMut};
 use bytes_utils::SegmentedBuf;
-use tokio::io::AsyncWriteExt;
+use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -27,6 +33,9 @@ use crate::protocol::{ErrorCode, Event};
 /// is dropped anyway.
 const LAGGED_GRACE: Duration = Duration::from_secs(2);
 
+/// The producers' end. Pushes come from one thread (the main arbiter, where
+/// the broadcaster, the connections and the worker run), which is what lets
+/// `push` write to the socket directly when nothing is pending.
 #[derive(Clone)]
 pub struct Outbox {
     tx: mpsc::UnboundedSender<Bytes>,
@@ -34,6 +43,10 @@ pub struct Outbox {
 }
 
 struct Shared {
+    /// The socket. Producers and the writer task run on one thread and the
+    /// writer only writes while `queued` is non-zero, so the two never write
+    /// at the same time.
+    socket: OwnedWriteHalf,
     /// Bytes pushed and not yet written.
     queued: AtomicUsize,
     /// Bytes written so far.
@@ -49,10 +62,11 @@ struct Shared {
 }
 
 impl Outbox {
-    /// Creates an outbox and the writer task's end of it.
-    pub fn new(limit: usize) -> (Outbox, Drain) {
+    /// Creates an outbox on `socket` and the writer task's end of it.
+    pub fn new(socket: OwnedWriteHalf, limit: usize) -> (Outbox, Drain) {
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
+            socket,
             queued: AtomicUsize::new(0),
             written: AtomicUsize::new(0),
             snapshot: AtomicUsize::new(0),
@@ -74,6 +88,24 @@ impl Outbox {
     pub fn push(&self, frame: Bytes) -> bool {
         if self.shared.closed.is_cancelled() {
             return false;
+        }
+        let mut frame = frame;
+        if self.shared.queued.load(Ordering::Acquire) == 0 {
+            match self.shared.socket.try_write(&frame) {
+                Ok(n) if n == frame.len() => {
+                    self.shared.written.fetch_add(n, Ordering::AcqRel);
+                    return true;
+                }
+                Ok(n) => {
+                    self.shared.written.fetch_add(n, Ordering::AcqRel);
+                    frame = frame.slice(n..);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => {
+                    self.shared.closed.cancel();
+                    return false;
+                }
+            }
         }
         let len = frame.len();
         let before = self.shared.queued.fetch_add(len, Ordering::AcqRel);
@@ -147,7 +179,7 @@ pub struct Drain {
 impl Drain {
     /// Writes frames until the outbox closes or the socket fails. On a normal
     /// close everything already queued is flushed first.
-    pub async fn run<W: tokio::io::AsyncWrite + Unpin>(mut self, mut writer: W) {
+    pub async fn run(mut self) {
         let mut batch: Vec<Bytes> = Vec::with_capacity(64);
         loop {
             let closing = tokio::select! {
@@ -161,14 +193,14 @@ impl Drain {
                 }
             };
             if closing {
-                self.finish(&mut writer, &mut batch).await;
+                self.finish(&mut batch).await;
                 return;
             }
             // A client that stopped reading blocks this write; once the
             // outbox is closed (lag, shutdown) it gets a grace period, then
             // the socket is dropped.
             let written = tokio::select! {
-                ok = self.write_batch(&mut writer, &mut batch) => ok,
+                ok = self.write_batch(&mut batch) => ok,
                 _ = async {
                     self.shared.closed.cancelled().await;
                     tokio::time::sleep(LAGGED_GRACE).await;
@@ -179,29 +211,43 @@ impl Drain {
                 return;
             }
         }
-        let _ = writer.shutdown().await;
+        self.shutdown();
     }
 
-    async fn write_batch<W: tokio::io::AsyncWrite + Unpin>(
-        &self,
-        writer: &mut W,
-        batch: &mut Vec<Bytes>,
-    ) -> bool {
+    async fn write_batch(&self, batch: &mut Vec<Bytes>) -> bool {
         let total: usize = batch.iter().map(Bytes::len).sum();
         let mut gathered = gather(batch);
-        let result = writer.write_all_buf(&mut gathered).await;
+        let result = self.write_all(&mut gathered).await;
         self.shared.written.fetch_add(total, Ordering::AcqRel);
         self.shared.queued.fetch_sub(total, Ordering::AcqRel);
         result.is_ok()
     }
 
+    /// `write_all` for a shared socket: vectored non-blocking writes,
+    /// waiting for the socket to take more in between.
+    async fn write_all(&self, data: &mut SegmentedBuf<Bytes>) -> std::io::Result<()> {
+        let socket = &self.shared.socket;
+        while data.has_remaining() {
+            socket.writable().await?;
+            let mut slices = [IoSlice::new(&[]); 64];
+            let count = data.chunks_vectored(&mut slices);
+            match socket.try_write_vectored(&slices[..count]) {
+                Ok(n) => data.advance(n),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the stream for the client: it reads EOF after what was written.
+    fn shutdown(&self) {
+        let _ = rustix::net::shutdown(self.shared.socket.as_ref(), rustix::net::Shutdown::Write);
+    }
+
     /// The outbox was closed: flush what is queued (or, for a lagged client,
     /// drop it and say why), then close the socket.
-    async fn finish<W: tokio::io::AsyncWrite + Unpin>(
-        &mut self,
-        writer: &mut W,
-        batch: &mut Vec<Bytes>,
-    ) {
+    async fn finish(&mut self, batch: &mut Vec<Bytes>) {
         self.rx.close();
         batch.clear();
         let lagged = self.shared.lagged.load(Ordering::Acquire);
@@ -221,11 +267,8 @@ impl Drain {
                 .to_frame(),
             );
         }
-        let flush = async {
-            self.write_batch(writer, batch).await;
-            let _ = writer.shutdown().await;
-        };
-        let _ = tokio::time::timeout(LAGGED_GRACE, flush).await;
+        let _ = tokio::time::timeout(LAGGED_GRACE, self.write_batch(batch)).await;
+        self.shutdown();
     }
 }
 
@@ -258,9 +301,11 @@ fn gather(batch: &mut Vec<Bytes>) -> SegmentedBuf<Bytes> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_snapshot_does_not_count_as_lag_but_what_follows_does() {
-        let (outbox, _drain) = Outbox::new(1000);
+    #[tokio::test]
+    async fn the_snapshot_does_not_count_as_lag_but_what_follows_does() {
+        let (_client, server) = tokio::net::UnixStream::pair().unwrap();
+        let (_read, write) = server.into_split();
+        let (outbox, _drain) = Outbox::new(write, 1000);
         let line = Bytes::from(vec![b'x'; 50_000]);
         assert!(
             outbox.push_snapshot(vec![line.clone(), line]),
@@ -274,9 +319,10 @@ mod tests {
 
     #[tokio::test]
     async fn gathered_frames_arrive_whole_and_in_order() {
-        let (outbox, drain) = Outbox::new(1 << 20);
         let (client, server) = tokio::net::UnixStream::pair().unwrap();
-        tokio::spawn(drain.run(server));
+        let (_read, write) = server.into_split();
+        let (outbox, drain) = Outbox::new(write, 1 << 20);
+        tokio::spawn(drain.run());
         let line = Bytes::from(vec![b'a'; 10_000]);
         outbox.push_snapshot(vec![
             Bytes::from_static(b"["),
