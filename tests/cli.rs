@@ -4,23 +4,18 @@ mod harness;
 
 use std::os::unix::fs::PermissionsExt;
 
-use harness::{Pod, POD};
+use harness::{succeeded, Pod, POD};
 
 #[test]
 fn send_prints_the_reply_and_exits_0() {
     let pod = Pod::start();
-    let output = pod
-        .command("send")
-        .arg("--text")
-        .arg("hi")
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let stdout = succeeded(
+        pod.command("send")
+            .arg("--text")
+            .arg("hi")
+            .output()
+            .unwrap(),
     );
-    let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("offline model"), "{stdout}");
     assert!(stdout.ends_with('\n'));
 }
@@ -164,18 +159,13 @@ fn send_file_attaches_a_workspace_file_from_anywhere() {
         (pod.workspace.clone(), "notes.txt".to_owned()),
         (std::env::temp_dir(), absolute.display().to_string()),
     ] {
-        let output = pod
-            .command("send")
-            .current_dir(&cwd)
-            .args(["--text", "summarise", "--file", &path])
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
+        let stdout = succeeded(
+            pod.command("send")
+                .current_dir(&cwd)
+                .args(["--text", "summarise", "--file", &path])
+                .output()
+                .unwrap(),
         );
-        let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(stdout.contains("notes.txt (2 lines)"), "{stdout}");
     }
 }

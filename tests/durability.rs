@@ -5,7 +5,7 @@ mod harness;
 
 use std::time::Duration;
 
-use harness::{eventually, Pod};
+use harness::{eventually, succeeded, Pod};
 use serde_json::Value;
 
 #[test]
@@ -90,16 +90,12 @@ fn kill_9_during_a_burst_loses_nothing_any_client_saw_and_restarts_cleanly() {
         let log = pod.log_lines();
         log.last().unwrap()["entry"]["kind"] == "turn_end"
     });
-    let output = pod
-        .command("send")
-        .arg("--text")
-        .arg("still there?")
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    succeeded(
+        pod.command("send")
+            .arg("--text")
+            .arg("still there?")
+            .output()
+            .unwrap(),
     );
 }
 

@@ -203,6 +203,17 @@ impl Drop for Pod {
     }
 }
 
+/// Asserts a `pod` command succeeded (showing its stderr if not) and
+/// returns its stdout.
+pub fn succeeded(output: std::process::Output) -> String {
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 pub fn read_lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap()
