@@ -99,13 +99,7 @@ impl Handler<Summarise> for Compactor {
 /// The context size the thresholds are compared with: the provider's count
 /// from the last call where there is one, never less than our estimate.
 pub fn context_tokens(env: &TurnEnv, conversation: &mut Conversation) -> u64 {
-    let request = conversation.project(
-        &env.config.system_prompt,
-        env.toolbox.specs(),
-        &env.workspace,
-        &env.resolvers,
-    );
-    let estimate = tokens::estimate_request(&request);
+    let estimate = tokens::estimate_request(&env.request(conversation));
     conversation.reported_tokens.unwrap_or(0).max(estimate)
 }
 

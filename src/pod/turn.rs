@@ -28,7 +28,7 @@ use crate::protocol::{
     AssistantItem, ErrorCode, Event, InjectedItem, Level, LogEntry, LogLine, ToolResult,
     TurnEndReason, Usage,
 };
-use crate::provider::{ModelEvent, ModelStream, Provider};
+use crate::provider::{ModelEvent, ModelRequest, ModelStream, Provider, ToolSpec};
 use crate::tools::Toolbox;
 use crate::workspace::Workspace;
 
@@ -39,6 +39,8 @@ pub struct TurnEnv {
     pub compactor: Addr<Compactor>,
     pub provider: Arc<dyn Provider>,
     pub toolbox: Arc<Toolbox>,
+    /// The toolbox's specs, built once: every model request carries them.
+    pub tool_specs: Vec<ToolSpec>,
     pub resolvers: Resolvers,
     pub workspace: Workspace,
     pub config: WorkerConfig,
@@ -47,6 +49,16 @@ pub struct TurnEnv {
 }
 
 impl TurnEnv {
+    /// The model request for `conversation` as it stands.
+    pub fn request(&self, conversation: &mut Conversation) -> ModelRequest {
+        conversation.project(
+            &self.config.system_prompt,
+            self.tool_specs.clone(),
+            &self.workspace,
+            &self.resolvers,
+        )
+    }
+
     pub fn publish(&self, event: Event) {
         self.broadcaster.do_send(Published::Event(Box::new(event)));
     }
@@ -210,7 +222,7 @@ async fn commit_input(
     let request = conversation.project_with_pending(
         &input,
         &env.config.system_prompt,
-        env.toolbox.specs(),
+        env.tool_specs.clone(),
         &env.workspace,
         &env.resolvers,
     );
@@ -262,13 +274,7 @@ async fn steps(
                 if cancel.is_cancelled() {
                     return (TurnEndReason::Cancelled, usage);
                 }
-                let request = conversation.project(
-                    &env.config.system_prompt,
-                    env.toolbox.specs(),
-                    &env.workspace,
-                    &env.resolvers,
-                );
-                env.provider.stream(request)
+                env.provider.stream(env.request(conversation))
             }
         };
         let reply = stream_reply(env, conversation, cancel, stream).await;

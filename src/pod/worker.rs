@@ -165,6 +165,7 @@ impl Worker {
                 broadcaster,
                 compactor,
                 provider,
+                tool_specs: toolbox.specs(),
                 toolbox,
                 resolvers,
                 workspace,
