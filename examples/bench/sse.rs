@@ -55,6 +55,18 @@ impl SseServer {
         })
     }
 
+    /// The `pod serve` arguments that point a pod at this server.
+    pub fn pod_args(&self) -> Vec<&str> {
+        vec![
+            "--provider",
+            "openai",
+            "--base-url",
+            &self.url,
+            "--model",
+            "bench",
+        ]
+    }
+
     /// The body of the last request the server read.
     pub fn last_body(&self) -> Vec<u8> {
         self.last_body

@@ -54,17 +54,7 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
 /// every request carries (see docs/performance.md).
 fn first_turn(config: &Config, sse: &SseServer) -> anyhow::Result<Duration> {
     let dir = tempfile::tempdir_in(&config.tmp)?;
-    let mut pod = PodProcess::spawn(
-        dir.path(),
-        &[
-            "--provider",
-            "openai",
-            "--base-url",
-            &sse.url,
-            "--model",
-            "bench",
-        ],
-    )?;
+    let mut pod = PodProcess::spawn(dir.path(), &sse.pod_args())?;
     pod.wait_listening(Instant::now())?;
     let stream = UnixStream::connect(&pod.socket)?;
     let mut writer = stream.try_clone()?;
