@@ -84,7 +84,8 @@ pub enum OpenError {
     NotRegular(&'static str),
     #[error(
         "has {0} hard links; editing it in place would change the other links too, which \
-         may be outside the workspace. Copy it to a new file first if only this name should change"
+         may be outside the workspace. To change only this name, give it its own copy first \
+         (cp f f.new && mv f.new f)"
     )]
     HardLinked(u64),
     #[error("changed while being opened (a symlink appeared in its path); nothing was done")]
