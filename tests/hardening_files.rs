@@ -134,12 +134,19 @@ async fn hard_links_are_read_but_never_written_or_edited_in_place() {
     // build tools hard-link files into workspaces, and a link gives no read
     // access the user's account lacks.
     let out = f.call("read_file", json!({"path":"passwd"})).await;
-    assert!(!out.is_error && out.output.contains("root:x"), "{}", out.output);
+    assert!(
+        !out.is_error && out.output.contains("root:x"),
+        "{}",
+        out.output
+    );
 
     // A file with one link is written and edited as before.
     fs::write(f.path("own.txt"), "a\n").unwrap();
     let out = f
-        .call("edit_file", json!({"path":"own.txt","old_string":"a","new_string":"b"}))
+        .call(
+            "edit_file",
+            json!({"path":"own.txt","old_string":"a","new_string":"b"}),
+        )
         .await;
     assert!(!out.is_error, "{}", out.output);
     assert_eq!(fs::read_to_string(f.path("own.txt")).unwrap(), "b\n");
@@ -195,7 +202,10 @@ async fn a_symlink_swapped_in_between_check_and_open_never_leaks() {
             .output;
         let inlined = flatten(&[Segment::file_ref(path)], &f.ws, &resolvers);
         for out in [&read, &grep, &inlined] {
-            assert!(!out.contains("SECRET-CONTENT"), "leaked through {path}: {out}");
+            assert!(
+                !out.contains("SECRET-CONTENT"),
+                "leaked through {path}: {out}"
+            );
         }
         harmless += usize::from(read.contains("harmless"));
     }
@@ -209,14 +219,20 @@ async fn a_symlink_swapped_in_between_check_and_open_never_leaks() {
 async fn read_file_keeps_a_bounded_part_of_a_huge_line() {
     let f = fixture();
     let len = 512 * 1024 * 1024;
-    sparse(&f.path("huge.txt"), &[b'a'; 16 * 1024], len, b"\nsecond line\n");
+    sparse(
+        &f.path("huge.txt"),
+        &[b'a'; 16 * 1024],
+        len,
+        b"\nsecond line\n",
+    );
     let before = peak_rss();
     let started = Instant::now();
     let out = f.call("read_file", json!({"path":"huge.txt"})).await;
     let grew = peak_rss().saturating_sub(before);
     assert!(!out.is_error, "{}", out.output);
     assert!(
-        out.output.contains(&format!("line cut, {} bytes long", len - 13)),
+        out.output
+            .contains(&format!("line cut, {} bytes long", len - 13)),
         "{}",
         &out.output[out.output.len().saturating_sub(300)..]
     );
@@ -233,7 +249,12 @@ async fn read_file_keeps_a_bounded_part_of_a_huge_line() {
 #[tokio::test]
 async fn a_cancelled_read_stops_instead_of_reading_on() {
     let f = fixture();
-    sparse(&f.path("big.txt"), &[b'a'; 16 * 1024], 64 * 1024 * 1024, b"\nend\n");
+    sparse(
+        &f.path("big.txt"),
+        &[b'a'; 16 * 1024],
+        64 * 1024 * 1024,
+        b"\nend\n",
+    );
     let cancel = CancellationToken::new();
     cancel.cancel();
     let out = f
