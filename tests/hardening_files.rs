@@ -346,7 +346,8 @@ fn a_file_ref_swapped_for_a_fifo_never_blocks_the_check() {
     let (done, finished) = mpsc::channel();
     let checker = std::thread::spawn(move || {
         let mut refused = 0;
-        for _ in 0..3000 {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
             if let Err(e) = check(&[Segment::file_ref("f")], &ws) {
                 assert_eq!(e.code, ErrorCode::FileRefUnreadable, "{}", e.message);
                 refused += 1;
@@ -354,7 +355,7 @@ fn a_file_ref_swapped_for_a_fifo_never_blocks_the_check() {
         }
         done.send(refused).unwrap();
     });
-    let result = finished.recv_timeout(Duration::from_secs(60));
+    let result = finished.recv_timeout(Duration::from_secs(40));
     stop.store(true, Ordering::Relaxed);
     swapper.join().unwrap();
     if result.is_err() {
