@@ -102,9 +102,7 @@ fn read_ref(workspace: &Workspace, path: &str) -> Result<String, RefError> {
     let opened = workspace.open(path, Access::Read).map_err(|e| match e {
         OpenError::Scope(e) => RefError::OutOfScope(e),
         OpenError::NotFound => unreadable("no such file".into()),
-        OpenError::IsDirectory | OpenError::NotRegular(_) => {
-            unreadable(format!("not a regular file ({e})"))
-        }
+        OpenError::IsDirectory => unreadable("is a directory, not a regular file".into()),
         e => unreadable(e.to_string()),
     })?;
     let meta = opened.metadata;

@@ -23,6 +23,7 @@ use crate::workspace::{Access, OpenError, Opened, Workspace};
 
 pub use cap::{cap, CapBuffer};
 pub(crate) use fs::looks_binary;
+pub use fs::MAX_EDIT_BYTES;
 
 /// Limits every tool call obeys.
 #[derive(Debug, Clone)]
