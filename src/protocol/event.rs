@@ -99,6 +99,35 @@ pub struct Greeting {
     pub pid: u32,
 }
 
+/// When the pod asks before a tool call runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalMode {
+    /// Read-only tools run; everything else is asked.
+    #[default]
+    Ask,
+    /// Also file edits inside the workspace run unasked.
+    Edits,
+    /// Everything runs unasked (deny rules still apply).
+    Auto,
+    /// Only the read-only tools run; everything else is denied.
+    ReadOnly,
+    #[serde(other)]
+    Unknown,
+}
+
+impl ApprovalMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalMode::Ask => "ask",
+            ApprovalMode::Edits => "edits",
+            ApprovalMode::Auto => "auto",
+            ApprovalMode::ReadOnly => "read-only",
+            ApprovalMode::Unknown => "unknown",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Status {
     pub state: PodState,
