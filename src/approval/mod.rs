@@ -231,8 +231,12 @@ impl Policy {
 fn matches_non_bash(rule: &Rule, tool: &str, subject: &Subject) -> bool {
     match (rule.kind(), subject) {
         (RuleKind::Tool(_), _) => rule.names_tool(tool),
-        (RuleKind::Write(glob), Subject::Write(Some(path)))
-        | (RuleKind::Read(glob), Subject::Read(Some(path))) => glob.is_match(path),
+        (RuleKind::Write(glob), Subject::Write(Some(path))) => glob.is_match(path),
+        // `list_dir`, `glob` and `grep` name a directory: `read:secrets/**`
+        // must cover `secrets` itself, which `globset` matches only as `secrets/`.
+        (RuleKind::Read(glob), Subject::Read(Some(path))) => {
+            glob.is_match(path) || glob.is_match(format!("{path}/"))
+        }
         _ => false,
     }
 }

@@ -21,6 +21,7 @@ const ROOT: &str = "/ws";
 const READ: (&str, &str) = ("read_file", r#"{"path":"src/a.rs"}"#);
 const LIST: (&str, &str) = ("list_dir", r#"{}"#);
 const GREP: (&str, &str) = ("grep", r#"{"pattern":"x","path":"/ws/src"}"#);
+const LIST_SECRETS: (&str, &str) = ("list_dir", r#"{"path":"secrets"}"#);
 const GLOB: (&str, &str) = ("glob", r#"{"pattern":"*.rs"}"#);
 const WRITE: (&str, &str) = ("write_file", r#"{"path":"src/a.rs","content":"x"}"#);
 const WRITE_ABS: (&str, &str) = (
@@ -77,6 +78,9 @@ const TABLE: &[Row] = &[
     (Ask, LIST, NONE, &["list_dir"], NONE, Enforced, Denied("list_dir:*")),
     (Ask, LIST, NONE, &["read:src/**"], NONE, Enforced, Runs),
     (Ask, GREP, NONE, &["read:src"], NONE, Enforced, Denied("read:src")),
+    (Ask, LIST_SECRETS, NONE, &["read:secrets/**"], NONE, Enforced, Denied("read:secrets/**")),
+    (Auto, LIST_SECRETS, NONE, &["read:secrets/*"], NONE, Enforced, Denied("read:secrets/*")),
+    (ReadOnly, LIST_SECRETS, NONE, &["read:src/**"], NONE, Enforced, Runs),
     (Ask, GLOB, NONE, NONE, NONE, Unavailable, Runs),
     (Ask, WRITE, NONE, NONE, NONE, Enforced, Asks("mode:ask")),
     (Ask, WRITE, &["write:src/**"], NONE, NONE, Enforced, Runs),
