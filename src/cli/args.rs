@@ -10,6 +10,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::tools::{SandboxMode, Switch};
+
 #[derive(Debug, Parser)]
 #[command(name = "pod", version, propagate_version = true, about = "A single-binary LLM agent pod.", long_about = None)]
 pub struct Cli {
@@ -106,6 +108,15 @@ pub struct ServeArgs {
         value_name = "SECONDS"
     )]
     pub bash_timeout: u64,
+    /// What `bash` commands may write: the workspace and temp dirs, nothing, or anything
+    /// (docs/sandbox.md).
+    #[arg(long, env = "POD_SANDBOX", value_enum, default_value_t = SandboxMode::WorkspaceWrite,
+          value_name = "MODE")]
+    pub sandbox: SandboxMode,
+    /// Whether `bash` commands may open network (TCP) connections.
+    #[arg(long, env = "POD_SANDBOX_NETWORK", value_enum, default_value_t = Switch::On,
+          value_name = "on|off")]
+    pub sandbox_network: Switch,
 }
 
 #[derive(Debug, Args)]

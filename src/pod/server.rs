@@ -56,14 +56,23 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let pointer_path = pointer::path(&pods_dir, &config.name);
     let (file, session_id, recovered) =
         open_session(&sessions_dir, &pointer_path, config.new_session)?;
+    let toolbox = Arc::new(Toolbox::new(workspace.clone(), config.tools.clone()));
     eprintln!(
-        "pod {:?}: session {session_id} ({} entries), provider {} (model {}), socket {}",
+        "pod {:?}: session {session_id} ({} entries), provider {} (model {}), {}, socket {}",
         config.name,
         recovered.lines.len(),
         config.provider.name(),
         config.provider.model(),
+        toolbox.sandbox().summary(),
         config.socket.display()
     );
+    if let Some(reason) = toolbox.sandbox().unavailable_reason() {
+        tracing::warn!("{reason}");
+        eprintln!(
+            "warning: {reason}. bash commands are not confined as --sandbox asks; see \
+             docs/sandbox.md"
+        );
+    }
 
     let system = actix_rt::System::new();
     let socket = config.socket.clone();
@@ -90,7 +99,6 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             SessionLog::new(file, session_id, mirror, log_broadcaster, dirs, faults)
         });
         let compactor = Compactor::new(config.provider.clone()).start();
-        let toolbox = Arc::new(Toolbox::new(workspace.clone(), config.tools.clone()));
         let worker = Worker::new(
             session_log.clone(),
             broadcaster.clone(),
