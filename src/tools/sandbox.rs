@@ -384,3 +384,114 @@ fn describe(status: Option<LandlockStatus>) -> String {
         None => "Landlock could not be applied on this system".into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(mode: SandboxMode, network: bool, tmpdir: Option<&str>) -> Rules {
+        SandboxPolicy { mode, network }.rules(Path::new("/home/u/project"), tmpdir.map(Path::new))
+    }
+
+    fn paths(list: &[&str]) -> Option<Vec<PathBuf>> {
+        Some(list.iter().map(PathBuf::from).collect())
+    }
+
+    #[test]
+    fn workspace_write_allows_the_workspace_the_temp_dirs_and_dev() {
+        assert_eq!(
+            rules(SandboxMode::WorkspaceWrite, true, None),
+            Rules {
+                writable: paths(&["/home/u/project", "/tmp", "/dev"]),
+                deny_tcp: false,
+            }
+        );
+        assert_eq!(
+            rules(SandboxMode::WorkspaceWrite, false, Some("/var/tmp/u")),
+            Rules {
+                writable: paths(&["/home/u/project", "/tmp", "/var/tmp/u", "/dev"]),
+                deny_tcp: true,
+            }
+        );
+        assert_eq!(
+            rules(SandboxMode::WorkspaceWrite, true, Some("/tmp")).writable,
+            paths(&["/home/u/project", "/tmp", "/dev"]),
+            "a $TMPDIR of /tmp is not listed twice"
+        );
+    }
+
+    #[test]
+    fn read_only_allows_only_dev() {
+        assert_eq!(
+            rules(SandboxMode::ReadOnly, true, Some("/var/tmp/u")),
+            Rules {
+                writable: paths(&["/dev"]),
+                deny_tcp: false,
+            }
+        );
+        assert!(rules(SandboxMode::ReadOnly, false, None).deny_tcp);
+    }
+
+    #[test]
+    fn off_confines_nothing_but_the_network_when_asked() {
+        let off = rules(SandboxMode::Off, true, Some("/var/tmp/u"));
+        assert_eq!(
+            off,
+            Rules {
+                writable: None,
+                deny_tcp: false,
+            }
+        );
+        assert!(off.is_empty());
+        assert_eq!(
+            rules(SandboxMode::Off, false, None),
+            Rules {
+                writable: None,
+                deny_tcp: true,
+            }
+        );
+    }
+
+    #[test]
+    fn nothing_asked_is_trivially_available_and_the_network_open() {
+        let sandbox = Sandbox::new(
+            SandboxPolicy {
+                mode: SandboxMode::Off,
+                network: true,
+            },
+            Path::new("/"),
+        );
+        assert_eq!(
+            sandbox.info(),
+            SandboxInfo {
+                mode: SandboxMode::Off,
+                available: true,
+                network: true,
+            }
+        );
+        assert_eq!(sandbox.refusal_note("touch: Permission denied"), None);
+    }
+
+    #[test]
+    fn the_mode_serialises_as_the_flag_spells_it() {
+        let info = SandboxInfo {
+            mode: SandboxMode::WorkspaceWrite,
+            available: true,
+            network: false,
+        };
+        assert_eq!(
+            serde_json::to_value(info).unwrap(),
+            serde_json::json!({"mode": "workspace-write", "available": true, "network": false})
+        );
+        for mode in [
+            SandboxMode::WorkspaceWrite,
+            SandboxMode::ReadOnly,
+            SandboxMode::Off,
+        ] {
+            assert_eq!(
+                serde_json::to_value(mode).unwrap(),
+                serde_json::json!(mode.as_str())
+            );
+        }
+    }
+}
