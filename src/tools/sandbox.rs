@@ -245,10 +245,6 @@ impl Sandbox {
         self.policy
     }
 
-    pub fn rules(&self) -> &Rules {
-        &self.rules
-    }
-
     /// Why the sandbox is not available, for the user; `None` when it is.
     pub fn unavailable_reason(&self) -> Option<&str> {
         self.unavailable.as_deref()
@@ -278,7 +274,11 @@ impl Sandbox {
         }
         build(self.rules.writable.as_deref(), self.rules.deny_tcp)
             .map(|ruleset| Some(Prepared(ruleset)))
-            .map_err(|e| std::io::Error::other(format!("cannot prepare the sandbox: {e}")))
+            .map_err(|e| {
+                std::io::Error::other(format!(
+                    "cannot prepare the sandbox: {e} (--sandbox off runs commands unconfined)"
+                ))
+            })
     }
 
     /// The line added to a `bash` result whose output shows a refused
