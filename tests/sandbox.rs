@@ -117,6 +117,11 @@ fn turn(pod: &Pod, prompt: &str) -> Value {
     results["entry"]["results"][0].clone()
 }
 
+/// The greeting's `sandbox`, as a client sees it.
+fn greeting_sandbox(pod: &Pod) -> Value {
+    pod.client().until_type("snapshot")["greeting"]["sandbox"].clone()
+}
+
 fn output(result: &Value) -> &str {
     result["output"].as_str().unwrap()
 }
@@ -161,6 +166,10 @@ fn workspace_write_allows_the_workspace_and_temp_dirs_and_refuses_elsewhere() {
         text("again"),
     ];
     let (pod, d) = start(&[], &script);
+    assert_eq!(
+        greeting_sandbox(&pod),
+        json!({"mode": "workspace-write", "available": true, "network": true})
+    );
     let result = turn(&pod, "write around");
     let out = output(&result);
     assert!(pod.workspace.join("in-workspace").exists(), "{out}");
@@ -241,6 +250,10 @@ fn off_allows_writing_anywhere() {
     let tmp = TmpFile::new();
     let script = [bash_call(&write_everywhere(&tmp)), text("done")];
     let (pod, d) = start_with(&[], &[("POD_SANDBOX", "off")], "", &script);
+    assert_eq!(
+        greeting_sandbox(&pod),
+        json!({"mode": "off", "available": true, "network": true})
+    );
     let result = turn(&pod, "write around");
     let out = output(&result);
     assert!(pod.workspace.join("in-workspace").exists(), "{out}");
@@ -252,28 +265,36 @@ fn off_allows_writing_anywhere() {
 }
 
 /// Connects with bash's `/dev/tcp` to a listener the test holds; returns
-/// the command's output and whether the listener saw a connection.
-fn connect(args: &[&str], config: &str) -> (String, bool) {
+/// the greeting's `sandbox`, the command's output and whether the listener
+/// saw a connection.
+fn connect(args: &[&str], config: &str) -> (Value, String, bool) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let command = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo CONNECTED");
     let (pod, _d) = start_with(args, &[], config, &[bash_call(&command), text("done")]);
+    let sandbox = greeting_sandbox(&pod);
     let out = output(&turn(&pod, "connect")).to_owned();
     listener.set_nonblocking(true).unwrap();
     // The handshake completed before bash printed anything, so a connection
     // that happened is already queued.
-    (out, listener.accept().is_ok())
+    (sandbox, out, listener.accept().is_ok())
 }
 
 #[test]
 fn network_off_refuses_tcp_connections_and_on_allows_them() {
     require_landlock!(true);
-    let (out, accepted) = connect(&[], "sandbox_network = false\n");
+    let (sandbox, out, accepted) = connect(&[], "sandbox_network = false\n");
+    assert_eq!(
+        sandbox,
+        json!({"mode": "workspace-write", "available": true, "network": false})
+    );
     assert!(!accepted, "the listener was reached: {out}");
     assert!(!out.contains("CONNECTED"), "{out}");
     assert!(out.contains("network connections are refused"), "{out}");
 
-    let (out, accepted) = connect(&["--sandbox-network", "on"], "sandbox_network = \"off\"\n");
+    let (sandbox, out, accepted) =
+        connect(&["--sandbox-network", "on"], "sandbox_network = \"off\"\n");
+    assert_eq!(sandbox["network"], true, "the flag wins over the file");
     assert!(accepted, "{out}");
     assert!(out.contains("CONNECTED"), "{out}");
 }

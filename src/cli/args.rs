@@ -10,7 +10,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::tools::{SandboxMode, Switch};
+use crate::protocol::SandboxMode;
+use crate::tools::Switch;
 
 #[derive(Debug, Parser)]
 #[command(name = "pod", version, propagate_version = true, about = "A single-binary LLM agent pod.", long_about = None)]

@@ -87,7 +87,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             workspace: workspace.root().display().to_string(),
             pid: std::process::id(),
             approval: Default::default(),
-            sandbox: Default::default(),
+            sandbox: toolbox.sandbox().info(),
             mcp_servers: Vec::new(),
         };
         let broadcaster = Broadcaster::new(greeting).start();

@@ -24,7 +24,7 @@ use crate::workspace::Workspace;
 
 pub use cap::{cap, CapBuffer};
 pub(crate) use fs::looks_binary;
-pub use sandbox::{Rules, Sandbox, SandboxInfo, SandboxMode, SandboxPolicy, Switch};
+pub use sandbox::{Rules, Sandbox, SandboxPolicy, Switch};
 
 /// Limits every tool call obeys.
 #[derive(Debug, Clone)]
@@ -118,9 +118,7 @@ impl Toolbox {
         cancel: CancellationToken,
     ) -> ToolOutcome {
         let outcome = match name {
-            fs::WRITE_FILE | fs::EDIT_FILE
-                if self.sandbox.policy().mode == SandboxMode::ReadOnly =>
-            {
+            fs::WRITE_FILE | fs::EDIT_FILE if !self.sandbox.policy().allows_file_edits() => {
                 ToolOutcome::error(format!(
                     "{name} refused: the pod runs with --sandbox read-only, which allows no file \
                      changes. Tell the user; they can restart the pod with --sandbox \

@@ -20,29 +20,24 @@ use landlock::{
     AccessFs, AccessNet, BitFlags, LandlockStatus, PathBeneath, PathFd, RestrictionStatus, Ruleset,
     RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus, ABI,
 };
-use serde::{Deserialize, Serialize};
 
-/// What a `bash` command may write.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum SandboxMode {
-    /// Write only in the workspace, the temp directories and `/dev`.
-    #[default]
-    WorkspaceWrite,
-    /// Write nowhere but `/dev`; `write_file` and `edit_file` fail too.
-    ReadOnly,
-    /// No confinement of writes.
-    Off,
-}
+pub use crate::protocol::{SandboxInfo, SandboxMode};
 
-impl SandboxMode {
-    pub fn as_str(self) -> &'static str {
+/// `--sandbox` parses into the wire type; `unknown` (a newer peer's value on
+/// the wire) is not a choice on the command line.
+impl clap::ValueEnum for SandboxMode {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            SandboxMode::WorkspaceWrite,
+            SandboxMode::ReadOnly,
+            SandboxMode::Off,
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
         match self {
-            SandboxMode::WorkspaceWrite => "workspace-write",
-            SandboxMode::ReadOnly => "read-only",
-            SandboxMode::Off => "off",
+            SandboxMode::Unknown => None,
+            mode => Some(clap::builder::PossibleValue::new(mode.as_str())),
         }
     }
 }
@@ -75,12 +70,19 @@ impl Default for SandboxPolicy {
 }
 
 impl SandboxPolicy {
+    /// Whether `write_file` and `edit_file` may change files.
+    pub fn allows_file_edits(&self) -> bool {
+        matches!(self.mode, SandboxMode::WorkspaceWrite | SandboxMode::Off)
+    }
+
     /// The rules this policy makes for `workspace`, with `tmpdir` the pod's
     /// `$TMPDIR` if its environment sets one.
     pub fn rules(&self, workspace: &Path, tmpdir: Option<&Path>) -> Rules {
         let writable = match self.mode {
             SandboxMode::Off => None,
-            SandboxMode::ReadOnly => Some(vec![PathBuf::from("/dev")]),
+            // `Unknown` never comes from the command line; were it to, the
+            // strictest mode is the safe reading.
+            SandboxMode::ReadOnly | SandboxMode::Unknown => Some(vec![PathBuf::from("/dev")]),
             SandboxMode::WorkspaceWrite => {
                 let mut dirs = vec![workspace.to_path_buf(), PathBuf::from("/tmp")];
                 dirs.extend(tmpdir.map(Path::to_path_buf));
@@ -149,19 +151,6 @@ fn build(writable: Option<&[PathBuf]>, deny_tcp: bool) -> Result<RulesetCreated,
         }
     }
     Ok(created)
-}
-
-/// What the pod reports about the sandbox (the greeting's `sandbox`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SandboxInfo {
-    pub mode: SandboxMode,
-    /// Every restriction the configured mode and network setting ask for is
-    /// enforced by this kernel. Trivially true for `off` with network on,
-    /// which asks for nothing.
-    pub available: bool,
-    /// Whether `bash` commands can open network connections: false only
-    /// when network confinement was asked for *and* is enforced.
-    pub network: bool,
 }
 
 /// A ruleset ready for a child to apply to itself.
@@ -473,25 +462,16 @@ mod tests {
     }
 
     #[test]
-    fn the_mode_serialises_as_the_flag_spells_it() {
-        let info = SandboxInfo {
-            mode: SandboxMode::WorkspaceWrite,
-            available: true,
-            network: false,
-        };
-        assert_eq!(
-            serde_json::to_value(info).unwrap(),
-            serde_json::json!({"mode": "workspace-write", "available": true, "network": false})
-        );
-        for mode in [
-            SandboxMode::WorkspaceWrite,
-            SandboxMode::ReadOnly,
-            SandboxMode::Off,
-        ] {
-            assert_eq!(
-                serde_json::to_value(mode).unwrap(),
-                serde_json::json!(mode.as_str())
-            );
-        }
+    fn the_flag_spells_the_mode_as_the_wire_does() {
+        use clap::ValueEnum;
+        let names: Vec<String> = SandboxMode::value_variants()
+            .iter()
+            .map(|mode| {
+                let name = mode.to_possible_value().unwrap().get_name().to_owned();
+                assert_eq!(serde_json::to_value(mode).unwrap(), serde_json::json!(name));
+                name
+            })
+            .collect();
+        assert_eq!(names, ["workspace-write", "read-only", "off"]);
     }
 }
