@@ -21,6 +21,7 @@ use landlock::{
     RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus, ABI,
 };
 
+use crate::approval::SandboxGate;
 pub use crate::protocol::{SandboxInfo, SandboxMode};
 
 /// `--sandbox` parses into the wire type; `unknown` (a newer peer's value on
@@ -228,6 +229,16 @@ impl Sandbox {
 
     pub fn info(&self) -> SandboxInfo {
         self.info
+    }
+
+    /// What approvals need to know: `off` is the user's choice and asks
+    /// nothing extra; otherwise whether the kernel enforces it all.
+    pub fn gate(&self) -> SandboxGate {
+        match (self.policy.mode, self.info.available) {
+            (SandboxMode::Off, _) => SandboxGate::Off,
+            (_, true) => SandboxGate::Enforced,
+            (_, false) => SandboxGate::Unavailable,
+        }
     }
 
     pub fn policy(&self) -> SandboxPolicy {
@@ -459,6 +470,7 @@ mod tests {
             }
         );
         assert_eq!(sandbox.refusal_note("touch: Permission denied"), None);
+        assert_eq!(sandbox.gate(), SandboxGate::Off);
     }
 
     #[test]
