@@ -10,7 +10,7 @@ use anyhow::{bail, Context as _};
 use tokio::net::{UnixListener, UnixStream};
 use uuid::Uuid;
 
-use super::broadcaster::Broadcaster;
+use super::broadcaster::{Broadcaster, Published};
 use super::compaction::Thresholds;
 use super::compactor::Compactor;
 use super::connection::Connection;
@@ -20,11 +20,11 @@ use super::job::{JobEnv, JobState, WorkerConfig};
 use super::session_log::{Dirs, SessionLog};
 use super::worker::{Stop, Worker};
 use super::{ConnectionLimits, Hub};
-use crate::approval::{Policy, Rule, SandboxGate};
+use crate::approval::{Policy, Rule};
 use crate::context::Conversation;
 use crate::input::Resolvers;
 use crate::protocol::ApprovalMode;
-use crate::protocol::{Greeting, LogEntry, LogLine};
+use crate::protocol::{Event, Greeting, Level, LogEntry, LogLine};
 use crate::provider::Provider;
 use crate::store::{pointer, LogFile};
 use crate::tools::{ToolLimits, Toolbox};
@@ -67,14 +67,23 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let pointer_path = pointer::path(&pods_dir, &config.name);
     let (file, session_id, recovered) =
         open_session(&sessions_dir, &pointer_path, config.new_session)?;
+    let toolbox = Arc::new(Toolbox::new(workspace.clone(), config.tools.clone()));
     eprintln!(
-        "pod {:?}: session {session_id} ({} entries), provider {} (model {}), socket {}",
+        "pod {:?}: session {session_id} ({} entries), provider {} (model {}), {}, socket {}",
         config.name,
         recovered.lines.len(),
         config.provider.name(),
         config.provider.model(),
+        toolbox.sandbox().summary(),
         config.socket.display()
     );
+    if let Some(reason) = toolbox.sandbox().unavailable_reason() {
+        tracing::warn!("{reason}");
+        eprintln!(
+            "warning: {reason}. bash commands are not confined as --sandbox asks; see \
+             docs/sandbox.md"
+        );
+    }
 
     descendants::become_subreaper();
     let system = actix_rt::System::new();
@@ -90,7 +99,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             workspace: workspace.root().display().to_string(),
             pid: std::process::id(),
             approval: config.approval,
-            sandbox: Default::default(),
+            sandbox: toolbox.sandbox().info(),
             mcp_servers: Vec::new(),
         };
         let broadcaster = Broadcaster::new(greeting).start();
@@ -105,13 +114,22 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             SessionLog::new(file, session_id, mirror, log_broadcaster, dirs, faults)
         });
         let compactor = Compactor::new(config.provider.clone()).start();
-        let toolbox = Arc::new(Toolbox::new(workspace.clone(), config.tools.clone()));
+        if let Some(reason) = toolbox.sandbox().unavailable_reason() {
+            broadcaster.do_send(Published::Event(Box::new(Event::Notification {
+                level: Level::Warn,
+                source: "sandbox".into(),
+                message: format!(
+                    "{reason}: bash commands are not confined as --sandbox asks, so mode auto \
+                     asks before each one (see docs/sandbox.md)"
+                ),
+            })));
+        }
         let (paused_tx, paused) = Worker::pause_channel();
         let policy = Policy {
             mode: config.approval,
             allow: config.allow,
             deny: config.deny,
-            sandbox: SandboxGate::Off,
+            sandbox: toolbox.sandbox().gate(),
             workspace_root: workspace.root().to_path_buf(),
         };
         let state = JobState::new(policy, config.provider.model().to_owned());

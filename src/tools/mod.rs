@@ -9,6 +9,7 @@
 mod bash;
 mod cap;
 mod fs;
+mod sandbox;
 mod search;
 
 use std::path::PathBuf;
@@ -23,6 +24,7 @@ use crate::workspace::Workspace;
 
 pub use cap::{cap, CapBuffer};
 pub(crate) use fs::looks_binary;
+pub use sandbox::{Rules, Sandbox, SandboxPolicy, Switch};
 
 /// Limits every tool call obeys.
 #[derive(Debug, Clone)]
@@ -30,6 +32,8 @@ pub struct ToolLimits {
     pub bash_timeout: Duration,
     /// Output longer than this is cut to its head and tail, with a marker.
     pub output_cap_bytes: usize,
+    /// How `bash` commands are confined (and whether file edits are allowed).
+    pub sandbox: SandboxPolicy,
 }
 
 impl Default for ToolLimits {
@@ -37,6 +41,7 @@ impl Default for ToolLimits {
         Self {
             bash_timeout: Duration::from_secs(120),
             output_cap_bytes: 32 * 1024,
+            sandbox: SandboxPolicy::default(),
         }
     }
 }
@@ -73,6 +78,7 @@ impl ToolOutcome {
 pub struct Toolbox {
     workspace: Workspace,
     limits: ToolLimits,
+    sandbox: Sandbox,
 }
 
 /// A tool that does blocking file-system work, run on the blocking pool so a
@@ -80,8 +86,19 @@ pub struct Toolbox {
 type BlockingTool<A> = fn(&Workspace, A, &CancellationToken) -> ToolOutcome;
 
 impl Toolbox {
+    /// Also measures what this kernel enforces of the sandbox policy, once.
     pub fn new(workspace: Workspace, limits: ToolLimits) -> Self {
-        Self { workspace, limits }
+        let sandbox = Sandbox::new(limits.sandbox, workspace.root());
+        Self {
+            workspace,
+            limits,
+            sandbox,
+        }
+    }
+
+    /// The `bash` sandbox: what was asked for and what is enforced.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
     }
 
     /// The tools offered to the model, with JSON Schemas of their arguments.
@@ -145,6 +162,13 @@ impl Toolbox {
         output: OutputSink,
     ) -> ToolOutcome {
         let outcome = match name {
+            fs::WRITE_FILE | fs::EDIT_FILE if !self.sandbox.policy().allows_file_edits() => {
+                ToolOutcome::error(format!(
+                    "{name} refused: the pod runs with --sandbox read-only, which allows no file \
+                     changes. Tell the user; they can restart the pod with --sandbox \
+                     workspace-write to allow edits in the workspace."
+                ))
+            }
             fs::READ_FILE => self.blocking(name, arguments, cancel, fs::read_file).await,
             fs::LIST_DIR => self.blocking(name, arguments, cancel, fs::list_dir).await,
             fs::WRITE_FILE => self.blocking(name, arguments, cancel, fs::write_file).await,
@@ -152,7 +176,10 @@ impl Toolbox {
             search::GLOB => self.blocking(name, arguments, cancel, search::glob).await,
             search::GREP => self.blocking(name, arguments, cancel, search::grep).await,
             bash::BASH => match parse_args(name, arguments) {
-                Ok(args) => bash::run(&self.workspace, &self.limits, args, cancel, output).await,
+                Ok(args) => {
+                    let sandbox = &self.sandbox;
+                    bash::run(&self.workspace, &self.limits, sandbox, args, cancel, output).await
+                }
                 Err(e) => e,
             },
             _ => self.unknown(name),
