@@ -46,6 +46,9 @@ pub fn run(name: &str, paths: &Paths, args: ServeArgs) -> anyhow::Result<ExitCod
             bash_timeout: Duration::from_secs(args.bash_timeout),
             ..ToolLimits::default()
         },
+        approval: args.approval,
+        allow: args.allow,
+        deny: args.deny,
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -41,6 +41,12 @@ impl Default for ToolLimits {
     }
 }
 
+/// Where a running tool's output goes as it is produced.
+pub type OutputSink = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
+
+/// The last line of a command killed because its turn was cancelled.
+pub const KILLED: &str = "[cancelled: the command was killed]";
+
 /// What a tool call produced, as the model will see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolOutcome {
@@ -91,14 +97,52 @@ impl Toolbox {
         ]
     }
 
+    /// Checks a call before anyone is asked about it: an unknown tool,
+    /// arguments that do not fit the tool's schema, or a path outside the
+    /// workspace get an error result without asking.
+    pub fn precheck(&self, name: &str, arguments: &Value) -> Result<(), ToolOutcome> {
+        fn fits<A: DeserializeOwned>(name: &str, arguments: &Value) -> Result<(), ToolOutcome> {
+            parse_args::<A>(name, arguments).map(drop)
+        }
+        match name {
+            fs::READ_FILE => fits::<fs::ReadFileArgs>(name, arguments),
+            fs::LIST_DIR => fits::<fs::ListDirArgs>(name, arguments),
+            fs::WRITE_FILE => fits::<fs::WriteFileArgs>(name, arguments),
+            fs::EDIT_FILE => fits::<fs::EditFileArgs>(name, arguments),
+            search::GLOB => fits::<search::GlobArgs>(name, arguments),
+            search::GREP => fits::<search::GrepArgs>(name, arguments),
+            bash::BASH => fits::<bash::BashArgs>(name, arguments),
+            _ => Err(self.unknown(name)),
+        }?;
+        match arguments.get("path").and_then(Value::as_str) {
+            Some(path) => resolve(&self.workspace, path).map(drop),
+            None => Ok(()),
+        }
+    }
+
+    fn unknown(&self, name: &str) -> ToolOutcome {
+        ToolOutcome::error(format!(
+            "unknown tool {name:?}; the available tools are: {}",
+            self.specs()
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    }
+
     /// Runs one tool call. Never panics on what the model sends: unknown
     /// tools, bad arguments and refused paths are all `is_error` outcomes.
-    /// The output is capped to [`ToolLimits::output_cap_bytes`].
+    /// Output a tool produces while it runs (`bash`'s) goes to `output` as
+    /// it comes. A cancelled call returns what it did so far, ending with
+    /// [`KILLED`] when a command was killed. The output is capped to
+    /// [`ToolLimits::output_cap_bytes`].
     pub async fn call(
         &self,
         name: &str,
         arguments: &Value,
         cancel: CancellationToken,
+        output: OutputSink,
     ) -> ToolOutcome {
         let outcome = match name {
             fs::READ_FILE => self.blocking(name, arguments, cancel, fs::read_file).await,
@@ -108,17 +152,10 @@ impl Toolbox {
             search::GLOB => self.blocking(name, arguments, cancel, search::glob).await,
             search::GREP => self.blocking(name, arguments, cancel, search::grep).await,
             bash::BASH => match parse_args(name, arguments) {
-                Ok(args) => bash::run(&self.workspace, &self.limits, args, cancel).await,
+                Ok(args) => bash::run(&self.workspace, &self.limits, args, cancel, output).await,
                 Err(e) => e,
             },
-            _ => ToolOutcome::error(format!(
-                "unknown tool {name:?}; the available tools are: {}",
-                self.specs()
-                    .iter()
-                    .map(|s| s.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
+            _ => self.unknown(name),
         };
         ToolOutcome {
             output: cap(&outcome.output, self.limits.output_cap_bytes),
