@@ -4,13 +4,13 @@ mod support;
 
 use std::sync::Arc;
 
+use pod::protocol::TurnErrorCode;
 use pod::protocol::{AssistantItem, ToolResult, Usage};
 use pod::provider::{
     build, ChatMessage, ModelEvent, ModelRequest, Provider, ProviderConfig, ProviderKind,
     RetryPolicy, ToolSpec,
 };
 use serde_json::json;
-use pod::protocol::TurnErrorCode;
 use support::{collect, refused_url, split_retries, typed_frames, Reply, Server};
 
 fn provider(base_url: &str) -> Arc<dyn Provider> {

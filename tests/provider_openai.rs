@@ -5,13 +5,13 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use pod::protocol::TurnErrorCode;
 use pod::protocol::{AssistantItem, ToolResult, Usage};
 use pod::provider::{
     build, ChatMessage, ModelEvent, ModelRequest, Provider, ProviderConfig, ProviderKind,
     RetryPolicy, ToolSpec,
 };
 use serde_json::json;
-use pod::protocol::TurnErrorCode;
 use support::{collect, data_frames, refused_url, split_retries, Reply, Server};
 
 fn provider(base_url: &str, key: Option<&str>) -> Arc<dyn Provider> {

@@ -145,7 +145,9 @@ impl Endpoint {
         loop {
             let next = tokio::time::timeout(idle, events.next())
                 .await
-                .map_err(|_| AttemptError::fatal(self.silence(idle, "in the middle of the reply")))?;
+                .map_err(|_| {
+                    AttemptError::fatal(self.silence(idle, "in the middle of the reply"))
+                })?;
             match next {
                 Some(Ok(event)) => {
                     for model_event in decoder.decode(&event)? {
