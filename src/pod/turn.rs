@@ -124,6 +124,30 @@ pub async fn close_interrupted(env: &TurnEnv, conversation: &mut Conversation) {
     .await;
 }
 
+/// Closes a turn whose end could not be committed (the disk was full when
+/// the turn ended): results for its unanswered tool calls, then `turn_end`
+/// `error`. Every job calls this before it commits anything, so a turn
+/// whose closing failed is closed as soon as the disk takes writes again,
+/// before the next entry — the log never holds a call without its result
+/// followed by more conversation. `Err` while the disk still refuses: the
+/// job must not go on.
+pub async fn close_unfinished(
+    env: &TurnEnv,
+    conversation: &mut Conversation,
+) -> Result<(), StorageError> {
+    if !conversation.has_open_turn() {
+        return Ok(());
+    }
+    finish_turn(
+        env,
+        conversation,
+        TurnEndReason::Error,
+        None,
+        crate::context::NO_RESULT_RECORDED,
+    )
+    .await
+}
+
 /// Whether this session began with a mid-turn compaction whose turn the
 /// crash cut short before it committed anything here. That turn's
 /// `turn_end` belongs here (the old log is never written again), just as it
@@ -181,6 +205,9 @@ pub async fn run_turn(
         turn_id,
         request_id: run.request_id,
     });
+    if close_unfinished(env, conversation).await.is_err() {
+        return;
+    }
     let input = LogEntry::UserInput {
         segments: run.segments,
         at: LogEntry::now(),
@@ -193,7 +220,8 @@ pub async fn run_turn(
     let why = match reason {
         TurnEndReason::Cancelled => "cancelled before this tool call ran",
         TurnEndReason::MaxSteps => "the turn reached its step limit before this tool call ran",
-        _ => "the turn ended with an error before this tool call ran",
+        // The call may have run and only its result failed to commit.
+        _ => crate::context::NO_RESULT_RECORDED,
     };
     let _ = finish_turn(env, conversation, reason, usage, why).await;
 }

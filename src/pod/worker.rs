@@ -224,12 +224,22 @@ impl Worker {
         let job: std::pin::Pin<Box<dyn std::future::Future<Output = Conversation>>> =
             if !notifies.is_empty() {
                 Box::pin(async move {
-                    turn::commit_notifies(&env, &mut conversation, notifies).await;
+                    if turn::close_unfinished(&env, &mut conversation)
+                        .await
+                        .is_ok()
+                    {
+                        turn::commit_notifies(&env, &mut conversation, notifies).await;
+                    }
                     conversation
                 })
             } else if compact_now {
                 Box::pin(async move {
-                    compactor::compact(&env, &mut conversation, CompactReason::Manual).await;
+                    if turn::close_unfinished(&env, &mut conversation)
+                        .await
+                        .is_ok()
+                    {
+                        compactor::compact(&env, &mut conversation, CompactReason::Manual).await;
+                    }
                     conversation
                 })
             } else if let Some(run) = self.queue.pop_front() {
@@ -240,7 +250,11 @@ impl Worker {
                 Box::pin(async move {
                     turn::run_turn(&env, &mut conversation, run, turn_id, cancel).await;
                     env.shared.borrow_mut().running_turn = false;
-                    compactor::after_turn(&env, &mut conversation).await;
+                    // A turn whose end failed to commit is closed first,
+                    // by the next job, not summarised away open.
+                    if !conversation.has_open_turn() {
+                        compactor::after_turn(&env, &mut conversation).await;
+                    }
                     conversation
                 })
             } else {
