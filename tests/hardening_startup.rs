@@ -2,6 +2,7 @@
 //! umask, a socket directory someone else controls, a `--socket` that is
 //! not a socket.
 
+mod hardening_common;
 mod harness;
 
 use std::io::{BufRead, BufReader};
@@ -12,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use hardening_common::{exits_within, Running};
 use harness::{Pod, POD};
 use serde_json::Value;
 
@@ -32,6 +34,9 @@ fn serve(dir: &Path, socket: &Path) -> Command {
         .stderr(Stdio::piped());
     cmd
 }
+
+/// A command that must give up within a few seconds.
+const REFUSED_WITHIN: Duration = Duration::from_secs(10);
 
 fn stderr_of(child: &mut Child) -> String {
     let mut err = String::new();
@@ -67,8 +72,8 @@ fn concurrent_starts_leave_one_pod_with_its_socket_and_its_pointer() {
     for round in 0..8 {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("run/pod.sock");
-        let mut children: Vec<Child> = (0..3)
-            .map(|_| serve(dir.path(), &socket).spawn().unwrap())
+        let mut children: Vec<Running> = (0..3)
+            .map(|_| Running::new(serve(dir.path(), &socket).spawn().unwrap()))
             .collect();
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut losers = Vec::new();
@@ -80,9 +85,9 @@ fn concurrent_starts_leave_one_pod_with_its_socket_and_its_pointer() {
             );
             let mut i = 0;
             while i < children.len() {
-                if let Some(status) = children[i].try_wait().unwrap() {
-                    let mut child = children.remove(i);
-                    losers.push((status, stderr_of(&mut child)));
+                if let Some(status) = children[i].child().try_wait().unwrap() {
+                    let mut loser = children.remove(i);
+                    losers.push((status, stderr_of(loser.child())));
                 } else {
                     i += 1;
                 }
@@ -96,7 +101,6 @@ fn concurrent_starts_leave_one_pod_with_its_socket_and_its_pointer() {
                 "round {round}: the loser did not say why: {stderr}"
             );
         }
-        let mut winner = children.pop().unwrap();
         harness::eventually("the winner to listen", Duration::from_secs(20), || {
             UnixStream::connect(&socket).is_ok()
         });
@@ -109,26 +113,32 @@ fn concurrent_starts_leave_one_pod_with_its_socket_and_its_pointer() {
             pointer_session(&dir.path().join("data")),
             "round {round}: the pointer names another session than the one served"
         );
-        winner.kill().unwrap();
-        winner.wait().unwrap();
     }
 }
 
-/// Item 3: a pod that exits removes only a socket it created: a loser that
-/// lost after the winner bound leaves it alone.
+/// Item 3: a pod that exits removes only the socket it created. Here its
+/// socket was deleted and another pod now listens at that path (another
+/// data dir); when the first pod stops, the second one's socket stays.
 #[test]
-fn a_refused_second_pod_leaves_the_running_pods_socket_alone() {
-    let pod = Pod::start();
-    let output = pod
-        .command("serve")
-        .arg("--workspace")
-        .arg(&pod.workspace)
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    assert!(pod.socket.exists(), "the second pod removed the socket");
-    let mut client = pod.client();
-    client.until_type("snapshot");
+fn a_pod_removes_only_the_socket_it_created() {
+    let mut first = Pod::start();
+    std::fs::remove_file(&first.socket).unwrap();
+    let other_dir = tempfile::tempdir().unwrap();
+    let _second = Running::new(serve(other_dir.path(), &first.socket).spawn().unwrap());
+    harness::eventually("the second pod to listen", Duration::from_secs(20), || {
+        UnixStream::connect(&first.socket).is_ok()
+    });
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(first.pid() as i32).unwrap(),
+        rustix::process::Signal::Term,
+    )
+    .unwrap();
+    assert!(first.wait_exit(Duration::from_secs(20)).success());
+    assert!(
+        first.socket.exists(),
+        "the first pod removed the second pod's socket"
+    );
+    served_session(&first.socket);
 }
 
 fn mode(path: &Path) -> u32 {
@@ -152,7 +162,7 @@ fn data_files_are_private_whatever_the_umask() {
             Ok(())
         });
     }
-    let mut child = cmd.spawn().unwrap();
+    let _pod = Running::new(cmd.spawn().unwrap());
     harness::eventually("the pod to listen", Duration::from_secs(20), || {
         UnixStream::connect(&socket).is_ok()
     });
@@ -182,8 +192,6 @@ fn data_files_are_private_whatever_the_umask() {
         .filter(|p| p.extension().is_some_and(|x| x == "tmp"))
         .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
-    child.kill().unwrap();
-    child.wait().unwrap();
 }
 
 /// Item 10: `--socket` naming a regular file is refused, and the file is
@@ -193,7 +201,7 @@ fn a_socket_path_that_is_a_regular_file_is_not_deleted() {
     let dir = tempfile::tempdir().unwrap();
     let precious = dir.path().join("notes.txt");
     std::fs::write(&precious, "keep me").unwrap();
-    let output = serve(dir.path(), &precious).output().unwrap();
+    let output = exits_within(&mut serve(dir.path(), &precious), REFUSED_WITHIN);
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -229,11 +237,12 @@ fn a_socket_directory_others_can_write_is_refused() {
     std::fs::create_dir_all(&squatted).unwrap();
     std::fs::set_permissions(&squatted, std::fs::Permissions::from_mode(0o777)).unwrap();
     let data = dir.path().join("data");
-    let output = with_runtime_dir(&runtime, &data, "serve")
-        .arg("--workspace")
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let output = exits_within(
+        with_runtime_dir(&runtime, &data, "serve")
+            .arg("--workspace")
+            .arg(dir.path()),
+        REFUSED_WITHIN,
+    );
     assert!(!output.status.success(), "the server used a squatted dir");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains(&squatted.display().to_string()), "{stderr}");
@@ -242,10 +251,10 @@ fn a_socket_directory_others_can_write_is_refused() {
     // A fake server in there: `pod send` must not hand it the text.
     let fake = std::os::unix::net::UnixListener::bind(squatted.join("default.sock")).unwrap();
     fake.set_nonblocking(true).unwrap();
-    let output = with_runtime_dir(&runtime, &data, "send")
-        .args(["--text", "secret"])
-        .output()
-        .unwrap();
+    let output = exits_within(
+        with_runtime_dir(&runtime, &data, "send").args(["--text", "secret"]),
+        REFUSED_WITHIN,
+    );
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains(&squatted.display().to_string()), "{stderr}");
@@ -277,9 +286,10 @@ fn another_users_socket_directory_and_server_are_refused() {
     std::os::unix::fs::chown(&squatted, Some(NOBODY), Some(NOBODY)).unwrap();
     std::fs::set_permissions(&squatted, std::fs::Permissions::from_mode(0o700)).unwrap();
     let data = dir.path().join("data");
-    let output = with_runtime_dir(&runtime, &data, "status")
-        .output()
-        .unwrap();
+    let output = exits_within(
+        &mut with_runtime_dir(&runtime, &data, "status"),
+        REFUSED_WITHIN,
+    );
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -294,17 +304,17 @@ fn another_users_socket_directory_and_server_are_refused() {
     let socket = theirs.join("run/pod.sock");
     let mut other = serve(&theirs, &socket);
     other.uid(NOBODY).gid(NOBODY);
-    let mut other = other.spawn().unwrap();
+    let other = Running::new(other.spawn().unwrap());
     harness::eventually("the other user's pod", Duration::from_secs(20), || {
         std::fs::metadata(&socket).is_ok_and(|m| m.uid() == NOBODY)
     });
-    let output = Command::new(POD)
-        .args(["send", "--text", "secret", "--socket"])
-        .arg(&socket)
-        .output()
-        .unwrap();
-    other.kill().unwrap();
-    other.wait().unwrap();
+    let output = exits_within(
+        Command::new(POD)
+            .args(["send", "--text", "secret", "--socket"])
+            .arg(&socket),
+        REFUSED_WITHIN,
+    );
+    drop(other);
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("uid 65534"), "{stderr}");

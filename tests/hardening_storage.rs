@@ -1,6 +1,7 @@
 //! The disk and the file system misbehaving under a running pod: a file
 //! size limit, a session log deleted or cut behind its back.
 
+mod hardening_common;
 mod harness;
 
 use std::os::unix::net::UnixStream;
@@ -8,6 +9,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use hardening_common::{exits_within, Running};
 use harness::{eventually, Client, Pod, POD};
 use serde_json::Value;
 
@@ -94,12 +96,10 @@ fn a_pointer_to_a_missing_log_is_an_error_naming_it() {
     let log = current_log(&pod);
     pod.kill9();
     std::fs::remove_file(&log).unwrap();
-    let output = pod
-        .command("serve")
-        .arg("--workspace")
-        .arg(&pod.workspace)
-        .output()
-        .unwrap();
+    let output = exits_within(
+        pod.command("serve").arg("--workspace").arg(&pod.workspace),
+        Duration::from_secs(10),
+    );
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -143,7 +143,7 @@ fn a_file_size_limit_is_a_storage_error_not_a_silent_death() {
             Ok(())
         });
     }
-    let mut child = cmd.spawn().unwrap();
+    let mut pod = Running::new(cmd.spawn().unwrap());
     eventually("the pod to listen", Duration::from_secs(20), || {
         UnixStream::connect(&socket).is_ok()
     });
@@ -155,11 +155,9 @@ fn a_file_size_limit_is_a_storage_error_not_a_silent_death() {
     let err = client.until_type("error");
     assert_eq!(err["code"], "storage_error", "{err}");
     assert!(
-        child.try_wait().unwrap().is_none(),
+        pod.child().try_wait().unwrap().is_none(),
         "the pod died at the file size limit"
     );
     client.run("small");
     client.until_entry("turn_end");
-    child.kill().unwrap();
-    child.wait().unwrap();
 }
