@@ -353,6 +353,8 @@ mod tests {
             created_at: LogEntry::now(),
             compacted_from: None,
             forked_from: None,
+            provider: None,
+            model: None,
         }
     }
 
@@ -360,6 +362,8 @@ mod tests {
         LogEntry::UserInput {
             segments: vec![Segment::text(text)],
             at: LogEntry::now(),
+            turn_id: None,
+            request_id: None,
         }
     }
 

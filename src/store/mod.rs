@@ -6,6 +6,7 @@
 pub mod log_file;
 pub mod pod_lock;
 pub mod pointer;
+pub mod sessions;
 
 pub use log_file::{LogError, LogFile, Recovered};
 pub use pod_lock::PodLock;
