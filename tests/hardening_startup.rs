@@ -175,6 +175,7 @@ fn data_files_are_private_whatever_the_umask() {
         (session, 0o600),
         (data.join("pods/default.json"), 0o600),
         (data.join("pods/default.lock"), 0o600),
+        (data.join("pods/default.socket"), 0o600),
         (socket.parent().unwrap().to_owned(), 0o700),
         (socket.clone(), 0o600),
     ] {

@@ -5,6 +5,7 @@
 
 pub mod log_file;
 pub mod pod_lock;
+pub mod pod_socket;
 pub mod pointer;
 pub mod sessions;
 
