@@ -1,6 +1,7 @@
 //! The `pod` command's front ends: each subcommand in its own module.
 
 pub mod args;
+pub mod config;
 mod log;
 mod paths;
 mod send;
@@ -8,22 +9,24 @@ mod serve;
 mod status;
 
 pub use args::{Cli, Command};
+pub use config::ConfigFile;
 pub use paths::Paths;
 
 use std::process::ExitCode;
 
-/// Runs the parsed command line.
-pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+/// Runs the parsed command line; `config` is the config file it was parsed
+/// with (its flag defaults are already applied; its tables are used here).
+pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
     let paths = Paths::resolve(&cli.global)?;
     match cli.command {
-        Some(Command::Serve(args)) => serve::run(&cli.global.name, &paths, args),
+        Some(Command::Serve(args)) => serve::run(&cli.global.name, &paths, args, config),
         Some(Command::Send(args)) => send::run(&paths, args),
         Some(Command::Status { json }) => status::status(&paths, json),
         Some(Command::Stop) => status::stop(&paths),
         Some(Command::List) => status::list(&paths),
         Some(Command::Log(args)) => log::run(&cli.global.name, &paths, args),
-        Some(Command::Attach) => serve::attach(&cli.global.name, &paths, false),
-        None => serve::attach(&cli.global.name, &paths, true),
+        Some(Command::Attach) => serve::attach(&cli.global.name, &paths, false, None),
+        None => serve::attach(&cli.global.name, &paths, true, cli.global.config.as_deref()),
     }
 }
 

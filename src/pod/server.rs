@@ -1,5 +1,6 @@
 //! `pod serve`: recover the session, start the actors, accept clients.
 
+use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,9 +9,10 @@ use std::sync::Arc;
 use actix::prelude::*;
 use anyhow::{bail, Context as _};
 use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::broadcaster::Broadcaster;
+use super::broadcaster::{Broadcaster, Published};
 use super::compactor::{Compactor, Thresholds};
 use super::connection::Connection;
 use super::fault::Faults;
@@ -18,7 +20,8 @@ use super::session_log::{Dirs, SessionLog};
 use super::worker::{Stop, Worker, WorkerConfig};
 use super::{ConnectionLimits, Hub};
 use crate::context::Conversation;
-use crate::protocol::{Greeting, LogEntry, LogLine};
+use crate::mcp::{McpChange, McpRegistry, McpServerConfig};
+use crate::protocol::{Event, Greeting, LogEntry, LogLine};
 use crate::provider::Provider;
 use crate::store::{pointer, LogFile};
 use crate::tools::{ToolLimits, Toolbox};
@@ -35,6 +38,8 @@ pub struct ServeConfig {
     pub thresholds: Thresholds,
     pub limits: ConnectionLimits,
     pub tools: ToolLimits,
+    /// The config file's `[mcp_servers.NAME]`: started with the pod.
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
 }
 
 /// Runs the pod until it is told to stop. Blocks the calling thread.
@@ -69,6 +74,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let socket = config.socket.clone();
     let result = system.block_on(async move {
         let listener = bind(&config.socket)?;
+        let (mcp, mcp_changes) = McpRegistry::start(&config.mcp_servers, workspace.root());
         let greeting = Greeting {
             pod: config.name.clone(),
             version: env!("CARGO_PKG_VERSION").into(),
@@ -79,6 +85,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             pid: std::process::id(),
         };
         let broadcaster = Broadcaster::new(greeting).start();
+        actix_rt::spawn(announce_mcp(mcp_changes, broadcaster.clone()));
         let log_arbiter = actix_rt::Arbiter::new();
         let dirs = Dirs {
             sessions: sessions_dir,
@@ -90,7 +97,8 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             SessionLog::new(file, session_id, mirror, log_broadcaster, dirs, faults)
         });
         let compactor = Compactor::new(config.provider.clone()).start();
-        let toolbox = Arc::new(Toolbox::new(workspace.clone(), config.tools.clone()));
+        let toolbox =
+            Arc::new(Toolbox::new(workspace.clone(), config.tools.clone()).with_mcp(mcp.clone()));
         let worker = Worker::new(
             session_log.clone(),
             broadcaster.clone(),
@@ -115,9 +123,13 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         };
         actix_rt::spawn(accept_loop(listener, hub));
         actix_rt::spawn(stop_on_signal(worker));
-        anyhow::Ok(())
+        anyhow::Ok(mcp)
     });
-    let run = result.and_then(|()| system.run().context("the pod's event loop failed"));
+    let run = result.and_then(|mcp| {
+        let run = system.run().context("the pod's event loop failed");
+        mcp.shutdown();
+        run
+    });
     let _ = std::fs::remove_file(&socket);
     run
 }
@@ -267,6 +279,22 @@ async fn stop_on_signal(worker: Addr<Worker>) {
     worker.do_send(Stop {
         reason: format!("{reason} received"),
     });
+}
+
+/// Tells every client when an MCP server comes up, fails or exits.
+async fn announce_mcp(
+    mut changes: mpsc::UnboundedReceiver<McpChange>,
+    broadcaster: Addr<Broadcaster>,
+) {
+    while let Some(change) = changes.recv().await {
+        if let Some(message) = change.message {
+            broadcaster.do_send(Published::Event(Box::new(Event::Notification {
+                level: change.level,
+                source: "mcp".into(),
+                message,
+            })));
+        }
+    }
 }
 
 fn system_prompt(workspace: &Workspace) -> String {

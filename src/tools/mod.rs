@@ -18,11 +18,16 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::mcp::McpRegistry;
 use crate::provider::ToolSpec;
 use crate::workspace::Workspace;
 
+pub(crate) use cap::floor_char_boundary;
 pub use cap::{cap, CapBuffer};
 pub(crate) use fs::looks_binary;
+
+/// Names of MCP tools start with this; no built-in tool's does.
+const MCP_PREFIX: &str = "mcp__";
 
 /// Limits every tool call obeys.
 #[derive(Debug, Clone)]
@@ -67,6 +72,8 @@ impl ToolOutcome {
 pub struct Toolbox {
     workspace: Workspace,
     limits: ToolLimits,
+    /// The MCP servers' tools (`mcp__SERVER__TOOL`), if any are configured.
+    mcp: Option<McpRegistry>,
 }
 
 /// A tool that does blocking file-system work, run on the blocking pool so a
@@ -75,12 +82,25 @@ type BlockingTool<A> = fn(&Workspace, A, &CancellationToken) -> ToolOutcome;
 
 impl Toolbox {
     pub fn new(workspace: Workspace, limits: ToolLimits) -> Self {
-        Self { workspace, limits }
+        Self {
+            workspace,
+            limits,
+            mcp: None,
+        }
     }
 
-    /// The tools offered to the model, with JSON Schemas of their arguments.
+    /// Also offers the tools of these MCP servers.
+    pub fn with_mcp(mut self, registry: McpRegistry) -> Self {
+        self.mcp = Some(registry);
+        self
+    }
+
+    /// The tools offered to the model, with JSON Schemas of their arguments:
+    /// the built-in ones, then those of the MCP servers ready now. MCP
+    /// servers come and go, so ask for every model call (it is cheap: no
+    /// I/O, no actor round trip).
     pub fn specs(&self) -> Vec<ToolSpec> {
-        vec![
+        let mut specs = vec![
             fs::read_file_spec(),
             fs::list_dir_spec(),
             search::glob_spec(),
@@ -88,7 +108,11 @@ impl Toolbox {
             fs::write_file_spec(),
             fs::edit_file_spec(),
             bash::spec(&self.limits),
-        ]
+        ];
+        if let Some(mcp) = &self.mcp {
+            specs.extend(mcp.specs());
+        }
+        specs
     }
 
     /// Runs one tool call. Never panics on what the model sends: unknown
@@ -100,7 +124,23 @@ impl Toolbox {
         arguments: &Value,
         cancel: CancellationToken,
     ) -> ToolOutcome {
-        let outcome = match name {
+        let outcome = match &self.mcp {
+            Some(mcp) if name.starts_with(MCP_PREFIX) => mcp.call(name, arguments, cancel).await,
+            _ => self.builtin(name, arguments, cancel).await,
+        };
+        ToolOutcome {
+            output: cap(&outcome.output, self.limits.output_cap_bytes),
+            is_error: outcome.is_error,
+        }
+    }
+
+    async fn builtin(
+        &self,
+        name: &str,
+        arguments: &Value,
+        cancel: CancellationToken,
+    ) -> ToolOutcome {
+        match name {
             fs::READ_FILE => self.blocking(name, arguments, cancel, fs::read_file).await,
             fs::LIST_DIR => self.blocking(name, arguments, cancel, fs::list_dir).await,
             fs::WRITE_FILE => self.blocking(name, arguments, cancel, fs::write_file).await,
@@ -119,10 +159,6 @@ impl Toolbox {
                     .collect::<Vec<_>>()
                     .join(", ")
             )),
-        };
-        ToolOutcome {
-            output: cap(&outcome.output, self.limits.output_cap_bytes),
-            is_error: outcome.is_error,
         }
     }
 
