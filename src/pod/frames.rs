@@ -119,6 +119,7 @@ mod tests {
             model: "offline".into(),
             workspace: "/".into(),
             pid: 1,
+            mcp_servers: Vec::new(),
         };
         let status = Status {
             state: PodState::Idle,

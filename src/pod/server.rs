@@ -12,7 +12,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::broadcaster::{Broadcaster, Published};
+use super::broadcaster::{Broadcaster, McpServerChanged};
 use super::compactor::{Compactor, Thresholds};
 use super::connection::Connection;
 use super::fault::Faults;
@@ -21,7 +21,7 @@ use super::worker::{Stop, Worker, WorkerConfig};
 use super::{ConnectionLimits, Hub};
 use crate::context::Conversation;
 use crate::mcp::{McpChange, McpRegistry, McpServerConfig};
-use crate::protocol::{Event, Greeting, LogEntry, LogLine};
+use crate::protocol::{Greeting, LogEntry, LogLine};
 use crate::provider::Provider;
 use crate::store::{pointer, LogFile};
 use crate::tools::{ToolLimits, Toolbox};
@@ -83,6 +83,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             model: config.provider.model().into(),
             workspace: workspace.root().display().to_string(),
             pid: std::process::id(),
+            mcp_servers: mcp.servers(),
         };
         let broadcaster = Broadcaster::new(greeting).start();
         actix_rt::spawn(announce_mcp(mcp_changes, broadcaster.clone()));
@@ -281,19 +282,14 @@ async fn stop_on_signal(worker: Addr<Worker>) {
     });
 }
 
-/// Tells every client when an MCP server comes up, fails or exits.
+/// Keeps the greeting's `mcp_servers` current and tells every client when
+/// an MCP server comes up, fails or exits.
 async fn announce_mcp(
     mut changes: mpsc::UnboundedReceiver<McpChange>,
     broadcaster: Addr<Broadcaster>,
 ) {
     while let Some(change) = changes.recv().await {
-        if let Some(message) = change.message {
-            broadcaster.do_send(Published::Event(Box::new(Event::Notification {
-                level: change.level,
-                source: "mcp".into(),
-                message,
-            })));
-        }
+        broadcaster.do_send(McpServerChanged(change));
     }
 }
 

@@ -97,6 +97,9 @@ pub struct Greeting {
     pub model: String,
     pub workspace: String,
     pub pid: u32,
+    /// The configured MCP servers: state, tool count, error.
+    #[serde(default)]
+    pub mcp_servers: Vec<crate::mcp::McpServerInfo>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
