@@ -8,7 +8,10 @@
 //! tool `extra` and sends `notifications/tools/list_changed`.
 //!
 //! Environment: `MCP_TEST_PID_FILE` — each start appends its pid there;
-//! `MCP_TEST_CANCEL_FILE` — each cancelled `slow` call appends a line there.
+//! `MCP_TEST_CHILD_PID_FILE` — each start also starts a `sleep` child (as
+//! servers run by `npx` have children) and appends its pid there;
+//! `MCP_TEST_SLOW_FILE` — each `slow` call appends `started` when it begins
+//! and `cancelled` when a cancellation ends it.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -66,19 +69,15 @@ impl TestServer {
                 object(json!({"seconds": {"type": "number"}}), &["seconds"]),
             ),
             tool("pid", "The server's process id.", object(json!({}), &[])),
-            tool(
-                "image",
-                "A caption and a tiny PNG.",
-                object(json!({}), &[]),
-            ),
-            tool(
-                "grow",
-                "Adds the tool `extra`.",
-                object(json!({}), &[]),
-            ),
+            tool("image", "A caption and a tiny PNG.", object(json!({}), &[])),
+            tool("grow", "Adds the tool `extra`.", object(json!({}), &[])),
         ];
         if self.grown.load(Ordering::SeqCst) {
-            tools.push(tool("extra", "Exists after `grow`.", object(json!({}), &[])));
+            tools.push(tool(
+                "extra",
+                "Exists after `grow`.",
+                object(json!({}), &[]),
+            ));
         }
         tools
     }
@@ -147,12 +146,13 @@ impl ServerHandler for TestServer {
             }
             "slow" => {
                 let seconds = number(args, "seconds")?;
+                append_line("MCP_TEST_SLOW_FILE", "started");
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_secs_f64(seconds)) => {
                         text(format!("slept {seconds} s"))
                     }
                     _ = context.ct.cancelled() => {
-                        append_line("MCP_TEST_CANCEL_FILE", &format!("cancelled {:?}", context.id));
+                        append_line("MCP_TEST_SLOW_FILE", "cancelled");
                         Err(ErrorData::internal_error("cancelled", None))
                     }
                 }
@@ -173,10 +173,7 @@ impl ServerHandler for TestServer {
                 text("grown")
             }
             "extra" if self.grown.load(Ordering::SeqCst) => text("extra"),
-            other => Err(ErrorData::invalid_params(
-                format!("no tool {other}"),
-                None,
-            )),
+            other => Err(ErrorData::invalid_params(format!("no tool {other}"), None)),
         }
     }
 }
@@ -184,7 +181,13 @@ impl ServerHandler for TestServer {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     append_line("MCP_TEST_PID_FILE", &std::process::id().to_string());
-    let service = TestServer::default().serve(rmcp::transport::stdio()).await?;
+    if std::env::var_os("MCP_TEST_CHILD_PID_FILE").is_some() {
+        let child = std::process::Command::new("sleep").arg("600").spawn()?;
+        append_line("MCP_TEST_CHILD_PID_FILE", &child.id().to_string());
+    }
+    let service = TestServer::default()
+        .serve(rmcp::transport::stdio())
+        .await?;
     service.waiting().await?;
     Ok(())
 }

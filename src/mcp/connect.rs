@@ -27,6 +27,7 @@ const TAIL_LINE_BYTES: usize = 400;
 /// A server that came up: its `rmcp` service, its process and its tools.
 pub(super) struct Started {
     pub service: RunningService<RoleClient, PodClient>,
+    pub pid: Option<u32>,
     pub tools: Vec<Tool>,
 }
 
@@ -178,7 +179,8 @@ pub(super) async fn start(
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| spawn_error(config, workspace, &e))?;
-    process.set(transport.id());
+    let pid = transport.id();
+    process.set(pid);
     let stderr_done = stderr.map(|stderr| tokio::spawn(stderr_tail.clone().follow(stderr)));
     let timeout = Duration::from_secs(config.timeout_s);
     let client = PodClient { tools_changed };
@@ -192,7 +194,11 @@ pub(super) async fn start(
             .list_all_tools()
             .await
             .map_err(|e| format!("the server did not list its tools: {e}"))?;
-        Ok::<_, String>(Started { service, tools })
+        Ok::<_, String>(Started {
+            service,
+            pid,
+            tools,
+        })
     };
     let error = match tokio::time::timeout(timeout, handshake).await {
         Ok(Ok(started)) => return Ok(started),
@@ -207,6 +213,42 @@ pub(super) async fn start(
         let _ = tokio::time::timeout(Duration::from_millis(500), done).await;
     }
     Err(with_stderr(error, stderr_tail))
+}
+
+/// Resolves when the process `pid` has exited. The connection alone cannot
+/// tell: a child the server started may hold its stdout open after it died.
+/// Without a pid, or where pidfds are not supported, it never resolves and
+/// the connection closing is the only sign.
+pub(super) async fn process_exit(pid: Option<u32>) {
+    use rustix::process::{pidfd_open, Pid, PidfdFlags};
+    let Some(pid) = pid
+        .and_then(|p| i32::try_from(p).ok())
+        .and_then(Pid::from_raw)
+    else {
+        return std::future::pending().await;
+    };
+    let fd = match pidfd_open(pid, PidfdFlags::NONBLOCK) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::SRCH) => return,
+        Err(e) => {
+            tracing::debug!("cannot watch MCP server process {pid:?}: {e}");
+            return std::future::pending().await;
+        }
+    };
+    // SAFETY: the pidfd is an `OwnedFd` that the `AsyncFd` owns until it is
+    // dropped, so it stays open and refers to the same file all along.
+    let registered = unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+    };
+    match registered {
+        Ok(fd) => {
+            let _ = fd.readable().await;
+        }
+        Err(e) => {
+            tracing::debug!("cannot watch MCP server process {pid:?}: {e}");
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 /// `error`, followed by the server's last stderr lines if it wrote any.

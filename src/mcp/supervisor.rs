@@ -95,7 +95,11 @@ impl Supervisor {
         mut changed: mpsc::UnboundedReceiver<()>,
         ctx: &mut Context<Self>,
     ) {
-        let Started { service, tools } = started;
+        let Started {
+            service,
+            pid,
+            tools,
+        } = started;
         let peer = service.peer().clone();
         self.running = Some((service.cancellation_token(), Instant::now()));
         let tools = self.tools(tools);
@@ -110,10 +114,17 @@ impl Supervisor {
             Level::Info,
             Some(format!("MCP server {} is ready ({count} tools)", self.name)),
         );
-        async move { service.waiting().await }
-            .into_actor(self)
-            .map(move |quit, act, ctx| act.exited(generation, quit, ctx))
-            .spawn(ctx);
+        // Dropping the service (when the process is seen to exit first)
+        // closes the connection.
+        async move {
+            tokio::select! {
+                quit = service.waiting() => Some(quit),
+                () = connect::process_exit(pid) => None,
+            }
+        }
+        .into_actor(self)
+        .map(move |quit, act, ctx| act.exited(generation, quit, ctx))
+        .spawn(ctx);
         let me = ctx.address();
         actix::spawn(async move {
             while changed.recv().await.is_some() {
@@ -136,10 +147,13 @@ impl Supervisor {
         ctx.run_later(delay, |act, ctx| act.attempt(ctx));
     }
 
+    /// The server's process exited (`quit` is `None`) or its connection
+    /// ended: clean up what is left of it and start it again after the
+    /// backoff.
     fn exited(
         &mut self,
         generation: u64,
-        quit: Result<QuitReason, tokio::task::JoinError>,
+        quit: Option<Result<QuitReason, tokio::task::JoinError>>,
         ctx: &mut Context<Self>,
     ) {
         if generation != self.generation {
@@ -153,9 +167,9 @@ impl Supervisor {
         }
         let delay = self.next_backoff();
         let why = match quit {
-            Ok(QuitReason::Closed) => "exited".to_owned(),
-            Ok(reason) => format!("stopped ({reason:?})"),
-            Err(e) => format!("stopped: {e}"),
+            None | Some(Ok(QuitReason::Closed)) => "exited".to_owned(),
+            Some(Ok(reason)) => format!("stopped ({reason:?})"),
+            Some(Err(e)) => format!("stopped: {e}"),
         };
         let message = connect::with_stderr(
             format!(
