@@ -194,7 +194,15 @@ fn a_model_calls_an_mcp_tool_sees_its_schema_and_gets_its_result() {
         .unwrap()
         .iter()
         .find(|t| t["function"]["name"] == "mcp__test__echo")
-        .unwrap_or_else(|| panic!("no mcp__test__echo among the tools: {}", first["tools"]))
+        .unwrap_or_else(|| {
+            let names: Vec<&Value> = first["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| &t["function"]["name"])
+                .collect();
+            panic!("no mcp__test__echo among the tools: {names:?}")
+        })
         .clone();
     assert_eq!(
         echo["function"]["description"],
