@@ -228,7 +228,9 @@ mod tests {
         let id = Uuid::new_v4();
         round_trip(json!({"type":"snapshot","protocol_version":1,
             "greeting":{"pod":"default","version":"0.1.0","session_id":id,"provider":"offline",
-                        "model":"offline","workspace":"/w","pid":7},
+                        "model":"offline","workspace":"/w","pid":7,
+                        "mcp_servers":[{"name":"git","state":"ready","tools":3},
+                                       {"name":"db","state":"failed","tools":0,"error":"gone"}]},
             "status":{"state":"idle","queued":0},"session_id":id,
             "entries":[{"seq":0,"entry":{"kind":"session_start","session_id":id,
                 "created_at":"2026-11-30T00:00:00.000Z","compacted_from":null,"forked_from":null}}],
