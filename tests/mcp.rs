@@ -186,8 +186,6 @@ fn a_model_calls_an_mcp_tool_sees_its_schema_and_gets_its_result() {
         .expect("a tool message")
         .clone();
     assert_eq!(tool_message["content"], "hello from mcp");
-    // Needs the turn loop to ask the toolbox for its specs per model call
-    // (the servers come up after the worker starts).
     let first = requests[0].json();
     let echo = first["tools"]
         .as_array()
@@ -334,7 +332,6 @@ fn cancelling_a_slow_call_ends_the_turn_promptly_and_the_server_is_told() {
         .expect("the call was answered");
     let result = &results["entry"]["results"][0];
     assert_eq!(result["is_error"], true);
-    // Needs the turn loop to keep a cancelled call's own result.
     let output = result["output"].as_str().unwrap();
     assert!(
         output.ends_with("[cancelled: abandoned; the server may have completed it]"),

@@ -27,12 +27,17 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
             if i + 1 == ENTRIES {
                 LogEntry::TurnEnd {
                     reason: TurnEndReason::Completed,
+                    turn_id: None,
+                    request_id: None,
                     usage: None,
+                    error: None,
                 }
             } else if i % 2 == 0 {
                 LogEntry::UserInput {
                     segments: vec![Segment::text(filler(1000, i))],
                     at: LogEntry::now(),
+                    turn_id: None,
+                    request_id: None,
                 }
             } else {
                 LogEntry::AssistantItems {

@@ -52,6 +52,8 @@ pub fn realistic_entry(i: usize, size: usize) -> LogEntry {
         0 => LogEntry::UserInput {
             segments: vec![Segment::text(filler(size, i))],
             at: LogEntry::now(),
+            turn_id: None,
+            request_id: None,
         },
         1 => LogEntry::AssistantItems {
             items: vec![AssistantItem::ToolCall {
@@ -74,7 +76,10 @@ pub fn realistic_entry(i: usize, size: usize) -> LogEntry {
         },
         _ => LogEntry::TurnEnd {
             reason: TurnEndReason::Completed,
+            turn_id: None,
+            request_id: None,
             usage: None,
+            error: None,
         },
     }
 }
@@ -97,6 +102,8 @@ pub fn write_session(
         created_at: LogEntry::now(),
         compacted_from: None,
         forked_from: None,
+        provider: None,
+        model: None,
     };
     for (seq, entry) in std::iter::once(start).chain(entries).enumerate() {
         serde_json::to_writer(

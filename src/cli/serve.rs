@@ -53,6 +53,9 @@ pub fn run(
             ..ToolLimits::default()
         },
         mcp_servers: config.mcp_servers,
+        approval: args.approval,
+        allow: args.allow,
+        deny: args.deny,
     })?;
     Ok(ExitCode::SUCCESS)
 }

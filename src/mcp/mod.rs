@@ -28,8 +28,9 @@ mod supervisor;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
+pub use crate::protocol::{McpServerInfo, McpState};
 pub use names::tool_name;
 pub use registry::{McpChange, McpRegistry};
 
@@ -54,35 +55,6 @@ pub struct McpServerConfig {
 
 fn default_timeout_s() -> u64 {
     120
-}
-
-/// A server as the greeting's `mcp_servers` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct McpServerInfo {
-    pub name: String,
-    pub state: McpState,
-    /// Tools offered to the model (0 unless ready).
-    pub tools: usize,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum McpState {
-    Starting,
-    Ready,
-    Failed,
-}
-
-impl McpState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            McpState::Starting => "starting",
-            McpState::Ready => "ready",
-            McpState::Failed => "failed",
-        }
-    }
 }
 
 /// Refuses server names that are empty or whose tools would share a name
@@ -113,11 +85,13 @@ pub fn format_servers(servers: &[McpServerInfo]) -> String {
             McpState::Ready => format!(" ({} tools)", server.tools),
             _ => String::new(),
         };
-        out.push_str(&format!(
-            "{:<width$}  {}{tools}",
-            server.name,
-            server.state.as_str()
-        ));
+        let state = match server.state {
+            McpState::Starting => "starting",
+            McpState::Ready => "ready",
+            McpState::Failed => "failed",
+            McpState::Unknown => "unknown",
+        };
+        out.push_str(&format!("{:<width$}  {state}{tools}", server.name));
         if let Some(error) = &server.error {
             let first = error.lines().next().unwrap_or_default();
             out.push_str(&format!(": {first}"));

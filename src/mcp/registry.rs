@@ -157,6 +157,12 @@ impl McpRegistry {
             .collect()
     }
 
+    /// Checks a call before anyone is asked about it: the tool must belong
+    /// to a ready server that offers it, and its arguments must be an object.
+    pub fn precheck(&self, name: &str, arguments: &Value) -> Result<(), ToolOutcome> {
+        self.prepare(name, arguments).map(drop)
+    }
+
     /// Calls an `mcp__SERVER__TOOL` tool. Never fails: a server that is not
     /// ready, an unknown tool, a timeout, a broken connection are all
     /// `is_error` results saying so. On `cancel` the call is abandoned at
@@ -169,46 +175,10 @@ impl McpRegistry {
         arguments: &Value,
         cancel: CancellationToken,
     ) -> ToolOutcome {
-        let Some(server) = self.server_of(name) else {
-            return ToolOutcome::error(format!(
-                "unknown tool {name:?}: no configured MCP server offers it"
-            ));
+        let (server, peer, params) = match self.prepare(name, arguments) {
+            Ok(prepared) => prepared,
+            Err(outcome) => return outcome,
         };
-        let state = server.state.borrow().clone();
-        let peer = match (&state.peer, state.state) {
-            (Some(peer), McpState::Ready) => peer.clone(),
-            (_, McpState::Failed) => {
-                return ToolOutcome::error(format!(
-                    "MCP server {} is failed: {}",
-                    server.name,
-                    state.error.as_deref().unwrap_or("no reason given")
-                ))
-            }
-            _ => {
-                return ToolOutcome::error(format!(
-                    "MCP server {} is starting; its tools can be called once it is ready",
-                    server.name
-                ))
-            }
-        };
-        let Some(tool) = state.tools.iter().find(|t| t.spec.name == name) else {
-            let known: Vec<&str> = state.tools.iter().map(|t| t.spec.name.as_str()).collect();
-            return ToolOutcome::error(format!(
-                "MCP server {} has no tool {name:?}; its tools are: {}",
-                server.name,
-                known.join(", ")
-            ));
-        };
-        let mut params = CallToolRequestParams::new(tool.server_tool.clone());
-        match arguments {
-            Value::Object(map) => params = params.with_arguments(map.clone()),
-            Value::Null => {}
-            other => {
-                return ToolOutcome::error(format!(
-                    "invalid arguments for {name}: expected a JSON object, got {other}"
-                ))
-            }
-        }
         let call = tokio::time::timeout(server.timeout, peer.call_tool(params));
         tokio::select! {
             result = call => match result {
@@ -225,6 +195,56 @@ impl McpRegistry {
             },
             _ = cancel.cancelled() => ToolOutcome::error(CANCELLED),
         }
+    }
+
+    /// The server, its connection and the request for a call, or the error
+    /// result that answers it.
+    fn prepare(
+        &self,
+        name: &str,
+        arguments: &Value,
+    ) -> Result<(&Server, Peer<RoleClient>, CallToolRequestParams), ToolOutcome> {
+        let Some(server) = self.server_of(name) else {
+            return Err(ToolOutcome::error(format!(
+                "unknown tool {name:?}: no configured MCP server offers it"
+            )));
+        };
+        let state = server.state.borrow().clone();
+        let peer = match (&state.peer, state.state) {
+            (Some(peer), McpState::Ready) => peer.clone(),
+            (_, McpState::Failed) => {
+                return Err(ToolOutcome::error(format!(
+                    "MCP server {} is failed: {}",
+                    server.name,
+                    state.error.as_deref().unwrap_or("no reason given")
+                )))
+            }
+            _ => {
+                return Err(ToolOutcome::error(format!(
+                    "MCP server {} is starting; its tools can be called once it is ready",
+                    server.name
+                )))
+            }
+        };
+        let Some(tool) = state.tools.iter().find(|t| t.spec.name == name) else {
+            let known: Vec<&str> = state.tools.iter().map(|t| t.spec.name.as_str()).collect();
+            return Err(ToolOutcome::error(format!(
+                "MCP server {} has no tool {name:?}; its tools are: {}",
+                server.name,
+                known.join(", ")
+            )));
+        };
+        let params = CallToolRequestParams::new(tool.server_tool.clone());
+        let params = match arguments {
+            Value::Object(map) => params.with_arguments(map.clone()),
+            Value::Null => params,
+            other => {
+                return Err(ToolOutcome::error(format!(
+                    "invalid arguments for {name}: expected a JSON object, got {other}"
+                )))
+            }
+        };
+        Ok((server, peer, params))
     }
 
     /// The server a tool name belongs to: the one offering it, else the one

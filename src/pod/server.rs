@@ -13,19 +13,27 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::broadcaster::{Broadcaster, McpServerChanged};
-use super::compactor::{Compactor, Thresholds};
+use super::compaction::Thresholds;
+use super::compactor::Compactor;
 use super::connection::Connection;
+use super::descendants;
 use super::fault::Faults;
+use super::job::{JobEnv, JobState, WorkerConfig};
 use super::session_log::{Dirs, SessionLog};
-use super::worker::{Stop, Worker, WorkerConfig};
+use super::worker::{Stop, Worker};
 use super::{ConnectionLimits, Hub};
+use crate::approval::{Policy, Rule, SandboxGate};
 use crate::context::Conversation;
+use crate::input::Resolvers;
 use crate::mcp::{McpChange, McpRegistry, McpServerConfig};
+use crate::protocol::ApprovalMode;
 use crate::protocol::{Greeting, LogEntry, LogLine};
 use crate::provider::Provider;
 use crate::store::{pointer, LogFile};
 use crate::tools::{ToolLimits, Toolbox};
 use crate::workspace::Workspace;
+use std::cell::RefCell;
+use std::rc::Rc;
 
 pub struct ServeConfig {
     pub name: String,
@@ -38,6 +46,9 @@ pub struct ServeConfig {
     pub thresholds: Thresholds,
     pub limits: ConnectionLimits,
     pub tools: ToolLimits,
+    pub approval: ApprovalMode,
+    pub allow: Vec<Rule>,
+    pub deny: Vec<Rule>,
     /// The config file's `[mcp_servers.NAME]`: started with the pod.
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
 }
@@ -70,6 +81,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         config.socket.display()
     );
 
+    descendants::become_subreaper();
     let system = actix_rt::System::new();
     let socket = config.socket.clone();
     let result = system.block_on(async move {
@@ -83,6 +95,8 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             model: config.provider.model().into(),
             workspace: workspace.root().display().to_string(),
             pid: std::process::id(),
+            approval: config.approval,
+            sandbox: Default::default(),
             mcp_servers: mcp.servers(),
         };
         let broadcaster = Broadcaster::new(greeting).start();
@@ -100,21 +114,33 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         let compactor = Compactor::new(config.provider.clone()).start();
         let toolbox =
             Arc::new(Toolbox::new(workspace.clone(), config.tools.clone()).with_mcp(mcp.clone()));
-        let worker = Worker::new(
-            session_log.clone(),
-            broadcaster.clone(),
+        let (paused_tx, paused) = Worker::pause_channel();
+        let policy = Policy {
+            mode: config.approval,
+            allow: config.allow,
+            deny: config.deny,
+            sandbox: SandboxGate::Off,
+            workspace_root: workspace.root().to_path_buf(),
+        };
+        let state = JobState::new(policy, config.provider.model().to_owned());
+        let env = JobEnv {
+            session_log: session_log.clone(),
+            broadcaster: broadcaster.clone(),
             compactor,
-            config.provider.clone(),
+            provider: config.provider.clone(),
+            resolvers: Resolvers::for_workspace(&workspace),
             toolbox,
-            workspace.clone(),
-            WorkerConfig {
+            workspace: workspace.clone(),
+            config: WorkerConfig {
                 max_steps: config.max_steps,
                 system_prompt: system_prompt(&workspace),
                 compaction: config.thresholds,
             },
-            Conversation::new(session_id, recovered.entries),
-        )
-        .start();
+            state: Rc::new(RefCell::new(state)),
+            paused,
+        };
+        let conversation = Conversation::new(session_id, recovered.entries);
+        let worker = Worker::new(env, paused_tx, conversation).start();
         let hub = Hub {
             session_log,
             broadcaster,
@@ -123,6 +149,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             config: config.limits,
         };
         actix_rt::spawn(accept_loop(listener, hub));
+        actix_rt::spawn(descendants::reap_orphans());
         actix_rt::spawn(stop_on_signal(worker));
         anyhow::Ok(mcp)
     });
@@ -179,6 +206,8 @@ pub(super) fn start_session(
         created_at: LogEntry::now(),
         compacted_from: None,
         forked_from: None,
+        provider: None,
+        model: None,
     };
     let line = serde_json::to_vec(&LogLine {
         seq: 0,
@@ -245,7 +274,18 @@ async fn accept_loop(listener: UnixListener, hub: Hub) {
         if !same_user(&stream, uid) {
             continue;
         }
-        Connection::start(NEXT_ID.fetch_add(1, Ordering::Relaxed), stream, hub.clone());
+        let read_only = match stream.peer_cred().ok().and_then(|c| c.pid()) {
+            Some(pid) => {
+                let pid = pid as u32;
+                tokio::task::spawn_blocking(move || descendants::is_pod_or_descendant(pid))
+                    .await
+                    .unwrap_or(true)
+            }
+            // No pid (the kernel does not say): it cannot be proven a stranger.
+            None => true,
+        };
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        Connection::start(id, stream, hub.clone(), read_only);
     }
 }
 

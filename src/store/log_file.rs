@@ -310,6 +310,8 @@ mod tests {
             created_at: LogEntry::now(),
             compacted_from: None,
             forked_from: None,
+            provider: None,
+            model: None,
         }
     }
 
@@ -317,6 +319,8 @@ mod tests {
         LogEntry::UserInput {
             segments: vec![Segment::text(text)],
             at: LogEntry::now(),
+            turn_id: None,
+            request_id: None,
         }
     }
 

@@ -22,7 +22,7 @@ use tokio::net::unix::pipe;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-use super::{CapBuffer, ToolLimits, ToolOutcome};
+use super::{CapBuffer, OutputSink, ToolLimits, ToolOutcome};
 use crate::provider::ToolSpec;
 use crate::workspace::Workspace;
 
@@ -82,21 +82,43 @@ impl Drop for ProcessGroup {
     }
 }
 
-/// What the pipe has delivered so far.
+/// What the pipe has delivered so far; each chunk is also streamed to the
+/// sink as text as soon as it arrives.
 struct Captured {
     output: CapBuffer,
     ends_with_newline: bool,
     eof: bool,
+    sink: OutputSink,
+    /// The start of a UTF-8 character split across two reads.
+    carry: Vec<u8>,
 }
 
 impl Captured {
     fn record(&mut self, read: std::io::Result<usize>, chunk: &[u8]) {
         match read {
-            Ok(0) | Err(_) => self.eof = true,
+            Ok(0) | Err(_) => {
+                self.eof = true;
+                self.stream(true);
+            }
             Ok(n) => {
                 self.output.push(&chunk[..n]);
                 self.ends_with_newline = chunk[n - 1] == b'\n';
+                self.carry.extend_from_slice(&chunk[..n]);
+                self.stream(false);
             }
+        }
+    }
+
+    /// Sends what can be sent as text: everything but a character still
+    /// incomplete at the end (unless the stream ended).
+    fn stream(&mut self, at_end: bool) {
+        let ready = match std::str::from_utf8(&self.carry) {
+            Err(e) if e.error_len().is_none() && !at_end => e.valid_up_to(),
+            _ => self.carry.len(),
+        };
+        if ready > 0 {
+            (self.sink)(&String::from_utf8_lossy(&self.carry[..ready]));
+            self.carry.drain(..ready);
         }
     }
 }
@@ -112,6 +134,7 @@ pub async fn run(
     limits: &ToolLimits,
     args: BashArgs,
     cancel: CancellationToken,
+    output: OutputSink,
 ) -> ToolOutcome {
     let timeout = args.timeout_secs.map_or(limits.bash_timeout, |s| {
         Duration::from_secs(s.max(1)).min(limits.bash_timeout)
@@ -130,6 +153,8 @@ pub async fn run(
         output: CapBuffer::new(limits.output_cap_bytes),
         ends_with_newline: true,
         eof: false,
+        sink: output,
+        carry: Vec::new(),
     };
     let mut chunk = vec![0u8; 16 * 1024];
     let deadline = tokio::time::sleep(timeout);
@@ -158,7 +183,7 @@ pub async fn run(
     let (status_line, is_error) = match end {
         End::Exited(Ok(status)) => describe(status),
         End::Exited(Err(e)) => (format!("[could not wait for the command: {e}]"), true),
-        End::Cancelled => ("[cancelled: the command was killed]".to_owned(), true),
+        End::Cancelled => (super::KILLED.to_owned(), true),
         End::TimedOut(after) => (
             format!(
                 "[timed out after {}s: the command was killed]",

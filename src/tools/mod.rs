@@ -46,6 +46,12 @@ impl Default for ToolLimits {
     }
 }
 
+/// Where a running tool's output goes as it is produced.
+pub type OutputSink = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
+
+/// The last line of a command killed because its turn was cancelled.
+pub const KILLED: &str = "[cancelled: the command was killed]";
+
 /// What a tool call produced, as the model will see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolOutcome {
@@ -115,50 +121,78 @@ impl Toolbox {
         specs
     }
 
+    /// The MCP registry, for a name that is an MCP tool's.
+    fn mcp_for(&self, name: &str) -> Option<&McpRegistry> {
+        self.mcp.as_ref().filter(|_| name.starts_with(MCP_PREFIX))
+    }
+
+    /// Checks a call before anyone is asked about it: an unknown tool,
+    /// arguments that do not fit the tool's schema, or a path outside the
+    /// workspace get an error result without asking.
+    pub fn precheck(&self, name: &str, arguments: &Value) -> Result<(), ToolOutcome> {
+        if let Some(mcp) = self.mcp_for(name) {
+            return mcp.precheck(name, arguments);
+        }
+        fn fits<A: DeserializeOwned>(name: &str, arguments: &Value) -> Result<(), ToolOutcome> {
+            parse_args::<A>(name, arguments).map(drop)
+        }
+        match name {
+            fs::READ_FILE => fits::<fs::ReadFileArgs>(name, arguments),
+            fs::LIST_DIR => fits::<fs::ListDirArgs>(name, arguments),
+            fs::WRITE_FILE => fits::<fs::WriteFileArgs>(name, arguments),
+            fs::EDIT_FILE => fits::<fs::EditFileArgs>(name, arguments),
+            search::GLOB => fits::<search::GlobArgs>(name, arguments),
+            search::GREP => fits::<search::GrepArgs>(name, arguments),
+            bash::BASH => fits::<bash::BashArgs>(name, arguments),
+            _ => Err(self.unknown(name)),
+        }?;
+        match arguments.get("path").and_then(Value::as_str) {
+            Some(path) => resolve(&self.workspace, path).map(drop),
+            None => Ok(()),
+        }
+    }
+
+    fn unknown(&self, name: &str) -> ToolOutcome {
+        ToolOutcome::error(format!(
+            "unknown tool {name:?}; the available tools are: {}",
+            self.specs()
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    }
+
     /// Runs one tool call. Never panics on what the model sends: unknown
     /// tools, bad arguments and refused paths are all `is_error` outcomes.
-    /// The output is capped to [`ToolLimits::output_cap_bytes`].
+    /// Output a tool produces while it runs (`bash`'s) goes to `output` as
+    /// it comes. A cancelled call returns what it did so far, ending with
+    /// [`KILLED`] when a command was killed. The output is capped to
+    /// [`ToolLimits::output_cap_bytes`].
     pub async fn call(
         &self,
         name: &str,
         arguments: &Value,
         cancel: CancellationToken,
+        output: OutputSink,
     ) -> ToolOutcome {
-        let outcome = match &self.mcp {
-            Some(mcp) if name.starts_with(MCP_PREFIX) => mcp.call(name, arguments, cancel).await,
-            _ => self.builtin(name, arguments, cancel).await,
+        let outcome = match (self.mcp_for(name), name) {
+            (Some(mcp), _) => mcp.call(name, arguments, cancel).await,
+            (None, fs::READ_FILE) => self.blocking(name, arguments, cancel, fs::read_file).await,
+            (None, fs::LIST_DIR) => self.blocking(name, arguments, cancel, fs::list_dir).await,
+            (None, fs::WRITE_FILE) => self.blocking(name, arguments, cancel, fs::write_file).await,
+            (None, fs::EDIT_FILE) => self.blocking(name, arguments, cancel, fs::edit_file).await,
+            (None, search::GLOB) => self.blocking(name, arguments, cancel, search::glob).await,
+            (None, search::GREP) => self.blocking(name, arguments, cancel, search::grep).await,
+            (None, bash::BASH) => match parse_args(name, arguments) {
+                Ok(args) => bash::run(&self.workspace, &self.limits, args, cancel, output).await,
+                Err(e) => e,
+            },
+            (None, _) => self.unknown(name),
         };
         ToolOutcome {
             output: cap(&outcome.output, self.limits.output_cap_bytes),
             is_error: outcome.is_error,
-        }
-    }
-
-    async fn builtin(
-        &self,
-        name: &str,
-        arguments: &Value,
-        cancel: CancellationToken,
-    ) -> ToolOutcome {
-        match name {
-            fs::READ_FILE => self.blocking(name, arguments, cancel, fs::read_file).await,
-            fs::LIST_DIR => self.blocking(name, arguments, cancel, fs::list_dir).await,
-            fs::WRITE_FILE => self.blocking(name, arguments, cancel, fs::write_file).await,
-            fs::EDIT_FILE => self.blocking(name, arguments, cancel, fs::edit_file).await,
-            search::GLOB => self.blocking(name, arguments, cancel, search::glob).await,
-            search::GREP => self.blocking(name, arguments, cancel, search::grep).await,
-            bash::BASH => match parse_args(name, arguments) {
-                Ok(args) => bash::run(&self.workspace, &self.limits, args, cancel).await,
-                Err(e) => e,
-            },
-            _ => ToolOutcome::error(format!(
-                "unknown tool {name:?}; the available tools are: {}",
-                self.specs()
-                    .iter()
-                    .map(|s| s.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
         }
     }
 

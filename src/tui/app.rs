@@ -113,7 +113,9 @@ impl App {
     }
 
     fn busy(&self) -> bool {
-        self.status.is_some_and(|s| s.state != PodState::Idle)
+        self.status
+            .as_ref()
+            .is_some_and(|s| s.state != PodState::Idle)
     }
 
     fn next_id(&mut self) -> String {
@@ -199,7 +201,7 @@ impl App {
         if let Event::Snapshot(snapshot) = &event {
             self.connection = ConnectionState::Connected;
             self.greeting = Some(snapshot.greeting.clone());
-            self.status = Some(snapshot.status);
+            self.status = Some(snapshot.status.clone());
             self.usage = snapshot.entries.iter().rev().find_map(|l| match l.entry {
                 LogEntry::TurnEnd { usage, .. } => usage,
                 _ => None,
@@ -368,7 +370,7 @@ impl App {
 
     fn cancel(&mut self) {
         if self.busy() {
-            self.send(Method::Cancel);
+            self.send(Method::Cancel { run: None });
         }
     }
 
