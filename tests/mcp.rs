@@ -391,3 +391,52 @@ fn pod_stop_leaves_no_mcp_server_process_running() {
     };
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+#[test]
+fn mcp_calls_go_through_approvals_like_any_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = [
+        tool_call("mcp__test__echo", json!({"text": "allowed"})),
+        text_reply("ok"),
+        tool_call("mcp__test__add", json!({"a": 1, "b": 2})),
+        text_reply("ok"),
+    ]
+    .join("\n");
+    let config = config(dir.path(), "");
+    let pod = Pod::builder()
+        .script(&script)
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "--approval",
+            "ask",
+            "--allow",
+            "mcp__test__echo:*",
+        ])
+        .start();
+    let (_, mut c) = wait_for_state(&pod, "test", "ready");
+    let (result, _) = run_turn(&mut c, "echo, allowed by a rule");
+    assert_eq!(result["output"], "allowed");
+    assert!(!pod
+        .log_lines()
+        .iter()
+        .any(|l| l["entry"]["kind"] == "approval_request"));
+
+    c.run("add, which asks");
+    let request = c.until_entry("approval_request");
+    assert_eq!(request["entry"]["tool"], "mcp__test__add");
+    let call_id = request["entry"]["call_id"].clone();
+    // An approve is taken once the status says the request is pending.
+    let pending = |f: &Value| {
+        f["type"] == "status"
+            && f["pending_approvals"]
+                .as_array()
+                .is_some_and(|p| p.contains(&call_id))
+    };
+    if !c.frames.iter().any(pending) {
+        c.until(pending);
+    }
+    c.send(json!({"type":"approve","call_id":call_id,"decision":"allow"}));
+    let result = c.until_entry("tool_results");
+    assert_eq!(result["entry"]["results"][0]["output"], "3");
+}
