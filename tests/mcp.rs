@@ -440,3 +440,33 @@ fn mcp_calls_go_through_approvals_like_any_tool() {
     let result = c.until_entry("tool_results");
     assert_eq!(result["entry"]["results"][0]["output"], "3");
 }
+
+#[test]
+fn a_call_over_the_servers_timeout_is_an_error_and_the_server_is_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let quick = format!(
+        "[mcp_servers.quick]\ncommand = {:?}\ntimeout_s = 1\nenv = {{ MCP_TEST_SLOW_FILE = {:?} }}\n",
+        test_server().display().to_string(),
+        dir.path().join("quick_slow").display().to_string(),
+    );
+    let script = [
+        tool_call("mcp__quick__slow", json!({"seconds": 30})),
+        text_reply("too slow"),
+    ]
+    .join("\n");
+    let pod = start(dir.path(), &quick, &script);
+    let (_, mut c) = wait_for_state(&pod, "quick", "ready");
+    let started = Instant::now();
+    let (result, end) = run_turn(&mut c, "slow");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(end["reason"], "completed");
+    assert_eq!(result["is_error"], true);
+    let output = result["output"].as_str().unwrap();
+    assert!(
+        output.contains("MCP server quick did not answer within 1 s"),
+        "{output}"
+    );
+    eventually("the server to be told", Duration::from_secs(5), || {
+        lines(&dir.path().join("quick_slow")) == ["started", "cancelled"]
+    });
+}
