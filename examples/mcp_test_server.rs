@@ -11,7 +11,8 @@
 //! `MCP_TEST_CHILD_PID_FILE` — each start also starts a `sleep` child (as
 //! servers run by `npx` have children) and appends its pid there;
 //! `MCP_TEST_SLOW_FILE` — each `slow` call appends `started` when it begins
-//! and `cancelled` when a cancellation ends it.
+//! and `cancelled` when a cancellation ends it; `MCP_TEST_LINGER` — keep
+//! running after stdin closes, as a badly behaved server would.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -189,5 +190,8 @@ async fn main() -> anyhow::Result<()> {
         .serve(rmcp::transport::stdio())
         .await?;
     service.waiting().await?;
+    if std::env::var_os("MCP_TEST_LINGER").is_some() {
+        tokio::time::sleep(Duration::from_secs(600)).await;
+    }
     Ok(())
 }

@@ -29,13 +29,26 @@ fn test_server() -> PathBuf {
 /// A config file naming the test server as `test` (its pids, and what its
 /// `slow` tool saw, recorded in `dir`) and any `extra` tables.
 fn config(dir: &Path, extra: &str) -> PathBuf {
+    config_with(dir, extra, "")
+}
+
+/// [`config`], the test server also starting a child process (recorded in
+/// `dir/child_pids`), as servers run by `npx` do.
+fn config_with_children(dir: &Path, extra: &str) -> PathBuf {
+    let env = format!(
+        ", MCP_TEST_CHILD_PID_FILE = {:?}",
+        dir.join("child_pids").display().to_string()
+    );
+    config_with(dir, extra, &env)
+}
+
+fn config_with(dir: &Path, extra: &str, more_env: &str) -> PathBuf {
     let text = format!(
         "[mcp_servers.test]\ncommand = {:?}\ntimeout_s = 20\n\
-         env = {{ MCP_TEST_PID_FILE = {:?}, MCP_TEST_SLOW_FILE = {:?}, MCP_TEST_CHILD_PID_FILE = {:?} }}\n{extra}",
+         env = {{ MCP_TEST_PID_FILE = {:?}, MCP_TEST_SLOW_FILE = {:?}{more_env} }}\n{extra}",
         test_server().display().to_string(),
         dir.join("pids").display().to_string(),
         dir.join("slow").display().to_string(),
-        dir.join("child_pids").display().to_string(),
     );
     let path = dir.join("config.toml");
     std::fs::write(&path, text).unwrap();
@@ -43,11 +56,26 @@ fn config(dir: &Path, extra: &str) -> PathBuf {
 }
 
 fn start(dir: &Path, extra: &str, script: &str) -> Pod {
-    let config = config(dir, extra);
+    start_with(config(dir, extra), script)
+}
+
+fn start_with(config: PathBuf, script: &str) -> Pod {
     Pod::builder()
         .script(script)
         .args(["--config", config.to_str().unwrap()])
         .start()
+}
+
+/// Kills, when dropped, the children the test servers started, whatever
+/// the test did to the pod: a child outlives a server killed under it.
+struct Children(PathBuf);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for pid in lines(&self.0) {
+            let _ = std::process::Command::new("kill").arg(pid).output();
+        }
+    }
 }
 
 fn lines(path: &Path) -> Vec<String> {
@@ -222,7 +250,8 @@ fn a_killed_server_is_restarted_and_the_next_call_works() {
         text_reply("done"),
     ]
     .join("\n");
-    let pod = start(dir.path(), "", &script);
+    let _children = Children(dir.path().join("child_pids"));
+    let pod = start_with(config_with_children(dir.path(), ""), &script);
     let (_, mut c) = wait_for_state(&pod, "test", "ready");
     let (result, _) = run_turn(&mut c, "which pid?");
     let first: u32 = result["output"].as_str().unwrap().parse().unwrap();
@@ -370,7 +399,8 @@ fn a_changed_tool_list_is_followed() {
 #[test]
 fn pod_stop_leaves_no_mcp_server_process_running() {
     let dir = tempfile::tempdir().unwrap();
-    let mut pod = start(dir.path(), "", &text_reply("hi"));
+    let _children = Children(dir.path().join("child_pids"));
+    let mut pod = start_with(config_with_children(dir.path(), ""), &text_reply("hi"));
     wait_for_state(&pod, "test", "ready");
     let server: u32 = lines(&dir.path().join("pids"))[0].parse().unwrap();
     let child: u32 = lines(&dir.path().join("child_pids"))[0].parse().unwrap();
@@ -469,4 +499,24 @@ fn a_call_over_the_servers_timeout_is_an_error_and_the_server_is_told() {
     eventually("the server to be told", Duration::from_secs(5), || {
         lines(&dir.path().join("quick_slow")) == ["started", "cancelled"]
     });
+}
+
+#[test]
+fn a_killed_pod_takes_its_mcp_servers_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // A server that would outlive its stdin closing.
+    let linger = format!(
+        "[mcp_servers.linger]\ncommand = {:?}\nenv = {{ MCP_TEST_LINGER = \"1\", MCP_TEST_PID_FILE = {:?} }}\n",
+        test_server().display().to_string(),
+        dir.path().join("linger_pids").display().to_string(),
+    );
+    let mut pod = start(dir.path(), &linger, &text_reply("hi"));
+    wait_for_state(&pod, "linger", "ready");
+    let server: u32 = lines(&dir.path().join("linger_pids"))[0].parse().unwrap();
+    pod.kill9();
+    eventually(
+        "the server to die with the pod",
+        Duration::from_secs(5),
+        || !alive(server),
+    );
 }

@@ -10,9 +10,9 @@
 //! sees them.
 //!
 //! This is not a shell parser: where it is unsure (an unterminated quote, a
-//! here-document without its end) it says the line is incomplete, and an
-//! incomplete line matches no allow rule either. Erring there only means the
-//! user is asked.
+//! here-document without its end, an arithmetic `((…))`) it says the line
+//! is uncertain, and an uncertain line matches no allow rule either. Erring
+//! there only means the user is asked.
 
 /// One simple command of a line: what a rule's pattern is matched against.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,8 +35,9 @@ pub struct CommandLine {
     /// The line contains `$(`, a backtick, `<(` or `>(` outside single
     /// quotes (or in the body of an unquoted here-document).
     pub substitution: bool,
-    /// A quote, substitution or here-document is left open at the end.
-    pub incomplete: bool,
+    /// The split may not be what bash runs: a quote, substitution or
+    /// here-document is left open at the end, or the line uses `((…))`.
+    pub uncertain: bool,
 }
 
 /// Words that open or continue a compound command: they run nothing
@@ -98,9 +99,22 @@ struct HereDoc {
     expands: bool,
 }
 
+/// What the last unquoted character read was, for the characters whose
+/// meaning depends on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum After {
+    /// A blank or an operator: a word starts here, so `#` is a comment.
+    Break,
+    /// An unescaped `>` or `<`: `&` and `|` continue the redirection
+    /// (`2>&1`, `>|`) instead of separating commands.
+    Redirect,
+    Word,
+}
+
 struct Parser {
     chars: Vec<char>,
     at: usize,
+    after: After,
     stack: Vec<Level>,
     here_docs: Vec<HereDoc>,
     out: CommandLine,
@@ -111,6 +125,7 @@ pub fn parse(line: &str) -> CommandLine {
     let mut p = Parser {
         chars: line.chars().collect(),
         at: 0,
+        after: After::Break,
         stack: vec![Level::new(LevelKind::Top, false)],
         here_docs: Vec::new(),
         out: CommandLine::default(),
@@ -122,12 +137,6 @@ pub fn parse(line: &str) -> CommandLine {
 impl Parser {
     fn peek(&self, ahead: usize) -> Option<char> {
         self.chars.get(self.at + ahead).copied()
-    }
-
-    fn prev(&self) -> Option<char> {
-        self.at
-            .checked_sub(1)
-            .and_then(|i| self.chars.get(i).copied())
     }
 
     fn level(&mut self) -> &mut Level {
@@ -188,10 +197,12 @@ impl Parser {
     fn open(&mut self, kind: LevelKind, substitution: bool) {
         self.out.substitution |= substitution;
         self.stack.push(Level::new(kind, substitution));
+        self.after = After::Break;
     }
 
     fn close(&mut self, closer: &str) {
         self.end_command("");
+        self.after = After::Word;
         if let Some(level) = self.stack.pop() {
             if level.echo_to_parent {
                 self.push_str(closer);
@@ -208,7 +219,7 @@ impl Parser {
             }
         }
         if self.stack.len() > 1 || self.level().dquote || !self.here_docs.is_empty() {
-            self.out.incomplete = true;
+            self.out.uncertain = true;
         }
         while self.stack.len() > 1 {
             self.close("");
@@ -217,6 +228,7 @@ impl Parser {
     }
 
     fn in_double_quotes(&mut self, c: char) {
+        self.after = After::Word;
         match c {
             '"' => {
                 self.push(c);
@@ -238,14 +250,27 @@ impl Parser {
     }
 
     fn unquoted(&mut self, c: char) {
+        let after = std::mem::replace(&mut self.after, After::Word);
         match c {
+            ' ' | '\t' => {
+                self.push(c);
+                self.at += 1;
+                self.after = After::Break;
+            }
             '\'' => self.single_quoted(1),
             '"' => {
                 self.push(c);
                 self.level().dquote = true;
                 self.at += 1;
             }
-            '\\' => self.backslash(),
+            '\\' => {
+                if self.peek(1) == Some('\n') {
+                    // A line continuation: bash joins the lines, so what
+                    // comes next continues what came before.
+                    self.after = after;
+                }
+                self.backslash();
+            }
             '$' if self.peek(1) == Some('\'') => self.single_quoted(2),
             '$' | '<' | '>' if self.peek(1) == Some('(') => {
                 self.push(c);
@@ -256,6 +281,11 @@ impl Parser {
             '`' => self.backtick(),
             '(' => {
                 self.at += 1;
+                if self.peek(0) == Some('(') {
+                    // `((…))` is arithmetic, where `<<` is a shift, not a
+                    // here-document: splitting it as commands could hide one.
+                    self.out.uncertain = true;
+                }
                 self.open(LevelKind::Paren, false);
             }
             ')' => {
@@ -268,28 +298,31 @@ impl Parser {
                     self.end_command(")");
                 }
             }
-            '#' if self.at_word_start() => {
+            '#' if after == After::Break => {
+                self.after = After::Break;
                 while self.peek(0).is_some_and(|c| c != '\n') {
                     self.at += 1;
                 }
             }
-            '&' if matches!(self.prev(), Some('>' | '<')) || self.peek(1) == Some('>') => {
+            '&' if after == After::Redirect || self.peek(1) == Some('>') => {
                 // Part of a redirection: `2>&1`, `<&0`, `&> file`.
                 self.push(c);
                 self.at += 1;
             }
-            '|' if self.prev() == Some('>') => {
+            '|' if after == After::Redirect => {
                 self.push(c);
                 self.at += 1;
             }
             ';' | '&' | '|' => {
                 self.at += 1;
                 self.end_command(&c.to_string());
+                self.after = After::Break;
             }
             '\n' => {
                 self.at += 1;
                 self.end_command("\n");
                 self.here_doc_bodies();
+                self.after = After::Break;
             }
             '>' => {
                 if self.redirects_into_file() {
@@ -297,6 +330,7 @@ impl Parser {
                 }
                 self.push(c);
                 self.at += 1;
+                self.after = After::Redirect;
             }
             '<' if self.peek(1) == Some('<') && self.peek(2) == Some('<') => {
                 self.push_str("<<<");
@@ -307,6 +341,11 @@ impl Parser {
                 self.at += 2;
                 self.here_doc_operator();
             }
+            '<' => {
+                self.push(c);
+                self.at += 1;
+                self.after = After::Redirect;
+            }
             _ => {
                 self.push(c);
                 self.at += 1;
@@ -314,15 +353,8 @@ impl Parser {
         }
     }
 
-    /// `#` starts a comment only where a word starts.
-    fn at_word_start(&self) -> bool {
-        self.prev()
-            .is_none_or(|p| matches!(p, ' ' | '\t' | '\n' | ';' | '&' | '|' | '(' | ')'))
-    }
-
     fn backslash(&mut self) {
         match self.peek(1) {
-            // A line continuation: bash joins the lines.
             Some('\n') => self.at += 2,
             Some(next) => {
                 self.push('\\');
@@ -356,7 +388,7 @@ impl Parser {
                 }
             }
         }
-        self.out.incomplete = true;
+        self.out.uncertain = true;
     }
 
     fn backtick(&mut self) {
@@ -434,7 +466,7 @@ impl Parser {
             }
         }
         if delimiter.is_empty() {
-            self.out.incomplete = true;
+            self.out.uncertain = true;
             return;
         }
         self.here_docs.push(HereDoc {
@@ -451,7 +483,7 @@ impl Parser {
         for doc in std::mem::take(&mut self.here_docs) {
             loop {
                 if self.at >= self.chars.len() {
-                    self.out.incomplete = true;
+                    self.out.uncertain = true;
                     return;
                 }
                 let end = self.chars[self.at..]
@@ -476,16 +508,91 @@ impl Parser {
     }
 }
 
+/// How bash reads one character of a command's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// Unquoted and unescaped: blanks here separate words.
+    Plain,
+    /// Inside quotes or escaped by a backslash: literal.
+    Quoted,
+    /// A quote or an escaping backslash: removed by bash.
+    Syntax,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Quote {
+    Single,
+    /// `$'…'`, where a backslash escapes.
+    AnsiC,
+    Double,
+}
+
+/// The role of each character of `text`, with its byte offset.
+fn roles(text: &str) -> Vec<(usize, char, Role)> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut quote: Option<Quote> = None;
+    let mut escaped = false;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let next = chars.peek().map(|(_, n)| *n);
+        let role = if escaped {
+            escaped = false;
+            Role::Quoted
+        } else {
+            match (quote, c) {
+                (Some(Quote::Single), '\'')
+                | (Some(Quote::AnsiC), '\'')
+                | (Some(Quote::Double), '"') => {
+                    quote = None;
+                    Role::Syntax
+                }
+                (Some(Quote::AnsiC), '\\') => {
+                    escaped = true;
+                    Role::Syntax
+                }
+                (Some(Quote::Double), '\\')
+                    if matches!(next, Some('$' | '`' | '"' | '\\' | '\n')) =>
+                {
+                    escaped = true;
+                    Role::Syntax
+                }
+                (Some(_), _) => Role::Quoted,
+                (None, '\\') => {
+                    escaped = true;
+                    Role::Syntax
+                }
+                (None, '\'') => {
+                    quote = Some(Quote::Single);
+                    Role::Syntax
+                }
+                (None, '"') => {
+                    quote = Some(Quote::Double);
+                    Role::Syntax
+                }
+                (None, '$') if next == Some('\'') => {
+                    chars.next();
+                    out.push((i, c, Role::Syntax));
+                    out.push((i + 1, '\'', Role::Syntax));
+                    quote = Some(Quote::AnsiC);
+                    continue;
+                }
+                (None, _) => Role::Plain,
+            }
+        };
+        out.push((i, c, role));
+    }
+    out
+}
+
 /// Trims `text` and collapses runs of spaces and tabs outside quotes to one
 /// space, so `git  status` and `git status` are the same command. Inner
 /// newlines are kept: they separate commands.
 pub fn collapse(text: &str) -> String {
+    let text = text.trim();
     let mut out = String::with_capacity(text.len());
-    let mut quote: Option<char> = None;
-    let mut escaped = false;
     let mut blank = false;
-    for c in text.trim().chars() {
-        if quote.is_none() && !escaped && matches!(c, ' ' | '\t') {
+    for (_, c, role) in roles(text) {
+        if role == Role::Plain && matches!(c, ' ' | '\t') {
             blank = true;
             continue;
         }
@@ -494,17 +601,27 @@ pub fn collapse(text: &str) -> String {
             blank = false;
         }
         out.push(c);
-        if escaped {
-            escaped = false;
-        } else if c == '\\' && quote != Some('\'') {
-            escaped = true;
-        } else if quote == Some(c) {
-            quote = None;
-        } else if quote.is_none() && matches!(c, '\'' | '"') {
-            quote = Some(c);
-        }
     }
     out
+}
+
+/// `text` with its quotes and escaping backslashes removed, as the program
+/// sees its words: `"rm" -rf` and `r\m -rf` are `rm -rf`. Deny rules are
+/// also tried on this form.
+pub fn dequote(text: &str) -> String {
+    roles(text)
+        .into_iter()
+        .filter(|(_, _, role)| *role != Role::Syntax)
+        .map(|(_, c, _)| c)
+        .collect()
+}
+
+/// The first word of a simple command's text, quotes respected.
+pub fn first_word(text: &str) -> &str {
+    roles(text)
+        .into_iter()
+        .find(|(_, c, role)| *role == Role::Plain && *c == ' ')
+        .map_or(text, |(i, _, _)| &text[..i])
 }
 
 /// Whether `text` matches `pattern`, where `*` stands for any run of
@@ -543,26 +660,6 @@ fn star_match(pattern: &str, text: &str) -> bool {
     p[pi..].iter().all(|c| *c == '*')
 }
 
-/// The first word of a simple command's text, quotes respected.
-pub fn first_word(text: &str) -> &str {
-    let mut quote: Option<char> = None;
-    let mut escaped = false;
-    for (i, c) in text.char_indices() {
-        if escaped {
-            escaped = false;
-        } else if c == '\\' && quote != Some('\'') {
-            escaped = true;
-        } else if quote == Some(c) {
-            quote = None;
-        } else if quote.is_none() && matches!(c, '\'' | '"') {
-            quote = Some(c);
-        } else if quote.is_none() && c == ' ' {
-            return &text[..i];
-        }
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -595,7 +692,7 @@ mod tests {
         let line = r"git status $'\'' ; rm -rf ~ #'";
         let parsed = parse(line);
         assert_eq!(texts(line), [r"git status $'\''", "rm -rf ~"], "{parsed:?}");
-        assert!(!parsed.incomplete);
+        assert!(!parsed.uncertain);
     }
 
     #[test]
@@ -704,6 +801,36 @@ mod tests {
     }
 
     #[test]
+    fn escaped_characters_do_not_act_as_syntax() {
+        // `\ ` is part of the word, so `#` starts no comment and `;` splits.
+        assert_eq!(
+            texts(r"git status\ #; rm -rf ~"),
+            [r"git status\ #", "rm -rf ~"]
+        );
+        // After `\>` the `&` is an operator, not part of a redirection.
+        assert_eq!(
+            texts(r"git status \>& rm -rf ~"),
+            [r"git status \>", "rm -rf ~"]
+        );
+        // A continuation joins `status` and `#`: one word, no comment.
+        assert_eq!(texts("git status\\\n#; rm"), ["git status#", "rm"]);
+        assert_eq!(texts("git status \\\n# a comment"), ["git status"]);
+    }
+
+    #[test]
+    fn arithmetic_is_uncertain() {
+        assert!(parse("((x<<2))\nrm -rf ~\n2").uncertain);
+        assert!(!parse("( (a) )").uncertain);
+    }
+
+    #[test]
+    fn dequoting_and_first_words_follow_bash_quoting() {
+        assert_eq!(dequote(r#""rm" -rf 'a b' c\ d"#), "rm -rf a b c d");
+        assert_eq!(dequote(r"$'it\'s'"), "it's");
+        assert_eq!(collapse(r"echo $'a\'  b'   c"), r"echo $'a\'  b' c");
+    }
+
+    #[test]
     fn line_continuations_join_lines() {
         assert_eq!(texts("cargo \\\n  test"), ["cargo test"]);
     }
@@ -719,21 +846,21 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["cat > notes.md <<'EOF'", "ls"]
         );
-        assert!(!parsed.substitution && !parsed.incomplete);
+        assert!(!parsed.substitution && !parsed.uncertain);
         let expanded = parse("cat <<EOF\n$(rm x)\nEOF");
         assert!(expanded.substitution);
         let indented = parse("cat <<-END\n\tbody\n\tEND\necho done");
         assert_eq!(indented.commands.len(), 2, "{indented:?}");
-        assert!(parse("cat <<EOF\nno end").incomplete);
+        assert!(parse("cat <<EOF\nno end").uncertain);
         assert_eq!(texts("cat <<< 'a; b'"), ["cat <<< 'a; b'"]);
     }
 
     #[test]
-    fn unterminated_input_is_incomplete() {
+    fn unterminated_input_is_uncertain() {
         for line in ["echo 'a", "echo \"a", "echo $(a", "echo `a", "(a; b"] {
-            assert!(parse(line).incomplete, "{line}");
+            assert!(parse(line).uncertain, "{line}");
         }
-        assert!(!parse("echo 'a' \"b\" $(c) `d` (e)").incomplete);
+        assert!(!parse("echo 'a' \"b\" $(c) `d` (e)").uncertain);
     }
 
     #[test]

@@ -204,7 +204,7 @@ impl Policy {
                 }
                 let parsed = bash::parse(&line);
                 match parsed.commands.as_slice() {
-                    [only] if !parsed.substitution && !parsed.incomplete && !only.writes_file => {
+                    [only] if !parsed.substitution && !parsed.uncertain && !only.writes_file => {
                         let word = bash::first_word(&only.text);
                         if word.contains('*') {
                             format!("bash:{line}")
@@ -252,17 +252,30 @@ fn denies(rule: &Rule, tool: &str, subject: &Subject) -> bool {
         return false;
     };
     bash::wildcard_match(pattern, &bash::collapse(line))
-        || bash::parse(line)
-            .commands
-            .iter()
-            .any(|command| bash::wildcard_match(pattern, &command.text))
+        || bash::parse(line).commands.iter().any(|command| {
+            deny_forms(&command.text).any(|text| bash::wildcard_match(pattern, &text))
+        })
+}
+
+/// The forms of a simple command a deny rule is tried on: as written,
+/// without quotes (`"rm" -rf` is `rm -rf`), and with the program's
+/// directory dropped (`/bin/rm -rf` is `rm -rf`). A deny rule is a guard
+/// rail, not a sandbox, but it should not fall to the first quote.
+fn deny_forms(text: &str) -> impl Iterator<Item = String> {
+    let bare = bash::dequote(text);
+    let word = bash::first_word(&bare);
+    let short = word
+        .rsplit_once('/')
+        .map(|(_, program)| format!("{program}{}", &bare[word.len()..]));
+    [text.to_owned(), bare.clone()].into_iter().chain(short)
 }
 
 /// A command line is allowed if a rule is exactly that line (what a
 /// `session` approval of a compound line adds), or if it has no
 /// substitution and each of its simple commands is covered by a rule. A
-/// wildcard never stands for a redirection into a file: a command writing
-/// one is covered only by a pattern that spells out a `>` itself.
+/// wildcard in a command pattern never stands for a redirection into a
+/// file: a command writing one is covered only by a pattern that spells out
+/// a `>` itself, or by `*` alone (all of `bash`).
 fn bash_allowed(line: &str, rules: Vec<&Rule>) -> bool {
     let whole = bash::collapse(line);
     if rules
@@ -272,7 +285,7 @@ fn bash_allowed(line: &str, rules: Vec<&Rule>) -> bool {
         return true;
     }
     let parsed = bash::parse(line);
-    if parsed.substitution || parsed.incomplete || parsed.commands.is_empty() {
+    if parsed.substitution || parsed.uncertain || parsed.commands.is_empty() {
         return false;
     }
     parsed.commands.iter().all(|command| {
@@ -284,7 +297,7 @@ fn bash_allowed(line: &str, rules: Vec<&Rule>) -> bool {
             } else {
                 return false;
             };
-            (!command.writes_file || pattern.contains('>'))
+            (!command.writes_file || pattern == "*" || pattern.contains('>'))
                 && bash::wildcard_match(pattern, &command.text)
         })
     })

@@ -52,6 +52,11 @@ const TO_NULL: (&str, &str) = ("bash", r#"{"command":"cargo test 2>&1 >/dev/null
 const MAKE: (&str, &str) = ("bash", r#"{"command":"cd src && make"}"#);
 const MAKE_MORE: (&str, &str) = ("bash", r#"{"command":"cd src && make install"}"#);
 const HIDDEN_RM: (&str, &str) = ("bash", r#"{"command":"echo $(rm -rf x)"}"#);
+const QUOTED_RM: (&str, &str) = ("bash", r#"{"command":"ls; \"rm\" -rf x"}"#);
+const PATH_RM: (&str, &str) = ("bash", r#"{"command":"/bin/r\\m -rf x"}"#);
+const ESCAPED_HASH: (&str, &str) = ("bash", r#"{"command":"git status\\ #; rm -rf ~"}"#);
+const ESCAPED_GT: (&str, &str) = ("bash", r#"{"command":"git status \\>& rm -rf ~"}"#);
+const ARITH: (&str, &str) = ("bash", r#"{"command":"((x<<2))\nrm -rf ~\n2"}"#);
 const CARGO_BARE: (&str, &str) = ("bash", r#"{"command":"cargo"}"#);
 
 const NONE: &[&str] = &[];
@@ -128,6 +133,13 @@ const TABLE: &[Row] = &[
     (Ask, CARGO_BARE, &["bash:cargo *"], NONE, NONE, Enforced, Runs),
     (Ask, REDIRECT, &["bash:cat *"], NONE, NONE, Enforced, Asks("mode:ask")),
     (Ask, REDIRECT, &["bash:cat * > *"], NONE, NONE, Enforced, Runs),
+    (Ask, REDIRECT, &["bash"], NONE, NONE, Enforced, Runs),
+    (Ask, REDIRECT, &["*"], NONE, NONE, Enforced, Runs),
+    (Ask, ESCAPED_HASH, &["bash:git status*"], NONE, NONE, Enforced, Asks("mode:ask")),
+    (Ask, ESCAPED_GT, &["bash:git status*"], NONE, NONE, Enforced, Asks("mode:ask")),
+    (Ask, ARITH, &["bash:x*", "bash:2"], NONE, NONE, Enforced, Asks("mode:ask")),
+    (Auto, QUOTED_RM, NONE, &["bash:rm *"], NONE, Enforced, Denied("bash:rm *")),
+    (Auto, PATH_RM, NONE, &["bash:rm *"], NONE, Enforced, Denied("bash:rm *")),
     (Ask, TO_NULL, &["bash:cargo *"], NONE, NONE, Enforced, Runs),
     (Ask, MAKE, NONE, NONE, &["bash:cd src && make"], Enforced, Runs),
     (Ask, MAKE_MORE, NONE, NONE, &["bash:cd src && make"], Enforced, Asks("mode:ask")),

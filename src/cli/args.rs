@@ -11,6 +11,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::protocol::SandboxMode;
+use crate::tools::Switch;
+
 #[derive(Debug, Parser)]
 #[command(name = "pod", version, propagate_version = true, about = "A single-binary LLM agent pod.", long_about = None)]
 pub struct Cli {
@@ -120,6 +123,15 @@ pub struct ServeArgs {
     /// Deny calls matching RULE in every mode; repeatable.
     #[arg(long, value_name = "RULE", value_parser = parse_rule)]
     pub deny: Vec<crate::approval::Rule>,
+    /// What `bash` commands may write: the workspace and temp dirs, nothing, or anything
+    /// (docs/sandbox.md).
+    #[arg(long, env = "POD_SANDBOX", value_enum, default_value_t = SandboxMode::WorkspaceWrite,
+          value_name = "MODE")]
+    pub sandbox: SandboxMode,
+    /// Whether `bash` commands may open network (TCP) connections.
+    #[arg(long, env = "POD_SANDBOX_NETWORK", value_enum, default_value_t = Switch::On,
+          value_name = "on|off")]
+    pub sandbox_network: Switch,
 }
 
 fn parse_approval(s: &str) -> Result<crate::protocol::ApprovalMode, String> {

@@ -10,7 +10,7 @@ use super::args::ServeArgs;
 use super::{ConfigFile, Paths};
 use crate::pod::{ConnectionLimits, ServeConfig, Thresholds};
 use crate::provider::{self, ProviderConfig};
-use crate::tools::ToolLimits;
+use crate::tools::{SandboxPolicy, Switch, ToolLimits};
 
 pub fn run(
     name: &str,
@@ -50,6 +50,10 @@ pub fn run(
         },
         tools: ToolLimits {
             bash_timeout: Duration::from_secs(args.bash_timeout),
+            sandbox: SandboxPolicy {
+                mode: args.sandbox,
+                network: args.sandbox_network == Switch::On,
+            },
             ..ToolLimits::default()
         },
         mcp_servers: config.mcp_servers,

@@ -32,7 +32,7 @@ use serde::Deserialize;
 
 pub use crate::protocol::{McpServerInfo, McpState};
 pub use names::tool_name;
-pub use registry::{McpChange, McpRegistry};
+pub use registry::{McpChange, McpRegistry, McpSupervisors};
 
 /// One `[mcp_servers.NAME]` table.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

@@ -87,6 +87,23 @@ struct Server {
     process: ProcessSlot,
 }
 
+/// The supervisors of a new registry, not yet started.
+pub struct McpSupervisors {
+    supervisors: Vec<Supervisor>,
+    changes: mpsc::UnboundedReceiver<McpChange>,
+}
+
+impl McpSupervisors {
+    /// Starts every server (in the current actix system). Each state change
+    /// is sent on the returned channel, in order.
+    pub fn start(self) -> mpsc::UnboundedReceiver<McpChange> {
+        for supervisor in self.supervisors {
+            supervisor.start();
+        }
+        self.changes
+    }
+}
+
 /// The pod's MCP servers. Cheap to clone; an empty one has no servers.
 #[derive(Clone, Default)]
 pub struct McpRegistry {
@@ -94,27 +111,27 @@ pub struct McpRegistry {
 }
 
 impl McpRegistry {
-    /// Starts one supervisor per server (in the current actix system).
-    /// Every state change is sent on the returned channel, in order.
-    pub fn start(
+    /// The registry of these servers, all `starting`, and their
+    /// supervisors, to be started once the actix system runs.
+    pub fn new(
         configs: &BTreeMap<String, McpServerConfig>,
         workspace: &Path,
-    ) -> (McpRegistry, mpsc::UnboundedReceiver<McpChange>) {
+    ) -> (McpRegistry, McpSupervisors) {
         let (changes, receiver) = mpsc::unbounded_channel();
+        let mut supervisors = Vec::with_capacity(configs.len());
         let servers = configs
             .iter()
             .map(|(name, config)| {
                 let (state, receiver) = watch::channel(ServerState::starting());
                 let process = ProcessSlot::default();
-                Supervisor::new(
+                supervisors.push(Supervisor::new(
                     name.clone(),
                     config.clone(),
                     workspace.to_owned(),
                     state,
                     changes.clone(),
                     process.clone(),
-                )
-                .start();
+                ));
                 Server {
                     name: name.clone(),
                     prefix: names::prefix(name),
@@ -127,7 +144,11 @@ impl McpRegistry {
         let registry = McpRegistry {
             servers: Arc::new(servers),
         };
-        (registry, receiver)
+        let supervisors = McpSupervisors {
+            supervisors,
+            changes: receiver,
+        };
+        (registry, supervisors)
     }
 
     /// Every server, in name order, for the greeting.

@@ -12,7 +12,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::broadcaster::{Broadcaster, McpServerChanged};
+use super::broadcaster::{Broadcaster, McpServerChanged, Published};
 use super::compaction::Thresholds;
 use super::compactor::Compactor;
 use super::connection::Connection;
@@ -22,12 +22,12 @@ use super::job::{JobEnv, JobState, WorkerConfig};
 use super::session_log::{Dirs, SessionLog};
 use super::worker::{Stop, Worker};
 use super::{ConnectionLimits, Hub};
-use crate::approval::{Policy, Rule, SandboxGate};
+use crate::approval::{Policy, Rule};
 use crate::context::Conversation;
 use crate::input::Resolvers;
 use crate::mcp::{McpChange, McpRegistry, McpServerConfig};
 use crate::protocol::ApprovalMode;
-use crate::protocol::{Greeting, LogEntry, LogLine};
+use crate::protocol::{Event, Greeting, Level, LogEntry, LogLine};
 use crate::provider::Provider;
 use crate::store::{pointer, LogFile};
 use crate::tools::{ToolLimits, Toolbox};
@@ -72,21 +72,33 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let pointer_path = pointer::path(&pods_dir, &config.name);
     let (file, session_id, recovered) =
         open_session(&sessions_dir, &pointer_path, config.new_session)?;
+    let (mcp, mcp_supervisors) = McpRegistry::new(&config.mcp_servers, workspace.root());
+    let toolbox =
+        Arc::new(Toolbox::new(workspace.clone(), config.tools.clone()).with_mcp(mcp.clone()));
     eprintln!(
-        "pod {:?}: session {session_id} ({} entries), provider {} (model {}), socket {}",
+        "pod {:?}: session {session_id} ({} entries), provider {} (model {}), {}, socket {}",
         config.name,
         recovered.lines.len(),
         config.provider.name(),
         config.provider.model(),
+        toolbox.sandbox().summary(),
         config.socket.display()
     );
+    if let Some(reason) = toolbox.sandbox().unavailable_reason() {
+        tracing::warn!("{reason}");
+        eprintln!(
+            "warning: {reason}. bash commands are not confined as --sandbox asks; see \
+             docs/sandbox.md"
+        );
+    }
 
     descendants::become_subreaper();
     let system = actix_rt::System::new();
     let socket = config.socket.clone();
+    let mcp_servers_at_start = mcp.servers();
     let result = system.block_on(async move {
         let listener = bind(&config.socket)?;
-        let (mcp, mcp_changes) = McpRegistry::start(&config.mcp_servers, workspace.root());
+        let mcp_changes = mcp_supervisors.start();
         let greeting = Greeting {
             pod: config.name.clone(),
             version: env!("CARGO_PKG_VERSION").into(),
@@ -96,8 +108,8 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             workspace: workspace.root().display().to_string(),
             pid: std::process::id(),
             approval: config.approval,
-            sandbox: Default::default(),
-            mcp_servers: mcp.servers(),
+            sandbox: toolbox.sandbox().info(),
+            mcp_servers: mcp_servers_at_start,
         };
         let broadcaster = Broadcaster::new(greeting).start();
         actix_rt::spawn(announce_mcp(mcp_changes, broadcaster.clone()));
@@ -112,14 +124,22 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             SessionLog::new(file, session_id, mirror, log_broadcaster, dirs, faults)
         });
         let compactor = Compactor::new(config.provider.clone()).start();
-        let toolbox =
-            Arc::new(Toolbox::new(workspace.clone(), config.tools.clone()).with_mcp(mcp.clone()));
+        if let Some(reason) = toolbox.sandbox().unavailable_reason() {
+            broadcaster.do_send(Published::Event(Box::new(Event::Notification {
+                level: Level::Warn,
+                source: "sandbox".into(),
+                message: format!(
+                    "{reason}: bash commands are not confined as --sandbox asks, so mode auto \
+                     asks before each one (see docs/sandbox.md)"
+                ),
+            })));
+        }
         let (paused_tx, paused) = Worker::pause_channel();
         let policy = Policy {
             mode: config.approval,
             allow: config.allow,
             deny: config.deny,
-            sandbox: SandboxGate::Off,
+            sandbox: toolbox.sandbox().gate(),
             workspace_root: workspace.root().to_path_buf(),
         };
         let state = JobState::new(policy, config.provider.model().to_owned());
@@ -151,13 +171,10 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         actix_rt::spawn(accept_loop(listener, hub));
         actix_rt::spawn(descendants::reap_orphans());
         actix_rt::spawn(stop_on_signal(worker));
-        anyhow::Ok(mcp)
+        anyhow::Ok(())
     });
-    let run = result.and_then(|mcp| {
-        let run = system.run().context("the pod's event loop failed");
-        mcp.shutdown();
-        run
-    });
+    let run = result.and_then(|()| system.run().context("the pod's event loop failed"));
+    mcp.shutdown();
     let _ = std::fs::remove_file(&socket);
     run
 }

@@ -9,6 +9,7 @@
 mod bash;
 mod cap;
 mod fs;
+mod sandbox;
 mod search;
 
 use std::path::PathBuf;
@@ -25,6 +26,7 @@ use crate::workspace::Workspace;
 pub(crate) use cap::floor_char_boundary;
 pub use cap::{cap, CapBuffer};
 pub(crate) use fs::looks_binary;
+pub use sandbox::{Rules, Sandbox, SandboxPolicy, Switch};
 
 /// Names of MCP tools start with this; no built-in tool's does.
 const MCP_PREFIX: &str = "mcp__";
@@ -35,6 +37,8 @@ pub struct ToolLimits {
     pub bash_timeout: Duration,
     /// Output longer than this is cut to its head and tail, with a marker.
     pub output_cap_bytes: usize,
+    /// How `bash` commands are confined (and whether file edits are allowed).
+    pub sandbox: SandboxPolicy,
 }
 
 impl Default for ToolLimits {
@@ -42,6 +46,7 @@ impl Default for ToolLimits {
         Self {
             bash_timeout: Duration::from_secs(120),
             output_cap_bytes: 32 * 1024,
+            sandbox: SandboxPolicy::default(),
         }
     }
 }
@@ -78,6 +83,7 @@ impl ToolOutcome {
 pub struct Toolbox {
     workspace: Workspace,
     limits: ToolLimits,
+    sandbox: Sandbox,
     /// The MCP servers' tools (`mcp__SERVER__TOOL`), if any are configured.
     mcp: Option<McpRegistry>,
 }
@@ -87,10 +93,13 @@ pub struct Toolbox {
 type BlockingTool<A> = fn(&Workspace, A, &CancellationToken) -> ToolOutcome;
 
 impl Toolbox {
+    /// Also measures what this kernel enforces of the sandbox policy, once.
     pub fn new(workspace: Workspace, limits: ToolLimits) -> Self {
+        let sandbox = Sandbox::new(limits.sandbox, workspace.root());
         Self {
             workspace,
             limits,
+            sandbox,
             mcp: None,
         }
     }
@@ -99,6 +108,16 @@ impl Toolbox {
     pub fn with_mcp(mut self, registry: McpRegistry) -> Self {
         self.mcp = Some(registry);
         self
+    }
+
+    /// The MCP registry, for a name that is an MCP tool's.
+    fn mcp_for(&self, name: &str) -> Option<&McpRegistry> {
+        self.mcp.as_ref().filter(|_| name.starts_with(MCP_PREFIX))
+    }
+
+    /// The `bash` sandbox: what was asked for and what is enforced.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
     }
 
     /// The tools offered to the model, with JSON Schemas of their arguments:
@@ -119,11 +138,6 @@ impl Toolbox {
             specs.extend(mcp.specs());
         }
         specs
-    }
-
-    /// The MCP registry, for a name that is an MCP tool's.
-    fn mcp_for(&self, name: &str) -> Option<&McpRegistry> {
-        self.mcp.as_ref().filter(|_| name.starts_with(MCP_PREFIX))
     }
 
     /// Checks a call before anyone is asked about it: an unknown tool,
@@ -176,20 +190,37 @@ impl Toolbox {
         cancel: CancellationToken,
         output: OutputSink,
     ) -> ToolOutcome {
-        let outcome = match (self.mcp_for(name), name) {
-            (Some(mcp), _) => mcp.call(name, arguments, cancel).await,
-            (None, fs::READ_FILE) => self.blocking(name, arguments, cancel, fs::read_file).await,
-            (None, fs::LIST_DIR) => self.blocking(name, arguments, cancel, fs::list_dir).await,
-            (None, fs::WRITE_FILE) => self.blocking(name, arguments, cancel, fs::write_file).await,
-            (None, fs::EDIT_FILE) => self.blocking(name, arguments, cancel, fs::edit_file).await,
-            (None, search::GLOB) => self.blocking(name, arguments, cancel, search::glob).await,
-            (None, search::GREP) => self.blocking(name, arguments, cancel, search::grep).await,
-            (None, bash::BASH) => match parse_args(name, arguments) {
-                Ok(args) => bash::run(&self.workspace, &self.limits, args, cancel, output).await,
+        if let Some(mcp) = self.mcp_for(name) {
+            let outcome = mcp.call(name, arguments, cancel).await;
+            return self.capped(outcome);
+        }
+        let outcome = match name {
+            fs::WRITE_FILE | fs::EDIT_FILE if !self.sandbox.policy().allows_file_edits() => {
+                ToolOutcome::error(format!(
+                    "{name} refused: the pod runs with --sandbox read-only, which allows no file \
+                     changes. Tell the user; they can restart the pod with --sandbox \
+                     workspace-write to allow edits in the workspace."
+                ))
+            }
+            fs::READ_FILE => self.blocking(name, arguments, cancel, fs::read_file).await,
+            fs::LIST_DIR => self.blocking(name, arguments, cancel, fs::list_dir).await,
+            fs::WRITE_FILE => self.blocking(name, arguments, cancel, fs::write_file).await,
+            fs::EDIT_FILE => self.blocking(name, arguments, cancel, fs::edit_file).await,
+            search::GLOB => self.blocking(name, arguments, cancel, search::glob).await,
+            search::GREP => self.blocking(name, arguments, cancel, search::grep).await,
+            bash::BASH => match parse_args(name, arguments) {
+                Ok(args) => {
+                    let sandbox = &self.sandbox;
+                    bash::run(&self.workspace, &self.limits, sandbox, args, cancel, output).await
+                }
                 Err(e) => e,
             },
-            (None, _) => self.unknown(name),
+            _ => self.unknown(name),
         };
+        self.capped(outcome)
+    }
+
+    fn capped(&self, outcome: ToolOutcome) -> ToolOutcome {
         ToolOutcome {
             output: cap(&outcome.output, self.limits.output_cap_bytes),
             is_error: outcome.is_error,
