@@ -106,12 +106,20 @@ impl Connection {
             Method::Compact => worker.do_send(worker::Control::Compact(client)),
             Method::Shutdown => worker.do_send(worker::Control::Shutdown(client)),
             Method::ListCompletions { prefix, .. } => {
-                let completions = self.hub.workspace.completions(&prefix, 200);
-                self.reply(Event::Response(Response {
-                    request_id,
-                    completions: Some(completions),
-                    ..Response::default()
-                }));
+                // A directory walk: on the blocking pool, never on the
+                // thread every client shares.
+                let workspace = self.hub.workspace.clone();
+                let outbox = self.outbox.clone();
+                tokio::task::spawn_blocking(move || workspace.completions(&prefix, 200))
+                    .into_actor(self)
+                    .map(move |completions, _, _| {
+                        outbox.push_event(&Event::Response(Response {
+                            request_id,
+                            completions: Some(completions.unwrap_or_default()),
+                            ..Response::default()
+                        }));
+                    })
+                    .spawn(ctx);
             }
             Method::GetSession { session_id } => {
                 let outbox = self.outbox.clone();

@@ -29,7 +29,7 @@ use crate::mcp::{McpChange, McpRegistry, McpServerConfig};
 use crate::protocol::ApprovalMode;
 use crate::protocol::{Event, Greeting, Level, LogEntry, LogLine};
 use crate::provider::Provider;
-use crate::store::{pointer, LogFile};
+use crate::store::{pod_socket, pointer, LogFile};
 use crate::tools::{ToolLimits, Toolbox};
 use crate::workspace::Workspace;
 use std::cell::RefCell;
@@ -98,6 +98,9 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let mcp_servers_at_start = mcp.servers();
     let result = system.block_on(async move {
         let listener = bind(&config.socket)?;
+        if let Err(e) = pod_socket::record(&pods_dir, &config.name, &config.socket) {
+            tracing::warn!("cannot record the socket path for `pod list`: {e}");
+        }
         let mcp_changes = mcp_supervisors.start();
         let greeting = Greeting {
             pod: config.name.clone(),
