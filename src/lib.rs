@@ -10,6 +10,7 @@ pub mod cli;
 pub mod client;
 pub mod context;
 pub mod input;
+pub mod mcp;
 pub mod pod;
 pub mod private;
 pub mod protocol;
