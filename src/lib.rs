@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod client;
+pub mod completion;
 pub mod context;
 pub mod input;
 pub mod pod;

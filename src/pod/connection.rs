@@ -67,11 +67,12 @@ impl Connection {
             Method::Resume => worker.do_send(worker::Control::Resume(client)),
             Method::Compact => worker.do_send(worker::Control::Compact(client)),
             Method::Shutdown => worker.do_send(worker::Control::Shutdown(client)),
-            Method::ListCompletions { prefix, .. } => {
-                let completions = self.hub.workspace.completions(&prefix, 200);
+            Method::ListCompletions { kind, prefix } => {
+                let items = crate::completion::completions(&self.hub.workspace, kind, &prefix, 200);
                 self.reply(Event::Response(Response {
                     request_id,
-                    completions: Some(completions),
+                    completions: Some(items.iter().map(|i| i.value.clone()).collect()),
+                    items: Some(items),
                     ..Response::default()
                 }));
             }

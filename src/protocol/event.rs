@@ -189,6 +189,17 @@ pub struct Response {
     /// `get_session`: that session's log lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entries: Option<Vec<LogLine>>,
+    /// `list_completions`: the completions with their kind and description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<Vec<CompletionItem>>,
+}
+
+/// One completion with what a menu shows beside it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompletionItem {
+    pub value: String,
+    pub kind: String,
+    pub detail: Option<String>,
 }
 
 impl Event {

@@ -46,6 +46,8 @@ pub enum Method {
 #[serde(rename_all = "snake_case")]
 pub enum CompletionKind {
     File,
+    Knowledge,
+    Workflow,
 }
 
 const METHOD_TYPES: &[&str] = &[

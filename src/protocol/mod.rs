@@ -8,7 +8,7 @@ mod segment;
 
 pub use entry::{AssistantItem, InjectedItem, LogEntry, LogLine, ToolResult, TurnEndReason, Usage};
 pub use event::{
-    CompactReason, ErrorCode, Event, Greeting, InFlight, Level, PodState, Response, Snapshot,
+    CompactReason, CompletionItem, ErrorCode, Event, Greeting, InFlight, Level, PodState, Response, Snapshot,
     Status, PROTOCOL_VERSION,
 };
 pub use method::{CompletionKind, FrameError, Method, Request};
