@@ -127,7 +127,10 @@ mod tests {
             fs::create_dir_all(p.parent().unwrap()).unwrap();
             fs::write(p, text).unwrap();
         };
-        write(".pod/workflows/review.md", "\n\n## Review a change  \n\nSteps…");
+        write(
+            ".pod/workflows/review.md",
+            "\n\n## Review a change  \n\nSteps…",
+        );
         write(".pod/workflows/release.md", "Cut a release");
         write(".pod/workflows/empty.md", "");
         write(".pod/workflows/notes.txt", "not markdown");

@@ -8,8 +8,8 @@ mod segment;
 
 pub use entry::{AssistantItem, InjectedItem, LogEntry, LogLine, ToolResult, TurnEndReason, Usage};
 pub use event::{
-    CompactReason, CompletionItem, ErrorCode, Event, Greeting, InFlight, Level, PodState, Response, Snapshot,
-    Status, PROTOCOL_VERSION,
+    CompactReason, CompletionItem, ErrorCode, Event, Greeting, InFlight, Level, PodState, Response,
+    Snapshot, Status, PROTOCOL_VERSION,
 };
 pub use method::{CompletionKind, FrameError, Method, Request};
 pub use segment::{Segment, SegmentView};

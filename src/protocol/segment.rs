@@ -62,6 +62,20 @@ impl Segment {
         Self::from_pairs("file_ref", [("path", Value::String(path.into()))])
     }
 
+    pub fn knowledge_ref(slug: impl Into<String>) -> Self {
+        Self::from_pairs("knowledge_ref", [("slug", Value::String(slug.into()))])
+    }
+
+    pub fn workflow_invoke(slug: impl Into<String>, args: impl Into<String>) -> Self {
+        Self::from_pairs(
+            "workflow_invoke",
+            [
+                ("slug", Value::String(slug.into())),
+                ("args", Value::String(args.into())),
+            ],
+        )
+    }
+
     fn from_pairs<const N: usize>(kind: &str, pairs: [(&str, Value); N]) -> Self {
         let mut raw = Map::new();
         raw.insert("type".into(), Value::String(kind.into()));

@@ -12,14 +12,16 @@ use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyM
 use crossterm::event::{MouseEvent, MouseEventKind};
 use ratatui::Frame;
 
-use super::composer::{Atom, Composer};
+use super::commands::{self, Builtin};
+use super::composer::{Atom, Composer, MenuItem, TokenKind};
 use super::connection::{ConnEvent, ConnectionState, Outgoing};
-use super::conversation::{Applied, Conversation};
+use super::conversation::{short_id, Applied, Conversation};
 use super::layout_cache::LayoutCache;
+use super::overlay::{self, Overlay};
 use super::viewport::Viewport;
 use crate::protocol::{
-    CompletionKind, Event, Greeting, Level, LogEntry, Method, PodState, Request, Response, Status,
-    Usage,
+    CompletionKind, Event, Greeting, Level, LogEntry, Method, PodState, Request, Response, Segment,
+    SegmentView, Status, Usage,
 };
 
 /// Two Ctrl+C within this long quit.
@@ -40,6 +42,14 @@ pub struct App {
     pub(crate) spinner: usize,
     /// A one-line hint shown in the status bar until the next key.
     pub(crate) flash: Option<String>,
+    /// The screen drawn over the conversation, taking the keys.
+    pub(crate) overlay: Option<Overlay>,
+    /// The workspace's workflows as the pod last listed them: what a
+    /// `/name` may call besides the built-in commands.
+    pub(crate) workflows: Vec<MenuItem>,
+    /// The `list_completions` asking for every workflow, sent on each
+    /// snapshot (the workspace may have changed while we were away).
+    workflows_request: Option<String>,
     pub(crate) now: Instant,
     /// Size of the conversation area at the last draw, for paging.
     pub(crate) view_size: (u16, u16),
@@ -69,6 +79,9 @@ impl App {
             connection: ConnectionState::Connecting,
             spinner: 0,
             flash: None,
+            overlay: None,
+            workflows: Vec::new(),
+            workflows_request: None,
             now,
             view_size: (80, 20),
             last_spin: now,
@@ -87,6 +100,10 @@ impl App {
 
     pub fn composer(&self) -> &Composer {
         &self.composer
+    }
+
+    pub fn overlay(&self) -> Option<&Overlay> {
+        self.overlay.as_ref()
     }
 
     pub fn connection(&self) -> ConnectionState {
@@ -206,6 +223,8 @@ impl App {
             });
             self.conversation.load_snapshot(snapshot);
             self.viewport.end();
+            let id = self.list(CompletionKind::Workflow, String::new());
+            self.workflows_request = Some(id);
             return;
         }
         if self.connection != ConnectionState::Connected {
@@ -246,12 +265,60 @@ impl App {
         if let Some(id) = &response.request_id {
             self.unconfirmed.remove(id);
         }
-        if let (Some(id), Some(items)) = (&response.request_id, response.completions) {
-            self.composer.set_completions(id, items);
+        if let Some(id) = &response.request_id {
+            let items = response.items.map(|items| {
+                items
+                    .into_iter()
+                    .map(|i| MenuItem {
+                        value: i.value,
+                        detail: i.detail,
+                        builtin: false,
+                    })
+                    .collect::<Vec<_>>()
+            });
+            // A pod that predates `items` sends the bare values.
+            let items = items.or_else(|| {
+                response.completions.map(|values| {
+                    values
+                        .into_iter()
+                        .map(|value| MenuItem {
+                            value,
+                            detail: None,
+                            builtin: false,
+                        })
+                        .collect()
+                })
+            });
+            if let Some(items) = items {
+                self.on_completions(id, items);
+            }
         }
         if let (Some(queued), Some(status)) = (response.queued, &mut self.status) {
             status.queued = status.queued.max(queued);
         }
+    }
+
+    /// Candidates for the menu, or the workflow list asked for on attach.
+    /// Workflows a `/` menu lists are remembered too, so that a workflow
+    /// created since the attach can be called at once.
+    fn on_completions(&mut self, id: &str, items: Vec<MenuItem>) {
+        if self.workflows_request.as_deref() == Some(id) {
+            self.workflows_request = None;
+            self.workflows = items;
+            return;
+        }
+        let is_command_menu = self
+            .composer
+            .completion()
+            .is_some_and(|c| c.request_id == id && c.token.kind == TokenKind::Command);
+        if is_command_menu {
+            for item in &items {
+                if !self.workflows.iter().any(|w| w.value == item.value) {
+                    self.workflows.push(item.clone());
+                }
+            }
+        }
+        self.composer.set_completions(id, items);
     }
 
     pub fn on_terminal(&mut self, event: TermEvent) {
@@ -293,6 +360,20 @@ impl App {
         if !(ctrl && key.code == KeyCode::Char('c')) {
             self.flash = None;
         }
+        if let Some(overlay) = &mut self.overlay {
+            match key.code {
+                KeyCode::Char('c') if ctrl => self.ctrl_c(),
+                KeyCode::Char('d') if ctrl => self.quit = true,
+                _ => {
+                    let page = usize::from(self.view_size.1).saturating_sub(2).max(1);
+                    match overlay.on_key(key, page) {
+                        overlay::Action::None => {}
+                        overlay::Action::Close => self.overlay = None,
+                    }
+                }
+            }
+            return;
+        }
         match key.code {
             KeyCode::Char('c') if ctrl => self.ctrl_c(),
             KeyCode::Char('d') if ctrl => self.quit = true,
@@ -304,9 +385,17 @@ impl App {
             KeyCode::Char('l') if ctrl => self.viewport.end(),
             KeyCode::Enter if alt || shift => self.composer.insert_newline(),
             KeyCode::Enter | KeyCode::Tab if self.composer.completion_open() => {
-                self.composer.accept_completion()
+                let accepted = self.composer.accept_completion();
+                if let (KeyCode::Enter, Some((TokenKind::Command, item))) = (key.code, accepted) {
+                    if commands::builtin(&item.value).is_some_and(Builtin::runs_on_accept) {
+                        self.submit();
+                    }
+                }
             }
             KeyCode::Enter => self.submit(),
+            KeyCode::Char('?') if self.composer.is_empty() => {
+                self.overlay = Some(Overlay::Help { scroll: 0 })
+            }
             KeyCode::Esc if self.composer.completion_open() => self.composer.dismiss_completion(),
             KeyCode::Esc => self.cancel(),
             KeyCode::Up | KeyCode::Down if alt => self.select_tool(key.code == KeyCode::Up),
@@ -341,21 +430,31 @@ impl App {
         self.refresh_completion();
     }
 
-    /// Asks the pod for path candidates when the `@` token changed.
+    /// Asks the pod for candidates when the token under the cursor changed.
     fn refresh_completion(&mut self) {
         let next = &mut self.next_request;
-        let prefix = self.composer.refresh_completion(|| {
+        let token = self.composer.refresh_completion(|| {
             *next += 1;
             format!("tui-{next}")
         });
-        if let (Some(prefix), Some(c)) = (prefix, self.composer.completion()) {
+        if let (Some(token), Some(c)) = (token, self.composer.completion()) {
+            let kind = match token.kind {
+                TokenKind::Command => CompletionKind::Workflow,
+                TokenKind::File => CompletionKind::File,
+                TokenKind::Knowledge => CompletionKind::Knowledge,
+            };
             let method = Method::ListCompletions {
-                kind: CompletionKind::File,
-                prefix,
+                kind,
+                prefix: token.prefix,
             };
             let request = Request::with_id(method, c.request_id.clone());
             self.outbox.push(Outgoing::Request(request));
         }
+    }
+
+    /// Sends a `list_completions` and returns its `request_id`.
+    fn list(&mut self, kind: CompletionKind, prefix: String) -> String {
+        self.send(Method::ListCompletions { kind, prefix })
     }
 
     fn select_tool(&mut self, back: bool) {
@@ -385,20 +484,32 @@ impl App {
         self.flash = Some("Ctrl+C again to quit (the pod keeps running)".into());
     }
 
+    /// Sends the message, or runs the command it is.
+    ///
+    /// A message starting with `/name` is a built-in command (run here,
+    /// never sent as text), a workflow (sent as a `workflow_invoke` with
+    /// the rest of the line as its arguments), or refused in place with a
+    /// hint. `//name …` sends `/name …` as text.
     fn submit(&mut self) {
-        match self.composer.plain_text().as_deref().map(str::trim) {
-            Some("/quit") => {
-                self.quit = true;
-                return;
+        let segments = match self.composer.command_line() {
+            Some(line) => {
+                if let Some(builtin) = commands::builtin(&line.name) {
+                    self.run_builtin(builtin, &line.args);
+                    return;
+                }
+                if !self.workflows.iter().any(|w| w.value == line.name) {
+                    self.flash = Some(format!(
+                        "unknown command /{}: type / for the commands and workflows, // to send a leading /",
+                        line.name
+                    ));
+                    return;
+                }
+                let mut segments = vec![Segment::workflow_invoke(line.name, line.args)];
+                segments.extend(line.rest);
+                segments
             }
-            Some("/compact") => {
-                self.send(Method::Compact);
-                self.composer.finish_submit();
-                return;
-            }
-            _ => {}
-        }
-        let segments = self.composer.segments();
+            None => unescape_slash(self.composer.segments()),
+        };
         if segments.is_empty() {
             return;
         }
@@ -412,4 +523,74 @@ impl App {
         self.composer.finish_submit();
         self.viewport.end();
     }
+
+    /// Runs a built-in command. The input box is cleared (the command goes
+    /// into the history) unless the command could not be carried out.
+    fn run_builtin(&mut self, builtin: &Builtin, args: &str) {
+        match builtin.name {
+            "help" => self.overlay = Some(Overlay::Help { scroll: 0 }),
+            "status" => {
+                let text = self.status_report();
+                self.conversation.push_notice(Level::Info, text);
+                self.viewport.end();
+            }
+            "compact" => {
+                self.send(Method::Compact);
+            }
+            "clear" => {
+                self.conversation.clear();
+                self.viewport.end();
+            }
+            "quit" => self.quit = true,
+            other => {
+                self.flash = Some(format!("/{other} is not available in this version"));
+                return;
+            }
+        }
+        let _ = args;
+        self.composer.finish_submit();
+    }
+
+    /// What `/status` shows: the pod's latest greeting and status.
+    fn status_report(&self) -> String {
+        let mut lines = vec!["[status]".to_owned()];
+        let mut row = |label: &str, value: String| lines.push(format!("  {label:<9} {value}"));
+        match &self.greeting {
+            Some(g) => row(
+                "pod",
+                format!(
+                    "{} (pid {}, version {}) in {}",
+                    g.pod, g.pid, g.version, g.workspace
+                ),
+            ),
+            None => row("pod", format!("{} (not connected yet)", self.pod_name)),
+        }
+        if let Some(status) = self.status {
+            let state = serde_json::to_value(status.state)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_else(|| "unknown".into());
+            row("state", format!("{state}, {} queued", status.queued));
+        }
+        if let Some(id) = self.conversation.session_id() {
+            row("session", format!("{id} ({})", short_id(&id)));
+        }
+        if let Some(g) = &self.greeting {
+            row("model", format!("{}/{}", g.provider, g.model));
+        }
+        lines.join("\n")
+    }
+}
+
+/// `//name …` is how a message starting with `/name` is sent as text: one
+/// slash is dropped. Any other message is sent as it is.
+fn unescape_slash(mut segments: Vec<Segment>) -> Vec<Segment> {
+    if let Some(SegmentView::Text { text }) = segments.first().map(Segment::view) {
+        if let Some(rest) = text.strip_prefix("//") {
+            if rest.starts_with(commands::is_name_char) {
+                segments[0] = Segment::text(format!("/{rest}"));
+            }
+        }
+    }
+    segments
 }

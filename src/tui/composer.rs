@@ -1,11 +1,12 @@
-//! The input box: a multi-line buffer of atoms, input history and the state
-//! of `@` path completion.
+//! The input box: a multi-line buffer of atoms, input history, and the menu
+//! completing the `/`, `@` and `#` token under the cursor.
 //!
 //! The buffer holds atoms rather than a string so that a paste stays one
 //! typed unit from the moment it arrives until it is sent as a `paste`
 //! segment: flattening it into text (and parsing a label back out) is the bug
 //! the segment protocol exists to prevent.
 
+use super::commands;
 use crate::protocol::Segment;
 
 /// One unit of the input buffer.
@@ -19,20 +20,56 @@ pub enum Atom {
     },
     /// An accepted `@path` completion, sent as a `file_ref` segment.
     FileRef(String),
+    /// An accepted `#name` completion, sent as a `knowledge_ref` segment.
+    KnowledgeRef(String),
 }
 
-/// The `@` token being completed and the pod's answer for it.
+/// The token being completed and the candidates for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Completion {
-    /// Index of the `@` atom.
-    pub start: usize,
-    /// The text after `@` the candidates were asked for.
-    pub prefix: String,
+    pub token: Token,
     /// The `request_id` of the `list_completions` in flight; answers to
     /// older requests are stale and dropped.
     pub request_id: String,
-    pub items: Vec<String>,
+    pub items: Vec<MenuItem>,
     pub selected: usize,
+}
+
+/// One candidate of a menu.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MenuItem {
+    pub value: String,
+    /// One line about it: a workflow's first line, a command's help.
+    pub detail: Option<String>,
+    /// A built-in command rather than something the pod listed.
+    pub builtin: bool,
+}
+
+impl Completion {
+    /// Sets the candidates: for a `/` token, the matching built-in commands
+    /// first, then what the pod listed (workflows); for the others, what the
+    /// pod listed. The selection stays on the same value when it can.
+    fn set_items(&mut self, listed: Vec<MenuItem>) {
+        let previous = self.items.get(self.selected).map(|i| i.value.clone());
+        self.items = match self.token.kind {
+            TokenKind::Command => commands::matching(&self.token.prefix)
+                .map(|b| MenuItem {
+                    value: b.name.to_owned(),
+                    detail: Some(b.help.to_owned()),
+                    builtin: true,
+                })
+                .chain(
+                    listed
+                        .into_iter()
+                        .filter(|i| commands::builtin(&i.value).is_none()),
+                )
+                .collect(),
+            TokenKind::File | TokenKind::Knowledge => listed,
+        };
+        self.selected = previous
+            .and_then(|v| self.items.iter().position(|i| i.value == v))
+            .unwrap_or(0);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -44,8 +81,8 @@ pub struct Composer {
     history_pos: Option<usize>,
     stash: Vec<Atom>,
     completion: Option<Completion>,
-    /// The `@` position whose popup the user closed with Esc; it stays
-    /// closed until another `@` token is typed.
+    /// The token position whose menu the user closed with Esc; it stays
+    /// closed until another token is typed.
     dismissed: Option<usize>,
 }
 
@@ -237,27 +274,10 @@ impl Composer {
     }
 
     /// The buffer as segments: runs of characters become `text` segments,
-    /// pastes `paste`, accepted paths `file_ref`. Whitespace around the whole
-    /// message is trimmed.
+    /// pastes `paste`, accepted paths `file_ref`, accepted knowledge names
+    /// `knowledge_ref`. Whitespace around the whole message is trimmed.
     pub fn segments(&self) -> Vec<Segment> {
-        let mut out = Vec::new();
-        let mut text = String::new();
-        for atom in &self.atoms {
-            match atom {
-                Atom::Char(c) => text.push(*c),
-                Atom::Paste { id, text: pasted } => {
-                    flush_text(&mut out, &mut text);
-                    out.push(Segment::paste(*id, pasted.clone()));
-                }
-                Atom::FileRef(path) => {
-                    flush_text(&mut out, &mut text);
-                    out.push(Segment::file_ref(path.clone()));
-                }
-            }
-        }
-        flush_text(&mut out, &mut text);
-        trim_ends(&mut out);
-        out
+        segments_of(&self.atoms)
     }
 
     /// Clears the buffer after a send, remembering it in the history.
@@ -274,71 +294,102 @@ impl Composer {
         self.dismissed = None;
     }
 
-    /// The `@` token under the cursor: its position and the text after `@`.
-    /// An `@` counts only at the start or after whitespace, so an e-mail
-    /// address does not open the popup.
-    pub fn at_token(&self) -> Option<(usize, String)> {
-        let mut i = self.cursor;
-        let mut prefix = Vec::new();
-        while i > 0 {
-            i -= 1;
-            match &self.atoms[i] {
-                Atom::Char('@') => {
-                    let boundary =
-                        i == 0 || matches!(&self.atoms[i - 1], Atom::Char(c) if c.is_whitespace());
-                    if !boundary {
-                        return None;
-                    }
-                    prefix.reverse();
-                    return Some((i, prefix.into_iter().collect()));
+    /// The token under the cursor that a menu completes, if any:
+    ///
+    /// - `/name` at the very start of the message: a command or workflow;
+    /// - `@path` at the start of a word: a workspace path;
+    /// - `#name` not after a word character (so `issue#3` and `C#` stay
+    ///   text): a knowledge file.
+    ///
+    /// Inside a code span (after an odd number of backticks) nothing is a
+    /// token, so `` `#include` `` and `` `@decorator` `` stay text.
+    pub fn token(&self) -> Option<Token> {
+        let word_start = self.atoms[..self.cursor]
+            .iter()
+            .rposition(|a| !matches!(a, Atom::Char(c) if !c.is_whitespace()))
+            .map_or(0, |i| i + 1);
+        let word: Vec<char> = self.atoms[word_start..self.cursor]
+            .iter()
+            .filter_map(|a| match a {
+                Atom::Char(c) => Some(*c),
+                _ => None,
+            })
+            .collect();
+        let (offset, kind) = match word.first() {
+            Some('/') if word_start == 0 => (0, TokenKind::Command),
+            Some('@') => (0, TokenKind::File),
+            _ => {
+                let hash = word.iter().rposition(|c| *c == '#')?;
+                let after_word_char = match hash.checked_sub(1) {
+                    Some(prev) => is_word_char(word[prev]) || word[prev] == '#',
+                    None => false,
+                };
+                if after_word_char {
+                    return None;
                 }
-                Atom::Char(c) if !c.is_whitespace() => prefix.push(*c),
-                _ => return None,
+                (hash, TokenKind::Knowledge)
             }
+        };
+        let prefix: String = word[offset + 1..].iter().collect();
+        if kind != TokenKind::File && !prefix.chars().all(commands::is_name_char) {
+            return None;
         }
-        None
+        let start = word_start + offset;
+        let backticks = self.atoms[..start]
+            .iter()
+            .filter(|a| **a == Atom::Char('`'))
+            .count();
+        if backticks % 2 == 1 {
+            return None;
+        }
+        Some(Token {
+            kind,
+            start,
+            prefix,
+        })
     }
 
     /// Brings the completion state in line with the buffer. Returns the
-    /// prefix to ask the pod about when it changed (the caller sends
-    /// `list_completions` with `request_id`).
-    pub fn refresh_completion(&mut self, request_id: impl FnOnce() -> String) -> Option<String> {
-        let Some((start, prefix)) = self.at_token() else {
+    /// token to ask the pod about when it changed (the caller sends
+    /// `list_completions` with the new completion's `request_id`). The
+    /// built-in commands matching a `/` token are listed at once.
+    pub fn refresh_completion(&mut self, request_id: impl FnOnce() -> String) -> Option<Token> {
+        let Some(token) = self.token() else {
             self.completion = None;
             self.dismissed = None;
             return None;
         };
-        if self.dismissed == Some(start) {
+        if self.dismissed == Some(token.start) {
             return None;
         }
         if let Some(c) = &self.completion {
-            if c.start == start && c.prefix == prefix {
+            if c.token == token {
                 return None;
             }
         }
-        self.completion = Some(Completion {
-            start,
-            prefix: prefix.clone(),
+        let mut completion = Completion {
+            token: token.clone(),
             request_id: request_id(),
             items: Vec::new(),
             selected: 0,
-        });
-        Some(prefix)
+        };
+        completion.set_items(Vec::new());
+        self.completion = Some(completion);
+        Some(token)
     }
 
     /// Takes the pod's candidates if they answer the current request.
-    pub fn set_completions(&mut self, request_id: &str, items: Vec<String>) -> bool {
+    pub fn set_completions(&mut self, request_id: &str, items: Vec<MenuItem>) -> bool {
         match &mut self.completion {
             Some(c) if c.request_id == request_id => {
-                c.items = items;
-                c.selected = 0;
+                c.set_items(items);
                 true
             }
             _ => false,
         }
     }
 
-    /// True when a popup with candidates is showing.
+    /// True when a menu with candidates is showing.
     pub fn completion_open(&self) -> bool {
         self.completion
             .as_ref()
@@ -347,7 +398,7 @@ impl Composer {
 
     pub fn dismiss_completion(&mut self) {
         if let Some(c) = self.completion.take() {
-            self.dismissed = Some(c.start);
+            self.dismissed = Some(c.token.start);
         }
     }
 
@@ -364,28 +415,133 @@ impl Composer {
         }
     }
 
-    /// Accepts the selected candidate. A directory (ending in `/`) stays
-    /// text so that completion goes on inside it; a file becomes a
-    /// `file_ref` atom followed by a space.
-    pub fn accept_completion(&mut self) {
-        let Some(c) = self.completion.take() else {
-            return;
+    /// Accepts the selected candidate and says what it was.
+    ///
+    /// A directory (ending in `/`) stays text so that completion goes on
+    /// inside it; a file becomes a `file_ref` atom and a knowledge name a
+    /// `knowledge_ref` atom, each followed by a space; a command or workflow
+    /// is written out as `/name ` for its arguments to follow.
+    pub fn accept_completion(&mut self) -> Option<(TokenKind, MenuItem)> {
+        let c = self.completion.take()?;
+        let item = c.items.get(c.selected)?.clone();
+        let chars = |sigil: char, s: &str| {
+            std::iter::once(Atom::Char(sigil))
+                .chain(s.chars().map(Atom::Char))
+                .collect::<Vec<_>>()
         };
-        let Some(path) = c.items.get(c.selected) else {
-            return;
+        let mut replacement = match c.token.kind {
+            TokenKind::File if item.value.ends_with('/') => chars('@', &item.value),
+            TokenKind::File => vec![Atom::FileRef(item.value.clone())],
+            TokenKind::Knowledge => vec![Atom::KnowledgeRef(item.value.clone())],
+            TokenKind::Command => chars('/', &item.value),
         };
-        let mut replacement = Vec::new();
-        if path.ends_with('/') {
-            replacement.push(Atom::Char('@'));
-            replacement.extend(path.chars().map(Atom::Char));
-        } else {
-            replacement.push(Atom::FileRef(path.clone()));
+        let continues = c.token.kind == TokenKind::File && item.value.ends_with('/');
+        let next_is_space = matches!(self.atoms.get(self.cursor), Some(Atom::Char(' ')));
+        if !continues && !next_is_space {
             replacement.push(Atom::Char(' '));
         }
         let added = replacement.len();
-        self.atoms.splice(c.start..self.cursor, replacement);
-        self.cursor = c.start + added;
+        self.atoms.splice(c.token.start..self.cursor, replacement);
+        self.cursor = c.token.start + added;
+        Some((c.token.kind, item))
     }
+
+    /// The message as a command line when it starts with `/name` (a name of
+    /// command characters, followed by whitespace or nothing): the name,
+    /// its arguments (the rest of the first line up to anything that is not
+    /// typed text, trimmed) and the segments of everything after them.
+    /// `//…` and `/etc/hosts …` are not command lines.
+    pub fn command_line(&self) -> Option<CommandLine> {
+        if self.atoms.first() != Some(&Atom::Char('/')) {
+            return None;
+        }
+        let mut i = 1;
+        let mut name = String::new();
+        while let Some(Atom::Char(c)) = self.atoms.get(i) {
+            if c.is_whitespace() {
+                break;
+            }
+            if !commands::is_name_char(*c) {
+                return None;
+            }
+            name.push(*c);
+            i += 1;
+        }
+        if name.is_empty() {
+            return None;
+        }
+        let mut args = String::new();
+        while let Some(Atom::Char(c)) = self.atoms.get(i) {
+            if *c == '\n' {
+                break;
+            }
+            args.push(*c);
+            i += 1;
+        }
+        Some(CommandLine {
+            name,
+            args: args.trim().to_owned(),
+            rest: segments_of(&self.atoms[i..]),
+        })
+    }
+}
+
+/// What kind of name a token completes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenKind {
+    /// `/`: a built-in command or a workflow.
+    Command,
+    /// `@`: a workspace path.
+    File,
+    /// `#`: a knowledge file.
+    Knowledge,
+}
+
+/// A token being typed: its kind, the index of its sigil and the text after.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    pub kind: TokenKind,
+    pub start: usize,
+    pub prefix: String,
+}
+
+/// A message that starts with `/name`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandLine {
+    pub name: String,
+    pub args: String,
+    /// The segments after the first line's text (further lines, pastes,
+    /// references).
+    pub rest: Vec<Segment>,
+}
+
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+fn segments_of(atoms: &[Atom]) -> Vec<Segment> {
+    let mut out = Vec::new();
+    let mut text = String::new();
+    for atom in atoms {
+        match atom {
+            Atom::Char(c) => text.push(*c),
+            Atom::Paste { id, text: pasted } => {
+                flush_text(&mut out, &mut text);
+                out.push(Segment::paste(*id, pasted.clone()));
+            }
+            Atom::FileRef(path) => {
+                flush_text(&mut out, &mut text);
+                out.push(Segment::file_ref(path.clone()));
+            }
+            Atom::KnowledgeRef(slug) => {
+                flush_text(&mut out, &mut text);
+                out.push(Segment::knowledge_ref(slug.clone()));
+            }
+        }
+    }
+    flush_text(&mut out, &mut text);
+    trim_ends(&mut out);
+    out
 }
 
 fn flush_text(out: &mut Vec<Segment>, text: &mut String) {

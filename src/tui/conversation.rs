@@ -166,6 +166,15 @@ impl Conversation {
         });
     }
 
+    /// Empties the view (`/clear`) without touching what the stream
+    /// continues from; the next snapshot shows everything again. A result
+    /// for a call cleared away shows on its own.
+    pub fn clear(&mut self) {
+        self.blocks.clear();
+        self.tools.clear();
+        self.selected = None;
+    }
+
     /// Replaces everything with what a (re)connect's snapshot says.
     pub fn load_snapshot(&mut self, snapshot: &Snapshot) {
         self.blocks.clear();

@@ -44,10 +44,13 @@ pub fn attached(entries: Vec<Value>) -> App {
     attached_with(entries, Value::Null, "idle")
 }
 
+/// The workflow listing every snapshot asks for is dropped, so that tests
+/// see only what they cause.
 pub fn attached_with(entries: Vec<Value>, in_flight: Value, state: &str) -> App {
     let mut app = App::new("default", Instant::now());
     app.on_connection(ConnEvent::Connected);
     app.on_pod_event(snapshot(entries, in_flight, state));
+    app.take_outgoing();
     app
 }
 

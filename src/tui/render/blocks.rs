@@ -12,6 +12,7 @@ use crate::tui::conversation::{short_id, BlockKind, Draft, ToolBlock};
 
 pub const PASTE: Style = Style::new().fg(Color::Magenta);
 pub const FILE_REF: Style = Style::new().fg(Color::Cyan);
+pub const KNOWLEDGE_REF: Style = Style::new().fg(Color::Green);
 const DIM: Style = Style::new().add_modifier(Modifier::DIM);
 const USER_MARK: Style = Style::new().fg(Color::Green).add_modifier(Modifier::BOLD);
 const TOOL: Style = Style::new().fg(Color::Blue).add_modifier(Modifier::BOLD);
@@ -113,7 +114,7 @@ fn user(segments: &[Segment], width: usize, out: &mut Vec<Line<'static>>) {
             }
             SegmentView::Paste { id, text } => (paste_label(id, text), PASTE),
             SegmentView::FileRef { path } => (format!("@{path}"), FILE_REF),
-            SegmentView::KnowledgeRef { slug } => (format!("#{slug}"), FILE_REF),
+            SegmentView::KnowledgeRef { slug } => (format!("#{slug}"), KNOWLEDGE_REF),
             SegmentView::WorkflowInvoke { slug, args: "" } => (format!("/{slug}"), FILE_REF),
             SegmentView::WorkflowInvoke { slug, args } => (format!("/{slug} {args}"), FILE_REF),
             SegmentView::Unknown { kind } => (format!("[{kind} input]"), DIM),
