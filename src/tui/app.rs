@@ -377,7 +377,7 @@ impl App {
         match key.code {
             KeyCode::Char('c') if ctrl => self.ctrl_c(),
             KeyCode::Char('d') if ctrl => self.quit = true,
-            KeyCode::Char('o') if ctrl => self.conversation.toggle_tool(),
+            KeyCode::Char('o') if ctrl => self.conversation.toggle_block(),
             KeyCode::Char('j') if ctrl => self.composer.insert_newline(),
             KeyCode::Char('a') if ctrl => self.composer.line_start(),
             KeyCode::Char('e') if ctrl => self.composer.line_end(),
@@ -398,7 +398,7 @@ impl App {
             }
             KeyCode::Esc if self.composer.completion_open() => self.composer.dismiss_completion(),
             KeyCode::Esc => self.cancel(),
-            KeyCode::Up | KeyCode::Down if alt => self.select_tool(key.code == KeyCode::Up),
+            KeyCode::Up | KeyCode::Down if alt => self.select_block(key.code == KeyCode::Up),
             KeyCode::Up | KeyCode::Down if self.composer.completion_open() => {
                 self.composer.move_completion(key.code == KeyCode::Down)
             }
@@ -457,8 +457,8 @@ impl App {
         self.send(Method::ListCompletions { kind, prefix })
     }
 
-    fn select_tool(&mut self, back: bool) {
-        if let Some(index) = self.conversation.select_tool(back) {
+    fn select_block(&mut self, back: bool) {
+        if let Some(index) = self.conversation.select_block(back) {
             let (width, height) = self.view_size;
             let mut rows = self.cache.rows(&self.conversation, width);
             self.viewport.reveal(&mut rows, usize::from(height), index);

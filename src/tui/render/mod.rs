@@ -8,8 +8,10 @@
 pub mod blocks;
 mod composer;
 pub mod help;
+mod highlight;
 pub mod markdown;
 mod status;
+mod table;
 pub mod wrap;
 
 use ratatui::layout::Rect;
