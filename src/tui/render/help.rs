@@ -125,15 +125,20 @@ pub fn lines(workflows: &[MenuItem], width: u16) -> Vec<Line<'static>> {
     out
 }
 
-/// Two columns; the first as wide as its widest entry, up to a third of
-/// the screen (a longer key wraps its description onto the next row).
+/// The widest first column, so that descriptions keep most of the row.
+const MAX_KEY_COLUMN: usize = 20;
+
+/// Two columns; the first as wide as its widest entry that fits in
+/// [`MAX_KEY_COLUMN`] and a third of the screen; a longer entry has its
+/// description on the next row.
 fn section(rows: &[(String, String)], width: usize, out: &mut Vec<Line<'static>>) {
+    let limit = MAX_KEY_COLUMN.min(width / 3);
     let key_width = rows
         .iter()
         .map(|(k, _)| k.chars().count())
+        .filter(|w| *w <= limit)
         .max()
-        .unwrap_or(0)
-        .min(width / 3);
+        .unwrap_or(limit);
     let indent = " ".repeat(key_width + 4);
     for (key, text) in rows {
         let key_cols = key.chars().count();
