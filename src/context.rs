@@ -83,7 +83,12 @@ impl Conversation {
                 LogEntry::UserInput { .. }
                 | LogEntry::AssistantItems { .. }
                 | LogEntry::ToolResults { .. } => return true,
-                LogEntry::HookInjectedItems { .. } | LogEntry::Unknown => {}
+                LogEntry::HookInjectedItems { .. }
+                | LogEntry::ModelChange { .. }
+                | LogEntry::Unknown => {}
+                LogEntry::ApprovalRequest { .. } | LogEntry::ApprovalDecision { .. } => {
+                    return true
+                }
             }
         }
         false
@@ -166,10 +171,16 @@ impl Conversation {
                         });
                     }
                 }
-                LogEntry::SessionStart { .. } | LogEntry::TurnEnd { .. } | LogEntry::Unknown => {}
+                LogEntry::SessionStart { .. }
+                | LogEntry::TurnEnd { .. }
+                | LogEntry::ApprovalRequest { .. }
+                | LogEntry::ApprovalDecision { .. }
+                | LogEntry::ModelChange { .. }
+                | LogEntry::Unknown => {}
             }
         }
         ModelRequest {
+            model: None,
             system: system.to_owned(),
             messages,
             tools,
@@ -213,6 +224,8 @@ mod tests {
             created_at: LogEntry::now(),
             compacted_from,
             forked_from: None,
+            provider: None,
+            model: None,
         }
     }
 
@@ -234,7 +247,10 @@ mod tests {
     fn end() -> LogEntry {
         LogEntry::TurnEnd {
             reason: TurnEndReason::Completed,
+            turn_id: None,
+            request_id: None,
             usage: None::<Usage>,
+            error: None,
         }
     }
 

@@ -36,8 +36,12 @@ fn each_bad_frame_gets_its_error_code_and_the_connection_keeps_working() {
         ),
         (b"{\"type\":\"notify\",\"message\":42}\n", "invalid_params"),
         (
-            b"{\"type\":\"get_session\",\"session_id\":\"nope\"}\n",
+            b"{\"type\":\"get_session\",\"session_id\":7}\n",
             "invalid_params",
+        ),
+        (
+            b"{\"type\":\"get_session\",\"session_id\":\"nope\"}\n",
+            "session_not_found",
         ),
         (long.as_bytes(), "frame_too_large"),
     ];

@@ -24,6 +24,7 @@ fn provider(base_url: &str) -> Arc<dyn Provider> {
 
 fn hello() -> ModelRequest {
     ModelRequest {
+        model: None,
         system: String::new(),
         messages: vec![ChatMessage::User { text: "hi".into() }],
         tools: Vec::new(),
@@ -153,6 +154,7 @@ async fn request_projects_tool_use_and_tool_results_with_alternation() {
     })
     .unwrap();
     let request = ModelRequest {
+        model: None,
         system: "You are pod.".into(),
         messages: vec![
             ChatMessage::User {

@@ -26,6 +26,7 @@ fn provider(base_url: &str, key: Option<&str>) -> Arc<dyn Provider> {
 
 fn hello() -> ModelRequest {
     ModelRequest {
+        model: None,
         system: String::new(),
         messages: vec![ChatMessage::User { text: "hi".into() }],
         tools: Vec::new(),
@@ -137,6 +138,7 @@ async fn request_projects_system_tools_assistant_calls_and_tool_results() {
     })
     .unwrap();
     let request = ModelRequest {
+        model: None,
         system: "You are pod.".into(),
         messages: vec![
             ChatMessage::User {

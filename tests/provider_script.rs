@@ -15,6 +15,7 @@ use support::collect;
 
 fn request() -> ModelRequest {
     ModelRequest {
+        model: None,
         system: String::new(),
         messages: vec![ChatMessage::User { text: "go".into() }],
         tools: Vec::new(),

@@ -27,7 +27,10 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
             if i + 1 == ENTRIES {
                 LogEntry::TurnEnd {
                     reason: TurnEndReason::Completed,
+                    turn_id: None,
+                    request_id: None,
                     usage: None,
+                    error: None,
                 }
             } else if i % 2 == 0 {
                 LogEntry::UserInput {

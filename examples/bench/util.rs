@@ -74,7 +74,10 @@ pub fn realistic_entry(i: usize, size: usize) -> LogEntry {
         },
         _ => LogEntry::TurnEnd {
             reason: TurnEndReason::Completed,
+            turn_id: None,
+            request_id: None,
             usage: None,
+            error: None,
         },
     }
 }
@@ -97,6 +100,8 @@ pub fn write_session(
         created_at: LogEntry::now(),
         compacted_from: None,
         forked_from: None,
+        provider: None,
+        model: None,
     };
     for (seq, entry) in std::iter::once(start).chain(entries).enumerate() {
         serde_json::to_writer(

@@ -131,17 +131,72 @@ fn describe(entry: &LogEntry) -> String {
             .map(|i| format!("[{}] {}", i.source, i.text))
             .collect::<Vec<_>>()
             .join("\n"),
-        LogEntry::TurnEnd { reason, usage } => {
-            let reason = serde_json::to_string(reason).unwrap_or_default();
-            match usage {
-                Some(u) => format!(
-                    "turn end   {} ({} in / {} out tokens)",
-                    reason.trim_matches('"'),
-                    u.input_tokens,
-                    u.output_tokens
-                ),
-                None => format!("turn end   {}", reason.trim_matches('"')),
+        LogEntry::TurnEnd {
+            reason,
+            usage,
+            error,
+            ..
+        } => {
+            let mut line = format!("turn end   {}", reason.as_str());
+            if let Some(u) = usage {
+                line.push_str(&format!(
+                    " ({} in / {} out tokens)",
+                    u.input_tokens, u.output_tokens
+                ));
             }
+            if let Some(e) = error {
+                let code = serde_json::to_string(&e.code).unwrap_or_default();
+                line.push_str(&format!(
+                    "\n           {}: {}",
+                    code.trim_matches('"'),
+                    e.message
+                ));
+            }
+            line
+        }
+        LogEntry::ApprovalRequest {
+            call_id,
+            summary,
+            reason,
+            ..
+        } => format!("approval?  {summary}  [{call_id}, {reason}]"),
+        LogEntry::ApprovalDecision {
+            call_id,
+            decision,
+            scope,
+            by,
+            rule,
+            client,
+            message,
+        } => {
+            let mut line = format!(
+                "decision   {} {} by {}",
+                serde_json::to_string(decision)
+                    .unwrap_or_default()
+                    .trim_matches('"'),
+                call_id,
+                serde_json::to_string(by)
+                    .unwrap_or_default()
+                    .trim_matches('"'),
+            );
+            if let Some(client) = client {
+                line.push_str(&format!(" ({client})"));
+            }
+            if *scope == crate::protocol::Scope::Session {
+                line.push_str(" for the session");
+            }
+            if let Some(rule) = rule {
+                line.push_str(&format!(" [{rule}]"));
+            }
+            if let Some(message) = message {
+                line.push_str(&format!(": {message}"));
+            }
+            line
+        }
+        LogEntry::ModelChange {
+            provider, model, ..
+        } => {
+            format!("model      {provider}/{model}")
         }
         LogEntry::Unknown => "(unknown entry)".into(),
     }

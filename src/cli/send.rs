@@ -97,7 +97,7 @@ async fn send(
                 return Ok(match reason {
                     TurnEndReason::Completed => ExitCode::SUCCESS,
                     other => {
-                        eprintln!("pod: the turn ended: {}", reason_name(other));
+                        eprintln!("pod: the turn ended: {}", other.as_str());
                         ExitCode::FAILURE
                     }
                 });
@@ -112,14 +112,4 @@ async fn send(
         "the pod at {} closed the connection before the turn ended",
         paths.socket.display()
     )
-}
-
-fn reason_name(reason: TurnEndReason) -> &'static str {
-    match reason {
-        TurnEndReason::Completed => "completed",
-        TurnEndReason::Cancelled => "cancelled",
-        TurnEndReason::Error => "error",
-        TurnEndReason::MaxSteps => "max_steps",
-        TurnEndReason::Interrupted => "interrupted",
-    }
 }

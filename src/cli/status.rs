@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::client;
-use crate::protocol::{Event, Method, PodState, Request, Snapshot};
+use crate::protocol::{Event, Method, Request, Snapshot};
 
 use super::Paths;
 
@@ -18,20 +18,11 @@ async fn snapshot(socket: &Path) -> anyhow::Result<Option<Snapshot>> {
     };
     let first = tokio::time::timeout(Duration::from_secs(10), events.next()).await;
     match first {
-        Ok(Some(Ok(Event::Snapshot(snapshot)))) => Ok(Some(snapshot)),
+        Ok(Some(Ok(Event::Snapshot(snapshot)))) => Ok(Some(*snapshot)),
         Ok(Some(Ok(_))) => anyhow::bail!("the pod did not start with a snapshot"),
         Ok(Some(Err(e))) => Err(e.into()),
         Ok(None) => anyhow::bail!("the pod closed the connection without a snapshot"),
         Err(_) => anyhow::bail!("the pod at {} did not answer within 10 s", socket.display()),
-    }
-}
-
-fn state_name(state: PodState) -> &'static str {
-    match state {
-        PodState::Idle => "idle",
-        PodState::Running => "running",
-        PodState::Paused => "paused",
-        PodState::Compacting => "compacting",
     }
 }
 
@@ -57,7 +48,7 @@ pub fn status(paths: &Paths, json: bool) -> anyhow::Result<ExitCode> {
     );
     println!(
         "state      {} ({} queued)",
-        state_name(s.status.state),
+        s.status.state.as_str(),
         s.status.queued
     );
     println!("session    {} ({} entries)", s.session_id, s.entries.len());
@@ -99,7 +90,7 @@ pub fn list(paths: &Paths) -> anyhow::Result<ExitCode> {
             println!(
                 "{:<16} {:<10} {:<10} {}",
                 s.greeting.pod,
-                state_name(s.status.state),
+                s.status.state.as_str(),
                 s.greeting.provider,
                 socket.display()
             );

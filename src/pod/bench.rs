@@ -52,6 +52,9 @@ impl DurableLog {
             model: "none".into(),
             workspace: data_dir.display().to_string(),
             pid: std::process::id(),
+            approval: Default::default(),
+            sandbox: Default::default(),
+            mcp_servers: Vec::new(),
         })
         .start();
         let arbiter = actix_rt::Arbiter::new();

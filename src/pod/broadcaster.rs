@@ -32,7 +32,7 @@ use uuid::Uuid;
 
 use super::frames;
 use super::outbox::Outbox;
-use crate::protocol::{Event, Greeting, InFlight, PodState, Status, Usage};
+use crate::protocol::{Event, Greeting, InFlight, Status, Usage};
 
 pub type ConnId = u64;
 
@@ -55,10 +55,7 @@ impl Broadcaster {
         Self {
             connections: HashMap::new(),
             greeting,
-            status: Status {
-                state: PodState::Idle,
-                queued: 0,
-            },
+            status: Status::default(),
             in_flight: None,
             held: BytesMut::new(),
             window_open: false,
@@ -165,7 +162,7 @@ impl Handler<Register> for Broadcaster {
         self.flush_held();
         let parts = frames::snapshot_parts(
             &self.greeting,
-            self.status,
+            &self.status,
             msg.session_id,
             &msg.entries,
             self.in_flight.as_ref(),
@@ -257,8 +254,9 @@ impl Handler<Published> for Broadcaster {
                 if status == self.status {
                     return;
                 }
+                let frame = Event::Status(status.clone()).to_frame();
                 self.status = status;
-                Event::Status(status).to_frame()
+                frame
             }
             Published::Usage(usage) => Event::Usage(usage).to_frame(),
         };

@@ -18,6 +18,7 @@ use super::session_log::{GetSession, SessionLookupError, Subscribe};
 use super::worker;
 use super::Hub;
 use crate::protocol::{ErrorCode, Event, Method, Request, Response};
+use crate::store::sessions::LookupError;
 
 pub struct Connection {
     id: ConnId,
@@ -62,7 +63,7 @@ impl Connection {
         match method {
             Method::Run { segments } => worker.do_send(worker::Run { segments, client }),
             Method::Notify { message } => worker.do_send(worker::Notify { message, client }),
-            Method::Cancel => worker.do_send(worker::Control::Cancel(client)),
+            Method::Cancel { .. } => worker.do_send(worker::Control::Cancel(client)),
             Method::Pause => worker.do_send(worker::Control::Pause(client)),
             Method::Resume => worker.do_send(worker::Control::Resume(client)),
             Method::Compact => worker.do_send(worker::Control::Compact(client)),
@@ -84,14 +85,13 @@ impl Connection {
                     .into_actor(self)
                     .map(move |result, _, _| {
                         let frame = match result {
-                            Ok(Ok(entries)) => super::frames::session_response(
+                            Ok(Ok((session_id, entries))) => super::frames::session_response(
                                 request_id.as_deref(),
                                 session_id,
                                 &entries,
                             ),
-                            Ok(Err(e @ SessionLookupError::NotFound(_))) => {
-                                Event::error(ErrorCode::SessionNotFound, e.to_string(), request_id)
-                                    .to_frame()
+                            Ok(Err(SessionLookupError::Lookup(e))) => {
+                                Event::error(lookup_code(&e), e.to_string(), request_id).to_frame()
                             }
                             Ok(Err(e)) => {
                                 Event::error(ErrorCode::StorageError, e.to_string(), request_id)
@@ -108,7 +108,21 @@ impl Connection {
                     })
                     .spawn(ctx);
             }
+            _ => self.error(
+                ErrorCode::UnknownMethod,
+                "this pod does not implement that method yet",
+                request_id,
+            ),
         }
+    }
+}
+
+/// The error code for a session id that names no single session.
+fn lookup_code(e: &LookupError) -> ErrorCode {
+    match e {
+        LookupError::Ambiguous { .. } => ErrorCode::SessionAmbiguous,
+        LookupError::Unreadable(..) => ErrorCode::StorageError,
+        LookupError::NotFound(..) | LookupError::Invalid(_) => ErrorCode::SessionNotFound,
     }
 }
 

@@ -48,7 +48,7 @@ pub fn entries_array(lines: &[Bytes]) -> Bytes {
 /// session is never held twice in memory however many clients attach.
 pub fn snapshot_parts(
     greeting: &Greeting,
-    status: Status,
+    status: &Status,
     session_id: Uuid,
     lines: &[Bytes],
     in_flight: Option<&InFlight>,
@@ -104,6 +104,8 @@ mod tests {
                 created_at: LogEntry::now(),
                 compacted_from: None,
                 forked_from: None,
+                provider: None,
+                model: None,
             },
         })
         .unwrap();
@@ -119,22 +121,25 @@ mod tests {
             model: "offline".into(),
             workspace: "/".into(),
             pid: 1,
+            approval: Default::default(),
+            sandbox: Default::default(),
+            mcp_servers: Vec::new(),
         };
         let status = Status {
             state: PodState::Idle,
-            queued: 0,
+            ..Status::default()
         };
         let lines = [Bytes::from(line.clone()), Bytes::from(line)];
         let in_flight = InFlight::Text {
             text: "so far".into(),
         };
-        let frame = snapshot_parts(&greeting, status, id, &lines, Some(&in_flight)).concat();
+        let frame = snapshot_parts(&greeting, &status, id, &lines, Some(&in_flight)).concat();
         let Event::Snapshot(snapshot) = serde_json::from_slice(&frame).unwrap() else {
             panic!("not a snapshot")
         };
         assert_eq!(snapshot.entries.len(), 2);
         assert_eq!(snapshot.in_flight, Some(in_flight));
-        let empty = snapshot_parts(&greeting, status, id, &[], None).concat();
+        let empty = snapshot_parts(&greeting, &status, id, &[], None).concat();
         assert!(serde_json::from_slice::<Event>(&empty).is_ok());
     }
 

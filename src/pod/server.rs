@@ -77,6 +77,9 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             model: config.provider.model().into(),
             workspace: workspace.root().display().to_string(),
             pid: std::process::id(),
+            approval: Default::default(),
+            sandbox: Default::default(),
+            mcp_servers: Vec::new(),
         };
         let broadcaster = Broadcaster::new(greeting).start();
         let log_arbiter = actix_rt::Arbiter::new();
@@ -166,6 +169,8 @@ pub(super) fn start_session(
         created_at: LogEntry::now(),
         compacted_from: None,
         forked_from: None,
+        provider: None,
+        model: None,
     };
     let line = serde_json::to_vec(&LogLine {
         seq: 0,

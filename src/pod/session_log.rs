@@ -29,7 +29,7 @@ use super::fault::Faults;
 use super::frames;
 use super::outbox::Outbox;
 use crate::protocol::LogEntry;
-use crate::store::{log_file, pointer, LogFile};
+use crate::store::{log_file, pointer, sessions, LogFile};
 
 /// A durable write failed. The entry was not published.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -237,33 +237,35 @@ impl Handler<Subscribe> for SessionLog {
     }
 }
 
-/// The lines of a session: the current one from the mirror, an earlier one
-/// from its file. Answers the encoded `entries` array.
+/// The lines of a session, named by id or unique prefix: the current one
+/// from the mirror, an earlier one from its file. Answers the full id and
+/// the encoded `entries` array.
 #[derive(Message)]
-#[rtype(result = "Result<Bytes, SessionLookupError>")]
-pub struct GetSession(pub Uuid);
+#[rtype(result = "Result<(Uuid, Bytes), SessionLookupError>")]
+pub struct GetSession(pub String);
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionLookupError {
-    #[error("no session {0} in this pod's data directory")]
-    NotFound(Uuid),
+    #[error(transparent)]
+    Lookup(#[from] sessions::LookupError),
     #[error("{0}")]
     Unreadable(String),
 }
 
 impl Handler<GetSession> for SessionLog {
-    type Result = Result<Bytes, SessionLookupError>;
+    type Result = Result<(Uuid, Bytes), SessionLookupError>;
 
     fn handle(&mut self, msg: GetSession, _: &mut Context<Self>) -> Self::Result {
-        if msg.0 == self.session_id {
-            return Ok(frames::entries_array(&self.mirror));
+        if msg.0 == self.session_id.to_string() {
+            return Ok((self.session_id, frames::entries_array(&self.mirror)));
         }
-        let path = LogFile::path_for(&self.dirs.sessions, msg.0);
-        if !path.exists() {
-            return Err(SessionLookupError::NotFound(msg.0));
+        let id = sessions::resolve(&self.dirs.sessions, &msg.0)?;
+        if id == self.session_id {
+            return Ok((id, frames::entries_array(&self.mirror)));
         }
+        let path = LogFile::path_for(&self.dirs.sessions, id);
         log_file::read_lines(&path)
-            .map(|r| frames::entries_array(&r.lines))
+            .map(|r| (id, frames::entries_array(&r.lines)))
             .map_err(|e| SessionLookupError::Unreadable(e.to_string()))
     }
 }
@@ -300,6 +302,8 @@ impl Handler<StartSession> for SessionLog {
             created_at: LogEntry::now(),
             compacted_from: Some(msg.compacted_from),
             forked_from: None,
+            provider: None,
+            model: None,
         }];
         entries.extend(msg.first_entries);
         let path = LogFile::path_for(&self.dirs.sessions, session_id);

@@ -133,8 +133,8 @@ async fn carried_open_turn(env: &TurnEnv, conversation: &Conversation) -> bool {
     let Some(from) = conversation.carried_from() else {
         return false;
     };
-    let entries = match env.session_log.send(GetSession(from)).await {
-        Ok(Ok(entries)) => entries,
+    let entries = match env.session_log.send(GetSession(from.to_string())).await {
+        Ok(Ok((_, entries))) => entries,
         Ok(Err(e)) => {
             tracing::warn!("cannot read session {from} this one was compacted from: {e}");
             return false;
@@ -165,7 +165,14 @@ async fn finish_turn(
         let results = missing_results(open, why);
         commit(env, conversation, LogEntry::ToolResults { results }).await?;
     }
-    commit(env, conversation, LogEntry::TurnEnd { reason, usage }).await?;
+    let end = LogEntry::TurnEnd {
+        reason,
+        turn_id: None,
+        request_id: None,
+        usage,
+        error: None,
+    };
+    commit(env, conversation, end).await?;
     Ok(())
 }
 
@@ -439,6 +446,7 @@ async fn stream_reply(
                 true
             }
             ModelEvent::BlockEnd => finish_block(env, conversation, block.take(), &mut reply).await,
+            ModelEvent::Retry { .. } => true,
             ModelEvent::Usage(usage) => {
                 reply.usage = Some(usage);
                 env.broadcaster.do_send(Published::Usage(usage));

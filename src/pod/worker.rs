@@ -123,6 +123,7 @@ impl Shared {
         Status {
             state,
             queued: self.queued,
+            ..Status::default()
         }
     }
 }

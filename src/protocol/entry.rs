@@ -1,4 +1,4 @@
-//! Session log entries: the six kinds a session log line can hold.
+//! Session log entries: the kinds a session log line can hold.
 //!
 //! One line of `<data-dir>/sessions/<id>.jsonl` is a [`LogLine`]. The log is
 //! the single source of truth: the model's context and every client's view are
@@ -23,8 +23,18 @@ pub enum LogEntry {
     SessionStart {
         session_id: Uuid,
         created_at: String,
+        #[serde(default)]
         compacted_from: Option<Uuid>,
-        forked_from: Option<Uuid>,
+        /// Logs written before forks existed held a bare uuid here; it reads
+        /// as a fork point with no `seq`.
+        #[serde(default, deserialize_with = "fork_point_compat")]
+        forked_from: Option<ForkPoint>,
+        /// The provider and model the session started with (null in logs
+        /// written before these fields existed).
+        #[serde(default)]
+        provider: Option<String>,
+        #[serde(default)]
+        model: Option<String>,
     },
     UserInput {
         segments: Vec<Segment>,
@@ -39,9 +49,48 @@ pub enum LogEntry {
     HookInjectedItems {
         items: Vec<InjectedItem>,
     },
+    /// The pod asks a person before a tool call runs.
+    ApprovalRequest {
+        call_id: String,
+        tool: String,
+        /// One line a person reads: the command, or `edit src/main.rs (+3 −1)`.
+        summary: String,
+        /// What will happen: the full command, a unified diff, the arguments.
+        preview: String,
+        /// Why it asks: the mode or the rule.
+        reason: String,
+    },
+    /// How a tool call was decided, when a person, a deny rule or a cancel
+    /// decided it (calls that a rule or the mode simply allows have none).
+    ApprovalDecision {
+        call_id: String,
+        decision: Decision,
+        scope: Scope,
+        #[serde(default)]
+        rule: Option<String>,
+        by: DecidedBy,
+        #[serde(default)]
+        client: Option<String>,
+        #[serde(default)]
+        message: Option<String>,
+    },
+    /// From here on the conversation runs on this model.
+    ModelChange {
+        provider: String,
+        model: String,
+        at: String,
+    },
     TurnEnd {
         reason: TurnEndReason,
+        /// Those of the turn's `turn_start` (null in logs written before).
+        #[serde(default)]
+        turn_id: Option<String>,
+        #[serde(default)]
+        request_id: Option<String>,
         usage: Option<Usage>,
+        /// Why the turn ended, for `error` and `interrupted`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<TurnError>,
     },
     /// An entry kind this build does not know. Only clients ever see it (a
     /// newer pod may add kinds); the pod refuses to load a log holding one.
@@ -89,6 +138,90 @@ pub enum TurnEndReason {
     Error,
     MaxSteps,
     Interrupted,
+    /// A reason this build does not know (clients treat it generically).
+    #[serde(other)]
+    Unknown,
+}
+
+/// Where a forked session branched off: that session, up to that entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkPoint {
+    pub session_id: Uuid,
+    pub seq: Option<u64>,
+}
+
+fn fork_point_compat<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<ForkPoint>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Point(ForkPoint),
+        Bare(Uuid),
+    }
+    Ok(match Option::<Either>::deserialize(d)? {
+        None => None,
+        Some(Either::Point(p)) => Some(p),
+        Some(Either::Bare(session_id)) => Some(ForkPoint {
+            session_id,
+            seq: None,
+        }),
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Allow,
+    Deny,
+    #[serde(other)]
+    Unknown,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    #[default]
+    Once,
+    Session,
+    #[serde(other)]
+    Unknown,
+}
+
+/// Who decided a tool call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecidedBy {
+    User,
+    Policy,
+    Cancel,
+    #[serde(other)]
+    Unknown,
+}
+
+/// Why a turn ended with `error` or `interrupted`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnError {
+    pub code: TurnErrorCode,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnErrorCode {
+    /// The provider answered with an HTTP error; the message names the
+    /// status and quotes the provider's own message.
+    ProviderHttp,
+    /// The provider could not be reached (DNS, connect, TLS, timeout).
+    ProviderUnreachable,
+    /// The stream broke off or could not be parsed.
+    ProviderStream,
+    /// A durable write failed.
+    Storage,
+    /// The pod died mid-turn (`interrupted`).
+    Crashed,
+    #[serde(other)]
+    Other,
 }
 
 /// Token usage as reported by a provider (or estimated by the pod).
@@ -96,6 +229,19 @@ pub enum TurnEndReason {
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+}
+
+impl TurnEndReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnEndReason::Completed => "completed",
+            TurnEndReason::Cancelled => "cancelled",
+            TurnEndReason::Error => "error",
+            TurnEndReason::MaxSteps => "max_steps",
+            TurnEndReason::Interrupted => "interrupted",
+            TurnEndReason::Unknown => "unknown",
+        }
+    }
 }
 
 impl LogEntry {
@@ -111,6 +257,9 @@ impl LogEntry {
             LogEntry::AssistantItems { .. } => "assistant_items",
             LogEntry::ToolResults { .. } => "tool_results",
             LogEntry::HookInjectedItems { .. } => "hook_injected_items",
+            LogEntry::ApprovalRequest { .. } => "approval_request",
+            LogEntry::ApprovalDecision { .. } => "approval_decision",
+            LogEntry::ModelChange { .. } => "model_change",
             LogEntry::TurnEnd { .. } => "turn_end",
             LogEntry::Unknown => "unknown",
         }
@@ -133,11 +282,12 @@ mod tests {
         let id = Uuid::new_v4();
         round_trip(
             json!({"seq":0,"entry":{"kind":"session_start","session_id":id,
-            "created_at":"2026-11-30T00:00:00.000Z","compacted_from":null,"forked_from":null}}),
+            "created_at":"2026-11-30T00:00:00.000Z","compacted_from":null,"forked_from":null,"provider":"openai","model":"gpt-4o"}}),
         );
         round_trip(
             json!({"seq":0,"entry":{"kind":"session_start","session_id":id,
-            "created_at":"2026-11-30T00:00:00.000Z","compacted_from":Uuid::new_v4(),"forked_from":null}}),
+            "created_at":"2026-11-30T00:00:00.000Z","compacted_from":Uuid::new_v4(),"forked_from":{"session_id":id,"seq":4},
+            "provider":null,"model":null}}),
         );
         round_trip(
             json!({"seq":1,"entry":{"kind":"user_input","at":"2026-11-30T00:00:00.000Z",
@@ -164,12 +314,70 @@ mod tests {
             "max_steps",
             "interrupted",
         ] {
-            round_trip(json!({"seq":6,"entry":{"kind":"turn_end","reason":reason,"usage":null}}));
+            round_trip(json!({"seq":6,"entry":{"kind":"turn_end","reason":reason,
+                "turn_id":"t1","request_id":null,"usage":null}}));
         }
         round_trip(
-            json!({"seq":6,"entry":{"kind":"turn_end","reason":"completed",
-            "usage":{"input_tokens":10,"output_tokens":3}}}),
+            json!({"seq":6,"entry":{"kind":"turn_end","reason":"completed","turn_id":"t2",
+            "request_id":"r1","usage":{"input_tokens":10,"output_tokens":3}}}),
         );
+        round_trip(
+            json!({"seq":6,"entry":{"kind":"turn_end","reason":"error","turn_id":"t2",
+            "request_id":null,"usage":null,
+            "error":{"code":"provider_http","message":"HTTP 401: invalid api key"}}}),
+        );
+        round_trip(
+            json!({"seq":7,"entry":{"kind":"approval_request","call_id":"c1",
+            "tool":"bash","summary":"cargo test","preview":"cargo test","reason":"mode:ask"}}),
+        );
+        round_trip(
+            json!({"seq":8,"entry":{"kind":"approval_decision","call_id":"c1",
+            "decision":"allow","scope":"session","rule":"bash:cargo *","by":"user",
+            "client":"tui@host","message":null}}),
+        );
+        round_trip(
+            json!({"seq":9,"entry":{"kind":"model_change","provider":"openai",
+            "model":"gpt-4o-mini","at":"2026-11-30T00:00:00.000Z"}}),
+        );
+    }
+
+    #[test]
+    fn logs_written_before_a_field_existed_still_load() {
+        let id = Uuid::new_v4();
+        let line: LogLine = serde_json::from_value(json!({"seq":0,"entry":{
+            "kind":"session_start","session_id":id,"created_at":"2026-11-30T00:00:00.000Z",
+            "forked_from":id}}))
+        .unwrap();
+        let LogEntry::SessionStart {
+            compacted_from,
+            forked_from,
+            provider,
+            ..
+        } = line.entry
+        else {
+            panic!("not a session_start")
+        };
+        assert_eq!(compacted_from, None);
+        assert_eq!(provider, None);
+        assert_eq!(
+            forked_from,
+            Some(ForkPoint {
+                session_id: id,
+                seq: None
+            })
+        );
+        let line: LogLine = serde_json::from_value(
+            json!({"seq":3,"entry":{"kind":"turn_end","reason":"completed","usage":null}}),
+        )
+        .unwrap();
+        assert!(matches!(
+            line.entry,
+            LogEntry::TurnEnd {
+                turn_id: None,
+                error: None,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -7,14 +7,14 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::{LogEntry, LogLine, Usage};
+use super::{ForkPoint, InFlight, LogEntry, LogLine, Usage};
 
 pub const PROTOCOL_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
-    Snapshot(Snapshot),
+    Snapshot(Box<Snapshot>),
     Entry {
         session_id: Uuid,
         seq: u64,
@@ -42,6 +42,20 @@ pub enum Event {
     ToolCallDone {
         call_id: String,
     },
+    /// Output of a running tool as it is produced (`bash` streams its
+    /// stdout and stderr this way).
+    ToolOutputDelta {
+        call_id: String,
+        text: String,
+    },
+    /// A model call failed before anything of it was committed and is tried
+    /// again after `delay_ms`; the partial block its hints built is void.
+    Retry {
+        attempt: u32,
+        max_attempts: u32,
+        delay_ms: u64,
+        error: String,
+    },
     Usage(Usage),
     Status(Status),
     Notification {
@@ -67,6 +81,12 @@ pub enum Event {
     },
     CompactFailed {
         error: String,
+    },
+    /// The pod's current session changed (`new_session`, `fork`,
+    /// `resume_session`); a `snapshot` of the new session follows at once.
+    SessionSwitched {
+        new_session_id: Uuid,
+        reason: SwitchReason,
     },
     Response(Response),
     Shutdown {
@@ -97,38 +117,159 @@ pub struct Greeting {
     pub model: String,
     pub workspace: String,
     pub pid: u32,
+    /// The approval mode the pod started with (`status.approval` follows
+    /// later changes).
+    #[serde(default)]
+    pub approval: ApprovalMode,
+    #[serde(default)]
+    pub sandbox: SandboxInfo,
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServerInfo>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Status {
-    pub state: PodState,
-    pub queued: usize,
+/// How `bash` is confined, and whether the kernel enforces it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SandboxInfo {
+    pub mode: SandboxMode,
+    /// True only when every restriction the mode asks for is enforced.
+    pub available: bool,
+    /// Whether `bash` may open network connections.
+    pub network: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    #[default]
+    WorkspaceWrite,
+    ReadOnly,
+    Off,
+    #[serde(other)]
+    Unknown,
+}
+
+/// One configured MCP server as clients see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpServerInfo {
+    pub name: String,
+    pub state: McpState,
+    pub tools: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+pub enum McpState {
+    Starting,
+    Ready,
+    Failed,
+    #[serde(other)]
+    Unknown,
+}
+
+/// When the pod asks before a tool call runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalMode {
+    /// Read-only tools run; everything else is asked.
+    #[default]
+    Ask,
+    /// Also file edits inside the workspace run unasked.
+    Edits,
+    /// Everything runs unasked (deny rules still apply).
+    Auto,
+    /// Only the read-only tools run; everything else is denied.
+    ReadOnly,
+    #[serde(other)]
+    Unknown,
+}
+
+impl ApprovalMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalMode::Ask => "ask",
+            ApprovalMode::Edits => "edits",
+            ApprovalMode::Auto => "auto",
+            ApprovalMode::ReadOnly => "read-only",
+            ApprovalMode::Unknown => "unknown",
+        }
+    }
+}
+
+impl SandboxMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::WorkspaceWrite => "workspace-write",
+            SandboxMode::ReadOnly => "read-only",
+            SandboxMode::Off => "off",
+            SandboxMode::Unknown => "unknown",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Status {
+    pub state: PodState,
+    pub queued: usize,
+    /// Call ids of the approval requests waiting for an answer.
+    #[serde(default)]
+    pub pending_approvals: Vec<String>,
+    #[serde(default)]
+    pub approval: ApprovalMode,
+    #[serde(default)]
+    pub model: String,
+    /// The size of the last model request, in tokens.
+    #[serde(default)]
+    pub context_tokens: u64,
+    #[serde(default)]
+    pub context_window: u64,
+    /// The running turn, so a client that reconnects knows whose it is.
+    #[serde(default)]
+    pub turn: Option<TurnRef>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnRef {
+    pub turn_id: String,
+    pub request_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum PodState {
+    #[default]
     Idle,
     Running,
     Paused,
     Compacting,
+    /// A tool call waits for a person's approval.
+    Waiting,
+    #[serde(other)]
+    Unknown,
 }
 
-/// The block the model is streaming right now, not yet an entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum InFlight {
-    Text {
-        text: String,
-    },
-    Reasoning {
-        text: String,
-    },
-    ToolCall {
-        call_id: String,
-        name: String,
-        arguments_so_far: String,
-    },
+impl PodState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PodState::Idle => "idle",
+            PodState::Running => "running",
+            PodState::Paused => "paused",
+            PodState::Compacting => "compacting",
+            PodState::Waiting => "waiting",
+            PodState::Unknown => "unknown",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SwitchReason {
+    New,
+    Fork,
+    Resume,
+    #[serde(other)]
+    Unknown,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,6 +278,8 @@ pub enum Level {
     Info,
     Warn,
     Error,
+    #[serde(other)]
+    Unknown,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -145,10 +288,11 @@ pub enum CompactReason {
     AutoMidTurn,
     AutoPostTurn,
     Manual,
+    #[serde(other)]
+    Unknown,
 }
 
-/// Error codes. The first seven are fixed by the contract; the rest are the
-/// pod's own and documented in `docs/protocol.md`.
+/// Error codes (`docs/protocol.md` has when each is sent and to whom).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
@@ -164,10 +308,22 @@ pub enum ErrorCode {
     ModelError,
     /// A durable write failed; the entry was neither mirrored nor published.
     StorageError,
-    /// `get_session` named a session this pod has no log for.
+    /// A session id (or prefix) that names no session.
     SessionNotFound,
+    /// A session id prefix that matches several sessions.
+    SessionAmbiguous,
+    /// Another pod is writing that session.
+    SessionLocked,
     /// The pod is shutting down and takes no new work.
     ShuttingDown,
+    /// `approve` for a call that is not waiting (unknown, already decided).
+    NotPending,
+    /// `cancel` with a `run` that is neither queued nor running.
+    NotRunning,
+    /// A method that needs the pod idle, while a turn runs or is queued.
+    Busy,
+    /// A method a tool's own process may not send (only reads are allowed).
+    Forbidden,
     #[serde(other)]
     Other,
 }
@@ -192,6 +348,15 @@ pub struct Response {
     /// `list_completions`: the completions with their kind and description.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub items: Option<Vec<CompletionItem>>,
+    /// `list_sessions`: newest first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<Vec<SessionInfo>>,
+    /// `cancel` with `run`: the run was still queued and is removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<bool>,
+    /// `approve`, `hello`, `set_approval`, …: the method took effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok: Option<bool>,
 }
 
 /// One completion with what a menu shows beside it.
@@ -202,10 +367,36 @@ pub struct CompletionItem {
     pub detail: Option<String>,
 }
 
+/// One session of the data directory, as `list_sessions` describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    pub session_id: Uuid,
+    pub created_at: String,
+    /// The time of the last append.
+    pub updated_at: String,
+    pub entries: u64,
+    /// The first user text, newlines as spaces, cut to 80 characters.
+    pub title: Option<String>,
+    pub compacted_from: Option<Uuid>,
+    pub forked_from: Option<ForkPoint>,
+    pub current: bool,
+}
+
 impl Event {
     /// The event as one newline-terminated frame.
+    ///
+    /// Serialising these types cannot fail (string keys, no fallible
+    /// `Serialize` impls); were it ever to, the client gets an `error` frame
+    /// saying so rather than an empty or torn one.
     pub fn to_frame(&self) -> bytes::Bytes {
-        let mut buf = serde_json::to_vec(self).unwrap_or_else(|_| b"{}".to_vec());
+        let mut buf = serde_json::to_vec(self).unwrap_or_else(|e| {
+            let fallback = serde_json::json!({
+                "type": "error",
+                "code": "internal",
+                "message": format!("the pod could not encode a frame: {e}"),
+            });
+            fallback.to_string().into_bytes()
+        });
         buf.push(b'\n');
         buf.into()
     }
@@ -236,10 +427,15 @@ mod tests {
         let id = Uuid::new_v4();
         round_trip(json!({"type":"snapshot","protocol_version":1,
             "greeting":{"pod":"default","version":"0.1.0","session_id":id,"provider":"offline",
-                        "model":"offline","workspace":"/w","pid":7},
-            "status":{"state":"idle","queued":0},"session_id":id,
+                        "model":"offline","workspace":"/w","pid":7,"approval":"ask",
+                        "sandbox":{"mode":"workspace-write","available":true,"network":true},
+                        "mcp_servers":[{"name":"git","state":"failed","tools":0,"error":"x"}]},
+            "status":{"state":"waiting","queued":0,"pending_approvals":["c1"],"approval":"ask",
+                      "model":"offline","context_tokens":1200,"context_window":128000,
+                      "turn":{"turn_id":"t1","request_id":null}},"session_id":id,
             "entries":[{"seq":0,"entry":{"kind":"session_start","session_id":id,
-                "created_at":"2026-11-30T00:00:00.000Z","compacted_from":null,"forked_from":null}}],
+                "created_at":"2026-11-30T00:00:00.000Z","compacted_from":null,"forked_from":null,
+                "provider":"offline","model":"offline"}}],
             "in_flight":{"type":"text","text":"so far"}}));
         round_trip(json!({"type":"entry","session_id":id,"seq":1,
             "entry":{"kind":"assistant_items","items":[{"type":"text","text":"x"}]}}));
@@ -250,7 +446,21 @@ mod tests {
         round_trip(json!({"type":"tool_call_args_delta","call_id":"c","delta":"{"}));
         round_trip(json!({"type":"tool_call_done","call_id":"c"}));
         round_trip(json!({"type":"usage","input_tokens":1,"output_tokens":2}));
-        round_trip(json!({"type":"status","state":"compacting","queued":2}));
+        round_trip(json!({"type":"status","state":"compacting","queued":2,
+            "pending_approvals":[],"approval":"auto","model":"m","context_tokens":0,
+            "context_window":0,"turn":null}));
+        round_trip(json!({"type":"tool_output_delta","call_id":"c","text":"tick 1\n"}));
+        round_trip(
+            json!({"type":"retry","attempt":1,"max_attempts":4,"delay_ms":500,
+            "error":"HTTP 429"}),
+        );
+        round_trip(json!({"type":"session_switched","new_session_id":id,"reason":"fork"}));
+        round_trip(json!({"type":"response","request_id":"r","ok":true}));
+        round_trip(json!({"type":"response","request_id":"r","removed":true}));
+        round_trip(
+            json!({"type":"response","request_id":"r","completions":["review"],
+            "items":[{"value":"review","kind":"workflow","detail":"Review a change"}]}),
+        );
         round_trip(
             json!({"type":"notification","level":"warn","source":"compactor","message":"m"}),
         );

@@ -8,9 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use uuid::Uuid;
 
-use super::{ErrorCode, Segment};
+use super::{ApprovalMode, Decision, ErrorCode, Scope, Segment, MAX_JSON_DEPTH};
 
 /// A method with the `request_id` every method may carry.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,7 +27,11 @@ pub enum Method {
     Notify {
         message: String,
     },
-    Cancel,
+    /// Without `run`: the running turn. With it: that run, queued or running.
+    Cancel {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        run: Option<String>,
+    },
     Pause,
     Resume,
     Compact,
@@ -38,8 +41,51 @@ pub enum Method {
         prefix: String,
     },
     GetSession {
-        session_id: Uuid,
+        /// A full id or a unique prefix of at least 4 characters.
+        session_id: String,
     },
+    /// Names this connection (`approval_decision.client`).
+    Hello {
+        client: String,
+    },
+    Approve {
+        call_id: String,
+        decision: Decision,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scope: Option<Scope>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    SetApproval {
+        mode: ApprovalMode,
+    },
+    ListSessions,
+    NewSession,
+    Fork {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at_seq: Option<u64>,
+    },
+    ResumeSession {
+        session_id: String,
+    },
+    SetModel {
+        model: String,
+    },
+}
+
+impl Method {
+    /// Whether a tool's own process may send this method: only reads are
+    /// allowed to a connection from the pod or one of its descendants, so
+    /// a tool can never approve itself or steer the pod.
+    pub fn is_read_only(&self) -> bool {
+        matches!(
+            self,
+            Method::Hello { .. }
+                | Method::GetSession { .. }
+                | Method::ListSessions
+                | Method::ListCompletions { .. }
+        )
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,6 +106,14 @@ const METHOD_TYPES: &[&str] = &[
     "shutdown",
     "list_completions",
     "get_session",
+    "hello",
+    "approve",
+    "set_approval",
+    "list_sessions",
+    "new_session",
+    "fork",
+    "resume_session",
+    "set_model",
 ];
 
 /// Why a frame could not become a [`Request`].
@@ -99,6 +153,15 @@ impl Request {
                 None,
             )
         })?;
+        if super::limits::json_depth(frame) > MAX_JSON_DEPTH {
+            return Err(fail(
+                ErrorCode::BadFrame,
+                format!(
+                    "frame nests deeper than {MAX_JSON_DEPTH} levels; flatten the data you send"
+                ),
+                None,
+            ));
+        }
         let mut object: Map<String, Value> = match serde_json::from_str(text) {
             Ok(Value::Object(o)) => o,
             Ok(_) => {
@@ -149,6 +212,17 @@ impl Request {
             ));
         }
         match serde_json::from_value::<Method>(Value::Object(object)) {
+            Ok(Method::Approve {
+                decision: Decision::Deny,
+                scope: Some(Scope::Session),
+                ..
+            }) => Err(fail(
+                ErrorCode::InvalidParams,
+                "`deny` cannot have `scope: \"session\"`: deny rules come from --deny or the \
+                 config file"
+                    .into(),
+                request_id,
+            )),
             Ok(method) => Ok(Request { request_id, method }),
             Err(e) => Err(fail(
                 ErrorCode::InvalidParams,
@@ -174,6 +248,7 @@ impl Request {
 mod tests {
     use super::*;
     use serde_json::json;
+    use uuid::Uuid;
 
     fn parse(v: Value) -> Result<Request, FrameError> {
         Request::parse(v.to_string().as_bytes())
@@ -188,7 +263,10 @@ mod tests {
             Method::Notify {
                 message: "ci is green".into(),
             },
-            Method::Cancel,
+            Method::Cancel { run: None },
+            Method::Cancel {
+                run: Some("r1".into()),
+            },
             Method::Pause,
             Method::Resume,
             Method::Compact,
@@ -198,7 +276,28 @@ mod tests {
                 prefix: "src/".into(),
             },
             Method::GetSession {
-                session_id: Uuid::new_v4(),
+                session_id: Uuid::new_v4().to_string(),
+            },
+            Method::Hello {
+                client: "tui@host".into(),
+            },
+            Method::Approve {
+                call_id: "c1".into(),
+                decision: Decision::Allow,
+                scope: Some(Scope::Session),
+                message: Some("go ahead".into()),
+            },
+            Method::SetApproval {
+                mode: ApprovalMode::ReadOnly,
+            },
+            Method::ListSessions,
+            Method::NewSession,
+            Method::Fork { at_seq: Some(4) },
+            Method::ResumeSession {
+                session_id: "8bd5".into(),
+            },
+            Method::SetModel {
+                model: "gpt-4o".into(),
             },
         ];
         for method in methods {
@@ -213,7 +312,7 @@ mod tests {
     #[test]
     fn unknown_fields_are_ignored() {
         let req = parse(json!({"type":"cancel","request_id":"x","future":true})).unwrap();
-        assert_eq!(req.method, Method::Cancel);
+        assert_eq!(req.method, Method::Cancel { run: None });
         assert_eq!(req.request_id.as_deref(), Some("x"));
     }
 
@@ -235,9 +334,18 @@ mod tests {
             ErrorCode::InvalidParams
         );
         assert_eq!(
-            code(parse(json!({"type":"get_session","session_id":"nope"}))),
+            code(parse(json!({"type":"get_session","session_id":7}))),
             ErrorCode::InvalidParams
         );
+        assert_eq!(
+            code(parse(
+                json!({"type":"approve","call_id":"c","decision":"deny","scope":"session"})
+            )),
+            ErrorCode::InvalidParams
+        );
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let frame = format!(r#"{{"type":"run","segments":[{{"type":"x","v":{deep}}}]}}"#);
+        assert_eq!(code(Request::parse(frame.as_bytes())), ErrorCode::BadFrame);
     }
 
     #[test]

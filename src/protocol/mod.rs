@@ -3,13 +3,21 @@
 
 mod entry;
 mod event;
+mod in_flight;
+mod limits;
 mod method;
 mod segment;
 
-pub use entry::{AssistantItem, InjectedItem, LogEntry, LogLine, ToolResult, TurnEndReason, Usage};
-pub use event::{
-    CompactReason, CompletionItem, ErrorCode, Event, Greeting, InFlight, Level, PodState, Response,
-    Snapshot, Status, PROTOCOL_VERSION,
+pub use entry::{
+    AssistantItem, DecidedBy, Decision, ForkPoint, InjectedItem, LogEntry, LogLine, Scope,
+    ToolResult, TurnEndReason, TurnError, TurnErrorCode, Usage,
 };
+pub use event::{
+    ApprovalMode, CompactReason, CompletionItem, ErrorCode, Event, Greeting, Level, McpServerInfo,
+    McpState, PodState, Response, SandboxInfo, SandboxMode, SessionInfo, Snapshot, Status,
+    SwitchReason, TurnRef, PROTOCOL_VERSION,
+};
+pub use in_flight::InFlight;
+pub use limits::{json_depth, MAX_JSON_DEPTH};
 pub use method::{CompletionKind, FrameError, Method, Request};
 pub use segment::{Segment, SegmentView};

@@ -56,7 +56,8 @@ impl Provider for Anthropic {
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
-        let body = request_body(&self.model, &request);
+        let model = request.model.as_deref().unwrap_or(&self.model);
+        let body = request_body(model, &request);
         self.endpoint.stream(&body, Decoder::default)
     }
 }

@@ -25,11 +25,13 @@ pub use script::Script;
 use futures::stream::BoxStream;
 use serde_json::Value;
 
-use crate::protocol::{AssistantItem, ToolResult, Usage};
+use crate::protocol::{AssistantItem, ToolResult, TurnErrorCode, Usage};
 
 /// What the model is asked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelRequest {
+    /// The model to use; `None` is the provider's configured one.
+    pub model: Option<String>,
     pub system: String,
     pub messages: Vec<ChatMessage>,
     pub tools: Vec<ToolSpec>,
@@ -73,18 +75,34 @@ pub enum ModelEvent {
     /// stream ends.
     BlockEnd,
     Usage(Usage),
+    /// The call failed before anything of it reached the user and is tried
+    /// again after `delay_ms`: whatever this call streamed so far is void.
+    Retry {
+        attempt: u32,
+        max_attempts: u32,
+        delay_ms: u64,
+        error: String,
+    },
 }
 
-/// A failed model call, worded for the user.
+/// A failed model call, worded for the user, with the kind of failure a
+/// `turn_end.error` records.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct ModelError {
+    pub code: TurnErrorCode,
     pub message: String,
 }
 
 impl ModelError {
+    /// A reply that broke off or could not be understood.
     pub fn new(message: impl Into<String>) -> Self {
+        Self::with_code(TurnErrorCode::ProviderStream, message)
+    }
+
+    pub fn with_code(code: TurnErrorCode, message: impl Into<String>) -> Self {
         Self {
+            code,
             message: message.into(),
         }
     }
@@ -95,6 +113,7 @@ pub type ModelStream = BoxStream<'static, Result<ModelEvent, ModelError>>;
 pub trait Provider: Send + Sync {
     /// `offline`, `script`, `openai` or `anthropic`.
     fn name(&self) -> &'static str;
+    /// The configured model, used when a request names none.
     fn model(&self) -> &str;
     /// Starts one model call. Dropping the stream abandons the call.
     fn stream(&self, request: ModelRequest) -> ModelStream;

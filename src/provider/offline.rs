@@ -159,6 +159,7 @@ mod tests {
     #[test]
     fn reply_describes_files_tools_and_configuration() {
         let request = ModelRequest {
+            model: None,
             system: String::new(),
             messages: vec![ChatMessage::User {
                 text: "look at\n<file path=\"src/a.rs\">\nfn a() {}\nfn b() {}\n</file>\nplease"

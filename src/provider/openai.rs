@@ -52,7 +52,8 @@ impl Provider for OpenAi {
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
-        let body = request_body(&self.model, &request);
+        let model = request.model.as_deref().unwrap_or(&self.model);
+        let body = request_body(model, &request);
         self.endpoint.stream(&body, Decoder::default)
     }
 }

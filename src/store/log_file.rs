@@ -310,6 +310,8 @@ mod tests {
             created_at: LogEntry::now(),
             compacted_from: None,
             forked_from: None,
+            provider: None,
+            model: None,
         }
     }
 

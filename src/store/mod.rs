@@ -4,5 +4,6 @@
 
 pub mod log_file;
 pub mod pointer;
+pub mod sessions;
 
 pub use log_file::{LogError, LogFile, Recovered};

@@ -15,13 +15,13 @@ use ratatui::Frame;
 use super::commands::{self, Builtin};
 use super::composer::{Atom, Composer, MenuItem, TokenKind};
 use super::connection::{ConnEvent, ConnectionState, Outgoing};
-use super::conversation::{short_id, Applied, Conversation};
+use super::conversation::{Applied, Conversation};
 use super::layout_cache::LayoutCache;
-use super::overlay::{self, Overlay};
+use super::overlay::{self, Overlay, SessionPicker};
 use super::viewport::Viewport;
 use crate::protocol::{
-    CompletionKind, Event, Greeting, Level, LogEntry, Method, PodState, Request, Response, Segment,
-    SegmentView, Status, Usage,
+    ApprovalMode, CompletionKind, Event, Greeting, Level, LogEntry, Method, PodState, Request,
+    Response, Segment, SegmentView, Status, Usage,
 };
 
 /// Two Ctrl+C within this long quit.
@@ -50,6 +50,11 @@ pub struct App {
     /// The `list_completions` asking for every workflow, sent on each
     /// snapshot (the workspace may have changed while we were away).
     workflows_request: Option<String>,
+    /// The `list_sessions` whose answer opens the session picker.
+    sessions_request: Option<String>,
+    /// A session the picker resumed in order to fork it: forked as soon
+    /// as its snapshot arrives.
+    fork_after_resume: Option<String>,
     pub(crate) now: Instant,
     /// Size of the conversation area at the last draw, for paging.
     pub(crate) view_size: (u16, u16),
@@ -82,6 +87,8 @@ impl App {
             overlay: None,
             workflows: Vec::new(),
             workflows_request: None,
+            sessions_request: None,
+            fork_after_resume: None,
             now,
             view_size: (80, 20),
             last_spin: now,
@@ -130,7 +137,9 @@ impl App {
     }
 
     fn busy(&self) -> bool {
-        self.status.is_some_and(|s| s.state != PodState::Idle)
+        self.status
+            .as_ref()
+            .is_some_and(|s| s.state != PodState::Idle)
     }
 
     fn next_id(&mut self) -> String {
@@ -216,7 +225,7 @@ impl App {
         if let Event::Snapshot(snapshot) = &event {
             self.connection = ConnectionState::Connected;
             self.greeting = Some(snapshot.greeting.clone());
-            self.status = Some(snapshot.status);
+            self.status = Some(snapshot.status.clone());
             self.usage = snapshot.entries.iter().rev().find_map(|l| match l.entry {
                 LogEntry::TurnEnd { usage, .. } => usage,
                 _ => None,
@@ -225,6 +234,11 @@ impl App {
             self.viewport.end();
             let id = self.list(CompletionKind::Workflow, String::new());
             self.workflows_request = Some(id);
+            if let Some(fork) = self.fork_after_resume.take() {
+                if fork == snapshot.session_id.to_string() {
+                    self.send(Method::Fork { at_seq: None });
+                }
+            }
             return;
         }
         if self.connection != ConnectionState::Connected {
@@ -264,6 +278,14 @@ impl App {
     fn on_response(&mut self, response: Response) {
         if let Some(id) = &response.request_id {
             self.unconfirmed.remove(id);
+        }
+        if let (Some(id), Some(sessions)) = (&response.request_id, response.sessions) {
+            if self.sessions_request.as_deref() == Some(id) {
+                self.sessions_request = None;
+                let selected = sessions.iter().position(|s| s.current).unwrap_or(0);
+                self.overlay = Some(Overlay::Sessions(SessionPicker { sessions, selected }));
+            }
+            return;
         }
         if let Some(id) = &response.request_id {
             let items = response.items.map(|items| {
@@ -369,6 +391,14 @@ impl App {
                     match overlay.on_key(key, page) {
                         overlay::Action::None => {}
                         overlay::Action::Close => self.overlay = None,
+                        overlay::Action::Resume(id) => {
+                            self.overlay = None;
+                            self.send(Method::ResumeSession { session_id: id });
+                        }
+                        overlay::Action::Fork(id) => {
+                            self.overlay = None;
+                            self.fork(id);
+                        }
                     }
                 }
             }
@@ -467,7 +497,7 @@ impl App {
 
     fn cancel(&mut self) {
         if self.busy() {
-            self.send(Method::Cancel);
+            self.send(Method::Cancel { run: None });
         }
     }
 
@@ -525,7 +555,8 @@ impl App {
     }
 
     /// Runs a built-in command. The input box is cleared (the command goes
-    /// into the history) unless the command could not be carried out.
+    /// into the history) unless the command could not be carried out; the
+    /// pod's answer, an error included, shows in the conversation.
     fn run_builtin(&mut self, builtin: &Builtin, args: &str) {
         match builtin.name {
             "help" => self.overlay = Some(Overlay::Help { scroll: 0 }),
@@ -537,6 +568,53 @@ impl App {
             "compact" => {
                 self.send(Method::Compact);
             }
+            "new" => {
+                self.send(Method::NewSession);
+            }
+            "fork" => {
+                self.send(Method::Fork { at_seq: None });
+            }
+            "sessions" => {
+                let id = self.send(Method::ListSessions);
+                self.sessions_request = Some(id);
+            }
+            "model" if args.is_empty() => {
+                let model = self.current_model();
+                self.conversation.push_notice(
+                    Level::Info,
+                    format!(
+                        "[model] {model} · /model NAME switches to another model of the provider"
+                    ),
+                );
+                self.viewport.end();
+            }
+            "model" => {
+                self.send(Method::SetModel {
+                    model: args.to_owned(),
+                });
+            }
+            "approval" if args.is_empty() => {
+                let mode = self.approval_mode();
+                self.conversation.push_notice(
+                    Level::Info,
+                    format!(
+                        "[approval] {} · /approval ask|edits|auto|read-only changes it",
+                        mode.as_str()
+                    ),
+                );
+                self.viewport.end();
+            }
+            "approval" => {
+                let mode = serde_json::from_value::<ApprovalMode>(serde_json::Value::from(args))
+                    .unwrap_or(ApprovalMode::Unknown);
+                if mode == ApprovalMode::Unknown {
+                    self.flash = Some(format!(
+                        "no approval mode {args:?}: ask, edits, auto or read-only"
+                    ));
+                    return;
+                }
+                self.send(Method::SetApproval { mode });
+            }
             "clear" => {
                 self.conversation.clear();
                 self.viewport.end();
@@ -547,8 +625,43 @@ impl App {
                 return;
             }
         }
-        let _ = args;
         self.composer.finish_submit();
+    }
+
+    /// The model in use: the status's (it follows `set_model`), else the
+    /// greeting's.
+    fn current_model(&self) -> String {
+        let provider = self.greeting.as_ref().map_or("", |g| g.provider.as_str());
+        let model = match (&self.status, &self.greeting) {
+            (Some(s), _) if !s.model.is_empty() => s.model.as_str(),
+            (_, Some(g)) => g.model.as_str(),
+            _ => return "unknown (not connected yet)".into(),
+        };
+        format!("{provider}/{model}")
+    }
+
+    /// The approval mode in force: the status's, else the greeting's.
+    fn approval_mode(&self) -> ApprovalMode {
+        match (&self.status, &self.greeting) {
+            (Some(s), _) => s.approval,
+            (None, Some(g)) => g.approval,
+            (None, None) => ApprovalMode::Unknown,
+        }
+    }
+
+    /// Forks session `id`: at once if it is the current one, else once
+    /// resuming it has made it current (the protocol forks only the
+    /// current session).
+    fn fork(&mut self, id: String) {
+        let current = self.conversation.session_id().map(|s| s.to_string());
+        if current.as_deref() == Some(id.as_str()) {
+            self.send(Method::Fork { at_seq: None });
+        } else {
+            self.send(Method::ResumeSession {
+                session_id: id.clone(),
+            });
+            self.fork_after_resume = Some(id);
+        }
     }
 
     /// What `/status` shows: the pod's latest greeting and status.
@@ -565,18 +678,72 @@ impl App {
             ),
             None => row("pod", format!("{} (not connected yet)", self.pod_name)),
         }
-        if let Some(status) = self.status {
+        if let Some(status) = &self.status {
             let state = serde_json::to_value(status.state)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .unwrap_or_else(|| "unknown".into());
-            row("state", format!("{state}, {} queued", status.queued));
+            let mut text = format!("{state}, {} queued", status.queued);
+            if !status.pending_approvals.is_empty() {
+                text.push_str(&format!(
+                    ", {} waiting for approval",
+                    status.pending_approvals.len()
+                ));
+            }
+            row("state", text);
         }
         if let Some(id) = self.conversation.session_id() {
-            row("session", format!("{id} ({})", short_id(&id)));
+            row("session", id.to_string());
         }
+        row("model", self.current_model());
+        if let Some(status) = self.status.as_ref().filter(|s| s.context_window > 0) {
+            row(
+                "context",
+                format!(
+                    "{} of {} tokens",
+                    status.context_tokens, status.context_window
+                ),
+            );
+        }
+        row("approval", self.approval_mode().as_str().to_owned());
         if let Some(g) = &self.greeting {
-            row("model", format!("{}/{}", g.provider, g.model));
+            let sandbox = &g.sandbox;
+            let enforced = if sandbox.available {
+                "enforced"
+            } else {
+                "NOT enforced on this system"
+            };
+            let network = if sandbox.network {
+                "network on"
+            } else {
+                "network off"
+            };
+            row(
+                "sandbox",
+                format!("{}, {enforced}, {network}", sandbox.mode.as_str()),
+            );
+            let servers: Vec<String> = g
+                .mcp_servers
+                .iter()
+                .map(|m| {
+                    let state = serde_json::to_value(m.state)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_else(|| "unknown".into());
+                    match &m.error {
+                        Some(e) => format!("{} {state} ({e})", m.name),
+                        None => format!("{} {state}, {} tools", m.name, m.tools),
+                    }
+                })
+                .collect();
+            row(
+                "MCP",
+                if servers.is_empty() {
+                    "no servers".into()
+                } else {
+                    servers.join("; ")
+                },
+            );
         }
         lines.join("\n")
     }

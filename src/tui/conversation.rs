@@ -189,18 +189,19 @@ impl Conversation {
             self.last_seq = Some(*seq);
             self.add_entry(entry);
         }
-        self.draft = snapshot.in_flight.as_ref().map(|f| match f {
-            InFlight::Text { text } => Draft::Text(text.clone()),
-            InFlight::Reasoning { text } => Draft::Reasoning(text.clone()),
+        self.draft = snapshot.in_flight.as_ref().and_then(|f| match f {
+            InFlight::Text { text } => Some(Draft::Text(text.clone())),
+            InFlight::Reasoning { text } => Some(Draft::Reasoning(text.clone())),
             InFlight::ToolCall {
                 call_id,
                 name,
                 arguments_so_far,
-            } => Draft::ToolCall {
+            } => Some(Draft::ToolCall {
                 call_id: call_id.clone(),
                 name: name.clone(),
                 arguments: arguments_so_far.clone(),
-            },
+            }),
+            InFlight::ToolOutput { .. } => None,
         });
         self.draft_rev = self.rev();
     }
@@ -357,6 +358,9 @@ impl Conversation {
                     }
                 }
             }
+            LogEntry::ApprovalRequest { .. }
+            | LogEntry::ApprovalDecision { .. }
+            | LogEntry::ModelChange { .. } => {}
             LogEntry::HookInjectedItems { items } => {
                 for item in items {
                     self.push(BlockKind::Injected {
@@ -370,6 +374,7 @@ impl Conversation {
                 self.clear_draft();
                 let text = match reason {
                     TurnEndReason::Completed => return,
+                    TurnEndReason::Unknown => "[turn ended]",
                     TurnEndReason::Cancelled => "[turn cancelled]",
                     TurnEndReason::Error => "[turn ended by an error]",
                     TurnEndReason::MaxSteps => "[turn stopped: too many steps]",

@@ -39,7 +39,7 @@ pub fn layout(kind: &BlockKind, width: u16, selected: bool) -> Vec<Line<'static>
         } => injected(source, text, *expanded, selected, width, &mut out),
         BlockKind::Notice { level, text } => {
             let style = match level {
-                Level::Info => Style::new().fg(Color::Cyan),
+                Level::Info | Level::Unknown => Style::new().fg(Color::Cyan),
                 Level::Warn => Style::new().fg(Color::Yellow),
                 Level::Error => ERROR,
             };

@@ -10,6 +10,7 @@ mod composer;
 pub mod help;
 mod highlight;
 pub mod markdown;
+mod sessions;
 mod status;
 mod table;
 pub mod wrap;
@@ -58,6 +59,9 @@ pub fn draw(frame: &mut Frame<'_>, app: &mut App) {
         match &mut app.overlay {
             Some(Overlay::Help { scroll }) => {
                 *scroll = help::draw(frame, view, &app.workflows, *scroll);
+            }
+            Some(Overlay::Sessions(picker)) => {
+                sessions::draw(frame, view, picker, std::time::SystemTime::now());
             }
             None => {
                 let mut rows = app.cache.rows(&app.conversation, view.width);

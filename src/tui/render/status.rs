@@ -40,13 +40,15 @@ pub fn status_line(app: &App) -> Line<'static> {
     if let Some(flash) = &app.flash {
         part(flash.clone(), BAR.fg(Color::LightYellow));
     }
-    if let Some(status) = app.status {
+    if let Some(status) = &app.status {
         let spin = SPINNER[app.spinner % SPINNER.len()];
         let state = match status.state {
             PodState::Idle => "idle".to_owned(),
             PodState::Running => format!("{spin} running"),
             PodState::Paused => "paused".to_owned(),
             PodState::Compacting => format!("{spin} compacting"),
+            PodState::Waiting => "waiting for approval".to_owned(),
+            PodState::Unknown => "…".to_owned(),
         };
         let queued = if status.queued > 0 {
             format!(" ({} queued)", status.queued)
