@@ -424,3 +424,41 @@ fn project_instructions_are_collapsed_until_opened() {
     key(&mut app, KeyCode::Char('o'), KeyModifiers::CONTROL);
     assert_snapshot!(screen(&mut app, 50, 12));
 }
+
+#[test]
+fn session_picker() {
+    let ago = |secs: u64| {
+        humantime::format_rfc3339_millis(
+            std::time::SystemTime::now() - std::time::Duration::from_secs(secs),
+        )
+        .to_string()
+    };
+    let mut app = attached(vec![]);
+    for c in "/sessions".chars() {
+        key(&mut app, KeyCode::Char(c), KeyModifiers::NONE);
+    }
+    key(&mut app, KeyCode::Enter, KeyModifiers::NONE);
+    let request_id = app
+        .take_outgoing()
+        .into_iter()
+        .find_map(|o| match o {
+            pod::tui::connection::Outgoing::Request(r)
+                if r.method == pod::protocol::Method::ListSessions =>
+            {
+                r.request_id
+            }
+            _ => None,
+        })
+        .expect("list_sessions");
+    app.on_pod_event(event(json!({"type":"response","request_id":request_id,"sessions":[
+        {"session_id":SESSION,"created_at":ago(7200),"updated_at":ago(300),"entries":42,
+         "title":"refactor the parser so that errors carry their position","compacted_from":NEW_SESSION,
+         "forked_from":null,"current":true},
+        {"session_id":"aaaaaaaa-0000-4000-8000-000000000003","created_at":ago(200_000),
+         "updated_at":ago(180_000),"entries":7,"title":null,"compacted_from":null,
+         "forked_from":{"session_id":SESSION,"seq":4},"current":false}]})));
+    key(&mut app, KeyCode::Down, KeyModifiers::NONE);
+    let buffer = buffer(&mut app, 70, 8);
+    assert_eq!(buffer[find(&buffer, "aaaaaaaa").unwrap()].bg, Color::Blue);
+    assert_snapshot!(screen(&mut app, 70, 8));
+}

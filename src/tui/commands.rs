@@ -12,10 +12,11 @@ pub struct Builtin {
 }
 
 impl Builtin {
-    /// Whether choosing it in the menu runs it at once: it takes nothing,
-    /// so there is nothing left to type.
+    /// Whether choosing it in the menu with Enter runs it at once: it
+    /// needs nothing more (its arguments, if any, are optional). Tab only
+    /// completes, so that arguments can follow.
     pub fn runs_on_accept(&self) -> bool {
-        self.args.is_empty()
+        self.args.is_empty() || self.args.starts_with('[')
     }
 }
 
