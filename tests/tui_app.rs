@@ -331,7 +331,7 @@ fn local_commands_send_nothing() {
         "state     idle",
         "session   0b5e551d",
         "sandbox",
-        "MCP       no servers",
+        "MCP       git ready, 12 tools; web failed (exited with status 1)",
     ] {
         assert!(notices[2].contains(line), "{line} not in {}", notices[2]);
     }

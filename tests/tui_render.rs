@@ -462,3 +462,13 @@ fn session_picker() {
     assert_eq!(buffer[find(&buffer, "aaaaaaaa").unwrap()].bg, Color::Blue);
     assert_snapshot!(screen(&mut app, 70, 8));
 }
+
+#[test]
+fn status_command_notice() {
+    let mut app = attached(vec![]);
+    for c in "/status".chars() {
+        key(&mut app, KeyCode::Char(c), KeyModifiers::NONE);
+    }
+    key(&mut app, KeyCode::Enter, KeyModifiers::NONE);
+    assert_snapshot!(screen(&mut app, 80, 14));
+}

@@ -34,7 +34,11 @@ pub fn snapshot(entries: Vec<Value>, in_flight: Value, state: &str) -> Event {
     }
     event(json!({"type":"snapshot","protocol_version":1,
         "greeting":{"pod":"default","version":"0.1.0","session_id":SESSION,
-                    "provider":"offline","model":"offline","workspace":"/w","pid":1},
+                    "provider":"offline","model":"offline","workspace":"/w","pid":1,
+                    "approval":"ask",
+                    "sandbox":{"mode":"workspace-write","available":true,"network":true},
+                    "mcp_servers":[{"name":"git","state":"ready","tools":12},
+                                   {"name":"web","state":"failed","tools":0,"error":"exited with status 1"}]},
         "status":{"state":state,"queued":0},"session_id":SESSION,
         "entries":lines,"in_flight":in_flight}))
 }
