@@ -472,3 +472,21 @@ fn status_command_notice() {
     key(&mut app, KeyCode::Enter, KeyModifiers::NONE);
     assert_snapshot!(screen(&mut app, 80, 14));
 }
+
+/// A code block still streaming in is drawn plainly (highlighting it again
+/// on every frame would be too slow); once its fence closes it is coloured,
+/// and no row moves.
+#[test]
+fn streaming_code_is_highlighted_once_closed() {
+    let mut app = attached_with(vec![], Value::Null, "running");
+    app.on_pod_event(event(
+        json!({"type":"text_delta","text":"```rust\nfn main() {}\n"}),
+    ));
+    let open = buffer(&mut app, 40, 8);
+    let at = find(&open, "fn main").expect("streamed code");
+    assert_eq!(open[at].fg, Color::Yellow);
+    app.on_pod_event(event(json!({"type":"text_delta","text":"```"})));
+    let closed = buffer(&mut app, 40, 8);
+    assert_eq!(find(&closed, "fn main"), Some(at), "nothing moved");
+    assert_eq!(closed[at].fg, Color::Magenta);
+}

@@ -5,6 +5,8 @@
 //! background and is unreadable on the other, while the terminal's palette
 //! is whatever its user made readable on their background.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::OnceLock;
 
@@ -120,11 +122,43 @@ fn to_color(c: SynColor) -> Option<Color> {
     })
 }
 
+/// Lines of (style, text) pieces.
+pub type Highlighted = Vec<Vec<(Style, String)>>;
+
+/// Highlighted blocks kept, by language, code and base style: highlighting
+/// is slow (a few milliseconds per hundred lines, and far more in debug
+/// builds), while the same block is laid out again on every resize, and
+/// every finished block of a streaming answer on every frame.
+const CACHED_BLOCKS: usize = 64;
+
+type CacheKey = (String, String, Style);
+
+thread_local! {
+    static CACHE: RefCell<HashMap<CacheKey, Option<Highlighted>>> = RefCell::new(HashMap::new());
+}
+
+/// [`highlight_uncached`], remembered for the last blocks asked for.
+pub fn highlight(lang: &str, code: &str, base: Style) -> Option<Highlighted> {
+    let key = (lang.to_owned(), code.to_owned(), base);
+    if let Some(hit) = CACHE.with(|c| c.borrow().get(&key).cloned()) {
+        return hit;
+    }
+    let result = highlight_uncached(lang, code, base);
+    CACHE.with(|c| {
+        let mut cache = c.borrow_mut();
+        if cache.len() >= CACHED_BLOCKS {
+            cache.clear();
+        }
+        cache.insert(key, result.clone());
+    });
+    result
+}
+
 /// `code` in the language named `lang` (a fence's info string: `rust`,
 /// `rs`, `py`, `sh`, …) as lines of (style, text) pieces, each style
 /// patched onto `base`. `None` when no syntax knows the language (or the
 /// highlighter fails): the caller draws the code plainly.
-pub fn highlight(lang: &str, code: &str, base: Style) -> Option<Vec<Vec<(Style, String)>>> {
+fn highlight_uncached(lang: &str, code: &str, base: Style) -> Option<Highlighted> {
     let token = lang.split([',', ' ', '{']).next().unwrap_or("").trim();
     if token.is_empty() {
         return None;
@@ -158,7 +192,7 @@ pub fn highlight(lang: &str, code: &str, base: Style) -> Option<Vec<Vec<(Style, 
 mod tests {
     use super::*;
 
-    fn color_of(lines: &[Vec<(Style, String)>], needle: &str) -> Option<Color> {
+    fn color_of(lines: &Highlighted, needle: &str) -> Option<Color> {
         lines
             .iter()
             .flatten()

@@ -26,19 +26,40 @@ pub fn render(text: &str, width: usize, base: Style, out: &mut Vec<Line<'static>
         bullet_used: true,
         quote_depth: 0,
         code: None,
+        code_closed: true,
         link: None,
         table: None,
         need_blank: false,
     };
     let options =
         Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
-    for event in Parser::new_ext(text, options) {
+    for (event, range) in Parser::new_ext(text, options).into_offset_iter() {
+        if let Event::End(TagEnd::CodeBlock) = event {
+            r.code_closed = text.get(range).is_some_and(closes_its_fence);
+        }
         r.event(event);
     }
     r.flush();
     if r.out.is_empty() {
         r.out.push(Line::default());
     }
+}
+
+/// Whether a code block's source ends with its closing fence (an indented
+/// block has none to wait for).
+fn closes_its_fence(source: &str) -> bool {
+    let source = source.trim_end();
+    let opening = source.trim_start();
+    let fence = if opening.starts_with("```") {
+        "```"
+    } else if opening.starts_with("~~~") {
+        "~~~"
+    } else {
+        return true;
+    };
+    let mut lines = source.lines();
+    lines.next();
+    lines.last().is_some_and(|l| l.trim().starts_with(fence))
 }
 
 struct Renderer<'o> {
@@ -56,6 +77,10 @@ struct Renderer<'o> {
     /// Inside a fenced or indented code block: its language (empty if
     /// none) and its text so far, highlighted as a whole at its end.
     code: Option<(String, String)>,
+    /// Whether the code block ending now has its closing fence: one still
+    /// streaming in is drawn plainly, and highlighted once it is complete
+    /// (highlighting is too slow to redo on every frame as it grows).
+    code_closed: bool,
     /// Inside a link: its address and the text shown so far, to tell
     /// whether the address needs showing after the text.
     link: Option<(String, String)>,
@@ -144,7 +169,12 @@ impl Renderer<'_> {
     fn code_block(&mut self, lang: &str, code: &str) {
         let base = self.styles[0];
         let code = code.strip_suffix('\n').unwrap_or(code);
-        let lines: Vec<Vec<(Style, String)>> = match highlight(lang, code, base) {
+        let highlighted = if self.code_closed {
+            highlight(lang, code, base)
+        } else {
+            None
+        };
+        let lines: Vec<Vec<(Style, String)>> = match highlighted {
             Some(lines) => lines,
             None => code
                 .split('\n')
@@ -403,6 +433,15 @@ mod tests {
                 "after"
             ]
         );
+    }
+
+    #[test]
+    fn fences_are_closed_or_still_open() {
+        assert!(closes_its_fence("```rust\nfn a() {}\n```\n"));
+        assert!(closes_its_fence("~~~\nx\n~~~~"));
+        assert!(!closes_its_fence("```rust\nfn a() {}\n"));
+        assert!(!closes_its_fence("```rust"));
+        assert!(closes_its_fence("    indented code\n"));
     }
 
     #[test]
