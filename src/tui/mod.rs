@@ -66,6 +66,7 @@ pub struct AttachOptions {
 /// Runs the TUI until the user quits. Quitting detaches: the pod keeps
 /// running. The terminal is restored on every exit path, panics included.
 pub async fn run(options: AttachOptions) -> anyhow::Result<()> {
+    render::preload_highlighting();
     let guard = TerminalGuard::enter().context("cannot set up the terminal")?;
     let mut terminal =
         Terminal::new(CrosstermBackend::new(stdout())).context("cannot set up the terminal")?;

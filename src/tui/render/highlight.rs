@@ -70,6 +70,15 @@ fn ansi(index: u8) -> SynColor {
     }
 }
 
+/// Loads the syntaxes and the theme now, on a thread of its own, so that
+/// the first code block on screen does not wait for them.
+pub fn preload() {
+    std::thread::spawn(|| {
+        syntaxes();
+        theme();
+    });
+}
+
 fn syntaxes() -> &'static SyntaxSet {
     static SET: OnceLock<SyntaxSet> = OnceLock::new();
     SET.get_or_init(SyntaxSet::load_defaults_newlines)

@@ -9,6 +9,7 @@ pub mod blocks;
 mod composer;
 pub mod help;
 mod highlight;
+pub use highlight::preload as preload_highlighting;
 pub mod markdown;
 mod sessions;
 mod status;
