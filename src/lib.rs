@@ -8,6 +8,7 @@
 pub mod approval;
 pub mod cli;
 pub mod client;
+pub mod completion;
 pub mod context;
 pub mod input;
 pub mod mcp;
