@@ -228,14 +228,14 @@ fn parse_fraction(s: &str) -> Result<f64, String> {
 pub fn parse_base_url(s: &str) -> Result<String, String> {
     let example = "e.g. http://localhost:11434/v1 or https://api.openai.com/v1";
     let url = reqwest::Url::parse(s.trim())
-        .map_err(|e| format!("{s:?} is not a URL ({e}); give a full URL, {example}"))?;
+        .map_err(|e| format!("not a URL ({e}); give a full URL, {example}"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!(
-            "{s:?} has no http:// or https:// scheme; give a full URL, {example}"
+            "no http:// or https:// scheme; give a full URL, {example}"
         ));
     }
     if url.host_str().is_none_or(str::is_empty) {
-        return Err(format!("{s:?} names no host; {example}"));
+        return Err(format!("no host; give a full URL, {example}"));
     }
     Ok(s.trim().to_owned())
 }
@@ -277,11 +277,11 @@ mod tests {
             assert_eq!(parse_base_url(good).as_deref(), Ok(good));
         }
         for (bad, says) in [
-            ("not a url", "is not a URL"),
+            ("not a url", "not a URL"),
             ("localhost:11434", "no http:// or https:// scheme"),
             ("localhost:11434/v1", "no http:// or https:// scheme"),
             ("ftp://example.com", "no http:// or https:// scheme"),
-            ("http://", "is not a URL"),
+            ("http://", "not a URL"),
         ] {
             let error = parse_base_url(bad).unwrap_err();
             assert!(error.contains(says), "{bad}: {error}");
