@@ -172,10 +172,6 @@ pub async fn stream_reply(
             reply.end = ReplyEnd::Storage(e);
             return reply;
         }
-        // The broadcaster runs on this thread: when a burst of events is
-        // already buffered, let each hint go out as it is made instead of
-        // after the whole burst is parsed.
-        tokio::task::yield_now().await;
     }
     // A half-streamed tool call is dropped; text and reasoning are kept as
     // far as they got.

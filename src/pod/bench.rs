@@ -44,7 +44,7 @@ impl DurableLog {
         let pointer_path = pointer::path(&pods, "bench");
         let (file, session_id, recovered) =
             start_session(LogFile::create(&path)?, session_id, &pointer_path)?;
-        let broadcaster = Broadcaster::new(Greeting {
+        let broadcaster = Broadcaster::spawn(Greeting {
             pod: "bench".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             session_id,
@@ -55,8 +55,7 @@ impl DurableLog {
             approval: Default::default(),
             sandbox: Default::default(),
             mcp_servers: Vec::new(),
-        })
-        .start();
+        });
         let arbiter = actix_rt::Arbiter::new();
         let dirs = Dirs {
             sessions,

@@ -1,27 +1,38 @@
 //! The `Broadcaster` actor: fans every event out to every connection, in one
 //! order, and remembers what a newly attached client must be told.
 //!
-//! All frames for all connections pass through this actor's mailbox, so every
-//! connection sees the same order: the pod's. Two facts make snapshot +
-//! suffix gapless:
+//! It runs on a thread of its own (see [`Broadcaster::spawn`]), so writing a
+//! frame to hundreds of clients never shares an event loop with the turn
+//! that made it, and the turn never waits for a client.
+//!
+//! All frames for all connections pass through this actor's mailbox — the
+//! broadcasts, and each client's own responses ([`Deliver`]) — and each
+//! connection's queue lives here (see `outbox.rs`), so every connection sees
+//! its frames in one order: the order of this mailbox. Two facts make
+//! snapshot + suffix gapless:
 //! - `SessionLog` sends [`Register`] from inside its own mailbox order, after
 //!   publishing every entry its snapshot holds and before publishing any it
-//!   does not; actix delivers one sender's messages in order, so the
-//!   registration lands between exactly those entries here as well.
+//!   does not; messages of one sender reach a mailbox in the order they were
+//!   sent, so the registration lands between exactly those entries here as
+//!   well.
 //! - The worker sends a block's hints before asking `SessionLog` to commit
-//!   the block, and waits for that commit before streaming the next block, so
-//!   here a block's hints always precede its [`Published::Entry`]. The
-//!   `in_flight` of a snapshot is therefore exactly what the hints before it
-//!   built, and any entry clears it.
+//!   the block, and waits for that commit before streaming the next block.
+//!   A mailbox is one queue, and a hint is in it before the worker even asks
+//!   for the commit whose entry follows, so here a block's hints always
+//!   precede its [`Published::Entry`]. The `in_flight` of a snapshot is
+//!   therefore exactly what the hints before it built, and any entry clears
+//!   it.
 //!
-//! Streaming deltas are coalesced: the first one after a quiet spell goes out
-//! at once, those that follow within [`HINT_WINDOW`] (1 ms, which tokio's
-//! timer rounds up to its 1 ms tick) are joined and sent together when the
-//! window closes. At a model's pace (hundreds of deltas a
-//! second) that turns one `write` per delta per client into one per window,
-//! which is what lets 256 clients follow at 1,000 deltas/s (see
-//! `docs/performance.md`). Anything else flushes the held deltas first, so
-//! no frame ever overtakes a delta sent before it.
+//! Streaming deltas are coalesced without a timer: a delta is held, and the
+//! held deltas are sent together once the mailbox is empty (actix runs what
+//! a handler schedules with `notify` only after draining the mailbox). A
+//! delta that arrives while the actor is idle goes out at once, alone;
+//! deltas that arrive while it is busy writing share one `write` per client.
+//! So the batch grows with the load, and a delta waits at most for the
+//! fan-out in progress — which is what lets 256 clients follow 1,000
+//! deltas/s with a p99 of ~1–2 ms (see `docs/performance.md`). Any other
+//! frame flushes the held deltas first, so no frame ever overtakes a delta
+//! sent before it.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -31,24 +42,21 @@ use bytes::{Bytes, BytesMut};
 use uuid::Uuid;
 
 use super::frames;
-use super::outbox::Outbox;
+use super::outbox::{ClientSocket, Deliver, Queue};
 use crate::mcp::McpChange;
 use crate::protocol::{Event, Greeting, InFlight, Status, Usage};
 
-pub type ConnId = u64;
-
-/// How long a delta may wait to share a write with the ones after it.
-pub const HINT_WINDOW: Duration = Duration::from_millis(1);
+pub use super::outbox::ConnId;
 
 pub struct Broadcaster {
-    connections: HashMap<ConnId, Outbox>,
+    connections: HashMap<ConnId, Queue>,
     greeting: Greeting,
     status: Status,
     in_flight: Option<InFlight>,
-    /// Delta frames held back until the window closes.
+    /// Delta frames held until the mailbox is empty.
     held: BytesMut,
-    /// A window is open: deltas arriving now are held.
-    window_open: bool,
+    /// A [`FlushHeld`] is scheduled.
+    flush_scheduled: bool,
 }
 
 impl Broadcaster {
@@ -59,47 +67,38 @@ impl Broadcaster {
             status: Status::default(),
             in_flight: None,
             held: BytesMut::new(),
-            window_open: false,
+            flush_scheduled: false,
         }
     }
 
-    /// Sends a delta at once if no window is open (and opens one), else
-    /// holds it for the window's end.
-    fn fan_out_delta(&mut self, frame: Bytes, ctx: &mut Context<Self>) {
-        if self.window_open {
-            self.held.extend_from_slice(&frame);
-            return;
+    /// Starts the broadcaster on an arbiter (thread) of its own. Its
+    /// connections' sockets join that thread's event loop when they are
+    /// registered, so all their writes happen there.
+    pub fn spawn(greeting: Greeting) -> Addr<Broadcaster> {
+        let arbiter = actix_rt::Arbiter::new();
+        Broadcaster::start_in_arbiter(&arbiter.handle(), move |_| Broadcaster::new(greeting))
+    }
+
+    /// Holds a delta until the mailbox is empty.
+    fn hold_delta(&mut self, frame: &[u8], ctx: &mut Context<Self>) {
+        self.held.extend_from_slice(frame);
+        if !self.flush_scheduled {
+            self.flush_scheduled = true;
+            ctx.notify(FlushHeld);
         }
-        self.fan_out(frame);
-        self.open_window(ctx);
     }
 
-    fn open_window(&mut self, ctx: &mut Context<Self>) {
-        self.window_open = true;
-        ctx.run_later(HINT_WINDOW, |this, ctx| {
-            // Deltas kept coming: send them and keep coalescing; a window
-            // that caught nothing closes, so the next delta goes out at once.
-            if this.flush_held() {
-                this.open_window(ctx);
-            } else {
-                this.window_open = false;
-            }
-        });
-    }
-
-    /// Sends the held deltas, if any; says whether there were some.
-    fn flush_held(&mut self) -> bool {
+    /// Sends the held deltas, if any.
+    fn flush_held(&mut self) {
         if self.held.is_empty() {
-            return false;
+            return;
         }
         let frames = self.held.split().freeze();
         self.fan_out(frames);
-        true
     }
 
     fn fan_out(&mut self, frame: Bytes) {
-        self.connections
-            .retain(|_, outbox| outbox.push(frame.clone()));
+        self.connections.retain(|_, queue| queue.push(frame.clone()));
     }
 
     fn track_hint(&mut self, event: &Event) {
@@ -146,7 +145,8 @@ impl Actor for Broadcaster {
 #[rtype(result = "()")]
 pub struct Register {
     pub id: ConnId,
-    pub outbox: Outbox,
+    /// The connection's write half, which becomes its queue here.
+    pub socket: ClientSocket,
     pub session_id: Uuid,
     /// The snapshot's log lines (shared with the mirror, not copied).
     pub entries: Vec<Bytes>,
@@ -168,8 +168,14 @@ impl Handler<Register> for Broadcaster {
             &msg.entries,
             self.in_flight.as_ref(),
         );
-        if msg.outbox.push_snapshot(parts) {
-            self.connections.insert(msg.id, msg.outbox);
+        // Opened here, so that the queue and its socket belong to this
+        // thread (see `outbox.rs`).
+        let Ok((queue, drain)) = msg.socket.open() else {
+            return;
+        };
+        actix::spawn(drain.run());
+        if queue.push_snapshot(parts) {
+            self.connections.insert(msg.id, queue);
             let _ = msg.registered.send(());
         }
     }
@@ -183,9 +189,37 @@ impl Handler<Unregister> for Broadcaster {
     type Result = ();
 
     fn handle(&mut self, msg: Unregister, _: &mut Context<Self>) {
-        if let Some(outbox) = self.connections.remove(&msg.0) {
-            outbox.close();
+        if let Some(queue) = self.connections.remove(&msg.0) {
+            queue.close();
         }
+    }
+}
+
+/// A frame for one client: queued after everything queued for it so far.
+impl Handler<Deliver> for Broadcaster {
+    type Result = ();
+
+    fn handle(&mut self, msg: Deliver, _: &mut Context<Self>) {
+        self.flush_held();
+        if let Some(queue) = self.connections.get(&msg.to) {
+            if !queue.push(msg.frame) {
+                self.connections.remove(&msg.to);
+            }
+        }
+    }
+}
+
+/// Sends the deltas held while the mailbox had messages in it.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct FlushHeld;
+
+impl Handler<FlushHeld> for Broadcaster {
+    type Result = ();
+
+    fn handle(&mut self, _: FlushHeld, _: &mut Context<Self>) {
+        self.flush_scheduled = false;
+        self.flush_held();
     }
 }
 
@@ -224,7 +258,7 @@ impl Handler<Published> for Broadcaster {
             ) {
                 self.track_hint(event);
                 let frame = event.to_frame();
-                self.fan_out_delta(frame, ctx);
+                self.hold_delta(&frame, ctx);
                 return;
             }
         }
@@ -315,14 +349,14 @@ impl Handler<Shutdown> for Broadcaster {
     fn handle(&mut self, msg: Shutdown, _: &mut Context<Self>) -> Self::Result {
         self.flush_held();
         self.fan_out(Event::Shutdown { reason: msg.reason }.to_frame());
-        let outboxes: Vec<Outbox> = self.connections.drain().map(|(_, o)| o).collect();
-        for outbox in &outboxes {
-            outbox.close();
+        let queues: Vec<Queue> = self.connections.drain().map(|(_, q)| q).collect();
+        for queue in &queues {
+            queue.close();
         }
         // One deadline for all: clients that stopped reading are given up on
         // together, not one grace period after another.
         Box::pin(async move {
-            let flushed = futures::future::join_all(outboxes.iter().map(Outbox::flushed));
+            let flushed = futures::future::join_all(queues.iter().map(Queue::flushed));
             let _ = tokio::time::timeout(SHUTDOWN_GRACE, flushed).await;
         })
     }

@@ -2,19 +2,22 @@
 //!
 //! It reads frames, turns each into a method for the right actor, and answers
 //! what concerns this client alone (`response`, frame errors) through its own
-//! outbox. It never writes to the socket itself: everything goes through the
-//! outbox, so its frames and the broadcaster's share one ordered stream.
+//! outbox. It never writes to the socket itself: it hands the socket's write
+//! half to the broadcaster, and its own frames go through the broadcaster's
+//! mailbox too (`outbox.rs`), so they and the broadcasts share one ordered
+//! stream.
 //! Nothing a client sends can end the connection or reach another client:
 //! a bad frame gets an `error` here and is otherwise dropped.
 
+use std::os::fd::OwnedFd;
+
 use actix::prelude::*;
 use bytes::BytesMut;
-use tokio::net::unix::OwnedReadHalf;
 use tokio::net::UnixStream;
 use tokio_util::codec::{Decoder, FramedRead};
 
 use super::broadcaster::{ConnId, Unregister};
-use super::outbox::Outbox;
+use super::outbox::{ClientSocket, Outbox};
 use super::session_log::{GetSession, SessionLookupError, Subscribe};
 use super::worker;
 use super::{Client, Hub};
@@ -36,26 +39,58 @@ pub struct Connection {
     /// process): it may only read, so a tool can never approve itself.
     read_only: bool,
     /// Taken in `started`, where the actor can attach it as a stream.
-    reader: Option<FramedRead<OwnedReadHalf, FrameDecoder>>,
+    reader: Option<FramedRead<UnixStream, FrameDecoder>>,
+    /// Taken in `started`, where it goes to the broadcaster.
+    socket: Option<ClientSocket>,
+    /// The socket, to ask whether the client hung up.
+    peer: OwnedFd,
 }
 
 impl Connection {
-    /// Splits the socket: the write half goes to an outbox writer task, the
-    /// read half becomes this actor's input stream.
-    pub fn start(id: ConnId, stream: UnixStream, hub: Hub, read_only: bool) -> Addr<Connection> {
-        let (read, write) = stream.into_split();
-        let (outbox, drain) = Outbox::new(write, hub.config.max_client_lag_bytes);
-        actix::spawn(drain.run());
+    /// Splits the socket in two descriptors: one the broadcaster writes to,
+    /// on its own thread (see `outbox.rs`), and one this actor reads from.
+    pub fn start(
+        id: ConnId,
+        stream: UnixStream,
+        hub: Hub,
+        read_only: bool,
+    ) -> std::io::Result<Addr<Connection>> {
+        // `into_std` leaves the socket non-blocking, and its duplicates share
+        // that mode.
+        let stream = stream.into_std()?;
+        let write = stream.try_clone()?;
+        let peer = OwnedFd::from(stream.try_clone()?);
+        let read = UnixStream::from_std(stream)?;
+        let (outbox, socket) = Outbox::new(
+            id,
+            write,
+            hub.config.max_client_lag_bytes,
+            hub.broadcaster.clone().recipient(),
+        );
         let reader = FramedRead::new(read, FrameDecoder::new(hub.config.max_frame_bytes));
-        Connection {
+        Ok(Connection {
             id,
             outbox,
             hub,
             label: None,
             read_only,
             reader: Some(reader),
+            socket: Some(socket),
+            peer,
         }
-        .start()
+        .start())
+    }
+
+    /// Whether the client has closed its end entirely (not just its write
+    /// half): a zero-timeout `poll` for `POLLHUP`, which a Unix stream
+    /// socket reports only once both directions are shut.
+    fn peer_hung_up(&self) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags};
+        let mut fds = [PollFd::new(&self.peer, PollFlags::empty())];
+        match poll(&mut fds, 0) {
+            Ok(_) => fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR),
+            Err(_) => false,
+        }
     }
 
     fn reply(&self, event: Event) {
@@ -198,11 +233,13 @@ impl Actor for Connection {
         // The snapshot must be the first frame: read nothing from the client
         // (whose answers could overtake it) until it is queued.
         let (registered, snapshot_queued) = tokio::sync::oneshot::channel();
-        self.hub.session_log.do_send(Subscribe {
-            id: self.id,
-            outbox: self.outbox.clone(),
-            registered,
-        });
+        if let Some(socket) = self.socket.take() {
+            self.hub.session_log.do_send(Subscribe {
+                id: self.id,
+                socket,
+                registered,
+            });
+        }
         let reader = self.reader.take();
         async move { snapshot_queued.await.is_ok() }
             .into_actor(self)
@@ -254,7 +291,7 @@ impl StreamHandler<Result<Inbound, std::io::Error>> for Connection {
     /// up while nothing is being sent to it is noticed by polling.
     fn finished(&mut self, ctx: &mut Context<Self>) {
         ctx.run_interval(HANG_UP_POLL, |this, ctx| {
-            if this.outbox.peer_hung_up() {
+            if this.peer_hung_up() {
                 ctx.stop();
             }
         });

@@ -1,7 +1,17 @@
-//! A connection's bounded outbound queue and the task that drains it.
+//! A connection's outbound stream: the handle everyone who answers a client
+//! holds ([`Outbox`]), and the bounded queue on the fan-out thread that
+//! writes to the socket ([`Queue`]) with its writer task ([`Drain`]).
 //!
-//! Producers (the broadcaster, the connection itself) push already-encoded
-//! frames; they never wait on a socket, so a client that stops reading cannot
+//! Every frame for a client is pushed onto its queue on one thread, the
+//! broadcaster's: broadcasts there directly, and a client's own frames
+//! (responses, errors) by way of the broadcaster's mailbox ([`Deliver`]).
+//! That is enforced by the types, not by a comment: a [`Queue`] is neither
+//! `Send` nor `Clone`, and the only way to get one is [`ClientSocket::open`]
+//! on the thread that will push to it — the broadcaster calls it when it
+//! registers the connection. So the queue needs no lock, and its frames
+//! have one order: the broadcaster's mailbox order.
+//!
+//! Producers never wait on a socket, so a client that stops reading cannot
 //! slow anyone else. A frame pushed while nothing is pending is written to
 //! the socket at once if the socket takes it whole (a non-blocking write:
 //! the common case, and no task wake-up per frame per client). Otherwise it
@@ -22,16 +32,16 @@
 //! skipped forward. A client that stops reading therefore holds at most one
 //! frame plus `limit` bytes of the pod's memory.
 
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::io::IoSlice;
+use std::rc::Rc;
 use std::time::Duration;
 
-use std::io::IoSlice;
-
+use actix::{Message, Recipient};
 use bytes::{Buf, Bytes, BytesMut};
 use bytes_utils::SegmentedBuf;
-use tokio::net::unix::OwnedWriteHalf;
+use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -41,23 +51,138 @@ use crate::protocol::{ErrorCode, Event};
 /// is dropped anyway.
 const LAGGED_GRACE: Duration = Duration::from_secs(2);
 
-/// The producers' end. Pushes come from one thread (the main arbiter, where
-/// the broadcaster, the connections and the worker run), which is what lets
-/// `push` write to the socket directly when nothing is pending.
+pub type ConnId = u64;
+
+/// A frame for one client alone (a response, an error), on its way to the
+/// fan-out thread, where it joins the client's queue in mailbox order.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Deliver {
+    pub to: ConnId,
+    pub frame: Bytes,
+}
+
+/// A connection's way to send frames to its own client, from any thread:
+/// each push is a [`Deliver`] to the fan-out thread, which owns the queue.
 #[derive(Clone)]
 pub struct Outbox {
+    id: ConnId,
+    deliver: Recipient<Deliver>,
+    /// Fired when the connection is over (lag, shutdown, client gone,
+    /// socket error): shared with the [`Queue`].
+    closed: CancellationToken,
+}
+
+impl Outbox {
+    /// The handle of connection `id` and the write half it sends to the
+    /// fan-out thread (in `Subscribe`, then `Register`), where it becomes
+    /// the connection's queue. `socket` must be in non-blocking mode.
+    pub fn new(
+        id: ConnId,
+        socket: std::os::unix::net::UnixStream,
+        limit: usize,
+        deliver: Recipient<Deliver>,
+    ) -> (Outbox, ClientSocket) {
+        let closed = CancellationToken::new();
+        let outbox = Outbox {
+            id,
+            deliver,
+            closed: closed.clone(),
+        };
+        (
+            outbox,
+            ClientSocket {
+                socket,
+                limit,
+                closed,
+            },
+        )
+    }
+
+    /// Sends a frame to this client, after every frame the fan-out thread
+    /// has queued for it so far. False when the connection is over.
+    pub fn push(&self, frame: Bytes) -> bool {
+        if self.closed.is_cancelled() {
+            return false;
+        }
+        self.deliver.do_send(Deliver { to: self.id, frame });
+        true
+    }
+
+    pub fn push_event(&self, event: &Event) -> bool {
+        self.push(event.to_frame())
+    }
+
+    /// Stops the connection: the writer flushes what is queued, then closes.
+    pub fn close(&self) {
+        self.closed.cancel();
+    }
+
+    /// Resolves once the connection is over.
+    pub async fn closed(&self) {
+        self.closed.cancelled().await
+    }
+}
+
+/// A client's write half on its way to the fan-out thread: `Send`, but
+/// good for nothing until [`ClientSocket::open`] makes it a [`Queue`] there.
+pub struct ClientSocket {
+    socket: std::os::unix::net::UnixStream,
+    limit: usize,
+    closed: CancellationToken,
+}
+
+impl ClientSocket {
+    /// The connection's queue and its writer task, which must be spawned on
+    /// this same thread. The socket joins this thread's event loop, so its
+    /// writes never wait for another thread's.
+    pub fn open(self) -> std::io::Result<(Queue, Drain)> {
+        let socket = match UnixStream::from_std(self.socket) {
+            Ok(socket) => socket,
+            Err(e) => {
+                self.closed.cancel();
+                return Err(e);
+            }
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let shared = Rc::new(Shared {
+            socket,
+            pending: RefCell::new(Pending::default()),
+            limit: self.limit,
+            lagged: Cell::new(false),
+            closed: self.closed,
+            done: CancellationToken::new(),
+        });
+        Ok((
+            Queue {
+                tx,
+                shared: shared.clone(),
+            },
+            Drain { rx, shared },
+        ))
+    }
+
+    /// Gives up on the connection before it was registered.
+    pub fn close(&self) {
+        self.closed.cancel();
+    }
+}
+
+/// The queue of frames for one client, owned by the broadcaster. Not `Send`
+/// (see the module's doc): every push comes from the fan-out thread, which
+/// is what lets a push write to the socket directly when nothing is
+/// pending — the writer task, on the same thread, writes only while
+/// something is.
+pub struct Queue {
     tx: mpsc::UnboundedSender<Bytes>,
-    shared: Arc<Shared>,
+    shared: Rc<Shared>,
 }
 
 struct Shared {
-    /// The socket. Producers and the writer task run on one thread and the
-    /// writer only writes while something is pending, so the two never
-    /// write at the same time.
-    socket: OwnedWriteHalf,
-    pending: Mutex<Pending>,
+    socket: UnixStream,
+    pending: RefCell<Pending>,
     limit: usize,
-    lagged: AtomicBool,
+    lagged: Cell<bool>,
     /// Fired when the outbox is closed (lag, shutdown, client gone).
     closed: CancellationToken,
     /// Fired when the writer task has finished: everything was written, or
@@ -66,10 +191,8 @@ struct Shared {
 }
 
 impl Shared {
-    fn pending(&self) -> MutexGuard<'_, Pending> {
-        // A panic while holding this lock leaves plain counters behind; they
-        // stay usable.
-        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    fn pending(&self) -> std::cell::RefMut<'_, Pending> {
+        self.pending.borrow_mut()
     }
 }
 
@@ -130,27 +253,7 @@ impl Pending {
     }
 }
 
-impl Outbox {
-    /// Creates an outbox on `socket` and the writer task's end of it.
-    pub fn new(socket: OwnedWriteHalf, limit: usize) -> (Outbox, Drain) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let shared = Arc::new(Shared {
-            socket,
-            pending: Mutex::new(Pending::default()),
-            limit,
-            lagged: AtomicBool::new(false),
-            closed: CancellationToken::new(),
-            done: CancellationToken::new(),
-        });
-        (
-            Outbox {
-                tx,
-                shared: shared.clone(),
-            },
-            Drain { rx, shared },
-        )
-    }
-
+impl Queue {
     /// Queues a frame. Returns false when the connection is gone or lagged;
     /// the caller should forget it.
     pub fn push(&self, frame: Bytes) -> bool {
@@ -176,7 +279,7 @@ impl Outbox {
         if pending.lag() > self.shared.limit {
             pending.clear();
             drop(pending);
-            self.shared.lagged.store(true, Ordering::Release);
+            self.shared.lagged.set(true);
             self.shared.closed.cancel();
             return false;
         }
@@ -187,6 +290,9 @@ impl Outbox {
     /// pieces it is made of (its log lines are the mirror's own bytes). It
     /// counts as one frame, so however long the session, it is not lag.
     pub fn push_snapshot(&self, parts: Vec<Bytes>) -> bool {
+        if self.shared.closed.is_cancelled() {
+            return false;
+        }
         let len = parts.iter().map(Bytes::len).sum();
         self.shared.pending().add(len, len > self.shared.limit);
         for part in parts {
@@ -197,35 +303,9 @@ impl Outbox {
         true
     }
 
-    pub fn push_event(&self, event: &Event) -> bool {
-        self.push(event.to_frame())
-    }
-
     /// Stops the connection: the writer flushes what is queued, then closes.
     pub fn close(&self) {
         self.shared.closed.cancel();
-    }
-
-    pub fn is_closed(&self) -> bool {
-        self.shared.closed.is_cancelled()
-    }
-
-    /// Resolves once the outbox is closed.
-    pub async fn closed(&self) {
-        self.shared.closed.cancelled().await
-    }
-
-    /// Whether the client has closed its end entirely (not just its write
-    /// half): a zero-timeout `poll` for `POLLHUP`, which a Unix stream
-    /// socket reports only once both directions are shut.
-    pub fn peer_hung_up(&self) -> bool {
-        use rustix::event::{poll, PollFd, PollFlags};
-        let socket: &tokio::net::UnixStream = self.shared.socket.as_ref();
-        let mut fds = [PollFd::new(socket, PollFlags::empty())];
-        match poll(&mut fds, 0) {
-            Ok(_) => fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR),
-            Err(_) => false,
-        }
     }
 
     /// Resolves once the writer task has finished: after a close, when
@@ -235,10 +315,10 @@ impl Outbox {
     }
 }
 
-/// The writer task's end of an outbox.
+/// The writer task of a [`Queue`]: spawned on the queue's thread.
 pub struct Drain {
     rx: mpsc::UnboundedReceiver<Bytes>,
-    shared: Arc<Shared>,
+    shared: Rc<Shared>,
 }
 
 impl Drain {
@@ -307,7 +387,7 @@ impl Drain {
 
     /// Ends the stream for the client: it reads EOF after what was written.
     fn shutdown(&self) {
-        let _ = rustix::net::shutdown(self.shared.socket.as_ref(), rustix::net::Shutdown::Write);
+        let _ = rustix::net::shutdown(&self.shared.socket, rustix::net::Shutdown::Write);
     }
 
     /// The outbox was closed: flush what is queued (or, for a lagged client,
@@ -315,7 +395,7 @@ impl Drain {
     async fn finish(&mut self, batch: &mut Vec<Bytes>) {
         self.rx.close();
         batch.clear();
-        let lagged = self.shared.lagged.load(Ordering::Acquire);
+        let lagged = self.shared.lagged.get();
         if !lagged {
             while let Ok(frame) = self.rx.try_recv() {
                 batch.push(frame);
@@ -366,11 +446,23 @@ fn gather(batch: &mut Vec<Bytes>) -> SegmentedBuf<Bytes> {
 mod tests {
     use super::*;
 
-    #[tokio::test]
+    /// A queue on one end of a socket pair, and the other end.
+    fn queue(limit: usize) -> (tokio::net::UnixStream, Queue, Drain) {
+        let (client, server) = std::os::unix::net::UnixStream::pair().unwrap();
+        server.set_nonblocking(true).unwrap();
+        let socket = ClientSocket {
+            socket: server,
+            limit,
+            closed: CancellationToken::new(),
+        };
+        let (queue, drain) = socket.open().unwrap();
+        client.set_nonblocking(true).unwrap();
+        (tokio::net::UnixStream::from_std(client).unwrap(), queue, drain)
+    }
+
+    #[actix_rt::test]
     async fn the_snapshot_does_not_count_as_lag_but_what_follows_does() {
-        let (_client, server) = tokio::net::UnixStream::pair().unwrap();
-        let (_read, write) = server.into_split();
-        let (outbox, _drain) = Outbox::new(write, 1000);
+        let (_client, outbox, _drain) = queue(1000);
         let line = Bytes::from(vec![b'x'; 50_000]);
         assert!(
             outbox.push_snapshot(vec![line.clone(), line]),
@@ -379,14 +471,12 @@ mod tests {
         assert!(outbox.push(Bytes::from(vec![b'x'; 600])));
         assert!(outbox.push(Bytes::from(vec![b'x'; 300])));
         assert!(!outbox.push(Bytes::from(vec![b'x'; 200])), "over the limit");
-        assert!(outbox.is_closed());
+        assert!(outbox.shared.closed.is_cancelled());
     }
 
-    #[tokio::test]
+    #[actix_rt::test]
     async fn a_frame_larger_than_the_limit_is_not_lag_for_the_frames_behind_it() {
-        let (_client, server) = tokio::net::UnixStream::pair().unwrap();
-        let (_read, write) = server.into_split();
-        let (outbox, _drain) = Outbox::new(write, 1000);
+        let (_client, outbox, _drain) = queue(1000);
         assert!(
             outbox.push(Bytes::from(vec![b'x'; 1_000_000])),
             "a big frame"
@@ -394,15 +484,13 @@ mod tests {
         assert!(outbox.push(Bytes::from(vec![b'x'; 600])));
         assert!(outbox.push(Bytes::from(vec![b'x'; 300])));
         assert!(!outbox.push(Bytes::from(vec![b'x'; 200])), "over the limit");
-        assert!(outbox.is_closed());
+        assert!(outbox.shared.closed.is_cancelled());
     }
 
-    #[tokio::test]
+    #[actix_rt::test]
     async fn a_reader_of_big_frames_is_never_lagged() {
-        let (client, server) = tokio::net::UnixStream::pair().unwrap();
-        let (_read, write) = server.into_split();
-        let (outbox, drain) = Outbox::new(write, 1000);
-        tokio::spawn(drain.run());
+        let (client, outbox, drain) = queue(1000);
+        actix_rt::spawn(drain.run());
         let reader = tokio::spawn(async move {
             let mut received = Vec::new();
             tokio::io::AsyncReadExt::read_to_end(&mut { client }, &mut received)
@@ -425,12 +513,10 @@ mod tests {
         assert_eq!(reader.await.unwrap(), sent);
     }
 
-    #[tokio::test]
+    #[actix_rt::test]
     async fn gathered_frames_arrive_whole_and_in_order() {
-        let (client, server) = tokio::net::UnixStream::pair().unwrap();
-        let (_read, write) = server.into_split();
-        let (outbox, drain) = Outbox::new(write, 1 << 20);
-        tokio::spawn(drain.run());
+        let (client, outbox, drain) = queue(1 << 20);
+        actix_rt::spawn(drain.run());
         let line = Bytes::from(vec![b'a'; 10_000]);
         outbox.push_snapshot(vec![
             Bytes::from_static(b"["),

@@ -125,7 +125,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             sandbox: toolbox.sandbox().info(),
             mcp_servers: mcp_servers_at_start,
         };
-        let broadcaster = Broadcaster::new(greeting).start();
+        let broadcaster = Broadcaster::spawn(greeting);
         actix_rt::spawn(announce_mcp(mcp_changes, broadcaster.clone()));
         let log_arbiter = actix_rt::Arbiter::new();
         let dirs = Dirs {
@@ -369,7 +369,9 @@ async fn accept_loop(listener: UnixListener, hub: Hub) {
             None => true,
         };
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        Connection::start(id, stream, hub.clone(), read_only);
+        if let Err(e) = Connection::start(id, stream, hub.clone(), read_only) {
+            tracing::warn!("cannot set up a connection: {e}");
+        }
     }
 }
 

@@ -27,7 +27,7 @@ use uuid::Uuid;
 use super::broadcaster::{Broadcaster, ConnId, Published, Register};
 use super::fault::Faults;
 use super::frames;
-use super::outbox::Outbox;
+use super::outbox::ClientSocket;
 use crate::protocol::LogEntry;
 use crate::store::{log_file, pointer, sessions, LogFile};
 
@@ -218,7 +218,8 @@ impl Handler<Flush> for SessionLog {
 #[rtype(result = "()")]
 pub struct Subscribe {
     pub id: ConnId,
-    pub outbox: Outbox,
+    /// The connection's write half, for the broadcaster.
+    pub socket: ClientSocket,
     /// Fired once the snapshot is queued on the outbox.
     pub registered: oneshot::Sender<()>,
 }
@@ -229,7 +230,7 @@ impl Handler<Subscribe> for SessionLog {
     fn handle(&mut self, msg: Subscribe, _: &mut Context<Self>) {
         self.broadcaster.do_send(Register {
             id: msg.id,
-            outbox: msg.outbox,
+            socket: msg.socket,
             session_id: self.session_id,
             entries: self.mirror.clone(),
             registered: msg.registered,
