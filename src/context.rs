@@ -6,6 +6,7 @@
 //! projection is a pure function of those entries (plus the flattened text of
 //! user inputs, cached because resolving a `file_ref` reads the disk).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use uuid::Uuid;
@@ -24,6 +25,8 @@ pub struct Conversation {
     model: Option<String>,
     /// Flattened model text of each `user_input`, by index into `entries`.
     flattened: HashMap<usize, String>,
+    /// Entries before this index have their inputs in `flattened`.
+    flattened_upto: usize,
     /// Tokens of the context at the last model call, as the provider counted
     /// them (input + output); `None` until a call reported usage.
     pub reported_tokens: Option<u64>,
@@ -40,6 +43,7 @@ impl Conversation {
             entries,
             model,
             flattened: HashMap::new(),
+            flattened_upto: 0,
             reported_tokens: None,
         }
     }
@@ -259,65 +263,95 @@ impl Conversation {
         quiet.then_some(*from)
     }
 
-    /// The model request for the conversation so far.
-    /// The request as it will be once `pending` is committed, without
-    /// committing it: lets a turn start its first model call while the user
-    /// input is still being synced. Nothing of `pending` stays behind.
-    pub fn project_with_pending(
+    /// Runs `f` on the conversation as it will be once `pending` is
+    /// committed, without committing it: lets a turn start its first model
+    /// call while the user input is still being synced. Nothing of
+    /// `pending` stays behind.
+    pub fn with_pending<R>(
         &mut self,
         pending: &[LogEntry],
-        system: &str,
-        tools: Vec<ToolSpec>,
         workspace: &Workspace,
         resolvers: &Resolvers,
-    ) -> ModelRequest {
+        f: impl FnOnce(Prepared<'_>) -> R,
+    ) -> R {
         let len = self.entries.len();
         self.entries.extend(pending.iter().cloned());
-        let request = self.project(system, tools, workspace, resolvers);
+        let result = f(self.prepare(workspace, resolvers));
         for index in len..self.entries.len() {
             self.flattened.remove(&index);
         }
+        self.flattened_upto = self.flattened_upto.min(len);
         self.entries.truncate(len);
-        request
+        result
     }
 
-    pub fn project(
-        &mut self,
-        system: &str,
-        tools: Vec<ToolSpec>,
-        workspace: &Workspace,
-        resolvers: &Resolvers,
-    ) -> ModelRequest {
-        let mut messages: Vec<ChatMessage> = Vec::new();
-        for (index, entry) in self.entries.iter().enumerate() {
+    /// Flattens the user inputs not flattened yet (resolving a `file_ref`
+    /// reads the disk): what a request borrows its user messages from.
+    pub fn prepare(&mut self, workspace: &Workspace, resolvers: &Resolvers) -> Prepared<'_> {
+        for index in self.flattened_upto..self.entries.len() {
+            if let LogEntry::UserInput { segments, .. } = &self.entries[index] {
+                self.flattened
+                    .entry(index)
+                    .or_insert_with(|| input::flatten(segments, workspace, resolvers));
+            }
+        }
+        self.flattened_upto = self.entries.len();
+        Prepared(self)
+    }
+}
+
+/// A conversation whose user inputs are all flattened: what a model request
+/// is built from (see [`Conversation::prepare`]).
+#[derive(Clone, Copy)]
+pub struct Prepared<'a>(&'a Conversation);
+
+impl<'a> Prepared<'a> {
+    pub fn conversation(self) -> &'a Conversation {
+        self.0
+    }
+
+    /// The model request for the conversation so far, borrowed from its
+    /// entries: no text is copied (see `docs/performance.md`).
+    pub fn request(self, system: &'a str, tools: Cow<'a, [ToolSpec]>) -> ModelRequest<'a> {
+        let conversation = self.0;
+        let mut messages: Vec<ChatMessage<'a>> = Vec::new();
+        for (index, entry) in conversation.entries.iter().enumerate() {
             match entry {
-                LogEntry::UserInput { segments, .. } => {
-                    let text = self
+                LogEntry::UserInput { .. } => {
+                    // Every input is in `flattened`: a `Prepared` is only
+                    // made by `prepare`.
+                    let text = conversation
                         .flattened
-                        .entry(index)
-                        .or_insert_with(|| input::flatten(segments, workspace, resolvers));
-                    messages.push(ChatMessage::User { text: text.clone() });
+                        .get(&index)
+                        .map_or("", String::as_str);
+                    messages.push(ChatMessage::User {
+                        text: Cow::Borrowed(text),
+                    });
                 }
-                LogEntry::AssistantItems { items } => match messages.last_mut() {
-                    Some(ChatMessage::Assistant { items: so_far }) => {
-                        so_far.extend(items.iter().cloned())
+                LogEntry::AssistantItems { items } => {
+                    let items = items.iter().map(Cow::Borrowed);
+                    match messages.last_mut() {
+                        Some(ChatMessage::Assistant { items: so_far }) => so_far.extend(items),
+                        _ => messages.push(ChatMessage::Assistant {
+                            items: items.collect(),
+                        }),
                     }
-                    _ => messages.push(ChatMessage::Assistant {
-                        items: items.clone(),
-                    }),
-                },
-                LogEntry::ToolResults { results } => match messages.last_mut() {
-                    Some(ChatMessage::ToolResults { results: so_far }) => {
-                        so_far.extend(results.iter().cloned())
+                }
+                LogEntry::ToolResults { results } => {
+                    let results = results.iter().map(Cow::Borrowed);
+                    match messages.last_mut() {
+                        Some(ChatMessage::ToolResults { results: so_far }) => {
+                            so_far.extend(results)
+                        }
+                        _ => messages.push(ChatMessage::ToolResults {
+                            results: results.collect(),
+                        }),
                     }
-                    _ => messages.push(ChatMessage::ToolResults {
-                        results: results.clone(),
-                    }),
-                },
+                }
                 LogEntry::HookInjectedItems { items } => {
                     for item in items {
                         messages.push(ChatMessage::User {
-                            text: injected_text(item),
+                            text: Cow::Owned(injected_text(item)),
                         });
                     }
                 }
@@ -330,8 +364,8 @@ impl Conversation {
             }
         }
         ModelRequest {
-            model: self.model.clone(),
-            system: system.to_owned(),
+            model: conversation.model.as_deref().map(Cow::Borrowed),
+            system: Cow::Borrowed(system),
             messages: answer_every_call(messages),
             tools,
         }
@@ -353,7 +387,7 @@ pub const NO_RESULT_RECORDED: &str =
 /// was damaged anyway (by an older pod, by hand, by a failure no one
 /// foresaw): the missing results are supplied here, in the projection
 /// only, so one bad turn cannot make the whole session unusable.
-fn answer_every_call(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
+fn answer_every_call(messages: Vec<ChatMessage<'_>>) -> Vec<ChatMessage<'_>> {
     let mut out: Vec<ChatMessage> = Vec::with_capacity(messages.len());
     let mut messages = messages.into_iter().peekable();
     while let Some(message) = messages.next() {
@@ -361,7 +395,7 @@ fn answer_every_call(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
             ChatMessage::Assistant { items } => {
                 let calls: Vec<String> = items
                     .iter()
-                    .filter_map(|item| match item {
+                    .filter_map(|item| match item.as_ref() {
                         AssistantItem::ToolCall { call_id, .. } => Some(call_id.clone()),
                         _ => None,
                     })
@@ -382,7 +416,11 @@ fn answer_every_call(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
                     .into_iter()
                     .filter(|id| !results.iter().any(|r| &r.call_id == id))
                     .collect();
-                results.extend(missing_results(missing, NO_RESULT_RECORDED));
+                results.extend(
+                    missing_results(missing, NO_RESULT_RECORDED)
+                        .into_iter()
+                        .map(Cow::Owned),
+                );
                 out.push(ChatMessage::ToolResults { results });
             }
             // Results that follow no assistant message with calls answer
@@ -529,13 +567,36 @@ mod tests {
         }
     }
 
-    fn project(entries: Vec<LogEntry>) -> Vec<ChatMessage> {
+    fn project(entries: Vec<LogEntry>) -> Vec<ChatMessage<'static>> {
         let dir = tempfile::tempdir().unwrap();
         let workspace = Workspace::new(dir.path()).unwrap();
         let resolvers = Resolvers::for_workspace(&workspace);
-        Conversation::new(Uuid::new_v4(), entries)
-            .project("system", Vec::new(), &workspace, &resolvers)
-            .messages
+        let mut conversation = Conversation::new(Uuid::new_v4(), entries);
+        let request = conversation
+            .prepare(&workspace, &resolvers)
+            .request("system", Cow::Borrowed(&[]));
+        request.messages.into_iter().map(owned).collect()
+    }
+
+    fn owned(message: ChatMessage<'_>) -> ChatMessage<'static> {
+        let own = |items: Vec<Cow<'_, AssistantItem>>| {
+            items
+                .into_iter()
+                .map(|i| Cow::Owned(i.into_owned()))
+                .collect()
+        };
+        match message {
+            ChatMessage::User { text } => ChatMessage::User {
+                text: Cow::Owned(text.into_owned()),
+            },
+            ChatMessage::Assistant { items } => ChatMessage::Assistant { items: own(items) },
+            ChatMessage::ToolResults { results } => ChatMessage::ToolResults {
+                results: results
+                    .into_iter()
+                    .map(|r| Cow::Owned(r.into_owned()))
+                    .collect(),
+            },
+        }
     }
 
     /// Every call is answered right after its assistant message, and every
@@ -545,7 +606,7 @@ mod tests {
             if let ChatMessage::Assistant { items } = message {
                 let calls: Vec<&String> = items
                     .iter()
-                    .filter_map(|item| match item {
+                    .filter_map(|item| match item.as_ref() {
                         AssistantItem::ToolCall { call_id, .. } => Some(call_id),
                         _ => None,
                     })

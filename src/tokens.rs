@@ -4,6 +4,8 @@
 //! BPE tokenizers; it errs high for prose, which is the safe side for deciding
 //! when to compact.
 
+use serde_json::Value;
+
 use crate::protocol::AssistantItem;
 use crate::provider::{ChatMessage, ModelRequest};
 
@@ -11,23 +13,23 @@ pub fn estimate(text: &str) -> u64 {
     (text.len() as u64).div_ceil(4)
 }
 
-pub fn estimate_request(request: &ModelRequest) -> u64 {
+pub fn estimate_request(request: &ModelRequest<'_>) -> u64 {
     let mut total = estimate(&request.system);
-    for tool in &request.tools {
-        total += estimate(&tool.description) + estimate(&tool.parameters.to_string());
+    for tool in request.tools.iter() {
+        total += estimate(&tool.description) + json_len(&tool.parameters).div_ceil(4);
     }
     for message in &request.messages {
         total += 4 + match message {
             ChatMessage::User { text } => estimate(text),
             ChatMessage::Assistant { items } => items
                 .iter()
-                .map(|item| match item {
+                .map(|item| match item.as_ref() {
                     AssistantItem::Text { text } | AssistantItem::Reasoning { text } => {
                         estimate(text)
                     }
                     AssistantItem::ToolCall {
                         name, arguments, ..
-                    } => estimate(name) + estimate(&arguments.to_string()),
+                    } => estimate(name) + json_len(arguments).div_ceil(4),
                 })
                 .sum(),
             ChatMessage::ToolResults { results } => {
@@ -36,4 +38,38 @@ pub fn estimate_request(request: &ModelRequest) -> u64 {
         };
     }
     total
+}
+
+/// About the length of `value` as compact JSON, without writing it out:
+/// this runs before every model call, over every tool call of the context.
+fn json_len(value: &Value) -> u64 {
+    match value {
+        Value::Null => 4,
+        Value::Bool(_) => 5,
+        Value::Number(_) => 3,
+        Value::String(s) => s.len() as u64 + 2,
+        Value::Array(items) => 2 + items.iter().map(|v| json_len(v) + 1).sum::<u64>(),
+        Value::Object(fields) => {
+            2 + fields
+                .iter()
+                .map(|(k, v)| k.len() as u64 + 4 + json_len(v))
+                .sum::<u64>()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_len_is_close_to_the_written_length() {
+        let value = serde_json::json!({"path": "src/main.rs", "lines": [1, 20], "all": false});
+        let written = value.to_string().len() as u64;
+        let estimated = json_len(&value);
+        assert!(
+            estimated.abs_diff(written) * 5 <= written,
+            "{estimated} vs {written}"
+        );
+    }
 }

@@ -2,6 +2,8 @@
 
 mod support;
 
+use std::borrow::Cow;
+
 use std::sync::Arc;
 
 use pod::protocol::TurnErrorCode;
@@ -23,12 +25,12 @@ fn provider(base_url: &str) -> Arc<dyn Provider> {
     .unwrap()
 }
 
-fn hello() -> ModelRequest {
+fn hello() -> ModelRequest<'static> {
     ModelRequest {
         model: None,
-        system: String::new(),
+        system: "".into(),
         messages: vec![ChatMessage::User { text: "hi".into() }],
-        tools: Vec::new(),
+        tools: Vec::new().into(),
     }
 }
 
@@ -73,7 +75,7 @@ async fn text_turn_streams_deltas_and_usage() {
         (provider.name(), provider.model()),
         ("anthropic", "claude-sonnet-4-5")
     );
-    let (events, error) = collect(provider.stream(hello())).await;
+    let (events, error) = collect(provider.stream(&hello())).await;
     assert_eq!((events, error), (text_events(), None));
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
@@ -112,7 +114,7 @@ async fn thinking_text_and_tool_use_blocks_stream_in_order() {
         END,
     ]);
     let server = Server::start(vec![Reply::sse(&frames)]).await;
-    let (events, error) = collect(provider(&server.url).stream(hello())).await;
+    let (events, error) = collect(provider(&server.url).stream(&hello())).await;
     assert_eq!(error, None);
     assert_eq!(
         events,
@@ -163,37 +165,37 @@ async fn request_projects_tool_use_and_tool_results_with_alternation() {
             },
             ChatMessage::Assistant {
                 items: vec![
-                    AssistantItem::Reasoning {
+                    Cow::Owned(AssistantItem::Reasoning {
                         text: "private".into(),
-                    },
-                    AssistantItem::Text {
+                    }),
+                    Cow::Owned(AssistantItem::Text {
                         text: "Reading.".into(),
-                    },
-                    AssistantItem::ToolCall {
+                    }),
+                    Cow::Owned(AssistantItem::ToolCall {
                         call_id: "toolu_01".into(),
                         name: "read_file".into(),
                         arguments: json!({"path":"a.txt"}),
-                    },
+                    }),
                 ],
             },
             ChatMessage::ToolResults {
-                results: vec![ToolResult {
+                results: vec![Cow::Owned(ToolResult {
                     call_id: "toolu_01".into(),
                     output: "no such file".into(),
                     is_error: true,
-                }],
+                })],
             },
             ChatMessage::User {
                 text: "build finished".into(),
             },
         ],
-        tools: vec![ToolSpec {
+        tools: Cow::Owned(vec![ToolSpec {
             name: "read_file".into(),
             description: "Reads a file.".into(),
             parameters: json!({"type":"object","properties":{"path":{"type":"string"}}}),
-        }],
+        }]),
     };
-    let (_, error) = collect(provider.stream(request)).await;
+    let (_, error) = collect(provider.stream(&request)).await;
     assert_eq!(error, None);
     assert_eq!(
         server.requests()[0].json(),
@@ -220,7 +222,7 @@ async fn request_projects_tool_use_and_tool_results_with_alternation() {
 #[tokio::test]
 async fn stream_cut_before_message_stop_is_an_error_after_the_tokens() {
     let server = Server::start(vec![Reply::sse(&typed_frames(&[START, TEXT_START, HELLO]))]).await;
-    let (events, error) = collect(provider(&server.url).stream(hello())).await;
+    let (events, error) = collect(provider(&server.url).stream(&hello())).await;
     assert_eq!(events, vec![ModelEvent::TextDelta("Hello".into())]);
     let error = error.unwrap().message;
     assert!(error.starts_with("anthropic: the stream from"), "{error}");
@@ -242,7 +244,7 @@ async fn rate_limit_with_retry_after_then_success() {
         Reply::sse(&text_turn()),
     ])
     .await;
-    let (events, error) = collect(provider(&server.url).stream(hello())).await;
+    let (events, error) = collect(provider(&server.url).stream(&hello())).await;
     assert_eq!(error, None);
     let (retries, reply) = split_retries(events);
     assert_eq!(
@@ -272,7 +274,7 @@ async fn overloaded_status_and_server_error_are_retried() {
         Reply::sse(&text_turn()),
     ])
     .await;
-    let (events, error) = collect(provider(&server.url).stream(hello())).await;
+    let (events, error) = collect(provider(&server.url).stream(&hello())).await;
     assert_eq!(error, None);
     let (retries, reply) = split_retries(events);
     assert_eq!(
@@ -299,7 +301,7 @@ async fn overloaded_event_before_any_token_is_retried_but_not_after() {
         Reply::sse(&typed_frames(&[START, TEXT_START, HELLO, overloaded])),
     ])
     .await;
-    let (events, error) = collect(provider(&server.url).stream(hello())).await;
+    let (events, error) = collect(provider(&server.url).stream(&hello())).await;
     let (retries, reply) = split_retries(events);
     assert_eq!(retries.len(), 1);
     assert_eq!(reply, vec![ModelEvent::TextDelta("Hello".into())]);
@@ -316,7 +318,7 @@ async fn unauthorized_is_an_http_error_quoting_the_provider_and_not_retried() {
         r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
     )])
     .await;
-    let (events, error) = collect(provider(&server.url).stream(hello())).await;
+    let (events, error) = collect(provider(&server.url).stream(&hello())).await;
     assert!(events.is_empty(), "no retry announced: {events:?}");
     let error = error.unwrap();
     assert_eq!(error.code, TurnErrorCode::ProviderHttp);
@@ -336,7 +338,7 @@ async fn bad_request_quotes_the_message() {
         r#"{"type":"error","error":{"type":"invalid_request_error","message":"messages: roles must alternate"}}"#,
     )])
     .await;
-    let (_, error) = collect(provider(&server.url).stream(hello())).await;
+    let (_, error) = collect(provider(&server.url).stream(&hello())).await;
     assert_eq!(
         error.unwrap().message,
         "anthropic: HTTP 400 Bad Request: messages: roles must alternate"
@@ -349,7 +351,7 @@ async fn garbage_in_the_stream_is_a_clear_error() {
         "event: message_start\ndata: {not json\n\n",
     )])
     .await;
-    let (_, error) = collect(provider(&server.url).stream(hello())).await;
+    let (_, error) = collect(provider(&server.url).stream(&hello())).await;
     let error = error.unwrap().message;
     assert!(
         error.starts_with("anthropic: unparseable data in the response stream"),
@@ -361,7 +363,7 @@ async fn garbage_in_the_stream_is_a_clear_error() {
 #[tokio::test]
 async fn connection_refused_names_the_url() {
     let base = refused_url().await;
-    let (events, error) = collect(provider(&base).stream(hello())).await;
+    let (events, error) = collect(provider(&base).stream(&hello())).await;
     let error = error.unwrap();
     assert_eq!(error.code, TurnErrorCode::ProviderUnreachable);
     assert!(
@@ -383,7 +385,8 @@ async fn connection_refused_names_the_url() {
 #[tokio::test]
 async fn path_prefix_base_urls_are_kept() {
     let server = Server::start(vec![Reply::sse(&text_turn())]).await;
-    let (_, error) = collect(provider(&format!("{}/anthropic/", server.url)).stream(hello())).await;
+    let (_, error) =
+        collect(provider(&format!("{}/anthropic/", server.url)).stream(&hello())).await;
     assert_eq!(error, None);
     assert_eq!(server.requests()[0].path, "/anthropic/v1/messages");
 }

@@ -2,6 +2,8 @@
 
 mod support;
 
+use std::borrow::Cow;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,12 +27,12 @@ fn provider(base_url: &str, key: Option<&str>) -> Arc<dyn Provider> {
     .unwrap()
 }
 
-fn hello() -> ModelRequest {
+fn hello() -> ModelRequest<'static> {
     ModelRequest {
         model: None,
-        system: String::new(),
+        system: "".into(),
         messages: vec![ChatMessage::User { text: "hi".into() }],
-        tools: Vec::new(),
+        tools: Vec::new().into(),
     }
 }
 
@@ -66,7 +68,7 @@ async fn text_turn_streams_deltas_and_usage() {
     .await;
     let provider = provider(&format!("{}/v1", server.url), Some("sk-test"));
     assert_eq!((provider.name(), provider.model()), ("openai", "gpt-4o"));
-    let (events, error) = collect(provider.stream(hello())).await;
+    let (events, error) = collect(provider.stream(&hello())).await;
     assert_eq!(error, None);
     assert_eq!(events, text_events());
     let requests = server.requests();
@@ -97,7 +99,7 @@ async fn tool_calls_are_assembled_by_index_with_block_ends() {
     ]);
     let server = Server::start(vec![Reply::sse(&frames)]).await;
     let provider = provider(&format!("{}/v1", server.url), Some("k"));
-    let (events, error) = collect(provider.stream(hello())).await;
+    let (events, error) = collect(provider.stream(&hello())).await;
     assert_eq!(error, None);
     let start = |id: &str, name: &str| ModelEvent::ToolCallStart {
         call_id: id.into(),
@@ -147,46 +149,46 @@ async fn request_projects_system_tools_assistant_calls_and_tool_results() {
             },
             ChatMessage::Assistant {
                 items: vec![
-                    AssistantItem::Reasoning {
+                    Cow::Owned(AssistantItem::Reasoning {
                         text: "private".into(),
-                    },
-                    AssistantItem::Text {
+                    }),
+                    Cow::Owned(AssistantItem::Text {
                         text: "Looking.".into(),
-                    },
-                    AssistantItem::ToolCall {
+                    }),
+                    Cow::Owned(AssistantItem::ToolCall {
                         call_id: "call_abc".into(),
                         name: "read_file".into(),
                         arguments: json!({"path":"a.txt"}),
-                    },
-                    AssistantItem::ToolCall {
+                    }),
+                    Cow::Owned(AssistantItem::ToolCall {
                         call_id: "call_def".into(),
                         name: "list_dir".into(),
                         arguments: json!({}),
-                    },
+                    }),
                 ],
             },
             ChatMessage::ToolResults {
                 results: vec![
-                    ToolResult {
+                    Cow::Owned(ToolResult {
                         call_id: "call_abc".into(),
                         output: "hello".into(),
                         is_error: false,
-                    },
-                    ToolResult {
+                    }),
+                    Cow::Owned(ToolResult {
                         call_id: "call_def".into(),
                         output: "no such dir".into(),
                         is_error: true,
-                    },
+                    }),
                 ],
             },
         ],
-        tools: vec![ToolSpec {
+        tools: Cow::Owned(vec![ToolSpec {
             name: "read_file".into(),
             description: "Reads a file.".into(),
             parameters: json!({"type":"object","properties":{"path":{"type":"string"}}}),
-        }],
+        }]),
     };
-    let (_, error) = collect(provider.stream(request)).await;
+    let (_, error) = collect(provider.stream(&request)).await;
     assert_eq!(error, None);
     let recorded = &server.requests()[0];
     assert_eq!(recorded.path, "/v1/chat/completions");
@@ -216,7 +218,7 @@ async fn request_projects_system_tools_assistant_calls_and_tool_results() {
 async fn stream_cut_after_tokens_is_an_error_after_them() {
     let server = Server::start(vec![Reply::sse(&data_frames(&[ROLE, HEL]))]).await;
     let provider = provider(&format!("{}/v1", server.url), Some("k"));
-    let (events, error) = collect(provider.stream(hello())).await;
+    let (events, error) = collect(provider.stream(&hello())).await;
     assert_eq!(events, vec![ModelEvent::TextDelta("Hel".into())]);
     let error = error.unwrap().message;
     assert!(
@@ -238,7 +240,7 @@ async fn stream_cut_before_any_token_is_retried() {
     ])
     .await;
     let provider = provider(&format!("{}/v1", server.url), Some("k"));
-    let (events, error) = collect(provider.stream(hello())).await;
+    let (events, error) = collect(provider.stream(&hello())).await;
     assert_eq!(error, None);
     let (retries, reply) = split_retries(events);
     assert_eq!(retries.len(), 1);
@@ -274,7 +276,7 @@ async fn rate_limit_honours_retry_after_then_succeeds() {
         ..ProviderConfig::default()
     })
     .unwrap();
-    let (events, error) = collect(provider.stream(hello())).await;
+    let (events, error) = collect(provider.stream(&hello())).await;
     assert_eq!(error, None);
     // The retry is announced, with its delay, before the reply it led to.
     assert_eq!(
@@ -300,7 +302,7 @@ async fn server_errors_and_timeouts_are_retried_then_succeed() {
     ])
     .await;
     let provider = provider(&format!("{}/v1", server.url), Some("k"));
-    let (events, error) = collect(provider.stream(hello())).await;
+    let (events, error) = collect(provider.stream(&hello())).await;
     assert_eq!(error, None);
     let (retries, reply) = split_retries(events);
     assert_eq!(
@@ -324,7 +326,7 @@ async fn persistent_server_errors_give_up_with_the_status_and_message() {
     let replies = vec![Reply::status(502, r#"{"error":{"message":"bad gateway"}}"#); 5];
     let server = Server::start(replies).await;
     let provider = provider(&format!("{}/v1", server.url), Some("k"));
-    let (events, error) = collect(provider.stream(hello())).await;
+    let (events, error) = collect(provider.stream(&hello())).await;
     let (retries, reply) = split_retries(events);
     assert_eq!((retries.len(), reply), (4, vec![]));
     let error = error.unwrap();
@@ -344,7 +346,7 @@ async fn unauthorized_is_an_http_error_quoting_the_provider_and_not_retried() {
     )])
     .await;
     let provider = provider(&format!("{}/v1", server.url), Some("sk-bad"));
-    let (events, error) = collect(provider.stream(hello())).await;
+    let (events, error) = collect(provider.stream(&hello())).await;
     assert!(events.is_empty(), "no retry announced: {events:?}");
     let error = error.unwrap();
     assert_eq!(error.code, TurnErrorCode::ProviderHttp);
@@ -365,7 +367,7 @@ async fn other_statuses_quote_the_body_error_and_are_final() {
     )])
     .await;
     let provider = provider(&format!("{}/v1", server.url), None);
-    let (events, error) = collect(provider.stream(hello())).await;
+    let (events, error) = collect(provider.stream(&hello())).await;
     assert!(events.is_empty());
     assert_eq!(
         error.unwrap().message,
@@ -378,7 +380,7 @@ async fn other_statuses_quote_the_body_error_and_are_final() {
 async fn garbage_in_the_stream_is_a_clear_error() {
     let server = Server::start(vec![Reply::sse("data: <html>oops</html>\n\n")]).await;
     let provider = provider(&format!("{}/v1", server.url), Some("k"));
-    let (_, error) = collect(provider.stream(hello())).await;
+    let (_, error) = collect(provider.stream(&hello())).await;
     let error = error.unwrap().message;
     assert!(
         error.starts_with("openai: unparseable data in the response stream"),
@@ -393,7 +395,7 @@ async fn error_object_mid_stream_is_reported() {
     let frames = data_frames(&[HEL, r#"{"error":{"message":"context length exceeded"}}"#]);
     let server = Server::start(vec![Reply::sse(&frames)]).await;
     let provider = provider(&format!("{}/v1", server.url), Some("k"));
-    let (events, error) = collect(provider.stream(hello())).await;
+    let (events, error) = collect(provider.stream(&hello())).await;
     assert_eq!(events, vec![ModelEvent::TextDelta("Hel".into())]);
     assert!(error.unwrap().message.contains("context length exceeded"));
 }
@@ -402,7 +404,7 @@ async fn error_object_mid_stream_is_reported() {
 async fn connection_refused_names_the_url() {
     let base = format!("{}/v1", refused_url().await);
     let provider = provider(&base, None);
-    let (events, error) = collect(provider.stream(hello())).await;
+    let (events, error) = collect(provider.stream(&hello())).await;
     let error = error.unwrap();
     assert_eq!(error.code, TurnErrorCode::ProviderUnreachable);
     let message = error.message;
@@ -433,7 +435,7 @@ async fn tls_to_a_server_without_tls_fails_at_once() {
         }
     });
     let provider = provider(&format!("https://127.0.0.1:{port}/v1"), Some("k"));
-    let (events, error) = collect(provider.stream(hello())).await;
+    let (events, error) = collect(provider.stream(&hello())).await;
     assert!(events.is_empty(), "not retried: {events:?}");
     let error = error.unwrap();
     assert_eq!(error.code, TurnErrorCode::ProviderUnreachable);
@@ -445,7 +447,7 @@ async fn tls_to_a_server_without_tls_fails_at_once() {
 async fn path_prefix_base_urls_are_kept() {
     let server = Server::start(vec![Reply::sse(&text_turn())]).await;
     let provider = provider(&format!("{}/proxy/openai/v1", server.url), Some("k"));
-    let (_, error) = collect(provider.stream(hello())).await;
+    let (_, error) = collect(provider.stream(&hello())).await;
     assert_eq!(error, None);
     assert_eq!(
         server.requests()[0].path,
@@ -473,7 +475,7 @@ async fn silence_mid_stream_hits_the_idle_timeout() {
         ..ProviderConfig::default()
     })
     .unwrap();
-    let (events, error) = collect(provider.stream(hello())).await;
+    let (events, error) = collect(provider.stream(&hello())).await;
     assert_eq!(events, vec![ModelEvent::TextDelta("Hel".into())]);
     let error = error.unwrap();
     assert_eq!(error.code, TurnErrorCode::ProviderStream);
@@ -488,7 +490,7 @@ async fn json_instead_of_a_stream_is_reported_not_retried() {
     )])
     .await;
     let provider = provider(&format!("{}/v1", server.url), None);
-    let (_, error) = collect(provider.stream(hello())).await;
+    let (_, error) = collect(provider.stream(&hello())).await;
     let error = error.unwrap().message;
     assert!(error.contains("expected an event stream"), "{error}");
     assert!(error.contains("streaming is not supported"), "{error}");

@@ -13,12 +13,12 @@ use pod::provider::{
 };
 use support::{collect, split_retries};
 
-fn request() -> ModelRequest {
+fn request() -> ModelRequest<'static> {
     ModelRequest {
         model: None,
-        system: String::new(),
+        system: "".into(),
         messages: vec![ChatMessage::User { text: "go".into() }],
-        tools: Vec::new(),
+        tools: Vec::new().into(),
     }
 }
 
@@ -57,6 +57,7 @@ fn from_file(path: &std::path::Path) -> Result<Arc<dyn Provider>, String> {
         retry: RetryPolicy::fast(),
         ..ProviderConfig::default()
     })
+    .map_err(|e| e.to_string())
 }
 
 #[tokio::test]
@@ -65,7 +66,7 @@ async fn text_chunks_form_one_block_and_usage_passes_through() {
         r#"{"events":[{"text":"Hel"},{"text":"lo"},{"usage":{"input_tokens":7,"output_tokens":2}}]}"#,
     );
     assert_eq!((script.name(), script.model()), ("script", "script"));
-    let (events, error) = collect(script.stream(request())).await;
+    let (events, error) = collect(script.stream(&request())).await;
     assert_eq!(error, None);
     assert_eq!(
         events,
@@ -86,7 +87,7 @@ async fn blocks_end_when_the_kind_changes_and_tool_calls_stream_whole() {
     let script = script(
         r#"{"events":[{"reasoning":"think"},{"text":"Reading."},{"tool_call":{"id":"c1","name":"read_file","arguments":{"path":"a.txt"}}},{"tool_call":{"name":"list_dir"}},{"text":"done"}]}"#,
     );
-    let (events, error) = collect(script.stream(request())).await;
+    let (events, error) = collect(script.stream(&request())).await;
     assert_eq!(error, None);
     let ModelEvent::ToolCallStart { call_id: id, .. } = events[7].clone() else {
         panic!("{events:?}")
@@ -115,7 +116,7 @@ async fn blocks_end_when_the_kind_changes_and_tool_calls_stream_whole() {
 async fn delays_pause_the_stream() {
     let script = script(r#"{"events":[{"text":"a"},{"delay_ms":150},{"text":"b"}]}"#);
     let started = Instant::now();
-    let (events, error) = collect(script.stream(request())).await;
+    let (events, error) = collect(script.stream(&request())).await;
     assert!(started.elapsed() >= Duration::from_millis(150));
     assert_eq!(
         (events, error),
@@ -127,7 +128,7 @@ async fn delays_pause_the_stream() {
 async fn error_fails_the_stream_after_what_came_before() {
     let script =
         script(r#"{"events":[{"text":"partial"},{"error":"model exploded"},{"text":"never"}]}"#);
-    let (events, error) = collect(script.stream(request())).await;
+    let (events, error) = collect(script.stream(&request())).await;
     assert_eq!(events, vec![text("partial")]);
     assert_eq!(error.unwrap().message, "model exploded");
 }
@@ -139,7 +140,7 @@ async fn replies_are_consumed_in_order_and_wrap_around() {
     );
     let mut seen = Vec::new();
     for _ in 0..3 {
-        let (events, _) = collect(script.stream(request())).await;
+        let (events, _) = collect(script.stream(&request())).await;
         seen.push(events[0].clone());
     }
     assert_eq!(seen, vec![text("one"), text("two"), text("one")]);
@@ -152,7 +153,7 @@ async fn retryable_http_error_goes_through_the_retry_policy() {
 {"events":[{"delay_ms":1},{"http_error":{"status":503}}]}
 {"events":[{"text":"finally"}]}"#,
     );
-    let (events, error) = collect(script.stream(request())).await;
+    let (events, error) = collect(script.stream(&request())).await;
     assert_eq!(error, None);
     let (retries, reply) = split_retries(events);
     assert_eq!(
@@ -171,7 +172,7 @@ async fn other_http_errors_are_fatal() {
         r#"{"events":[{"http_error":{"status":401,"message":"bad key"}}]}
 {"events":[{"text":"not reached"}]}"#,
     );
-    let (events, error) = collect(script.stream(request())).await;
+    let (events, error) = collect(script.stream(&request())).await;
     assert!(events.is_empty());
     let error = error.unwrap();
     assert_eq!(error.message, "script: HTTP 401 Unauthorized: bad key");
@@ -189,7 +190,7 @@ async fn retries_run_out_like_with_a_server() {
         },
     )
     .unwrap();
-    let (_, error) = collect(script.stream(request())).await;
+    let (_, error) = collect(script.stream(&request())).await;
     assert_eq!(
         error.unwrap().message,
         "script: HTTP 500 Internal Server Error: down (gave up after 2 retries)"
@@ -206,14 +207,14 @@ async fn file_is_loaded_through_build_with_model_override() {
     })
     .unwrap();
     assert_eq!((provider.name(), provider.model()), ("script", "demo"));
-    let (events, _) = collect(provider.stream(request())).await;
+    let (events, _) = collect(provider.stream(&request())).await;
     assert_eq!(events, vec![text("hi"), ModelEvent::BlockEnd]);
 }
 
 #[tokio::test]
 async fn echo_model_names_the_model_each_call_was_made_with() {
     let script = script(r#"{"events":[{"text":"model: "},{"echo_model":{}}]}"#);
-    let (events, _) = collect(script.stream(request())).await;
+    let (events, _) = collect(script.stream(&request())).await;
     assert_eq!(
         events,
         vec![text("model: "), text("script"), ModelEvent::BlockEnd]
@@ -222,7 +223,7 @@ async fn echo_model_names_the_model_each_call_was_made_with() {
         model: Some("bigger".into()),
         ..request()
     };
-    let (events, _) = collect(script.stream(chosen)).await;
+    let (events, _) = collect(script.stream(&chosen)).await;
     assert_eq!(events[1], text("bigger"));
 }
 
@@ -269,7 +270,7 @@ async fn documented_example_plays_as_described() {
     let script = script(example);
     let mut replies = Vec::new();
     for _ in 0..5 {
-        replies.push(collect(script.stream(request())).await);
+        replies.push(collect(script.stream(&request())).await);
     }
     assert_eq!(replies[0].0[0], text("Hello"));
     assert!(replies[1].0.contains(&start("c1", "read_file")));

@@ -30,8 +30,7 @@ pub fn run(
             .ok()
             .filter(|k| !k.is_empty()),
         retry: provider::RetryPolicy::default(),
-    })
-    .map_err(anyhow::Error::msg)?;
+    })?;
     crate::pod::serve(ServeConfig {
         name: name.to_owned(),
         data_dir: paths.data_dir.clone(),

@@ -98,7 +98,8 @@ impl Broadcaster {
     }
 
     fn fan_out(&mut self, frame: Bytes) {
-        self.connections.retain(|_, queue| queue.push(frame.clone()));
+        self.connections
+            .retain(|_, queue| queue.push(frame.clone()));
     }
 
     fn track_hint(&mut self, event: &Event) {

@@ -76,7 +76,11 @@ fn auto_due(env: &JobEnv, conversation: &mut Conversation) -> bool {
 /// check (see `turn::commit_input`). Errs on the side of yes. A "no" *is*
 /// that call's check (nothing was due), so it counts as the one check a
 /// manual compaction skips.
-pub fn might_compact(env: &JobEnv, conversation: &Conversation, request: &ModelRequest) -> bool {
+pub fn might_compact(
+    env: &JobEnv,
+    conversation: &Conversation,
+    request: &ModelRequest<'_>,
+) -> bool {
     let size = tokens::estimate_request(request).max(conversation.reported_tokens.unwrap_or(0));
     let mut shared = env.state.borrow_mut();
     if shared.compact_requested || size >= env.config.compaction.limit() {
@@ -154,12 +158,13 @@ pub async fn compact(env: &JobEnv, conversation: &mut Conversation, reason: Comp
 
 async fn try_compact(env: &JobEnv, conversation: &mut Conversation) -> Result<(), String> {
     let tokens_before = context_tokens(env, conversation);
+    let summarise = Summarise::of(
+        &env.request(conversation),
+        env.config.compaction.context_window,
+    );
     let summary = env
         .compactor
-        .send(Summarise {
-            conversation: env.request(conversation),
-            context_window: env.config.compaction.context_window,
-        })
+        .send(summarise)
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;

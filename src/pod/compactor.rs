@@ -6,6 +6,7 @@
 //! is a worker job, and the worker runs one job at a time — that rule, not
 //! this actor, is what serialises summaries.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -38,21 +39,43 @@ pub enum SummariseError {
     Gone(#[from] MailboxError),
 }
 
-/// Summarise a conversation: the request is the conversation's projection
-/// (what the model would be sent next), and the answer the summary text.
+/// Summarise a conversation, given as the transcript of what the model
+/// would be sent next; the answer is the summary text.
 #[derive(Message)]
 #[rtype(result = "Result<String, SummariseError>")]
 pub struct Summarise {
-    pub conversation: ModelRequest,
-    pub context_window: u64,
+    /// The model the conversation runs on (`None`: the provider's).
+    model: Option<String>,
+    /// One rendered message each, long items shortened.
+    transcript: Vec<String>,
+    context_window: u64,
+}
+
+impl Summarise {
+    /// The summarising job for `conversation` (its projection).
+    pub fn of(conversation: &ModelRequest<'_>, context_window: u64) -> Self {
+        Self {
+            model: conversation.model.as_deref().map(str::to_owned),
+            transcript: conversation.messages.iter().map(render).collect(),
+            context_window,
+        }
+    }
 }
 
 impl Handler<Summarise> for Compactor {
     type Result = ResponseFuture<Result<String, SummariseError>>;
 
     fn handle(&mut self, msg: Summarise, _: &mut Context<Self>) -> Self::Result {
-        let request = summary_request(msg.conversation, msg.context_window);
-        let mut stream = self.provider.stream(request);
+        let text = summary_text(msg.transcript, msg.context_window);
+        let request = ModelRequest {
+            model: msg.model.map(Cow::Owned),
+            system: Cow::Borrowed(SUMMARY_INSTRUCTIONS),
+            messages: vec![ChatMessage::User {
+                text: Cow::Owned(text),
+            }],
+            tools: Cow::Borrowed(&[]),
+        };
+        let mut stream = self.provider.stream(&request);
         Box::pin(async move {
             let mut summary = String::new();
             while let Some(event) = stream.next().await {
@@ -77,10 +100,9 @@ the open next steps. Be specific and concise. Output only the summary.";
 /// Longest tool output or message kept verbatim in the summariser's input.
 const SUMMARY_ITEM_CAP: usize = 4096;
 
-/// The summarising request: the conversation, each long item shortened, the
-/// oldest messages dropped until it fits well inside the context window.
-fn summary_request(mut request: ModelRequest, context_window: u64) -> ModelRequest {
-    let mut transcript: Vec<String> = request.messages.iter().map(render).collect();
+/// The summariser's input: the transcript, the oldest messages dropped
+/// until it fits well inside the context window.
+fn summary_text(mut transcript: Vec<String>, context_window: u64) -> String {
     let budget = (context_window as f64 * 0.6) as u64;
     let mut dropped = 0;
     while transcript.len() > 1
@@ -95,13 +117,10 @@ fn summary_request(mut request: ModelRequest, context_window: u64) -> ModelReque
     }
     text.push_str(&transcript.join("\n\n"));
     text.push_str("\n\nSummarise the conversation above.");
-    request.system = SUMMARY_INSTRUCTIONS.to_owned();
-    request.tools = Vec::new();
-    request.messages = vec![ChatMessage::User { text }];
-    request
+    text
 }
 
-fn render(message: &ChatMessage) -> String {
+fn render(message: &ChatMessage<'_>) -> String {
     let cap = |s: &str| -> String {
         if s.len() <= SUMMARY_ITEM_CAP {
             return s.to_owned();
@@ -116,7 +135,7 @@ fn render(message: &ChatMessage) -> String {
         ChatMessage::User { text } => format!("USER: {}", cap(text)),
         ChatMessage::Assistant { items } => items
             .iter()
-            .map(|item| match item {
+            .map(|item| match item.as_ref() {
                 AssistantItem::Text { text } => {
                     format!("ASSISTANT: {}", cap(text))
                 }

@@ -8,6 +8,7 @@
 //! Nothing in here decides anything: `turn.rs` decides what a turn does,
 //! `compaction.rs` when to compact, `worker.rs` which job runs next.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use super::compactor::Compactor;
 use super::session_log::{self, SessionLog, StorageError};
 use super::Client;
 use crate::approval::{Policy, Rule};
-use crate::context::Conversation;
+use crate::context::{Conversation, Prepared};
 use crate::input::Resolvers;
 use crate::protocol::{
     Decision, ErrorCode, Event, Level, LogEntry, PodState, Scope, Segment, Status, TurnRef,
@@ -149,14 +150,15 @@ pub struct JobEnv {
 }
 
 impl JobEnv {
-    /// The model request for `conversation` as it stands.
-    pub fn request(&self, conversation: &mut Conversation) -> ModelRequest {
-        conversation.project(
-            &self.config.system_prompt,
-            self.toolbox.specs(),
-            &self.workspace,
-            &self.resolvers,
-        )
+    /// The model request for `conversation` as it stands, borrowed from it.
+    pub fn request<'a>(&'a self, conversation: &'a mut Conversation) -> ModelRequest<'a> {
+        let prepared = conversation.prepare(&self.workspace, &self.resolvers);
+        self.request_from(prepared)
+    }
+
+    /// The model request for a prepared conversation.
+    pub fn request_from<'a>(&'a self, prepared: Prepared<'a>) -> ModelRequest<'a> {
+        prepared.request(&self.config.system_prompt, Cow::Owned(self.toolbox.specs()))
     }
 
     pub fn publish(&self, event: Event) {

@@ -457,7 +457,11 @@ mod tests {
         };
         let (queue, drain) = socket.open().unwrap();
         client.set_nonblocking(true).unwrap();
-        (tokio::net::UnixStream::from_std(client).unwrap(), queue, drain)
+        (
+            tokio::net::UnixStream::from_std(client).unwrap(),
+            queue,
+            drain,
+        )
     }
 
     #[actix_rt::test]

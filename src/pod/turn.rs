@@ -213,25 +213,22 @@ async fn commit_input(
         !*env.paused.borrow() && state.notifies.is_empty() && state.model_request.is_none()
     };
     let pending: Vec<LogEntry> = std::iter::once(input).chain(instructions).collect();
-    let request = overlap.then(|| {
-        conversation.project_with_pending(
-            &pending,
-            &env.config.system_prompt,
-            env.toolbox.specs(),
-            &env.workspace,
-            &env.resolvers,
-        )
-    });
-    let request = match request {
-        Some(r) if !compaction::might_compact(env, conversation, &r) => r,
-        _ => {
-            for entry in pending {
-                commit(env, conversation, entry).await.map_err(drop)?;
-            }
-            return Ok(None);
-        }
+    let early = if overlap {
+        conversation.with_pending(&pending, &env.workspace, &env.resolvers, |prepared| {
+            let request = env.request_from(prepared);
+            let due = compaction::might_compact(env, prepared.conversation(), &request);
+            (!due).then(|| env.provider.stream(&request))
+        })
+    } else {
+        None
     };
-    let mut stream = futures::StreamExt::peekable(env.provider.stream(request));
+    let Some(stream) = early else {
+        for entry in pending {
+            commit(env, conversation, entry).await.map_err(drop)?;
+        }
+        return Ok(None);
+    };
+    let mut stream = futures::StreamExt::peekable(stream);
     let durable = async {
         for entry in pending {
             commit(env, conversation, entry).await?;
@@ -337,7 +334,7 @@ async fn steps(
                 if cancel.is_cancelled() {
                     return cancelled();
                 }
-                env.provider.stream(env.request(conversation))
+                env.provider.stream(&env.request(conversation))
             }
         };
         let reply = assembly::stream_reply(env, conversation, cancel, stream).await;

@@ -2,12 +2,12 @@
 
 use eventsource_stream::Event;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::http::{join, parse_data, Endpoint, SseDecoder};
 use super::retry::{AttemptError, RetryPolicy};
-use super::{ChatMessage, ModelEvent, ModelRequest, ModelStream, Provider};
+use super::{BuildError, ChatMessage, ModelEvent, ModelRequest, ModelStream, Provider};
 use crate::protocol::{AssistantItem, Usage};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -31,9 +31,9 @@ impl Anthropic {
         base_url: &str,
         api_key: &str,
         retry: RetryPolicy,
-    ) -> Result<Self, String> {
-        let key = HeaderValue::from_str(api_key)
-            .map_err(|_| format!("{KEY_ENV} contains characters not allowed in a header"))?;
+    ) -> Result<Self, BuildError> {
+        let key =
+            HeaderValue::from_str(api_key).map_err(|_| BuildError::BadKey { env: KEY_ENV })?;
         let mut headers = HeaderMap::new();
         headers.insert(HeaderName::from_static("x-api-key"), key);
         headers.insert(
@@ -55,31 +55,70 @@ impl Provider for Anthropic {
         &self.model
     }
 
-    fn stream(&self, request: ModelRequest) -> ModelStream {
-        let model = request.model.as_deref().unwrap_or(&self.model);
-        let body = request_body(model, &request);
+    fn stream(&self, request: &ModelRequest<'_>) -> ModelStream {
+        let body = Body {
+            model: request.model.as_deref().unwrap_or(&self.model),
+            max_tokens: MAX_TOKENS,
+            messages: messages(&request.messages),
+            stream: true,
+            system: &request.system,
+            tools: request
+                .tools
+                .iter()
+                .map(|t| WireTool {
+                    name: &t.name,
+                    description: &t.description,
+                    input_schema: &t.parameters,
+                })
+                .collect(),
+        };
         self.endpoint.stream(&body, Decoder::default)
     }
 }
 
-fn request_body(model: &str, request: &ModelRequest) -> Value {
-    let mut body = json!({
-        "model": model,
-        "max_tokens": MAX_TOKENS,
-        "messages": messages(&request.messages),
-        "stream": true,
-    });
-    if !request.system.is_empty() {
-        body["system"] = Value::String(request.system.clone());
-    }
-    if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
-            .collect();
-    }
-    body
+/// The Messages API request body, serialised straight from the borrowed
+/// conversation (no intermediate JSON tree: see `docs/performance.md`).
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    messages: Vec<OutMessage<'a>>,
+    stream: bool,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    system: &'a str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+}
+
+#[derive(Debug, PartialEq, Serialize)]
+struct OutMessage<'a> {
+    role: &'static str,
+    content: Vec<OutBlock<'a>>,
+}
+
+#[derive(Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum OutBlock<'a> {
+    Text {
+        text: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: &'a Value,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: &'a str,
+        is_error: bool,
+    },
 }
 
 /// Projects the conversation into content blocks. The API requires user and
@@ -88,35 +127,38 @@ fn request_body(model: &str, request: &ModelRequest) -> Value {
 /// first in their user message, as the API also requires. Reasoning is not
 /// sent back (replaying it would need its signature, which pod does not keep),
 /// and empty text blocks are dropped because the API rejects them.
-fn messages(conversation: &[ChatMessage]) -> Vec<Value> {
-    let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
+fn messages<'a>(conversation: &'a [ChatMessage<'a>]) -> Vec<OutMessage<'a>> {
+    let mut out: Vec<OutMessage<'a>> = Vec::new();
     for message in conversation {
-        let (role, blocks) = match message {
+        let (role, blocks): (&'static str, Vec<OutBlock<'a>>) = match message {
             ChatMessage::User { text } => ("user", text_block(text).into_iter().collect()),
             ChatMessage::Assistant { items } => (
                 "assistant",
                 items
                     .iter()
-                    .filter_map(|item| match item {
+                    .filter_map(|item| match item.as_ref() {
                         AssistantItem::Text { text } => text_block(text),
                         AssistantItem::Reasoning { .. } => None,
                         AssistantItem::ToolCall {
                             call_id,
                             name,
                             arguments,
-                        } => Some(
-                            json!({"type": "tool_use", "id": call_id, "name": name, "input": arguments}),
-                        ),
+                        } => Some(OutBlock::ToolUse {
+                            id: call_id,
+                            name,
+                            input: arguments,
+                        }),
                     })
-                    .collect::<Vec<_>>(),
+                    .collect(),
             ),
             ChatMessage::ToolResults { results } => (
                 "user",
                 results
                     .iter()
-                    .map(|r| {
-                        json!({"type": "tool_result", "tool_use_id": r.call_id,
-                            "content": r.output, "is_error": r.is_error})
+                    .map(|r| OutBlock::ToolResult {
+                        tool_use_id: &r.call_id,
+                        content: &r.output,
+                        is_error: r.is_error,
                     })
                     .collect(),
             ),
@@ -125,17 +167,18 @@ fn messages(conversation: &[ChatMessage]) -> Vec<Value> {
             continue;
         }
         match out.last_mut() {
-            Some((last, content)) if *last == role => content.extend(blocks),
-            _ => out.push((role, blocks)),
+            Some(last) if last.role == role => last.content.extend(blocks),
+            _ => out.push(OutMessage {
+                role,
+                content: blocks,
+            }),
         }
     }
-    out.into_iter()
-        .map(|(role, content)| json!({"role": role, "content": content}))
-        .collect()
+    out
 }
 
-fn text_block(text: &str) -> Option<Value> {
-    (!text.trim().is_empty()).then(|| json!({"type": "text", "text": text}))
+fn text_block(text: &str) -> Option<OutBlock<'_>> {
+    (!text.trim().is_empty()).then_some(OutBlock::Text { text })
 }
 
 #[derive(Deserialize)]
@@ -374,38 +417,40 @@ mod tests {
 
     #[test]
     fn consecutive_same_role_messages_are_merged_and_reasoning_dropped() {
+        use serde_json::json;
+        use std::borrow::Cow;
         let conversation = vec![
             ChatMessage::User { text: "hi".into() },
             ChatMessage::Assistant {
                 items: vec![
-                    AssistantItem::Reasoning { text: "hm".into() },
-                    AssistantItem::ToolCall {
+                    Cow::Owned(AssistantItem::Reasoning { text: "hm".into() }),
+                    Cow::Owned(AssistantItem::ToolCall {
                         call_id: "c1".into(),
                         name: "f".into(),
                         arguments: json!({}),
-                    },
+                    }),
                 ],
             },
             ChatMessage::ToolResults {
-                results: vec![ToolResult {
+                results: vec![Cow::Owned(ToolResult {
                     call_id: "c1".into(),
                     output: "out".into(),
                     is_error: true,
-                }],
+                })],
             },
             ChatMessage::User {
                 text: "notice".into(),
             },
         ];
         assert_eq!(
-            messages(&conversation),
-            vec![
+            serde_json::to_value(messages(&conversation)).unwrap(),
+            json!([
                 json!({"role":"user","content":[{"type":"text","text":"hi"}]}),
                 json!({"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"f","input":{}}]}),
                 json!({"role":"user","content":[
                     {"type":"tool_result","tool_use_id":"c1","content":"out","is_error":true},
                     {"type":"text","text":"notice"}]}),
-            ]
+            ])
         );
     }
 

@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::{anthropic, openai, Anthropic, Offline, OpenAi, Provider, RetryPolicy, Script};
+use super::{
+    anthropic, openai, Anthropic, BuildError, Offline, OpenAi, Provider, RetryPolicy, Script,
+};
 
 /// The `--provider` values.
 #[derive(
@@ -56,17 +58,14 @@ fn present(value: &Option<String>) -> Option<&str> {
 }
 
 /// Builds the provider `config` asks for, or says what is missing.
-pub fn build(config: &ProviderConfig) -> Result<Arc<dyn Provider>, String> {
+pub fn build(config: &ProviderConfig) -> Result<Arc<dyn Provider>, BuildError> {
     let retry = config.retry.clone();
     let model = |default: &str| config.model.clone().unwrap_or_else(|| default.to_owned());
     Ok(match config.resolve_kind() {
         ProviderKind::Offline => Arc::new(Offline::default()),
         ProviderKind::Script => {
-            let path = config
-                .script
-                .as_deref()
-                .ok_or("--provider script needs --script FILE")?;
-            let script = Script::load(path, retry)?;
+            let path = config.script.as_deref().ok_or(BuildError::NoScript)?;
+            let script = Script::load(path, retry).map_err(BuildError::Script)?;
             match &config.model {
                 Some(name) => Arc::new(script.with_model(name.clone())),
                 None => Arc::new(script),
@@ -75,11 +74,7 @@ pub fn build(config: &ProviderConfig) -> Result<Arc<dyn Provider>, String> {
         ProviderKind::Openai => {
             let key = present(&config.openai_api_key);
             if key.is_none() && config.base_url.is_none() {
-                return Err(
-                    "openai needs OPENAI_API_KEY (or --base-url URL for a local \
-                            OpenAI-compatible server that takes no key)"
-                        .into(),
-                );
+                return Err(BuildError::NoOpenAiKey);
             }
             let base = config
                 .base_url
@@ -88,8 +83,7 @@ pub fn build(config: &ProviderConfig) -> Result<Arc<dyn Provider>, String> {
             Arc::new(OpenAi::new(model(openai::DEFAULT_MODEL), base, key, retry)?)
         }
         ProviderKind::Anthropic => {
-            let key = present(&config.anthropic_api_key)
-                .ok_or("anthropic needs ANTHROPIC_API_KEY (your key from console.anthropic.com)")?;
+            let key = present(&config.anthropic_api_key).ok_or(BuildError::NoAnthropicKey)?;
             let base = config
                 .base_url
                 .as_deref()
@@ -136,7 +130,7 @@ mod tests {
 
     #[test]
     fn missing_pieces_are_named() {
-        let err = |c: ProviderConfig| build(&c).err().unwrap();
+        let err = |c: ProviderConfig| build(&c).err().unwrap().to_string();
         let kind = |k| ProviderConfig {
             kind: Some(k),
             ..config()

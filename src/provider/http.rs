@@ -10,11 +10,12 @@ use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures::StreamExt;
 use reqwest::header::{HeaderMap, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::StatusCode;
+use serde::Serialize;
 use serde_json::Value;
 
 use super::retry::{AttemptError, Retrier, RetryPolicy};
 use super::stream::{generate, Emitter};
-use super::{ModelEvent, ModelStream};
+use super::{BuildError, ModelError, ModelEvent, ModelStream};
 use crate::protocol::TurnErrorCode;
 
 /// Longest piece of a server's error body quoted in a message.
@@ -50,11 +51,11 @@ impl Endpoint {
         key_env: &'static str,
         headers: HeaderMap,
         policy: RetryPolicy,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, BuildError> {
         let client = reqwest::Client::builder()
             .connect_timeout(policy.connect_timeout)
             .build()
-            .map_err(|e| format!("{provider}: cannot set up the HTTP client: {e}"))?;
+            .map_err(|source| BuildError::HttpClient { provider, source })?;
         Ok(Self {
             provider,
             url,
@@ -65,17 +66,28 @@ impl Endpoint {
         })
     }
 
-    /// POSTs `body` and streams the decoded reply. A failure is retried only
-    /// while no part of the reply has reached the consumer (see
-    /// [`Retrier::after_failure`]); each retry is announced on the stream as
-    /// a [`ModelEvent::Retry`] before its delay.
-    pub fn stream<D, F>(&self, body: &Value, decoder: F) -> ModelStream
+    /// POSTs `body` (serialised here, before this returns) and streams the
+    /// decoded reply. A failure is retried only while no part of the reply
+    /// has reached the consumer (see [`Retrier::after_failure`]); each retry
+    /// is announced on the stream as a [`ModelEvent::Retry`] before its
+    /// delay.
+    pub fn stream<B, D, F>(&self, body: &B, decoder: F) -> ModelStream
     where
+        B: Serialize + ?Sized,
         D: SseDecoder,
         F: Fn() -> D + Send + 'static,
     {
+        let body = match serde_json::to_vec(body) {
+            Ok(body) => Bytes::from(body),
+            Err(e) => {
+                let error = ModelError::new(format!(
+                    "{}: the request could not be encoded as JSON: {e}",
+                    self.provider
+                ));
+                return futures::stream::once(async move { Err(error) }).boxed();
+            }
+        };
         let endpoint = self.clone();
-        let body = Bytes::from(body.to_string());
         generate(move |mut out| async move {
             let mut retrier = Retrier::new(&endpoint.policy);
             loop {

@@ -22,31 +22,35 @@ pub use openai::OpenAi;
 pub use retry::RetryPolicy;
 pub use script::Script;
 
+use std::borrow::Cow;
+
 use futures::stream::BoxStream;
 use serde_json::Value;
 
 use crate::protocol::{AssistantItem, ToolResult, TurnErrorCode, Usage};
 
-/// What the model is asked.
+/// What the model is asked, borrowed from the conversation it was projected
+/// from: building a request copies no text, and the provider serialises it
+/// straight into the request body (see `docs/performance.md`, later turns).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ModelRequest {
+pub struct ModelRequest<'a> {
     /// The model to use; `None` is the provider's configured one.
-    pub model: Option<String>,
-    pub system: String,
-    pub messages: Vec<ChatMessage>,
-    pub tools: Vec<ToolSpec>,
+    pub model: Option<Cow<'a, str>>,
+    pub system: Cow<'a, str>,
+    pub messages: Vec<ChatMessage<'a>>,
+    pub tools: Cow<'a, [ToolSpec]>,
 }
 
 /// One message of the projected conversation.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ChatMessage {
+pub enum ChatMessage<'a> {
     /// User input flattened to text (segments resolved), or text the pod
     /// injected (notify, compaction summary).
-    User { text: String },
+    User { text: Cow<'a, str> },
     /// Consecutive confirmed assistant blocks of one model reply.
-    Assistant { items: Vec<AssistantItem> },
+    Assistant { items: Vec<Cow<'a, AssistantItem>> },
     /// The results answering the preceding assistant message's tool calls.
-    ToolResults { results: Vec<ToolResult> },
+    ToolResults { results: Vec<Cow<'a, ToolResult>> },
 }
 
 /// A tool the model may call: name, description, JSON Schema of its arguments.
@@ -110,11 +114,36 @@ impl ModelError {
 
 pub type ModelStream = BoxStream<'static, Result<ModelEvent, ModelError>>;
 
+/// Why the provider `pod serve` was asked for could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("--provider script needs --script FILE")]
+    NoScript,
+    /// The script file could not be read or parsed (the message says where).
+    #[error("{0}")]
+    Script(String),
+    #[error(
+        "openai needs OPENAI_API_KEY (or --base-url URL for a local OpenAI-compatible server \
+         that takes no key)"
+    )]
+    NoOpenAiKey,
+    #[error("anthropic needs ANTHROPIC_API_KEY (your key from console.anthropic.com)")]
+    NoAnthropicKey,
+    #[error("{env} contains characters not allowed in an HTTP header; check its value")]
+    BadKey { env: &'static str },
+    #[error("{provider}: cannot set up the HTTP client: {source}")]
+    HttpClient {
+        provider: &'static str,
+        source: reqwest::Error,
+    },
+}
+
 pub trait Provider: Send + Sync {
     /// `offline`, `script`, `openai` or `anthropic`.
     fn name(&self) -> &'static str;
     /// The configured model, used when a request names none.
     fn model(&self) -> &str;
-    /// Starts one model call. Dropping the stream abandons the call.
-    fn stream(&self, request: ModelRequest) -> ModelStream;
+    /// Starts one model call. The request is read (serialised) before this
+    /// returns; dropping the stream abandons the call.
+    fn stream(&self, request: &ModelRequest<'_>) -> ModelStream;
 }

@@ -34,9 +34,9 @@ impl Provider for Offline {
         NAME
     }
 
-    fn stream(&self, request: ModelRequest) -> ModelStream {
-        let reply = reply_for(&request);
-        let input_tokens = crate::tokens::estimate_request(&request);
+    fn stream(&self, request: &ModelRequest<'_>) -> ModelStream {
+        let reply = reply_for(request);
+        let input_tokens = crate::tokens::estimate_request(request);
         let output_tokens = crate::tokens::estimate(&reply);
         let delay = self.word_delay;
         let words: Vec<String> = reply.split_inclusive(' ').map(str::to_owned).collect();
@@ -60,9 +60,9 @@ impl Provider for Offline {
 
 /// The reply: honest about what answered, useful about what was received
 /// and how to get a real model.
-fn reply_for(request: &ModelRequest) -> String {
+fn reply_for(request: &ModelRequest<'_>) -> String {
     let last = request.messages.iter().rev().find_map(|m| match m {
-        ChatMessage::User { text } => Some(text.as_str()),
+        ChatMessage::User { text } => Some(text.as_ref()),
         _ => None,
     });
     let mut reply = String::from(
@@ -169,7 +169,7 @@ mod tests {
     fn reply_describes_files_tools_and_configuration() {
         let request = ModelRequest {
             model: None,
-            system: String::new(),
+            system: "".into(),
             messages: vec![ChatMessage::User {
                 text: "look at\n<file path=\"src/a.rs\">\nfn a() {}\nfn b() {}\n</file>\nplease"
                     .into(),
@@ -178,7 +178,8 @@ mod tests {
                 name: "read_file".into(),
                 description: String::new(),
                 parameters: serde_json::json!({}),
-            }],
+            }]
+            .into(),
         };
         let reply = reply_for(&request);
         assert!(reply.contains("offline model"), "{reply}");

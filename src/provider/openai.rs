@@ -3,12 +3,15 @@
 
 use eventsource_stream::Event;
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use std::borrow::Cow;
+
+use serde::ser::{SerializeSeq, Serializer};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::http::{join, parse_data, Endpoint, SseDecoder};
 use super::retry::{AttemptError, RetryPolicy};
-use super::{ChatMessage, ModelEvent, ModelRequest, ModelStream, Provider};
+use super::{BuildError, ChatMessage, ModelEvent, ModelRequest, ModelStream, Provider, ToolSpec};
 use crate::protocol::{AssistantItem, Usage};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -29,11 +32,11 @@ impl OpenAi {
         base_url: &str,
         api_key: Option<&str>,
         retry: RetryPolicy,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, BuildError> {
         let mut headers = HeaderMap::new();
         if let Some(key) = api_key {
             let value = HeaderValue::from_str(&format!("Bearer {key}"))
-                .map_err(|_| format!("{KEY_ENV} contains characters not allowed in a header"))?;
+                .map_err(|_| BuildError::BadKey { env: KEY_ENV })?;
             headers.insert(AUTHORIZATION, value);
         }
         let url = join(base_url, "chat/completions");
@@ -51,81 +54,172 @@ impl Provider for OpenAi {
         &self.model
     }
 
-    fn stream(&self, request: ModelRequest) -> ModelStream {
+    fn stream(&self, request: &ModelRequest<'_>) -> ModelStream {
         let model = request.model.as_deref().unwrap_or(&self.model);
-        let body = request_body(model, &request);
+        let body = Body {
+            model,
+            messages: Messages(request),
+            stream: true,
+            stream_options: StreamOptions {
+                include_usage: true,
+            },
+            tools: request.tools.iter().map(WireTool::of).collect(),
+        };
         self.endpoint.stream(&body, Decoder::default)
     }
 }
 
-/// The Chat Completions request for `request`.
-fn request_body(model: &str, request: &ModelRequest) -> Value {
-    let mut messages = Vec::new();
-    if !request.system.is_empty() {
-        messages.push(json!({"role": "system", "content": request.system}));
-    }
-    for message in &request.messages {
-        match message {
-            ChatMessage::User { text } => messages.push(json!({"role": "user", "content": text})),
-            ChatMessage::Assistant { items } => messages.extend(assistant_message(items)),
-            ChatMessage::ToolResults { results } => {
-                messages.extend(results.iter().map(
-                    |r| json!({"role": "tool", "tool_call_id": r.call_id, "content": r.output}),
-                ));
-            }
+/// The Chat Completions request body, serialised straight from the borrowed
+/// conversation (no intermediate JSON tree: see `docs/performance.md`).
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    messages: Messages<'a>,
+    stream: bool,
+    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+impl<'a> WireTool<'a> {
+    fn of(tool: &'a ToolSpec) -> Self {
+        Self {
+            kind: "function",
+            function: WireFunction {
+                name: &tool.name,
+                description: &tool.description,
+                parameters: &tool.parameters,
+            },
         }
     }
-    let mut body = json!({
-        "model": model,
-        "messages": messages,
-        "stream": true,
-        "stream_options": {"include_usage": true},
-    });
-    if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters}})
-            })
-            .collect();
+}
+
+/// The system prompt, then the conversation, one API message per user
+/// message and per tool result.
+struct Messages<'a>(&'a ModelRequest<'a>);
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let request = self.0;
+        let mut seq = serializer.serialize_seq(None)?;
+        if !request.system.is_empty() {
+            seq.serialize_element(&Message::System {
+                content: &request.system,
+            })?;
+        }
+        for message in &request.messages {
+            match message {
+                ChatMessage::User { text } => {
+                    seq.serialize_element(&Message::User { content: text })?
+                }
+                ChatMessage::Assistant { items } => {
+                    if let Some(message) = assistant_message(items) {
+                        seq.serialize_element(&message)?;
+                    }
+                }
+                ChatMessage::ToolResults { results } => {
+                    for r in results {
+                        seq.serialize_element(&Message::Tool {
+                            tool_call_id: &r.call_id,
+                            content: &r.output,
+                        })?;
+                    }
+                }
+            }
+        }
+        seq.end()
     }
-    body
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum Message<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: &'a str,
+    },
+    Assistant {
+        content: Option<Cow<'a, str>>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<WireCall<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+#[derive(Serialize)]
+struct WireCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireCallFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireCallFunction<'a> {
+    name: &'a str,
+    /// The arguments as a JSON string (the API's format).
+    arguments: String,
 }
 
 /// One assistant message: texts joined, tool calls with their arguments as a
 /// JSON string (the API's format). Reasoning is not sent back: the API has no
 /// field for it. `None` when nothing is left, since the API rejects an
 /// assistant message with neither content nor tool calls.
-fn assistant_message(items: &[AssistantItem]) -> Option<Value> {
-    let mut texts = Vec::new();
-    let mut calls = Vec::new();
+fn assistant_message<'a>(items: &'a [Cow<'a, AssistantItem>]) -> Option<Message<'a>> {
+    let mut texts: Vec<&str> = Vec::new();
+    let mut tool_calls = Vec::new();
     for item in items {
-        match item {
-            AssistantItem::Text { text } => texts.push(text.as_str()),
+        match item.as_ref() {
+            AssistantItem::Text { text } => texts.push(text),
             AssistantItem::Reasoning { .. } => {}
             AssistantItem::ToolCall {
                 call_id,
                 name,
                 arguments,
-            } => calls.push(json!({"id": call_id, "type": "function",
-                "function": {"name": name, "arguments": arguments.to_string()}})),
+            } => tool_calls.push(WireCall {
+                id: call_id,
+                kind: "function",
+                function: WireCallFunction {
+                    name,
+                    arguments: arguments.to_string(),
+                },
+            }),
         }
     }
-    if texts.is_empty() && calls.is_empty() {
-        return None;
-    }
-    let content = if texts.is_empty() {
-        Value::Null
-    } else {
-        Value::String(texts.join("\n\n"))
+    let content = match texts.as_slice() {
+        [] if tool_calls.is_empty() => return None,
+        [] => None,
+        [one] => Some(Cow::Borrowed(*one)),
+        many => Some(Cow::Owned(many.join("\n\n"))),
     };
-    let mut message = json!({"role": "assistant", "content": content});
-    if !calls.is_empty() {
-        message["tool_calls"] = Value::Array(calls);
-    }
-    Some(message)
+    Some(Message::Assistant {
+        content,
+        tool_calls,
+    })
 }
 
 #[derive(Deserialize)]
@@ -395,9 +489,69 @@ mod tests {
 
     #[test]
     fn reasoning_only_assistant_message_is_dropped() {
+        let reasoning = [Cow::Owned(AssistantItem::Reasoning { text: "x".into() })];
+        assert!(assistant_message(&reasoning).is_none());
+    }
+
+    #[test]
+    fn the_body_has_the_api_shape() {
+        let items = [
+            Cow::Owned(AssistantItem::Text { text: "a".into() }),
+            Cow::Owned(AssistantItem::Text { text: "b".into() }),
+            Cow::Owned(AssistantItem::ToolCall {
+                call_id: "c1".into(),
+                name: "f".into(),
+                arguments: serde_json::json!({"x": 1}),
+            }),
+        ];
+        let request = ModelRequest {
+            model: None,
+            system: "sys".into(),
+            messages: vec![
+                ChatMessage::User { text: "hi".into() },
+                ChatMessage::Assistant {
+                    items: items.to_vec(),
+                },
+                ChatMessage::ToolResults {
+                    results: vec![Cow::Owned(crate::protocol::ToolResult {
+                        call_id: "c1".into(),
+                        output: "out".into(),
+                        is_error: false,
+                    })],
+                },
+            ],
+            tools: Cow::Owned(vec![ToolSpec {
+                name: "f".into(),
+                description: "does f".into(),
+                parameters: serde_json::json!({"type": "object"}),
+            }]),
+        };
+        let body = Body {
+            model: "m",
+            messages: Messages(&request),
+            stream: true,
+            stream_options: StreamOptions {
+                include_usage: true,
+            },
+            tools: request.tools.iter().map(WireTool::of).collect(),
+        };
         assert_eq!(
-            assistant_message(&[AssistantItem::Reasoning { text: "x".into() }]),
-            None
+            serde_json::to_value(&body).unwrap(),
+            serde_json::json!({
+                "model": "m",
+                "messages": [
+                    {"role": "system", "content": "sys"},
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": "a\n\nb", "tool_calls": [
+                        {"id": "c1", "type": "function",
+                         "function": {"name": "f", "arguments": "{\"x\":1}"}}]},
+                    {"role": "tool", "tool_call_id": "c1", "content": "out"},
+                ],
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "tools": [{"type": "function", "function": {
+                    "name": "f", "description": "does f", "parameters": {"type": "object"}}}],
+            })
         );
     }
 }

@@ -191,11 +191,14 @@ impl Provider for Script {
         &self.model
     }
 
-    fn stream(&self, request: ModelRequest) -> ModelStream {
+    fn stream(&self, request: &ModelRequest<'_>) -> ModelStream {
         let replies = Arc::clone(&self.replies);
         let next = Arc::clone(&self.next);
         let retry = self.retry.clone();
-        let model = request.model.unwrap_or_else(|| self.model.clone());
+        let model = request
+            .model
+            .as_deref()
+            .map_or_else(|| self.model.clone(), str::to_owned);
         generate(move |mut out| async move {
             let mut retrier = Retrier::new(&retry);
             loop {
