@@ -7,8 +7,10 @@ mod attach;
 mod clients;
 mod durable;
 mod fanout;
+mod later;
 mod sse;
 mod startup;
+mod stream;
 mod turn;
 mod util;
 
@@ -23,9 +25,14 @@ pub struct Config {
     /// Fewer repetitions and shorter streams (about a minute in all).
     #[arg(long)]
     quick: bool,
-    /// Run only these scenarios: durable, attach, fanout, startup, turn.
+    /// Run only these scenarios: durable, attach, fanout, startup, turn,
+    /// later, stream.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Run this program's `serve` (another build of the bench) as the pod,
+    /// to measure an older build against this run's baselines.
+    #[arg(long)]
+    serve_with: Option<PathBuf>,
     /// Where the logs are written; the durable baseline syncs to the same
     /// filesystem.
     #[arg(long, default_value_os_t = std::env::temp_dir())]
@@ -34,21 +41,28 @@ pub struct Config {
 
 type Scenario = fn(&Config) -> anyhow::Result<Vec<util::Row>>;
 
-const SCENARIOS: [(&str, Scenario); 5] = [
+const SCENARIOS: [(&str, Scenario); 7] = [
     ("durable", durable::run),
     ("attach", attach::run),
     ("fanout", fanout::run),
     ("startup", startup::run),
     ("turn", turn::run),
+    ("later", later::run),
+    ("stream", stream::run),
 ];
 
 fn main() -> ExitCode {
     // The scenarios start `pod serve` as this program re-executed (see
     // `util::PodProcess`).
-    if std::env::args().nth(1).as_deref() == Some("serve") {
-        return serve();
+    match std::env::args().nth(1).as_deref() {
+        Some("serve") => return serve(),
+        Some("bare-read") => return stream::bare_read(),
+        _ => {}
     }
     let config = Config::parse();
+    if let Some(path) = &config.serve_with {
+        util::serve_with(path.clone());
+    }
     let mut rows = Vec::new();
     let mut failed = false;
     for (name, scenario) in SCENARIOS {

@@ -42,8 +42,8 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
         ),
         format!("{serve:.0} ms spawn → listening"),
         serve / parse,
-        "≤ 2×",
-        2.0,
+        "≤ 1.5×",
+        1.5,
     )])
 }
 

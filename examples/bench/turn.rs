@@ -83,7 +83,7 @@ fn first_turn(config: &Config, sse: &SseServer) -> anyhow::Result<Duration> {
 
 /// Connect, POST `body` as a chat completion request, read until the first
 /// SSE event is complete; then read the rest of the reply unmeasured.
-fn direct_ttfb(address: &str, body: &[u8]) -> anyhow::Result<Duration> {
+pub fn direct_ttfb(address: &str, body: &[u8]) -> anyhow::Result<Duration> {
     let t = Instant::now();
     let mut stream = TcpStream::connect(address)?;
     stream.set_nodelay(true)?;

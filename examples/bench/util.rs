@@ -123,6 +123,14 @@ pub fn write_session(
     Ok(path)
 }
 
+/// The program `PodProcess` runs as `… serve`: this one unless the run
+/// was told otherwise (`--serve-with`).
+static SERVE_WITH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+pub fn serve_with(program: PathBuf) {
+    let _ = SERVE_WITH.set(program);
+}
+
 /// A `pod serve` child process, killed on drop.
 ///
 /// The child is this very program re-executed with `serve …` (see `main`),
@@ -140,7 +148,11 @@ impl PodProcess {
         let socket = dir.join("run/pod.sock");
         let workspace = dir.join("ws");
         std::fs::create_dir_all(&workspace)?;
-        let child = Command::new(std::env::current_exe()?)
+        let program = match SERVE_WITH.get() {
+            Some(program) => program.clone(),
+            None => std::env::current_exe()?,
+        };
+        let child = Command::new(program)
             .arg("serve")
             .arg("--socket")
             .arg(&socket)
@@ -197,7 +209,21 @@ impl PodProcess {
 }
 
 impl Drop for PodProcess {
+    /// Asks the pod to stop (SIGTERM, as `pod stop` would, so that a pod run
+    /// under a profiler writes its profile), then kills it if it has not
+    /// stopped within 10 s.
     fn drop(&mut self) {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32);
+        if let Some(pid) = pid {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::Term);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

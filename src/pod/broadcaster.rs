@@ -38,7 +38,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use actix::prelude::*;
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use uuid::Uuid;
 
 use super::frames;
@@ -79,9 +79,17 @@ impl Broadcaster {
         Broadcaster::start_in_arbiter(&arbiter.handle(), move |_| Broadcaster::new(greeting))
     }
 
-    /// Holds a delta until the mailbox is empty.
-    fn hold_delta(&mut self, frame: &[u8], ctx: &mut Context<Self>) {
-        self.held.extend_from_slice(frame);
+    /// Holds a delta until the mailbox is empty, encoded straight into the
+    /// held frames.
+    fn hold_delta(&mut self, event: &Event, ctx: &mut Context<Self>) {
+        let len = self.held.len();
+        if serde_json::to_writer((&mut self.held).writer(), event).is_ok() {
+            self.held.put_u8(b'\n');
+        } else {
+            // `to_frame` says what could not be encoded.
+            self.held.truncate(len);
+            self.held.extend_from_slice(&event.to_frame());
+        }
         if !self.flush_scheduled {
             self.flush_scheduled = true;
             ctx.notify(FlushHeld);
@@ -258,8 +266,7 @@ impl Handler<Published> for Broadcaster {
                     | Event::ToolCallArgsDelta { .. }
             ) {
                 self.track_hint(event);
-                let frame = event.to_frame();
-                self.hold_delta(&frame, ctx);
+                self.hold_delta(event, ctx);
                 return;
             }
         }

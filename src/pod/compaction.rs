@@ -12,46 +12,12 @@
 
 use super::compactor::Summarise;
 use super::instructions;
-use super::job::JobEnv;
+use super::job::{JobEnv, MAX_FAILURES};
 use super::session_log::StartSession;
 use crate::context::Conversation;
 use crate::protocol::{CompactReason, Event, InjectedItem, Level, LogEntry};
 use crate::provider::ModelRequest;
 use crate::tokens;
-
-pub const MAX_FAILURES: u32 = 3;
-
-/// When to compact: at `compact_at` × `context_window` tokens.
-#[derive(Debug, Clone, Copy)]
-pub struct Thresholds {
-    pub context_window: u64,
-    pub compact_at: f64,
-}
-
-impl Thresholds {
-    pub fn limit(&self) -> u64 {
-        (self.context_window as f64 * self.compact_at) as u64
-    }
-}
-
-/// Counts failed compactions in a row.
-#[derive(Debug, Default)]
-pub struct Breaker {
-    failures: u32,
-    /// Set by a manual compaction so the check right after it does not
-    /// compact again automatically.
-    skip_next_auto: bool,
-}
-
-impl Breaker {
-    pub fn reset(&mut self) {
-        self.failures = 0;
-    }
-
-    fn open(&self) -> bool {
-        self.failures >= MAX_FAILURES
-    }
-}
 
 /// The context size the thresholds are compared with: the provider's count
 /// from the last call where there is one, never less than our estimate.

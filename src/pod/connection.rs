@@ -16,18 +16,36 @@ use bytes::BytesMut;
 use tokio::net::UnixStream;
 use tokio_util::codec::{Decoder, FramedRead};
 
-use super::broadcaster::{ConnId, Unregister};
-use super::outbox::{ClientSocket, Outbox};
-use super::session_log::{GetSession, SessionLookupError, Subscribe};
+use super::broadcaster::{Broadcaster, ConnId, Unregister};
+use super::outbox::{Client, ClientSocket, Outbox};
+use super::session_log::{GetSession, SessionLog, SessionLookupError, Subscribe};
 use super::worker;
-use super::{Client, Hub};
 use crate::input;
 use crate::protocol::{ErrorCode, Event, Method, Request, Response};
 use crate::store::sessions::LookupError;
+use crate::workspace::Workspace;
 
 /// How often a client that closed its write half is checked for having
 /// hung up altogether.
 const HANG_UP_POLL: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Limits a connection obeys.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    pub max_frame_bytes: usize,
+    /// Bytes that may wait for a client before it is disconnected as lagged.
+    pub max_client_lag_bytes: usize,
+}
+
+/// What every connection needs to reach the rest of the pod.
+#[derive(Clone)]
+pub struct Hub {
+    pub session_log: Addr<SessionLog>,
+    pub broadcaster: Addr<Broadcaster>,
+    pub worker: Addr<worker::Worker>,
+    pub workspace: Workspace,
+    pub config: ConnectionLimits,
+}
 
 pub struct Connection {
     id: ConnId,

@@ -15,12 +15,12 @@ use std::sync::Arc;
 
 use actix::Addr;
 use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
 
 use super::broadcaster::{Broadcaster, Published};
-use super::compaction::Breaker;
 use super::compactor::Compactor;
+use super::outbox::Client;
 use super::session_log::{self, SessionLog, StorageError};
-use super::Client;
 use crate::approval::{Policy, Rule};
 use crate::context::{Conversation, Prepared};
 use crate::input::Resolvers;
@@ -31,10 +31,46 @@ use crate::provider::{ModelRequest, Provider};
 use crate::tools::Toolbox;
 use crate::workspace::Workspace;
 
+/// Failed compactions in a row after which automatic compaction stops.
+pub const MAX_FAILURES: u32 = 3;
+
+/// When to compact: at `compact_at` × `context_window` tokens (the policy
+/// that reads these is `compaction.rs`).
+#[derive(Debug, Clone, Copy)]
+pub struct Thresholds {
+    pub context_window: u64,
+    pub compact_at: f64,
+}
+
+impl Thresholds {
+    pub fn limit(&self) -> u64 {
+        (self.context_window as f64 * self.compact_at) as u64
+    }
+}
+
+/// Counts failed compactions in a row (see `compaction.rs`).
+#[derive(Debug, Default)]
+pub struct Breaker {
+    pub failures: u32,
+    /// Set by a manual compaction so the check right after it does not
+    /// compact again automatically.
+    pub skip_next_auto: bool,
+}
+
+impl Breaker {
+    pub fn reset(&mut self) {
+        self.failures = 0;
+    }
+
+    pub fn open(&self) -> bool {
+        self.failures >= MAX_FAILURES
+    }
+}
+
 pub struct WorkerConfig {
     pub max_steps: usize,
     pub system_prompt: String,
-    pub compaction: super::Thresholds,
+    pub compaction: Thresholds,
 }
 
 /// A run waiting for its turn.
@@ -191,6 +227,15 @@ impl JobEnv {
 
     pub fn stopping(&self) -> bool {
         self.state.borrow().stopping.is_some()
+    }
+
+    /// Holds the job while the pod is paused. False if cancelled meanwhile.
+    pub async fn wait_while_paused(&self, cancel: &CancellationToken) -> bool {
+        let mut paused = self.paused.clone();
+        tokio::select! {
+            result = paused.wait_for(|p| !*p) => result.is_ok() && !cancel.is_cancelled(),
+            _ = cancel.cancelled() => false,
+        }
     }
 }
 

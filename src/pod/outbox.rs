@@ -45,7 +45,7 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::protocol::{ErrorCode, Event};
+use crate::protocol::{ErrorCode, Event, Response};
 
 /// How long a lagged client gets to take its `lagged` error before the socket
 /// is dropped anyway.
@@ -124,6 +124,37 @@ impl Outbox {
     }
 }
 
+/// The client a method came from, so answers reach it alone.
+pub struct Client {
+    pub outbox: Outbox,
+    pub request_id: Option<String>,
+}
+
+impl Client {
+    pub fn respond(&self, response: Response) {
+        self.outbox.push_event(&Event::Response(Response {
+            request_id: self.request_id.clone(),
+            ..response
+        }));
+    }
+
+    /// Acknowledges a method that has no result of its own; only clients that
+    /// asked (sent a `request_id`) get one.
+    pub fn ack(&self) {
+        if self.request_id.is_some() {
+            self.respond(Response {
+                ok: Some(true),
+                ..Response::default()
+            });
+        }
+    }
+
+    pub fn error(&self, code: ErrorCode, message: impl Into<String>) {
+        self.outbox
+            .push_event(&Event::error(code, message, self.request_id.clone()));
+    }
+}
+
 /// A client's write half on its way to the fan-out thread: `Send`, but
 /// good for nothing until [`ClientSocket::open`] makes it a [`Queue`] there.
 pub struct ClientSocket {
@@ -160,11 +191,6 @@ impl ClientSocket {
             },
             Drain { rx, shared },
         ))
-    }
-
-    /// Gives up on the connection before it was registered.
-    pub fn close(&self) {
-        self.closed.cancel();
     }
 }
 

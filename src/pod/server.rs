@@ -13,15 +13,14 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::broadcaster::{Broadcaster, McpServerChanged, Published};
-use super::compaction::Thresholds;
 use super::compactor::Compactor;
 use super::connection::Connection;
+use super::connection::{ConnectionLimits, Hub};
 use super::descendants;
 use super::fault::Faults;
-use super::job::{JobEnv, JobState, WorkerConfig};
+use super::job::{JobEnv, JobState, Thresholds, WorkerConfig};
 use super::session_log::{Dirs, SessionLog};
 use super::worker::{Stop, Worker};
-use super::{ConnectionLimits, Hub};
 use crate::approval::{Policy, Rule};
 use crate::context::Conversation;
 use crate::input::Resolvers;

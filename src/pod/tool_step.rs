@@ -21,7 +21,6 @@ use tokio_util::sync::CancellationToken;
 use super::assembly::Call;
 use super::broadcaster::Published;
 use super::job::{commit, Answer, JobEnv};
-use super::turn::wait_while_paused;
 use crate::approval::{self, Verdict};
 use crate::context::{Conversation, StepCall, STOPPED_MARK as STOPPED};
 use crate::protocol::{DecidedBy, Decision, Event, LogEntry, Response, Scope, ToolResult};
@@ -281,7 +280,7 @@ async fn execute_in_order(
                  run in part]",
             ),
             Plan::Run(message) => {
-                if !wait_while_paused(env, cancel).await {
+                if !env.wait_while_paused(cancel).await {
                     plans[i] = Plan::Run(message);
                     return abandon(env, conversation, calls, plans).await;
                 }

@@ -324,7 +324,7 @@ async fn steps(
         let stream = match early.take() {
             Some(stream) => stream,
             None => {
-                if !wait_while_paused(env, cancel).await {
+                if !env.wait_while_paused(cancel).await {
                     return cancelled();
                 }
                 if let Err(e) = step_boundary(env, conversation).await {
@@ -370,14 +370,5 @@ fn step_outcome(step: StepOutcome) -> Option<Outcome> {
         StepOutcome::Cancelled => Some(Outcome::End(Ending::plain(TurnEndReason::Cancelled))),
         StepOutcome::Suspended => Some(Outcome::Suspended),
         StepOutcome::Storage(e) => Some(Outcome::End(Ending::error(TurnErrorCode::Storage, e))),
-    }
-}
-
-/// Holds the turn while the pod is paused. False if cancelled meanwhile.
-pub async fn wait_while_paused(env: &JobEnv, cancel: &CancellationToken) -> bool {
-    let mut paused = env.paused.clone();
-    tokio::select! {
-        result = paused.wait_for(|p| !*p) => result.is_ok() && !cancel.is_cancelled(),
-        _ = cancel.cancelled() => false,
     }
 }

@@ -20,9 +20,9 @@ use tokio_util::sync::CancellationToken;
 use super::broadcaster::Shutdown;
 use super::compaction;
 use super::job::{Answer, JobEnv, JobState, QueuedRun};
+use super::outbox::Client;
 use super::recovery;
 use super::turn;
-use super::Client;
 use crate::context::Conversation;
 use crate::protocol::{
     ApprovalMode, CompactReason, Decision, ErrorCode, Response, Scope, Segment, TurnRef,

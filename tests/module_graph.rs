@@ -1,0 +1,183 @@
+//! The modules of `src/pod/` depend on each other downward only, and
+//! `docs/architecture.md` shows that graph as it is in the code.
+//!
+//! Dependencies are read from the source: every `super::NAME` path (plain,
+//! or inside a `use super::{…}` group) in a module's file, tests left out.
+//! `mod.rs` only declares the modules and re-exports; a module that used an
+//! item of `mod.rs` would make every module above it depend on the root, so
+//! that is refused too.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+type Graph = BTreeMap<String, BTreeSet<String>>;
+
+/// Each module of `src/pod/` (a file, or a directory with its files) and the
+/// sibling modules it names.
+fn graph_of_code() -> Graph {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/pod");
+    let mut sources: BTreeMap<String, Vec<(usize, String)>> = BTreeMap::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if name == "mod" {
+            continue;
+        }
+        if path.is_dir() {
+            for file in std::fs::read_dir(&path).unwrap() {
+                let file = file.unwrap().path();
+                let text = std::fs::read_to_string(&file).unwrap();
+                sources.entry(name.clone()).or_default().push((1, text));
+            }
+        } else {
+            let text = std::fs::read_to_string(&path).unwrap();
+            sources.entry(name).or_default().push((0, text));
+        }
+    }
+    let modules: BTreeSet<String> = sources.keys().cloned().collect();
+    let mut graph = Graph::new();
+    for (name, files) in &sources {
+        let deps = graph.entry(name.clone()).or_default();
+        for (depth, text) in files {
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            // From a file one directory down, `super::` is its own module
+            // and the siblings are behind `super::super::`.
+            let prefix = "super::".repeat(depth + 1);
+            for first in names_after(code, &prefix) {
+                if first == "super" {
+                    continue;
+                }
+                assert!(
+                    modules.contains(&first),
+                    "{name} uses `{prefix}{first}`, an item of src/pod/mod.rs: name the \
+                     module that defines it instead"
+                );
+                if first != *name {
+                    deps.insert(first);
+                }
+            }
+        }
+    }
+    graph
+}
+
+/// The first path segment of everything named after `prefix`: `prefix::a`,
+/// and each item of `prefix::{a, b::{c, d}}`.
+fn names_after(code: &str, prefix: &str) -> Vec<String> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut names = Vec::new();
+    for (at, _) in code.match_indices(prefix) {
+        // Only where the path starts: not the tail of `super::super::` or
+        // of another word.
+        let before = &code[..at];
+        if before.ends_with("super::") || before.ends_with(ident) {
+            continue;
+        }
+        let rest = &code[at + prefix.len()..];
+        let Some(group) = rest.strip_prefix('{') else {
+            let name: String = rest.chars().take_while(|c| ident(*c)).collect();
+            if !name.is_empty() {
+                names.push(name);
+            }
+            continue;
+        };
+        let mut depth = 1;
+        let mut item = String::new();
+        let mut at_start = true;
+        for c in group.chars() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                _ => {}
+            }
+            if depth == 0 {
+                break;
+            }
+            if depth == 1 && c == ',' {
+                at_start = true;
+                continue;
+            }
+            if at_start {
+                if ident(c) {
+                    item.push(c);
+                } else if !item.is_empty() {
+                    names.push(std::mem::take(&mut item));
+                    at_start = false;
+                }
+            }
+        }
+        if !item.is_empty() {
+            names.push(item);
+        }
+    }
+    names
+}
+
+/// The graph as `docs/architecture.md` draws it: the lines of its
+/// "Module graph" block, `name.rs → a, b` or `name.rs → (none)`.
+fn graph_of_docs() -> Graph {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md");
+    let text = std::fs::read_to_string(path).unwrap();
+    let section = text
+        .split("## Module graph")
+        .nth(1)
+        .expect("docs/architecture.md has a `## Module graph` section");
+    let block = section.split("```").nth(1).expect("a code block in it");
+    let mut graph = Graph::new();
+    for line in block.lines() {
+        let Some((name, deps)) = line.split_once('→') else {
+            continue;
+        };
+        let name = name.trim().trim_end_matches(".rs").trim_end_matches('/');
+        let deps = deps
+            .split(',')
+            .map(str::trim)
+            .filter(|d| !d.is_empty() && *d != "(none)")
+            .map(str::to_owned)
+            .collect();
+        graph.insert(name.to_owned(), deps);
+    }
+    graph
+}
+
+#[test]
+fn pod_modules_depend_downward_only() {
+    let graph = graph_of_code();
+    // Repeatedly take out the modules that depend on nothing left; what
+    // cannot be taken out is on a cycle.
+    let mut left = graph.clone();
+    while !left.is_empty() {
+        let leaves: Vec<String> = left
+            .iter()
+            .filter(|(_, deps)| deps.iter().all(|d| !left.contains_key(d)))
+            .map(|(name, _)| name.clone())
+            .collect();
+        assert!(
+            !leaves.is_empty(),
+            "import cycle among these src/pod modules: {left:#?}"
+        );
+        for leaf in leaves {
+            left.remove(&leaf);
+        }
+    }
+}
+
+#[test]
+fn the_architecture_doc_shows_the_module_graph_of_the_code() {
+    assert_eq!(
+        graph_of_docs(),
+        graph_of_code(),
+        "docs/architecture.md's module graph (left) differs from src/pod (right)"
+    );
+}
+
+#[test]
+fn names_are_read_from_paths_and_groups() {
+    let code = "use super::a::X;\nuse super::{b, c::{D, E}, f::G};\nlet x = super::h::y();\n\
+                use super::super::i;";
+    assert_eq!(
+        names_after(code, "super::"),
+        ["a", "b", "c", "f", "h", "super"]
+    );
+    assert_eq!(names_after(code, "super::super::"), ["i"]);
+}
