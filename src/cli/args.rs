@@ -340,6 +340,57 @@ pub fn with_config_file(mut cmd: clap::Command, table: &toml::Table) -> clap::Co
 mod tests {
     use super::*;
 
+    fn parse_args(args: &[&str], config: &str) -> Result<Cli, clap::Error> {
+        parse(args.iter().map(OsString::from), &config.parse().unwrap())
+    }
+
+    #[test]
+    fn plain_pod_records_only_the_serve_flags_typed() {
+        let cli = parse_args(
+            &[
+                "pod",
+                "--provider",
+                "script",
+                "--name=x",
+                "--model=-odd",
+                "--allow",
+                "bash:ls*",
+                "--allow=read:*",
+                "--new-session",
+            ],
+            "max_steps = 3\napproval = \"auto\"\n",
+        )
+        .unwrap();
+        assert!(cli.command.is_none());
+        assert_eq!(cli.serve.max_steps, 3, "the config file still sets defaults");
+        assert_eq!(
+            cli.given.ids,
+            ["provider", "model", "new_session", "allow"],
+            "neither the config file's max_steps nor clap's defaults count as given"
+        );
+        let argv: Vec<_> = cli.given.argv.iter().map(|a| a.to_str().unwrap()).collect();
+        assert_eq!(
+            argv,
+            [
+                "--provider=script",
+                "--model=-odd",
+                "--new-session",
+                "--allow=bash:ls*",
+                "--allow=read:*"
+            ]
+        );
+    }
+
+    #[test]
+    fn serve_flags_before_another_subcommand_are_refused() {
+        let error = parse_args(&["pod", "--model", "m", "status"], "").unwrap_err();
+        assert_eq!(error.kind(), clap::error::ErrorKind::ArgumentConflict);
+        assert!(error.to_string().contains("`pod status`"), "{error}");
+        let cli = parse_args(&["pod", "--name", "x", "serve", "--model", "m"], "").unwrap();
+        assert!(cli.given.ids.is_empty(), "`serve`'s own flags are its own");
+        assert!(matches!(cli.command, Some(Command::Serve(ref a)) if a.model.as_deref() == Some("m")));
+    }
+
     #[test]
     fn base_urls_need_a_scheme_and_a_host() {
         for good in [

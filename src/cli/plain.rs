@@ -204,7 +204,7 @@ pub fn mismatch(name: &str, asked: &Asked, greeting: &Greeting, status: &Status)
     }
     let mut text = format!("pod: the pod {name:?} is already running, not as asked:\n");
     for d in &found {
-        let _ = write!(text, "  {}: it has {}, not {}", d.setting, d.running, d.asked);
+        let _ = write!(text, "  {} is {}, not {}", d.setting, d.running, d.asked);
         match &d.live_fix {
             Some(fix) => {
                 let _ = writeln!(text, " ({fix})");
@@ -242,4 +242,133 @@ fn value_name(value: impl clap::ValueEnum) -> String {
         .to_possible_value()
         .map(|v| v.get_name().to_owned())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ApprovalMode;
+
+    fn cli(args: &[&str]) -> Cli {
+        let args = ["pod"].iter().chain(args).map(std::ffi::OsString::from);
+        super::super::args::parse(args, &toml::Table::new()).unwrap()
+    }
+
+    fn greeting(workspace: &Path) -> Greeting {
+        serde_json::from_value(serde_json::json!({
+            "pod": "default", "version": "0", "pid": 1,
+            "session_id": "00000000-0000-0000-0000-000000000000",
+            "provider": "script", "model": "script-model",
+            "workspace": workspace.display().to_string(),
+            "approval": "auto",
+            "sandbox": {"mode": "workspace-write", "available": true, "network": true},
+        }))
+        .unwrap()
+    }
+
+    fn status() -> Status {
+        Status {
+            approval: ApprovalMode::Auto,
+            model: "script-model".into(),
+            context_window: 128_000,
+            ..Status::default()
+        }
+    }
+
+    fn asked<'a>(cli: &'a Cli, workspace: &'a Path) -> Asked<'a> {
+        Asked {
+            serve: &cli.serve,
+            given: &cli.given,
+            workspace,
+            workspace_given: false,
+        }
+    }
+
+    #[test]
+    fn only_the_flags_typed_are_compared() {
+        let dir = tempfile::tempdir().unwrap();
+        let here = dir.path().canonicalize().unwrap();
+        let plain = cli(&[]);
+        assert_eq!(differences(&asked(&plain, &here), &greeting(&here), &status()), []);
+        let same = cli(&["--provider", "script", "--approval", "auto", "--model", "script-model"]);
+        assert_eq!(differences(&asked(&same, &here), &greeting(&here), &status()), []);
+        assert_eq!(mismatch("default", &asked(&same, &here), &greeting(&here), &status()), None);
+    }
+
+    #[test]
+    fn each_difference_is_named_with_both_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let here = dir.path().canonicalize().unwrap();
+        let other = cli(&[
+            "--provider",
+            "offline",
+            "--model",
+            "other",
+            "--approval",
+            "ask",
+            "--sandbox",
+            "off",
+            "--sandbox-network",
+            "off",
+            "--context-window",
+            "1000",
+            "--max-steps",
+            "3",
+        ]);
+        let found = differences(&asked(&other, &here), &greeting(&here), &status());
+        let named: Vec<_> = found
+            .iter()
+            .map(|d| (d.setting, d.running.as_str(), d.asked.as_str()))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("--provider", "script", "offline"),
+                ("--model", "script-model", "other"),
+                ("--approval", "auto", "ask"),
+                ("--sandbox", "workspace-write", "off"),
+                ("--sandbox-network", "on", "off"),
+                ("--context-window", "128000", "1000"),
+            ]
+        );
+        let text = mismatch("work", &asked(&other, &here), &greeting(&here), &status()).unwrap();
+        assert!(text.contains("--model is script-model, not other (`/model other` in the TUI switches it)"), "{text}");
+        assert!(text.contains("--max-steps: not checked"), "{text}");
+        assert!(text.contains("`pod --name work stop`"), "{text}");
+        assert!(text.contains("--name NEW_NAME"), "{text}");
+    }
+
+    #[test]
+    fn the_model_and_approval_are_the_current_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let here = dir.path().canonicalize().unwrap();
+        let switched = Status {
+            model: "other".into(),
+            approval: ApprovalMode::Ask,
+            ..status()
+        };
+        let asked_for = cli(&["--model", "other", "--approval", "ask"]);
+        assert_eq!(differences(&asked(&asked_for, &here), &greeting(&here), &switched), []);
+    }
+
+    #[test]
+    fn another_workspace_is_a_difference_even_without_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let here = dir.path().join("here");
+        std::fs::create_dir(&here).unwrap();
+        let there = dir.path().canonicalize().unwrap();
+        let plain = cli(&[]);
+        let text = mismatch("default", &asked(&plain, &here), &greeting(&there), &status()).unwrap();
+        let here = here.canonicalize().unwrap();
+        assert!(
+            text.contains(&format!(
+                "workspace is {}, not {} (the current directory)",
+                there.display(),
+                here.display()
+            )),
+            "{text}"
+        );
+        assert!(text.contains("`pod stop`"), "{text}");
+        assert!(!text.contains("not checked"), "{text}");
+    }
 }
