@@ -341,7 +341,8 @@ pub enum ErrorCode {
 /// The answer to one client's method, sent to that client only.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Response {
-    #[serde(default)]
+    /// The method's `request_id`; absent when the method had none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
     /// `run`: how many runs are ahead of this one (0: it started at once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -481,6 +482,8 @@ mod tests {
         }
         round_trip(json!({"type":"compact_failed","error":"summary was empty"}));
         round_trip(json!({"type":"response","request_id":"r","queued":0}));
+        // A method without a request_id gets a response without one.
+        round_trip(json!({"type":"response","queued":0}));
         round_trip(json!({"type":"response","request_id":"r","completions":["src/"]}));
         round_trip(json!({"type":"shutdown","reason":"requested"}));
     }
