@@ -17,6 +17,7 @@ use super::outbox::Outbox;
 use super::session_log::{GetSession, SessionLookupError, Subscribe};
 use super::worker;
 use super::{Client, Hub};
+use crate::input;
 use crate::protocol::{ErrorCode, Event, Method, Request, Response};
 use crate::store::sessions::LookupError;
 
@@ -77,7 +78,18 @@ impl Connection {
         };
         let worker = &self.hub.worker;
         match method {
-            Method::Run { segments } => worker.do_send(worker::Run { segments, client }),
+            Method::Run { segments } => {
+                // File refs are checked on the blocking pool; this client's
+                // later frames wait for it, so its runs keep their order.
+                let worker = worker.clone();
+                input::check_async(&segments, &self.hub.workspace)
+                    .into_actor(self)
+                    .map(move |checked, _, _| match checked {
+                        Ok(()) => worker.do_send(worker::Run { segments, client }),
+                        Err(e) => client.error(e.code, e.message),
+                    })
+                    .wait(ctx);
+            }
             Method::Notify { message } => worker.do_send(worker::Notify { message, client }),
             Method::Cancel { run } => worker.do_send(worker::Control::Cancel(client, run)),
             Method::Hello { client: label } => {
@@ -106,12 +118,20 @@ impl Connection {
             Method::Compact => worker.do_send(worker::Control::Compact(client)),
             Method::Shutdown => worker.do_send(worker::Control::Shutdown(client)),
             Method::ListCompletions { prefix, .. } => {
-                let completions = self.hub.workspace.completions(&prefix, 200);
-                self.reply(Event::Response(Response {
-                    request_id,
-                    completions: Some(completions),
-                    ..Response::default()
-                }));
+                // A directory walk: on the blocking pool, never on the
+                // thread every client shares.
+                let workspace = self.hub.workspace.clone();
+                let outbox = self.outbox.clone();
+                tokio::task::spawn_blocking(move || workspace.completions(&prefix, 200))
+                    .into_actor(self)
+                    .map(move |completions, _, _| {
+                        outbox.push_event(&Event::Response(Response {
+                            request_id,
+                            completions: Some(completions.unwrap_or_default()),
+                            ..Response::default()
+                        }));
+                    })
+                    .spawn(ctx);
             }
             Method::GetSession { session_id } => {
                 let outbox = self.outbox.clone();

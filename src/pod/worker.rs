@@ -24,11 +24,11 @@ use super::recovery;
 use super::turn;
 use super::Client;
 use crate::context::Conversation;
-use crate::input;
 use crate::protocol::{
     ApprovalMode, CompactReason, Decision, ErrorCode, Response, Scope, Segment, TurnRef,
 };
 
+/// A run whose segments were checked (file refs resolve and are readable).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Run {
@@ -245,9 +245,6 @@ impl Handler<Run> for Worker {
             return msg
                 .client
                 .error(ErrorCode::ShuttingDown, "the pod is shutting down");
-        }
-        if let Err(e) = input::check(&msg.segments, &self.env.workspace) {
-            return msg.client.error(e.code, e.message);
         }
         let ahead = self.queue.len() + usize::from(self.running.is_some());
         msg.client.respond(Response {

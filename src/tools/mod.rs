@@ -20,10 +20,11 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::provider::ToolSpec;
-use crate::workspace::Workspace;
+use crate::workspace::{Access, OpenError, Opened, Workspace};
 
 pub use cap::{cap, CapBuffer};
 pub(crate) use fs::looks_binary;
+pub use fs::MAX_EDIT_BYTES;
 pub use sandbox::{Rules, Sandbox, SandboxPolicy, Switch};
 
 /// Limits every tool call obeys.
@@ -82,8 +83,9 @@ pub struct Toolbox {
 }
 
 /// A tool that does blocking file-system work, run on the blocking pool so a
-/// large grep never stalls the runtime thread driving the session.
-type BlockingTool<A> = fn(&Workspace, A, &CancellationToken) -> ToolOutcome;
+/// large grep never stalls the runtime thread driving the session. It gets
+/// the limits so that it reads no more than its output can show.
+type BlockingTool<A> = fn(&Workspace, A, &ToolLimits, &CancellationToken) -> ToolOutcome;
 
 impl Toolbox {
     /// Also measures what this kernel enforces of the sandbox policy, once.
@@ -202,7 +204,8 @@ impl Toolbox {
             Err(e) => return e,
         };
         let workspace = self.workspace.clone();
-        tokio::task::spawn_blocking(move || tool(&workspace, args, &cancel))
+        let limits = self.limits.clone();
+        tokio::task::spawn_blocking(move || tool(&workspace, args, &limits, &cancel))
             .await
             .unwrap_or_else(|e| ToolOutcome::error(format!("{name} failed: {e}")))
     }
@@ -221,9 +224,30 @@ fn parse_args<A: DeserializeOwned>(tool: &str, arguments: &Value) -> Result<A, T
 
 /// [`Workspace::resolve`], worded for the model.
 fn resolve(workspace: &Workspace, path: &str) -> Result<PathBuf, ToolOutcome> {
-    workspace.resolve(path).map_err(|e| {
-        ToolOutcome::error(format!(
-            "path refused: {e}. Paths are relative to the workspace root and must stay inside it."
-        ))
-    })
+    workspace.resolve(path).map_err(|e| scope_refusal(&e))
+}
+
+fn scope_refusal(e: &crate::workspace::ScopeError) -> ToolOutcome {
+    ToolOutcome::error(format!(
+        "path refused: {e}. Paths are relative to the workspace root and must stay inside it."
+    ))
+}
+
+/// [`Workspace::open`], worded for the model: `cannot {action} {path}: …`.
+fn open(
+    workspace: &Workspace,
+    path: &str,
+    access: Access,
+    action: &str,
+) -> Result<Opened, ToolOutcome> {
+    workspace
+        .open(path, access)
+        .map_err(|e| open_refusal(path, action, e))
+}
+
+fn open_refusal(path: &str, action: &str, e: OpenError) -> ToolOutcome {
+    match e {
+        OpenError::Scope(e) => scope_refusal(&e),
+        e => ToolOutcome::error(format!("cannot {action} {path}: {e}")),
+    }
 }
