@@ -106,7 +106,8 @@ fn malformed_frames_fail_validation_with_a_message_naming_the_field() {
     for (frame, names) in [
         (json!({"type":"run"}), "\"segments\" is a required property"),
         (json!({"type":"run","segments":[{"text":"no type"}]}), "/segments/0"),
-        (json!({"type":"run","segments":[],"request_id":7}), "/request_id"),
+        (json!({"type":"run","segments":[{"type":"text","text":"x"}],"request_id":7}), "/request_id"),
+        (json!({"type":"run","segments":[]}), "/segments"),
         (json!({"type":"approve","call_id":"c","decision":"maybe"}), "/decision"),
     ] {
         let error = client_error(frame.clone());

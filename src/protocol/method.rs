@@ -23,6 +23,8 @@ pub struct Request {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Method {
     Run {
+        /// At least one: an empty run would send the model an empty message.
+        #[schemars(length(min = 1))]
         segments: Vec<Segment>,
     },
     Notify {
@@ -220,6 +222,13 @@ impl Request {
             serde_json::from_value::<Method>(Value::Object(object)).map_err(|e| e.to_string())
         };
         match method {
+            Ok(Method::Run { segments }) if segments.is_empty() => Err(fail(
+                ErrorCode::InvalidParams,
+                "`run` has no segments; send at least one, such as \
+                 [{\"type\":\"text\",\"text\":\"...\"}]"
+                    .into(),
+                request_id,
+            )),
             Ok(Method::Approve {
                 decision: Decision::Deny,
                 scope: Some(Scope::Session),
@@ -341,6 +350,10 @@ mod tests {
         assert_eq!(code(parse(json!({"no":"type"}))), ErrorCode::BadFrame);
         assert_eq!(code(parse(json!({"type":"fly"}))), ErrorCode::UnknownMethod);
         assert_eq!(code(parse(json!({"type":"run"}))), ErrorCode::InvalidParams);
+        assert_eq!(
+            code(parse(json!({"type":"run","segments":[]}))),
+            ErrorCode::InvalidParams
+        );
         assert_eq!(
             code(parse(json!({"type":"run","segments":"hi"}))),
             ErrorCode::InvalidParams
