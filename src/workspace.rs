@@ -538,8 +538,14 @@ mod tests {
         touch(&ws, "src/main.rs");
         touch(&ws, "README.md");
         let root = ws.root().display().to_string();
-        assert_eq!(ws.completions(&format!("{root}/src/ma"), 10), vec!["src/main.rs"]);
-        assert_eq!(ws.completions(&format!("{root}/"), 10), vec!["README.md", "src/"]);
+        assert_eq!(
+            ws.completions(&format!("{root}/src/ma"), 10),
+            vec!["src/main.rs"]
+        );
+        assert_eq!(
+            ws.completions(&format!("{root}/"), 10),
+            vec!["README.md", "src/"]
+        );
         assert_eq!(ws.completions(&format!("{root}/R"), 10), vec!["README.md"]);
         assert!(ws.completions("/etc/pass", 10).is_empty());
         assert!(ws.completions(&format!("{root}/../"), 10).is_empty());

@@ -83,7 +83,10 @@ fn malformed_frames_fail_validation_with_a_message_naming_the_field() {
     let id = "6f1c2a3b-0000-4000-8000-000000000001";
     for (frame, names) in [
         (json!({"type":"status","state":3,"queued":0}), "/state"),
-        (json!({"type":"status","state":"dozing","queued":0}), "/state"),
+        (
+            json!({"type":"status","state":"dozing","queued":0}),
+            "/state",
+        ),
         (
             json!({"type":"entry","session_id":id,"entry":{"kind":"turn_end","reason":"completed","usage":null}}),
             "\"seq\" is a required property",
@@ -93,7 +96,10 @@ fn malformed_frames_fail_validation_with_a_message_naming_the_field() {
                    "segments":[{"type":"paste","text":"no id"}]}}),
             "/entry",
         ),
-        (json!({"type":"text_delta"}), "\"text\" is a required property"),
+        (
+            json!({"type":"text_delta"}),
+            "\"text\" is a required property",
+        ),
         (json!({"type":"teleport"}), "unknown or missing frame type"),
         (json!({"state":"idle"}), "unknown or missing frame type"),
     ] {
@@ -105,10 +111,19 @@ fn malformed_frames_fail_validation_with_a_message_naming_the_field() {
     }
     for (frame, names) in [
         (json!({"type":"run"}), "\"segments\" is a required property"),
-        (json!({"type":"run","segments":[{"text":"no type"}]}), "/segments/0"),
-        (json!({"type":"run","segments":[{"type":"text","text":"x"}],"request_id":7}), "/request_id"),
+        (
+            json!({"type":"run","segments":[{"text":"no type"}]}),
+            "/segments/0",
+        ),
+        (
+            json!({"type":"run","segments":[{"type":"text","text":"x"}],"request_id":7}),
+            "/request_id",
+        ),
         (json!({"type":"run","segments":[]}), "/segments"),
-        (json!({"type":"approve","call_id":"c","decision":"maybe"}), "/decision"),
+        (
+            json!({"type":"approve","call_id":"c","decision":"maybe"}),
+            "/decision",
+        ),
     ] {
         let error = client_error(frame.clone());
         assert!(

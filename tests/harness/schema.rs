@@ -119,7 +119,9 @@ pub fn client_frame_error(frame: &Value) -> Option<String> {
 /// fails the schema.
 pub fn check_received(frame: &Value) {
     if let Some(error) = server_frame_error(frame) {
-        panic!("the pod sent a frame that fails docs/protocol.schema.json: {error}\nframe: {frame}");
+        panic!(
+            "the pod sent a frame that fails docs/protocol.schema.json: {error}\nframe: {frame}"
+        );
     }
     VALIDATED.fetch_add(1, Ordering::Relaxed);
 }
