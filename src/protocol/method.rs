@@ -229,6 +229,23 @@ impl Request {
                     .into(),
                 request_id,
             )),
+            // An answer the pod cannot read must not be committed as one.
+            Ok(Method::Approve {
+                decision: Decision::Unknown,
+                ..
+            }) => Err(fail(
+                ErrorCode::InvalidParams,
+                "`decision` must be \"allow\" or \"deny\"".into(),
+                request_id,
+            )),
+            Ok(Method::Approve {
+                scope: Some(Scope::Unknown),
+                ..
+            }) => Err(fail(
+                ErrorCode::InvalidParams,
+                "`scope` must be \"once\" or \"session\"".into(),
+                request_id,
+            )),
             Ok(Method::Approve {
                 decision: Decision::Deny,
                 scope: Some(Scope::Session),
@@ -369,6 +386,16 @@ mod tests {
         assert_eq!(
             code(parse(
                 json!({"type":"approve","call_id":"c","decision":"deny","scope":"session"})
+            )),
+            ErrorCode::InvalidParams
+        );
+        assert_eq!(
+            code(parse(json!({"type":"approve","call_id":"c","decision":"maybe"}))),
+            ErrorCode::InvalidParams
+        );
+        assert_eq!(
+            code(parse(
+                json!({"type":"approve","call_id":"c","decision":"allow","scope":"forever"})
             )),
             ErrorCode::InvalidParams
         );
