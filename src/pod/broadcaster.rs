@@ -32,6 +32,7 @@ use uuid::Uuid;
 
 use super::frames;
 use super::outbox::Outbox;
+use crate::mcp::McpChange;
 use crate::protocol::{Event, Greeting, InFlight, Status, Usage};
 
 pub type ConnId = u64;
@@ -261,6 +262,39 @@ impl Handler<Published> for Broadcaster {
             Published::Usage(usage) => Event::Usage(usage).to_frame(),
         };
         self.fan_out(frame);
+    }
+}
+
+/// An MCP server's state changed: later snapshots carry its new entry in
+/// the greeting's `mcp_servers`, and clients connected now are told by a
+/// `notification` (source `mcp`) when there is something to say.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct McpServerChanged(pub McpChange);
+
+impl Handler<McpServerChanged> for Broadcaster {
+    type Result = ();
+
+    fn handle(&mut self, msg: McpServerChanged, _: &mut Context<Self>) {
+        let McpChange {
+            server,
+            level,
+            message,
+        } = msg.0;
+        let servers = &mut self.greeting.mcp_servers;
+        match servers.iter_mut().find(|s| s.name == server.name) {
+            Some(entry) => *entry = server,
+            None => servers.push(server),
+        }
+        if let Some(message) = message {
+            self.flush_held();
+            let event = Event::Notification {
+                level,
+                source: "mcp".into(),
+                message,
+            };
+            self.fan_out(event.to_frame());
+        }
     }
 }
 

@@ -122,21 +122,25 @@ impl Connection {
             Method::Resume => worker.do_send(worker::Control::Resume(client)),
             Method::Compact => worker.do_send(worker::Control::Compact(client)),
             Method::Shutdown => worker.do_send(worker::Control::Shutdown(client)),
-            Method::ListCompletions { prefix, .. } => {
+            Method::ListCompletions { kind, prefix } => {
                 // A directory walk: on the blocking pool, never on the
                 // thread every client shares.
                 let workspace = self.hub.workspace.clone();
                 let outbox = self.outbox.clone();
-                tokio::task::spawn_blocking(move || workspace.completions(&prefix, 200))
-                    .into_actor(self)
-                    .map(move |completions, _, _| {
-                        outbox.push_event(&Event::Response(Response {
-                            request_id,
-                            completions: Some(completions.unwrap_or_default()),
-                            ..Response::default()
-                        }));
-                    })
-                    .spawn(ctx);
+                tokio::task::spawn_blocking(move || {
+                    crate::completion::completions(&workspace, kind, &prefix, 200)
+                })
+                .into_actor(self)
+                .map(move |items, _, _| {
+                    let items = items.unwrap_or_default();
+                    outbox.push_event(&Event::Response(Response {
+                        request_id,
+                        completions: Some(items.iter().map(|i| i.value.clone()).collect()),
+                        items: Some(items),
+                        ..Response::default()
+                    }));
+                })
+                .spawn(ctx);
             }
             Method::GetSession { session_id } => {
                 let outbox = self.outbox.clone();

@@ -1,5 +1,6 @@
 //! `pod serve`: recover the session, start the actors, accept clients.
 
+use std::collections::BTreeMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,9 +9,10 @@ use std::sync::Arc;
 use actix::prelude::*;
 use anyhow::{bail, Context as _};
 use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::broadcaster::{Broadcaster, Published};
+use super::broadcaster::{Broadcaster, McpServerChanged, Published};
 use super::compaction::Thresholds;
 use super::compactor::Compactor;
 use super::connection::Connection;
@@ -23,6 +25,7 @@ use super::{ConnectionLimits, Hub};
 use crate::approval::{Policy, Rule};
 use crate::context::Conversation;
 use crate::input::Resolvers;
+use crate::mcp::{McpChange, McpRegistry, McpServerConfig};
 use crate::protocol::ApprovalMode;
 use crate::protocol::{Event, Greeting, Level, LogEntry, LogLine};
 use crate::provider::Provider;
@@ -49,6 +52,8 @@ pub struct ServeConfig {
     pub approval: ApprovalMode,
     pub allow: Vec<Rule>,
     pub deny: Vec<Rule>,
+    /// The config file's `[mcp_servers.NAME]`: started with the pod.
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
 }
 
 /// Runs the pod until it is told to stop. Blocks the calling thread.
@@ -79,7 +84,9 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let pointer_path = pointer::path(&pods_dir, &config.name);
     let (file, session_id, recovered) =
         open_session(&sessions_dir, &pointer_path, config.new_session)?;
-    let toolbox = Arc::new(Toolbox::new(workspace.clone(), config.tools.clone()));
+    let (mcp, mcp_supervisors) = McpRegistry::new(&config.mcp_servers, workspace.root());
+    let toolbox =
+        Arc::new(Toolbox::new(workspace.clone(), config.tools.clone()).with_mcp(mcp.clone()));
     eprintln!(
         "pod {:?}: session {session_id} ({} entries), provider {} (model {}), {}, socket {}",
         config.name,
@@ -99,11 +106,13 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
 
     descendants::become_subreaper();
     let socket = config.socket.clone();
+    let mcp_servers_at_start = mcp.servers();
     let bound = system.block_on(async move {
         let (listener, identity) = bind(&config.socket)?;
         if let Err(e) = pod_socket::record(&pods_dir, &config.name, &config.socket) {
             tracing::warn!("cannot record the socket path for `pod list`: {e}");
         }
+        let mcp_changes = mcp_supervisors.start();
         let greeting = Greeting {
             pod: config.name.clone(),
             version: env!("CARGO_PKG_VERSION").into(),
@@ -114,9 +123,10 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             pid: std::process::id(),
             approval: config.approval,
             sandbox: toolbox.sandbox().info(),
-            mcp_servers: Vec::new(),
+            mcp_servers: mcp_servers_at_start,
         };
         let broadcaster = Broadcaster::new(greeting).start();
+        actix_rt::spawn(announce_mcp(mcp_changes, broadcaster.clone()));
         let log_arbiter = actix_rt::Arbiter::new();
         let dirs = Dirs {
             sessions: sessions_dir,
@@ -178,6 +188,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         anyhow::Ok(identity)
     })?;
     let run = system.run().context("the pod's event loop failed");
+    mcp.shutdown();
     remove_own_socket(&socket, bound);
     run
 }
@@ -393,6 +404,17 @@ async fn stop_on_signal(worker: Addr<Worker>) {
     worker.do_send(Stop {
         reason: format!("{reason} received"),
     });
+}
+
+/// Keeps the greeting's `mcp_servers` current and tells every client when
+/// an MCP server comes up, fails or exits.
+async fn announce_mcp(
+    mut changes: mpsc::UnboundedReceiver<McpChange>,
+    broadcaster: Addr<Broadcaster>,
+) {
+    while let Some(change) = changes.recv().await {
+        broadcaster.do_send(McpServerChanged(change));
+    }
 }
 
 fn system_prompt(workspace: &Workspace) -> String {

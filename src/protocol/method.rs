@@ -390,7 +390,9 @@ mod tests {
             ErrorCode::InvalidParams
         );
         assert_eq!(
-            code(parse(json!({"type":"approve","call_id":"c","decision":"maybe"}))),
+            code(parse(
+                json!({"type":"approve","call_id":"c","decision":"maybe"})
+            )),
             ErrorCode::InvalidParams
         );
         assert_eq!(
