@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::approval::Rule;
 use crate::mcp::McpServerConfig;
 
 /// The parsed config file. An absent default file is an empty one.
@@ -29,14 +30,31 @@ pub struct ConfigFile {
     pub permissions: Permissions,
 }
 
-/// `[permissions]` `allow = [...]`, `deny = [...]`: rules as `TOOL:PATTERN`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// `[permissions]` `allow = [...]`, `deny = [...]`: rules as `TOOL:PATTERN`,
+/// checked when the file is read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Permissions {
+    pub allow: Vec<Rule>,
+    pub deny: Vec<Rule>,
+}
+
+/// `[permissions]` as written.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPermissions {
     #[serde(default)]
-    pub allow: Vec<String>,
+    allow: Vec<String>,
     #[serde(default)]
-    pub deny: Vec<String>,
+    deny: Vec<String>,
+}
+
+fn rules(list: Vec<String>, key: &str) -> Result<Vec<Rule>, String> {
+    list.iter()
+        .map(|text| {
+            text.parse::<Rule>()
+                .map_err(|e| format!("[permissions] {key}: {e}"))
+        })
+        .collect()
 }
 
 /// The typed tables; everything else in the file is a flag default.
@@ -45,7 +63,7 @@ struct Tables {
     #[serde(default)]
     mcp_servers: BTreeMap<String, McpServerConfig>,
     #[serde(default)]
-    permissions: Permissions,
+    permissions: RawPermissions,
 }
 
 /// Where the config file is, and whether the user named it.
@@ -116,7 +134,10 @@ impl ConfigFile {
             path: Some(path.to_owned()),
             table,
             mcp_servers: tables.mcp_servers,
-            permissions: tables.permissions,
+            permissions: Permissions {
+                allow: rules(tables.permissions.allow, "allow")?,
+                deny: rules(tables.permissions.deny, "deny")?,
+            },
         })
     }
 }
@@ -173,8 +194,11 @@ mod tests {
         assert_eq!(fs.env["DEBUG"], "1");
         assert_eq!(fs.timeout_s, 30);
         assert_eq!(config.mcp_servers["git"].timeout_s, 120);
-        assert_eq!(config.permissions.allow, ["mcp__git__*:*"]);
-        assert_eq!(config.permissions.deny, ["bash:rm *"]);
+        let text = |rules: &[Rule]| rules.iter().map(Rule::to_string).collect::<Vec<_>>();
+        assert_eq!(text(&config.permissions.allow), ["mcp__git__*:*"]);
+        assert_eq!(text(&config.permissions.deny), ["bash:rm *"]);
+        let bad = ConfigFile::parse("[permissions]\nallow = [\"bash:\"]\n", Path::new("/x"));
+        assert!(bad.unwrap_err().contains("[permissions] allow"));
     }
 
     #[test]

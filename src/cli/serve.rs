@@ -59,8 +59,19 @@ pub fn run(
         },
         mcp_servers: config.mcp_servers,
         approval: args.approval,
-        allow: args.allow,
-        deny: args.deny,
+        // The rules of every source are combined.
+        allow: config
+            .permissions
+            .allow
+            .into_iter()
+            .chain(args.allow)
+            .collect(),
+        deny: config
+            .permissions
+            .deny
+            .into_iter()
+            .chain(args.deny)
+            .collect(),
     })?;
     Ok(ExitCode::SUCCESS)
 }
