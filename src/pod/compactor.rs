@@ -16,7 +16,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 use futures::StreamExt;
 
-use super::session_log::StartSession;
+use super::session_log::{Switch, SwitchTo};
 use super::turn::TurnEnv;
 use crate::context::Conversation;
 use crate::protocol::{CompactReason, Event, InjectedItem, Level, LogEntry};
@@ -221,11 +221,14 @@ async fn try_compact(env: &TurnEnv, conversation: &mut Conversation) -> Result<(
     }
     let new = env
         .session_log
-        .send(StartSession {
-            compacted_from: conversation.session_id,
-            first_entries: vec![first],
-            tokens_before,
-            tokens_after,
+        .send(Switch {
+            to: SwitchTo::Compacted {
+                first_entries: vec![first],
+                tokens_before,
+                tokens_after,
+            },
+            provider: env.provider.name().into(),
+            model: env.provider.model().into(),
         })
         .await
         .map_err(|e| format!("the session log is gone: {e}"))?
