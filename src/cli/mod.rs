@@ -5,6 +5,7 @@ mod log;
 mod paths;
 mod send;
 mod serve;
+mod sessions;
 mod status;
 
 pub use args::{Cli, Command};
@@ -22,6 +23,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Stop) => status::stop(&paths),
         Some(Command::List) => status::list(&paths),
         Some(Command::Log(args)) => log::run(&cli.global.name, &paths, args),
+        Some(Command::Sessions { json }) => sessions::run(&cli.global.name, &paths, json),
         Some(Command::Attach) => serve::attach(&cli.global.name, &paths, false),
         None => serve::attach(&cli.global.name, &paths, true),
     }

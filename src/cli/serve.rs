@@ -33,6 +33,7 @@ pub fn run(name: &str, paths: &Paths, args: ServeArgs) -> anyhow::Result<ExitCod
         workspace: paths.workspace.clone(),
         provider,
         new_session: args.new_session,
+        session: args.session,
         max_steps: args.max_steps.max(1),
         thresholds: Thresholds {
             context_window: args.context_window,
