@@ -353,3 +353,6 @@ impl SessionLog {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;
