@@ -11,13 +11,17 @@ use std::collections::HashMap;
 use uuid::Uuid;
 
 use crate::input::{self, Resolvers};
-use crate::protocol::{AssistantItem, InjectedItem, LogEntry, ToolResult};
+use crate::protocol::{
+    AssistantItem, Decision, InjectedItem, LogEntry, Scope, ToolResult, TurnRef,
+};
 use crate::provider::{ChatMessage, ModelRequest, ToolSpec};
 use crate::workspace::Workspace;
 
 pub struct Conversation {
     pub session_id: Uuid,
     entries: Vec<LogEntry>,
+    /// The model of the latest `model_change`, which requests name.
+    model: Option<String>,
     /// Flattened model text of each `user_input`, by index into `entries`.
     flattened: HashMap<usize, String>,
     /// Tokens of the context at the last model call, as the provider counted
@@ -27,9 +31,14 @@ pub struct Conversation {
 
 impl Conversation {
     pub fn new(session_id: Uuid, entries: Vec<LogEntry>) -> Self {
+        let model = entries.iter().rev().find_map(|e| match e {
+            LogEntry::ModelChange { model, .. } => Some(model.clone()),
+            _ => None,
+        });
         Self {
             session_id,
             entries,
+            model,
             flattened: HashMap::new(),
             reported_tokens: None,
         }
@@ -41,7 +50,145 @@ impl Conversation {
 
     /// Records an entry that is now durable.
     pub fn push(&mut self, entry: LogEntry) {
+        if let LogEntry::ModelChange { model, .. } = &entry {
+            self.model = Some(model.clone());
+        }
         self.entries.push(entry);
+    }
+
+    /// The provider and model this session last recorded running on: its
+    /// latest `model_change`, else its `session_start` (`None` for logs
+    /// written before sessions recorded them).
+    pub fn recorded_model(&self) -> Option<(String, String)> {
+        self.entries.iter().rev().find_map(|e| match e {
+            LogEntry::ModelChange {
+                provider, model, ..
+            } => Some((provider.clone(), model.clone())),
+            LogEntry::SessionStart {
+                provider: Some(provider),
+                model: Some(model),
+                ..
+            } => Some((provider.clone(), model.clone())),
+            _ => None,
+        })
+    }
+
+    /// The text of the latest injected item from `source`.
+    pub fn latest_injected(&self, source: &str) -> Option<&str> {
+        self.entries.iter().rev().find_map(|e| match e {
+            LogEntry::HookInjectedItems { items } => items
+                .iter()
+                .rev()
+                .find(|i| i.source == source)
+                .map(|i| i.text.as_str()),
+            _ => None,
+        })
+    }
+
+    /// The open turn's ids, from its `user_input` (a fresh turn id for logs
+    /// written before inputs recorded them).
+    pub fn open_turn(&self) -> TurnRef {
+        let ids = self.entries.iter().rev().find_map(|e| match e {
+            LogEntry::UserInput {
+                turn_id,
+                request_id,
+                ..
+            } => Some((turn_id.clone(), request_id.clone())),
+            _ => None,
+        });
+        let (turn_id, request_id) = ids.unwrap_or_default();
+        TurnRef {
+            turn_id: turn_id.unwrap_or_else(crate::pod::new_turn_id),
+            request_id,
+        }
+    }
+
+    /// Whether the open turn waits for a person: one of its calls without a
+    /// result has an approval request and no decision.
+    pub fn waiting_for_approval(&self) -> bool {
+        self.has_open_turn()
+            && self
+                .open_step()
+                .calls
+                .iter()
+                .any(|c| !c.finished && c.requested && c.decision.is_none())
+    }
+
+    /// The tool calls of the open turn that have no result yet, with what
+    /// the log says of each: requested, decided. (Calls of one step all get
+    /// results before the next model call, so these are the last step's.)
+    pub fn open_step(&self) -> OpenStep {
+        let start = self
+            .entries
+            .iter()
+            .rposition(|e| matches!(e, LogEntry::UserInput { .. }))
+            .unwrap_or(0);
+        let mut step = OpenStep::default();
+        for entry in &self.entries[start..] {
+            match entry {
+                LogEntry::AssistantItems { items } => {
+                    for item in items {
+                        if let AssistantItem::ToolCall {
+                            call_id,
+                            name,
+                            arguments,
+                        } = item
+                        {
+                            if step.calls.iter().all(|c| c.finished) {
+                                step.calls.clear();
+                                step.previous_stopped = false;
+                            }
+                            step.calls.push(StepCall {
+                                call_id: call_id.clone(),
+                                name: name.clone(),
+                                arguments: arguments.clone(),
+                                finished: false,
+                                decision: None,
+                                requested: false,
+                            });
+                        }
+                    }
+                }
+                LogEntry::ApprovalRequest { call_id, .. } => {
+                    if let Some(c) = step.calls.iter_mut().find(|c| &c.call_id == call_id) {
+                        c.requested = true;
+                    }
+                }
+                LogEntry::ApprovalDecision {
+                    call_id,
+                    decision,
+                    message,
+                    ..
+                } => {
+                    if let Some(c) = step.calls.iter_mut().find(|c| &c.call_id == call_id) {
+                        c.decision = Some((*decision, message.clone()));
+                    }
+                }
+                LogEntry::ToolResults { results } => {
+                    for r in results {
+                        if let Some(c) = step.calls.iter_mut().find(|c| c.call_id == r.call_id) {
+                            c.finished = true;
+                            step.previous_stopped = r.output.ends_with(STOPPED_MARK);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        step
+    }
+
+    /// The allow rules `scope: "session"` decisions of this session added.
+    pub fn session_rule_texts(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().filter_map(|e| match e {
+            LogEntry::ApprovalDecision {
+                decision: Decision::Allow,
+                scope: Scope::Session,
+                rule: Some(rule),
+                ..
+            } => Some(rule.as_str()),
+            _ => None,
+        })
     }
 
     /// Tool calls of the current turn that have no result yet, in order.
@@ -118,16 +265,19 @@ impl Conversation {
     /// input is still being synced. Nothing of `pending` stays behind.
     pub fn project_with_pending(
         &mut self,
-        pending: &LogEntry,
+        pending: &[LogEntry],
         system: &str,
         tools: Vec<ToolSpec>,
         workspace: &Workspace,
         resolvers: &Resolvers,
     ) -> ModelRequest {
-        self.entries.push(pending.clone());
+        let len = self.entries.len();
+        self.entries.extend(pending.iter().cloned());
         let request = self.project(system, tools, workspace, resolvers);
-        self.entries.pop();
-        self.flattened.remove(&self.entries.len());
+        for index in len..self.entries.len() {
+            self.flattened.remove(&index);
+        }
+        self.entries.truncate(len);
         request
     }
 
@@ -180,7 +330,7 @@ impl Conversation {
             }
         }
         ModelRequest {
-            model: None,
+            model: self.model.clone(),
             system: system.to_owned(),
             messages,
             tools,
@@ -198,6 +348,29 @@ fn injected_text(item: &InjectedItem) -> String {
         ),
         source => format!("[{source}] {}", item.text),
     }
+}
+
+/// The last line of a tool result whose tool was killed because the pod
+/// stopped (see `pod::tool_step`).
+pub const STOPPED_MARK: &str = "[interrupted: the pod stopped]";
+
+/// The tool calls of the open turn without a result, as [`Conversation::open_step`] finds them.
+#[derive(Debug, Default)]
+pub struct OpenStep {
+    pub calls: Vec<StepCall>,
+    /// The step's latest result is that of a tool the stopping pod killed:
+    /// the call after it cannot have started.
+    pub previous_stopped: bool,
+}
+
+#[derive(Debug)]
+pub struct StepCall {
+    pub call_id: String,
+    pub name: String,
+    pub arguments: serde_json::Value,
+    pub finished: bool,
+    pub decision: Option<(Decision, Option<String>)>,
+    pub requested: bool,
 }
 
 /// Results for tool calls that will never run, so the log always projects to

@@ -20,6 +20,7 @@ async fn bash(toolbox: &Toolbox, command: &str) -> ToolOutcome {
             "bash",
             &json!({ "command": command }),
             CancellationToken::new(),
+            no_output(),
         )
         .await
 }
@@ -112,6 +113,7 @@ async fn timeout_secs_argument_cannot_exceed_the_limit() {
             "bash",
             &json!({"command": "sleep 5", "timeout_secs": 100}),
             CancellationToken::new(),
+            no_output(),
         )
         .await;
     assert!(out.is_error && out.output.contains("timed out"));
@@ -133,7 +135,7 @@ async fn cancellation_kills_child_and_grandchildren_promptly() {
     let command =
         "(sleep 1; touch grandchild) & bash -c 'sleep 1; touch nested' & sleep 1; touch marker";
     let out = tb
-        .call("bash", &json!({ "command": command }), cancel)
+        .call("bash", &json!({ "command": command }), cancel, no_output())
         .await;
     assert!(
         started.elapsed() < Duration::from_secs(1),
@@ -167,9 +169,15 @@ async fn background_jobs_do_not_outlive_the_call() {
 async fn dropping_the_call_kills_the_group() {
     let (dir, tb) = toolbox(ToolLimits::default());
     let args = json!({"command": "(sleep 1; touch dropped) & sleep 1; touch dropped2"});
-    let call = tb.call("bash", &args, CancellationToken::new());
+    let call = tb.call("bash", &args, CancellationToken::new(), no_output());
     let _ = tokio::time::timeout(Duration::from_millis(200), call).await;
     tokio::time::sleep(Duration::from_millis(1300)).await;
     assert!(!dir.path().join("dropped").exists());
     assert!(!dir.path().join("dropped2").exists());
+}
+
+/// A sink for output streamed while a tool runs, for calls that only look
+/// at the result.
+fn no_output() -> pod::tools::OutputSink {
+    std::sync::Arc::new(|_: &str| {})
 }

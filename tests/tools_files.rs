@@ -42,7 +42,7 @@ impl Fixture {
 
     async fn call(&self, name: &str, args: Value) -> ToolOutcome {
         self.toolbox
-            .call(name, &args, CancellationToken::new())
+            .call(name, &args, CancellationToken::new(), no_output())
             .await
     }
 }
@@ -52,7 +52,9 @@ fn call_futures_are_send() {
     fn assert_send<T: Send>(_: &T) {}
     let f = fixture();
     let args = json!({});
-    let future = f.toolbox.call("bash", &args, CancellationToken::new());
+    let future = f
+        .toolbox
+        .call("bash", &args, CancellationToken::new(), no_output());
     assert_send(&future);
 }
 
@@ -398,7 +400,9 @@ async fn calls_run_as_spawned_tasks_on_a_multi_thread_runtime() {
             let toolbox = toolbox.clone();
             tokio::spawn(async move {
                 let args = json!({"path": "a.txt", "command": "cat a.txt"});
-                toolbox.call(tool, &args, CancellationToken::new()).await
+                toolbox
+                    .call(tool, &args, CancellationToken::new(), no_output())
+                    .await
             })
         })
         .collect();
@@ -410,4 +414,10 @@ async fn calls_run_as_spawned_tasks_on_a_multi_thread_runtime() {
             out.output
         );
     }
+}
+
+/// A sink for output streamed while a tool runs, for calls that only look
+/// at the result.
+fn no_output() -> pod::tools::OutputSink {
+    std::sync::Arc::new(|_: &str| {})
 }

@@ -36,6 +36,8 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
                 LogEntry::UserInput {
                     segments: vec![Segment::text(filler(1000, i))],
                     at: LogEntry::now(),
+                    turn_id: None,
+                    request_id: None,
                 }
             } else {
                 LogEntry::AssistantItems {

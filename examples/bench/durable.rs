@@ -22,6 +22,8 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
     let entry = LogEntry::UserInput {
         segments: vec![Segment::text(crate::util::filler(1000, 0))],
         at: LogEntry::now(),
+        turn_id: None,
+        request_id: None,
     };
     let system = actix_rt::System::new();
     let (raw, pod, burst_rates) = system.block_on(async {

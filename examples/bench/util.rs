@@ -52,6 +52,8 @@ pub fn realistic_entry(i: usize, size: usize) -> LogEntry {
         0 => LogEntry::UserInput {
             segments: vec![Segment::text(filler(size, i))],
             at: LogEntry::now(),
+            turn_id: None,
+            request_id: None,
         },
         1 => LogEntry::AssistantItems {
             items: vec![AssistantItem::ToolCall {

@@ -10,6 +10,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::protocol::SandboxMode;
+use crate::tools::Switch;
+
 #[derive(Debug, Parser)]
 #[command(name = "pod", version, propagate_version = true, about = "A single-binary LLM agent pod.", long_about = None)]
 pub struct Cli {
@@ -116,6 +119,43 @@ pub struct ServeArgs {
         value_name = "SECONDS"
     )]
     pub bash_timeout: u64,
+    /// When to ask before a tool call runs: ask | edits | auto | read-only.
+    #[arg(long, env = "POD_APPROVAL", default_value = "ask", value_parser = parse_approval)]
+    pub approval: crate::protocol::ApprovalMode,
+    /// Run calls matching RULE unasked (TOOL:PATTERN, e.g. `bash:cargo test*`,
+    /// `write:docs/**`); repeatable.
+    #[arg(long, value_name = "RULE", value_parser = parse_rule)]
+    pub allow: Vec<crate::approval::Rule>,
+    /// Deny calls matching RULE in every mode; repeatable.
+    #[arg(long, value_name = "RULE", value_parser = parse_rule)]
+    pub deny: Vec<crate::approval::Rule>,
+    /// What `bash` commands may write: the workspace and temp dirs, nothing, or anything
+    /// (docs/sandbox.md).
+    #[arg(long, env = "POD_SANDBOX", value_enum, default_value_t = SandboxMode::WorkspaceWrite,
+          value_name = "MODE")]
+    pub sandbox: SandboxMode,
+    /// Whether `bash` commands may open network (TCP) connections.
+    #[arg(long, env = "POD_SANDBOX_NETWORK", value_enum, default_value_t = Switch::On,
+          value_name = "on|off")]
+    pub sandbox_network: Switch,
+}
+
+fn parse_approval(s: &str) -> Result<crate::protocol::ApprovalMode, String> {
+    use crate::protocol::ApprovalMode;
+    match s {
+        "ask" => Ok(ApprovalMode::Ask),
+        "edits" => Ok(ApprovalMode::Edits),
+        "auto" => Ok(ApprovalMode::Auto),
+        "read-only" => Ok(ApprovalMode::ReadOnly),
+        _ => Err(format!(
+            "{s:?} is not an approval mode: use ask, edits, auto or read-only"
+        )),
+    }
+}
+
+fn parse_rule(s: &str) -> Result<crate::approval::Rule, String> {
+    s.parse::<crate::approval::Rule>()
+        .map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Args)]

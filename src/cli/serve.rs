@@ -9,7 +9,7 @@ use super::args::ServeArgs;
 use super::Paths;
 use crate::pod::{ConnectionLimits, ServeConfig, Thresholds};
 use crate::provider::{self, ProviderConfig};
-use crate::tools::ToolLimits;
+use crate::tools::{SandboxPolicy, Switch, ToolLimits};
 
 pub fn run(name: &str, paths: &Paths, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let provider = provider::build(&ProviderConfig {
@@ -45,8 +45,15 @@ pub fn run(name: &str, paths: &Paths, args: ServeArgs) -> anyhow::Result<ExitCod
         },
         tools: ToolLimits {
             bash_timeout: Duration::from_secs(args.bash_timeout),
+            sandbox: SandboxPolicy {
+                mode: args.sandbox,
+                network: args.sandbox_network == Switch::On,
+            },
             ..ToolLimits::default()
         },
+        approval: args.approval,
+        allow: args.allow,
+        deny: args.deny,
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -16,13 +16,18 @@ use super::broadcaster::{ConnId, Unregister};
 use super::outbox::Outbox;
 use super::session_log::{GetSession, ListSessions, SessionLookupError, Subscribe};
 use super::worker;
-use super::Hub;
+use super::{Client, Hub};
 use crate::protocol::{ErrorCode, Event, Method, Request, Response};
 
 pub struct Connection {
     id: ConnId,
     outbox: Outbox,
     hub: Hub,
+    /// The client's `hello` label, for `approval_decision.client`.
+    label: Option<String>,
+    /// The peer is the pod itself or one of its descendants (a tool's
+    /// process): it may only read, so a tool can never approve itself.
+    read_only: bool,
     /// Taken in `started`, where the actor can attach it as a stream.
     reader: Option<FramedRead<OwnedReadHalf, FrameDecoder>>,
 }
@@ -30,7 +35,7 @@ pub struct Connection {
 impl Connection {
     /// Splits the socket: the write half goes to an outbox writer task, the
     /// read half becomes this actor's input stream.
-    pub fn start(id: ConnId, stream: UnixStream, hub: Hub) -> Addr<Connection> {
+    pub fn start(id: ConnId, stream: UnixStream, hub: Hub, read_only: bool) -> Addr<Connection> {
         let (read, write) = stream.into_split();
         let (outbox, drain) = Outbox::new(write, hub.config.max_client_lag_bytes);
         actix::spawn(drain.run());
@@ -39,6 +44,8 @@ impl Connection {
             id,
             outbox,
             hub,
+            label: None,
+            read_only,
             reader: Some(reader),
         }
         .start()
@@ -54,7 +61,16 @@ impl Connection {
 
     fn handle_request(&mut self, request: Request, ctx: &mut Context<Self>) {
         let Request { request_id, method } = request;
-        let client = worker::Client {
+        if self.read_only && !method.is_read_only() {
+            return self.error(
+                ErrorCode::Forbidden,
+                "this connection comes from a process the pod started (a tool or an MCP \
+                 server): it may only read (hello, get_session, list_sessions, \
+                 list_completions)",
+                request_id,
+            );
+        }
+        let client = Client {
             outbox: self.outbox.clone(),
             request_id: request_id.clone(),
         };
@@ -62,7 +78,28 @@ impl Connection {
         match method {
             Method::Run { segments } => worker.do_send(worker::Run { segments, client }),
             Method::Notify { message } => worker.do_send(worker::Notify { message, client }),
-            Method::Cancel { .. } => worker.do_send(worker::Control::Cancel(client)),
+            Method::Cancel { run } => worker.do_send(worker::Control::Cancel(client, run)),
+            Method::Hello { client: label } => {
+                self.label = Some(label);
+                client.ack();
+            }
+            Method::Approve {
+                call_id,
+                decision,
+                scope,
+                message,
+            } => worker.do_send(worker::Approve {
+                call_id,
+                decision,
+                scope: scope.unwrap_or_default(),
+                message,
+                label: self.label.clone(),
+                client,
+            }),
+            Method::SetApproval { mode } => {
+                worker.do_send(worker::Control::SetApproval(client, mode))
+            }
+            Method::SetModel { model } => worker.do_send(worker::Control::SetModel(client, model)),
             Method::Pause => worker.do_send(worker::Control::Pause(client)),
             Method::Resume => worker.do_send(worker::Control::Resume(client)),
             Method::Compact => worker.do_send(worker::Control::Compact(client)),

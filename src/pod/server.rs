@@ -10,19 +10,27 @@ use anyhow::{bail, Context as _};
 use tokio::net::{UnixListener, UnixStream};
 use uuid::Uuid;
 
-use super::broadcaster::Broadcaster;
-use super::compactor::{Compactor, Thresholds};
+use super::broadcaster::{Broadcaster, Published};
+use super::compaction::Thresholds;
+use super::compactor::Compactor;
 use super::connection::Connection;
+use super::descendants;
 use super::fault::Faults;
+use super::job::{JobEnv, JobState, WorkerConfig};
 use super::session_log::{Dirs, SessionLog};
-use super::worker::{Stop, Worker, WorkerConfig};
+use super::worker::{Stop, Worker};
 use super::{ConnectionLimits, Hub};
+use crate::approval::{Policy, Rule};
 use crate::context::Conversation;
-use crate::protocol::{Greeting, LogEntry, LogLine};
+use crate::input::Resolvers;
+use crate::protocol::ApprovalMode;
+use crate::protocol::{Event, Greeting, Level, LogEntry, LogLine};
 use crate::provider::Provider;
 use crate::store::{pointer, LogFile};
 use crate::tools::{ToolLimits, Toolbox};
 use crate::workspace::Workspace;
+use std::cell::RefCell;
+use std::rc::Rc;
 
 pub struct ServeConfig {
     pub name: String,
@@ -37,6 +45,9 @@ pub struct ServeConfig {
     pub thresholds: Thresholds,
     pub limits: ConnectionLimits,
     pub tools: ToolLimits,
+    pub approval: ApprovalMode,
+    pub allow: Vec<Rule>,
+    pub deny: Vec<Rule>,
 }
 
 /// Runs the pod until it is told to stop. Blocks the calling thread.
@@ -63,15 +74,25 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         model: config.provider.model().into(),
     };
     let (file, session_id, recovered) = open_session(&sessions_dir, &pointer_path, &start)?;
+    let toolbox = Arc::new(Toolbox::new(workspace.clone(), config.tools.clone()));
     eprintln!(
-        "pod {:?}: session {session_id} ({} entries), provider {} (model {}), socket {}",
+        "pod {:?}: session {session_id} ({} entries), provider {} (model {}), {}, socket {}",
         config.name,
         recovered.lines.len(),
         config.provider.name(),
         config.provider.model(),
+        toolbox.sandbox().summary(),
         config.socket.display()
     );
+    if let Some(reason) = toolbox.sandbox().unavailable_reason() {
+        tracing::warn!("{reason}");
+        eprintln!(
+            "warning: {reason}. bash commands are not confined as --sandbox asks; see \
+             docs/sandbox.md"
+        );
+    }
 
+    descendants::become_subreaper();
     let system = actix_rt::System::new();
     let socket = config.socket.clone();
     let result = system.block_on(async move {
@@ -84,8 +105,8 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             model: config.provider.model().into(),
             workspace: workspace.root().display().to_string(),
             pid: std::process::id(),
-            approval: Default::default(),
-            sandbox: Default::default(),
+            approval: config.approval,
+            sandbox: toolbox.sandbox().info(),
             mcp_servers: Vec::new(),
         };
         let broadcaster = Broadcaster::new(greeting).start();
@@ -100,22 +121,43 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             SessionLog::new(file, session_id, mirror, log_broadcaster, dirs, faults)
         });
         let compactor = Compactor::new(config.provider.clone()).start();
-        let toolbox = Arc::new(Toolbox::new(workspace.clone(), config.tools.clone()));
-        let worker = Worker::new(
-            session_log.clone(),
-            broadcaster.clone(),
+        if let Some(reason) = toolbox.sandbox().unavailable_reason() {
+            broadcaster.do_send(Published::Event(Box::new(Event::Notification {
+                level: Level::Warn,
+                source: "sandbox".into(),
+                message: format!(
+                    "{reason}: bash commands are not confined as --sandbox asks, so mode auto \
+                     asks before each one (see docs/sandbox.md)"
+                ),
+            })));
+        }
+        let (paused_tx, paused) = Worker::pause_channel();
+        let policy = Policy {
+            mode: config.approval,
+            allow: config.allow,
+            deny: config.deny,
+            sandbox: toolbox.sandbox().gate(),
+            workspace_root: workspace.root().to_path_buf(),
+        };
+        let state = JobState::new(policy, config.provider.model().to_owned());
+        let env = JobEnv {
+            session_log: session_log.clone(),
+            broadcaster: broadcaster.clone(),
             compactor,
-            config.provider.clone(),
+            provider: config.provider.clone(),
+            resolvers: Resolvers::for_workspace(&workspace),
             toolbox,
-            workspace.clone(),
-            WorkerConfig {
+            workspace: workspace.clone(),
+            config: WorkerConfig {
                 max_steps: config.max_steps,
                 system_prompt: system_prompt(&workspace),
                 compaction: config.thresholds,
             },
-            Conversation::new(session_id, recovered.entries),
-        )
-        .start();
+            state: Rc::new(RefCell::new(state)),
+            paused,
+        };
+        let conversation = Conversation::new(session_id, recovered.entries);
+        let worker = Worker::new(env, paused_tx, conversation).start();
         let hub = Hub {
             session_log,
             broadcaster,
@@ -124,6 +166,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             config: config.limits,
         };
         actix_rt::spawn(accept_loop(listener, hub));
+        actix_rt::spawn(descendants::reap_orphans());
         actix_rt::spawn(stop_on_signal(worker));
         anyhow::Ok(())
     });
@@ -288,7 +331,18 @@ async fn accept_loop(listener: UnixListener, hub: Hub) {
         if !same_user(&stream, uid) {
             continue;
         }
-        Connection::start(NEXT_ID.fetch_add(1, Ordering::Relaxed), stream, hub.clone());
+        let read_only = match stream.peer_cred().ok().and_then(|c| c.pid()) {
+            Some(pid) => {
+                let pid = pid as u32;
+                tokio::task::spawn_blocking(move || descendants::is_pod_or_descendant(pid))
+                    .await
+                    .unwrap_or(true)
+            }
+            // No pid (the kernel does not say): it cannot be proven a stranger.
+            None => true,
+        };
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        Connection::start(id, stream, hub.clone(), read_only);
     }
 }
 

@@ -1,59 +1,33 @@
 //! The `Worker` actor: owns the run queue and the conversation, and runs one
-//! job at a time — a turn, a batch of idle `notify`s, or a compaction.
+//! job at a time — a turn, a batch of idle `notify`s, a model change, a
+//! compaction.
 //!
 //! Jobs run as futures spawned in the worker's context, so the worker keeps
-//! answering messages (queueing runs, cancel, pause) while a turn streams.
-//! The conversation is moved into the job and handed back when it ends:
-//! exactly one piece of code can change it at a time, without locks.
+//! answering messages (queueing runs, cancel, pause, approvals) while a turn
+//! streams. The conversation is moved into the job and handed back when it
+//! ends: exactly one piece of code can change it at a time, without locks.
+//! The one-job rule is also what serialises compactions.
 
-use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::Arc;
 
 use actix::prelude::*;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::broadcaster::{Broadcaster, Published, Shutdown};
-use super::compactor::{self, Compactor};
-use super::outbox::Outbox;
-use super::session_log::SessionLog;
-use super::turn::{self, TurnEnv};
+use super::broadcaster::Shutdown;
+use super::compaction;
+use super::job::{Answer, JobEnv, JobState, QueuedRun};
+use super::recovery;
+use super::turn;
+use super::Client;
 use crate::context::Conversation;
-use crate::input::{self, Resolvers};
-use crate::protocol::{CompactReason, ErrorCode, Event, PodState, Response, Segment, Status};
-use crate::provider::Provider;
-use crate::tools::Toolbox;
-use crate::workspace::Workspace;
-
-/// The client a method came from, so answers reach it alone.
-pub struct Client {
-    pub outbox: Outbox,
-    pub request_id: Option<String>,
-}
-
-impl Client {
-    fn respond(&self, response: Response) {
-        self.outbox.push_event(&Event::Response(Response {
-            request_id: self.request_id.clone(),
-            ..response
-        }));
-    }
-
-    /// Acknowledges a method that has no result of its own; only clients that
-    /// asked (sent a `request_id`) get one.
-    fn ack(&self) {
-        if self.request_id.is_some() {
-            self.respond(Response::default());
-        }
-    }
-
-    fn error(&self, code: ErrorCode, message: impl Into<String>) {
-        self.outbox
-            .push_event(&Event::error(code, message, self.request_id.clone()));
-    }
-}
+use crate::input;
+use crate::protocol::{
+    ApprovalMode, CompactReason, Decision, ErrorCode, Response, Scope, Segment, TurnRef,
+};
 
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -72,11 +46,27 @@ pub struct Notify {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub enum Control {
-    Cancel(Client),
+    /// Without a run: the running turn. With one: that run, queued or running.
+    Cancel(Client, Option<String>),
     Pause(Client),
     Resume(Client),
     Compact(Client),
     Shutdown(Client),
+    SetApproval(Client, ApprovalMode),
+    SetModel(Client, String),
+}
+
+/// A person's answer to an approval request.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Approve {
+    pub call_id: String,
+    pub decision: Decision,
+    pub scope: Scope,
+    pub message: Option<String>,
+    /// The deciding connection's `hello` label.
+    pub label: Option<String>,
+    pub client: Client,
 }
 
 /// Stop the pod (a signal, or `shutdown`): cancel the turn, flush, say
@@ -87,122 +77,68 @@ pub struct Stop {
     pub reason: String,
 }
 
-/// A run waiting for its turn.
-pub struct QueuedRun {
-    pub segments: Vec<Segment>,
-    pub request_id: Option<String>,
-}
-
-/// State the worker shares with the job it is running.
-#[derive(Default)]
-pub struct Shared {
-    /// `notify` messages to commit at the next step boundary.
-    pub notifies: Vec<String>,
-    pub compact_requested: bool,
-    pub compacting: bool,
-    pub paused: bool,
-    pub running_turn: bool,
-    pub queued: usize,
-    pub breaker: compactor::Breaker,
-    /// The pod is shutting down: finish the current job, start nothing new
-    /// (not even a post-turn compaction, which would call the model).
-    pub stopping: bool,
-}
-
-impl Shared {
-    pub fn status(&self) -> Status {
-        let state = if self.compacting {
-            PodState::Compacting
-        } else if self.paused {
-            PodState::Paused
-        } else if self.running_turn {
-            PodState::Running
-        } else {
-            PodState::Idle
-        };
-        Status {
-            state,
-            queued: self.queued,
-            ..Status::default()
-        }
-    }
-}
-
-pub struct WorkerConfig {
-    pub max_steps: usize,
-    pub system_prompt: String,
-    pub compaction: compactor::Thresholds,
-}
+type Job = Pin<Box<dyn Future<Output = Conversation>>>;
 
 pub struct Worker {
-    env: Rc<TurnEnv>,
+    env: Rc<JobEnv>,
     queue: VecDeque<QueuedRun>,
     /// `None` while a job holds it.
     conversation: Option<Conversation>,
     /// Cancels the running job.
     running: Option<CancellationToken>,
     paused: watch::Sender<bool>,
-    stopping: Option<String>,
-    next_turn: u64,
 }
 
 impl Worker {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        session_log: Addr<SessionLog>,
-        broadcaster: Addr<Broadcaster>,
-        compactor: Addr<Compactor>,
-        provider: Arc<dyn Provider>,
-        toolbox: Arc<Toolbox>,
-        workspace: Workspace,
-        config: WorkerConfig,
-        conversation: Conversation,
-    ) -> Self {
-        let (paused, paused_rx) = watch::channel(false);
-        let resolvers = Resolvers::for_workspace(&workspace);
+    /// A worker for `env` (whose `paused` receiver belongs to `paused`).
+    pub fn new(env: JobEnv, paused: watch::Sender<bool>, conversation: Conversation) -> Self {
         Self {
-            env: Rc::new(TurnEnv {
-                session_log,
-                broadcaster,
-                compactor,
-                provider,
-                tool_specs: toolbox.specs(),
-                toolbox,
-                resolvers,
-                workspace,
-                config,
-                shared: Rc::new(RefCell::new(Shared::default())),
-                paused: paused_rx,
-            }),
+            env: Rc::new(env),
             queue: VecDeque::new(),
             conversation: Some(conversation),
             running: None,
             paused,
-            stopping: None,
-            next_turn: 0,
         }
     }
 
+    /// A pause channel for [`JobEnv::paused`] and [`Worker::new`].
+    pub fn pause_channel() -> (watch::Sender<bool>, watch::Receiver<bool>) {
+        watch::channel(false)
+    }
+
     fn publish_status(&self) {
-        let status = {
-            let mut shared = self.env.shared.borrow_mut();
-            shared.queued = self.queue.len();
-            shared.status()
+        self.env.state.borrow_mut().queued = self.queue.len();
+        self.env.publish_status();
+    }
+
+    fn state(&self) -> std::cell::RefMut<'_, JobState> {
+        self.env.state.borrow_mut()
+    }
+
+    /// Starts `job` on the conversation, then the next one.
+    fn spawn(&mut self, ctx: &mut Context<Self>, job: impl FnOnce(Conversation) -> Job) {
+        let Some(conversation) = self.conversation.take() else {
+            return;
         };
-        self.env.broadcaster.do_send(Published::Status(status));
+        job(conversation)
+            .into_actor(self)
+            .map(|conversation, worker, ctx| {
+                worker.conversation = Some(conversation);
+                worker.running = None;
+                worker.pump(ctx);
+            })
+            .spawn(ctx);
     }
 
     /// Starts the next job if the worker is free.
     fn pump(&mut self, ctx: &mut Context<Self>) {
-        if self.running.is_some() {
+        if self.running.is_some() || self.conversation.is_none() {
             return;
         }
-        let Some(mut conversation) = self.conversation.take() else {
-            return;
-        };
-        if let Some(reason) = self.stopping.clone() {
-            self.conversation = Some(conversation);
+        let stopping = self.state().stopping.clone();
+        if let Some(reason) = stopping {
             let broadcaster = self.env.broadcaster.clone();
+            self.running = Some(CancellationToken::new());
             async move {
                 let _ = broadcaster.send(Shutdown { reason }).await;
                 System::current().stop();
@@ -213,50 +149,57 @@ impl Worker {
         }
         let env = self.env.clone();
         let cancel = CancellationToken::new();
-        self.running = Some(cancel.clone());
         // One job at a time: a compaction request waits for the notifies
         // ahead of it instead of being taken (and dropped) with them.
-        let (notifies, compact_now) = {
-            let mut shared = env.shared.borrow_mut();
-            let notifies = std::mem::take(&mut shared.notifies);
-            let compact = notifies.is_empty() && std::mem::take(&mut shared.compact_requested);
-            (notifies, compact)
+        let (notifies, model, compact_now) = {
+            let mut state = self.state();
+            let notifies = std::mem::take(&mut state.notifies);
+            let model = state.model_request.take();
+            let compact = notifies.is_empty()
+                && model.is_none()
+                && std::mem::take(&mut state.compact_requested);
+            (notifies, model, compact)
         };
-        let job: std::pin::Pin<Box<dyn std::future::Future<Output = Conversation>>> =
-            if !notifies.is_empty() {
+        if !notifies.is_empty() || model.is_some() {
+            self.running = Some(cancel);
+            self.spawn(ctx, move |mut conversation| {
                 Box::pin(async move {
-                    turn::commit_notifies(&env, &mut conversation, notifies).await;
+                    if !notifies.is_empty() {
+                        let _ = turn::commit_notifies(&env, &mut conversation, notifies).await;
+                    }
+                    if let Some(model) = model {
+                        let _ = turn::commit_model_change(&env, &mut conversation, model).await;
+                    }
                     conversation
                 })
-            } else if compact_now {
+            });
+        } else if compact_now {
+            self.running = Some(cancel);
+            self.spawn(ctx, move |mut conversation| {
                 Box::pin(async move {
-                    compactor::compact(&env, &mut conversation, CompactReason::Manual).await;
+                    compaction::compact(&env, &mut conversation, CompactReason::Manual).await;
                     conversation
                 })
-            } else if let Some(run) = self.queue.pop_front() {
-                self.next_turn += 1;
-                let turn_id = format!("t{}", self.next_turn);
-                env.shared.borrow_mut().running_turn = true;
-                self.publish_status();
-                Box::pin(async move {
-                    turn::run_turn(&env, &mut conversation, run, turn_id, cancel).await;
-                    env.shared.borrow_mut().running_turn = false;
-                    compactor::after_turn(&env, &mut conversation).await;
-                    conversation
-                })
-            } else {
-                self.running = None;
-                self.conversation = Some(conversation);
-                self.publish_status();
-                return;
+            });
+        } else if let Some(run) = self.queue.pop_front() {
+            let turn = TurnRef {
+                turn_id: turn::new_turn_id(),
+                request_id: run.request_id.clone(),
             };
-        job.into_actor(self)
-            .map(|conversation, worker, ctx| {
-                worker.conversation = Some(conversation);
-                worker.running = None;
-                worker.pump(ctx);
-            })
-            .spawn(ctx);
+            self.state().turn = Some(turn.clone());
+            self.running = Some(cancel.clone());
+            self.publish_status();
+            self.spawn(ctx, move |mut conversation| {
+                Box::pin(async move {
+                    turn::run_turn(&env, &mut conversation, run, turn, cancel).await;
+                    env.state.borrow_mut().turn = None;
+                    compaction::after_turn(&env, &mut conversation).await;
+                    conversation
+                })
+            });
+        } else {
+            self.publish_status();
+        }
     }
 }
 
@@ -264,23 +207,33 @@ impl Actor for Worker {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        // A turn the previous pod never finished is closed before anything
-        // else runs, so the log projects to a valid context again.
-        if let Some(mut conversation) = self.conversation.take() {
-            let env = self.env.clone();
-            self.running = Some(CancellationToken::new());
-            async move {
-                turn::close_interrupted(&env, &mut conversation).await;
-                conversation
+        // Before anything else: settle the conversation the pod starts on —
+        // resume a turn that waits for approvals, close any other open one.
+        let env = self.env.clone();
+        let cancel = CancellationToken::new();
+        self.running = Some(cancel.clone());
+        let waiting = self
+            .conversation
+            .as_ref()
+            .is_some_and(Conversation::waiting_for_approval);
+        if waiting {
+            if let Some(conversation) = &self.conversation {
+                self.state().turn = Some(conversation.open_turn());
             }
-            .into_actor(self)
-            .map(|conversation, worker, ctx| {
-                worker.conversation = Some(conversation);
-                worker.running = None;
-                worker.pump(ctx);
-            })
-            .spawn(ctx);
         }
+        self.spawn(ctx, move |mut conversation| {
+            Box::pin(async move {
+                recovery::settle(&env, &mut conversation).await;
+                if waiting {
+                    let turn = conversation.open_turn();
+                    turn::resume_turn(&env, &mut conversation, turn, cancel).await;
+                    env.state.borrow_mut().turn = None;
+                } else {
+                    recovery::close_open_turn(&env, &mut conversation).await;
+                }
+                conversation
+            })
+        });
     }
 }
 
@@ -288,7 +241,7 @@ impl Handler<Run> for Worker {
     type Result = ();
 
     fn handle(&mut self, msg: Run, ctx: &mut Context<Self>) {
-        if self.stopping.is_some() {
+        if self.state().stopping.is_some() {
             return msg
                 .client
                 .error(ErrorCode::ShuttingDown, "the pod is shutting down");
@@ -305,7 +258,11 @@ impl Handler<Run> for Worker {
             segments: msg.segments,
             request_id: msg.client.request_id,
         });
-        self.publish_status();
+        // A run that starts at once never shows as queued: the status goes
+        // out when it starts.
+        if self.running.is_some() {
+            self.publish_status();
+        }
         self.pump(ctx);
     }
 }
@@ -314,9 +271,52 @@ impl Handler<Notify> for Worker {
     type Result = ();
 
     fn handle(&mut self, msg: Notify, ctx: &mut Context<Self>) {
-        self.env.shared.borrow_mut().notifies.push(msg.message);
+        self.state().notifies.push(msg.message);
         msg.client.ack();
         self.pump(ctx);
+    }
+}
+
+impl Handler<Approve> for Worker {
+    type Result = ();
+
+    fn handle(&mut self, msg: Approve, _: &mut Context<Self>) {
+        // The first answer takes the call out of `pending`; any later one,
+        // like an answer to nothing, is `not_pending`.
+        let sender = {
+            let mut state = self.state();
+            let position = state.pending.iter().position(|id| *id == msg.call_id);
+            position.and_then(|i| {
+                state.pending.remove(i);
+                state.answers.clone()
+            })
+        };
+        let answer = Answer {
+            call_id: msg.call_id.clone(),
+            decision: msg.decision,
+            scope: msg.scope,
+            message: msg.message,
+            label: msg.label,
+            client: msg.client,
+        };
+        match sender {
+            Some(sender) => {
+                if let Err(unsent) = sender.send(answer) {
+                    unsent.0.client.error(
+                        ErrorCode::NotPending,
+                        format!("{} is no longer waiting for an answer", msg.call_id),
+                    );
+                }
+            }
+            None => answer.client.error(
+                ErrorCode::NotPending,
+                format!(
+                    "no approval request {:?} is waiting (unknown, already decided, or not \
+                     waiting)",
+                    msg.call_id
+                ),
+            ),
+        }
     }
 }
 
@@ -325,31 +325,61 @@ impl Handler<Control> for Worker {
 
     fn handle(&mut self, msg: Control, ctx: &mut Context<Self>) {
         match msg {
-            Control::Cancel(client) => {
-                if self.env.shared.borrow().running_turn {
+            Control::Cancel(client, None) => {
+                if self.state().turn.is_some() {
                     if let Some(cancel) = &self.running {
                         cancel.cancel();
                     }
                 }
                 client.ack();
             }
+            Control::Cancel(client, Some(run)) => {
+                let queued = self
+                    .queue
+                    .iter()
+                    .position(|r| r.request_id.as_deref() == Some(run.as_str()));
+                let running = self
+                    .state()
+                    .turn
+                    .as_ref()
+                    .is_some_and(|t| t.request_id.as_deref() == Some(run.as_str()));
+                if let Some(index) = queued {
+                    self.queue.remove(index);
+                    client.respond(Response {
+                        removed: Some(true),
+                        ..Response::default()
+                    });
+                    self.publish_status();
+                } else if running {
+                    if let Some(cancel) = &self.running {
+                        cancel.cancel();
+                    }
+                    client.respond(Response {
+                        ok: Some(true),
+                        ..Response::default()
+                    });
+                } else {
+                    client.error(
+                        ErrorCode::NotRunning,
+                        format!("run {run:?} is neither queued nor running"),
+                    );
+                }
+            }
             Control::Pause(client) => {
-                self.env.shared.borrow_mut().paused = true;
                 let _ = self.paused.send(true);
                 self.publish_status();
                 client.ack();
             }
             Control::Resume(client) => {
-                self.env.shared.borrow_mut().paused = false;
                 let _ = self.paused.send(false);
                 self.publish_status();
                 client.ack();
             }
             Control::Compact(client) => {
                 {
-                    let mut shared = self.env.shared.borrow_mut();
-                    shared.compact_requested = true;
-                    shared.breaker.reset();
+                    let mut state = self.state();
+                    state.compact_requested = true;
+                    state.breaker.reset();
                 }
                 client.ack();
                 self.pump(ctx);
@@ -363,6 +393,33 @@ impl Handler<Control> for Worker {
                     ctx,
                 );
             }
+            Control::SetApproval(client, mode) => {
+                if mode == ApprovalMode::Unknown {
+                    return client.error(
+                        ErrorCode::InvalidParams,
+                        "unknown approval mode; use ask, edits, auto or read-only",
+                    );
+                }
+                self.state().policy.mode = mode;
+                self.publish_status();
+                client.respond(Response {
+                    ok: Some(true),
+                    ..Response::default()
+                });
+            }
+            Control::SetModel(client, model) => {
+                let model = model.trim().to_owned();
+                if model.is_empty() {
+                    return client.error(ErrorCode::InvalidParams, "`model` is empty");
+                }
+                // Committed at the next step boundary, or at once when idle.
+                self.state().model_request = Some(model);
+                client.respond(Response {
+                    ok: Some(true),
+                    ..Response::default()
+                });
+                self.pump(ctx);
+            }
         }
     }
 }
@@ -371,11 +428,13 @@ impl Handler<Stop> for Worker {
     type Result = ();
 
     fn handle(&mut self, msg: Stop, ctx: &mut Context<Self>) {
-        if self.stopping.is_some() {
-            return;
+        {
+            let mut state = self.state();
+            if state.stopping.is_some() {
+                return;
+            }
+            state.stopping = Some(msg.reason);
         }
-        self.stopping = Some(msg.reason);
-        self.env.shared.borrow_mut().stopping = true;
         self.queue.clear();
         if let Some(cancel) = &self.running {
             cancel.cancel();

@@ -39,6 +39,13 @@ pub enum LogEntry {
     UserInput {
         segments: Vec<Segment>,
         at: String,
+        /// The turn this input started, and the `request_id` of the `run`
+        /// that asked for it: the log says whose turn is whose even after a
+        /// restart (null in logs written before these fields existed).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
     },
     AssistantItems {
         items: Vec<AssistantItem>,

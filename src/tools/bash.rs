@@ -7,6 +7,11 @@
 //! cancelled. stdout and stderr share one pipe, so the model reads them
 //! interleaved as a terminal would show them, and the pipe is read into a
 //! [`CapBuffer`] so a command printing gigabytes costs bounded memory.
+//!
+//! Between `fork` and `exec` the child confines itself with the pod's
+//! [`Sandbox`] (prepared in the pod, so the child only makes system calls)
+//! and asks to be killed when the pod dies (`PR_SET_PDEATHSIG`), so a
+//! `kill -9` of the pod does not leave its command running.
 
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
@@ -14,7 +19,9 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use rustix::pipe::{pipe_with, PipeFlags};
-use rustix::process::{kill_process_group, Pid, Signal};
+use rustix::process::{
+    getpid, getppid, kill_process_group, set_parent_process_death_signal, Pid, Signal,
+};
 use serde::Deserialize;
 use serde_json::json;
 use tokio::io::AsyncReadExt;
@@ -22,7 +29,8 @@ use tokio::net::unix::pipe;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-use super::{CapBuffer, ToolLimits, ToolOutcome};
+use super::sandbox::Prepared;
+use super::{CapBuffer, OutputSink, Sandbox, ToolLimits, ToolOutcome};
 use crate::provider::ToolSpec;
 use crate::workspace::Workspace;
 
@@ -82,21 +90,43 @@ impl Drop for ProcessGroup {
     }
 }
 
-/// What the pipe has delivered so far.
+/// What the pipe has delivered so far; each chunk is also streamed to the
+/// sink as text as soon as it arrives.
 struct Captured {
     output: CapBuffer,
     ends_with_newline: bool,
     eof: bool,
+    sink: OutputSink,
+    /// The start of a UTF-8 character split across two reads.
+    carry: Vec<u8>,
 }
 
 impl Captured {
     fn record(&mut self, read: std::io::Result<usize>, chunk: &[u8]) {
         match read {
-            Ok(0) | Err(_) => self.eof = true,
+            Ok(0) | Err(_) => {
+                self.eof = true;
+                self.stream(true);
+            }
             Ok(n) => {
                 self.output.push(&chunk[..n]);
                 self.ends_with_newline = chunk[n - 1] == b'\n';
+                self.carry.extend_from_slice(&chunk[..n]);
+                self.stream(false);
             }
+        }
+    }
+
+    /// Sends what can be sent as text: everything but a character still
+    /// incomplete at the end (unless the stream ended).
+    fn stream(&mut self, at_end: bool) {
+        let ready = match std::str::from_utf8(&self.carry) {
+            Err(e) if e.error_len().is_none() && !at_end => e.valid_up_to(),
+            _ => self.carry.len(),
+        };
+        if ready > 0 {
+            (self.sink)(&String::from_utf8_lossy(&self.carry[..ready]));
+            self.carry.drain(..ready);
         }
     }
 }
@@ -110,13 +140,15 @@ enum End {
 pub async fn run(
     ws: &Workspace,
     limits: &ToolLimits,
+    sandbox: &Sandbox,
     args: BashArgs,
     cancel: CancellationToken,
+    output: OutputSink,
 ) -> ToolOutcome {
     let timeout = args.timeout_secs.map_or(limits.bash_timeout, |s| {
         Duration::from_secs(s.max(1)).min(limits.bash_timeout)
     });
-    let spawned = spawn(ws, &args.command);
+    let spawned = spawn(ws, sandbox, &args.command);
     let (mut child, reader) = match spawned {
         Ok(parts) => parts,
         Err(e) => return ToolOutcome::error(format!("cannot start bash: {e}")),
@@ -130,6 +162,8 @@ pub async fn run(
         output: CapBuffer::new(limits.output_cap_bytes),
         ends_with_newline: true,
         eof: false,
+        sink: output,
+        carry: Vec::new(),
     };
     let mut chunk = vec![0u8; 16 * 1024];
     let deadline = tokio::time::sleep(timeout);
@@ -158,7 +192,7 @@ pub async fn run(
     let (status_line, is_error) = match end {
         End::Exited(Ok(status)) => describe(status),
         End::Exited(Err(e)) => (format!("[could not wait for the command: {e}]"), true),
-        End::Cancelled => ("[cancelled: the command was killed]".to_owned(), true),
+        End::Cancelled => (super::KILLED.to_owned(), true),
         End::TimedOut(after) => (
             format!(
                 "[timed out after {}s: the command was killed]",
@@ -171,10 +205,12 @@ pub async fn run(
         captured.output.push(b"\n");
     }
     captured.output.push(status_line.as_bytes());
-    ToolOutcome {
-        output: captured.output.finish(),
-        is_error,
+    let mut output = captured.output.finish();
+    if let Some(note) = sandbox.refusal_note(&output) {
+        output.push('\n');
+        output.push_str(&note);
     }
+    ToolOutcome { output, is_error }
 }
 
 fn describe(status: ExitStatus) -> (String, bool) {
@@ -189,7 +225,20 @@ fn describe(status: ExitStatus) -> (String, bool) {
 /// on one pipe; returns the child and the pipe's read end. The write ends
 /// live only in the child once this returns, so the read end sees EOF when
 /// every process holding them has exited.
-fn spawn(ws: &Workspace, command: &str) -> std::io::Result<(tokio::process::Child, OwnedFd)> {
+///
+/// The child gets `PR_SET_PDEATHSIG`, which fires when the *thread* that
+/// forked it exits, not the process. That is the thread polling this future:
+/// the pod's actix main thread, which lives as long as the pod (tests drive it
+/// from their own runtime thread, which outlives the call). Spawning from a
+/// pool thread that can retire (`spawn_blocking`) would kill commands at
+/// random, so this must stay on the caller's thread.
+fn spawn(
+    ws: &Workspace,
+    sandbox: &Sandbox,
+    command: &str,
+) -> std::io::Result<(tokio::process::Child, OwnedFd)> {
+    let mut confinement = sandbox.prepare()?;
+    let pod = getpid();
     let (read_end, write_end) = pipe_with(PipeFlags::CLOEXEC)?;
     let write_err = write_end.try_clone()?;
     let mut cmd = Command::new("bash");
@@ -203,7 +252,28 @@ fn spawn(ws: &Workspace, command: &str) -> std::io::Result<(tokio::process::Chil
         .env("GIT_PAGER", "cat")
         .process_group(0)
         .kill_on_drop(true);
+    // SAFETY: the closure runs between fork and exec, where only
+    // async-signal-safe work is allowed: `confine_child` makes system calls
+    // and moves an already-built ruleset, nothing else.
+    unsafe {
+        cmd.pre_exec(move || confine_child(pod, confinement.take()));
+    }
     let child = cmd.spawn()?;
     drop(cmd);
     Ok((child, read_end))
+}
+
+/// In the child, before `exec`: die with the pod, then apply the sandbox.
+/// System calls only (see [`spawn`]).
+fn confine_child(pod: Pid, sandbox: Option<Prepared>) -> std::io::Result<()> {
+    set_parent_process_death_signal(Some(Signal::Kill))?;
+    // The pod may have died between fork and the call above; then the signal
+    // will never come, so give up now.
+    if getppid() != Some(pod) {
+        return Err(rustix::io::Errno::SRCH.into());
+    }
+    if let Some(sandbox) = sandbox {
+        sandbox.restrict_self()?;
+    }
+    Ok(())
 }

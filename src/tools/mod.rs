@@ -9,6 +9,7 @@
 mod bash;
 mod cap;
 mod fs;
+mod sandbox;
 mod search;
 
 use std::path::PathBuf;
@@ -23,6 +24,7 @@ use crate::workspace::Workspace;
 
 pub use cap::{cap, CapBuffer};
 pub(crate) use fs::looks_binary;
+pub use sandbox::{Rules, Sandbox, SandboxPolicy, Switch};
 
 /// Limits every tool call obeys.
 #[derive(Debug, Clone)]
@@ -30,6 +32,8 @@ pub struct ToolLimits {
     pub bash_timeout: Duration,
     /// Output longer than this is cut to its head and tail, with a marker.
     pub output_cap_bytes: usize,
+    /// How `bash` commands are confined (and whether file edits are allowed).
+    pub sandbox: SandboxPolicy,
 }
 
 impl Default for ToolLimits {
@@ -37,9 +41,16 @@ impl Default for ToolLimits {
         Self {
             bash_timeout: Duration::from_secs(120),
             output_cap_bytes: 32 * 1024,
+            sandbox: SandboxPolicy::default(),
         }
     }
 }
+
+/// Where a running tool's output goes as it is produced.
+pub type OutputSink = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
+
+/// The last line of a command killed because its turn was cancelled.
+pub const KILLED: &str = "[cancelled: the command was killed]";
 
 /// What a tool call produced, as the model will see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +78,7 @@ impl ToolOutcome {
 pub struct Toolbox {
     workspace: Workspace,
     limits: ToolLimits,
+    sandbox: Sandbox,
 }
 
 /// A tool that does blocking file-system work, run on the blocking pool so a
@@ -74,8 +86,19 @@ pub struct Toolbox {
 type BlockingTool<A> = fn(&Workspace, A, &CancellationToken) -> ToolOutcome;
 
 impl Toolbox {
+    /// Also measures what this kernel enforces of the sandbox policy, once.
     pub fn new(workspace: Workspace, limits: ToolLimits) -> Self {
-        Self { workspace, limits }
+        let sandbox = Sandbox::new(limits.sandbox, workspace.root());
+        Self {
+            workspace,
+            limits,
+            sandbox,
+        }
+    }
+
+    /// The `bash` sandbox: what was asked for and what is enforced.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
     }
 
     /// The tools offered to the model, with JSON Schemas of their arguments.
@@ -91,16 +114,61 @@ impl Toolbox {
         ]
     }
 
+    /// Checks a call before anyone is asked about it: an unknown tool,
+    /// arguments that do not fit the tool's schema, or a path outside the
+    /// workspace get an error result without asking.
+    pub fn precheck(&self, name: &str, arguments: &Value) -> Result<(), ToolOutcome> {
+        fn fits<A: DeserializeOwned>(name: &str, arguments: &Value) -> Result<(), ToolOutcome> {
+            parse_args::<A>(name, arguments).map(drop)
+        }
+        match name {
+            fs::READ_FILE => fits::<fs::ReadFileArgs>(name, arguments),
+            fs::LIST_DIR => fits::<fs::ListDirArgs>(name, arguments),
+            fs::WRITE_FILE => fits::<fs::WriteFileArgs>(name, arguments),
+            fs::EDIT_FILE => fits::<fs::EditFileArgs>(name, arguments),
+            search::GLOB => fits::<search::GlobArgs>(name, arguments),
+            search::GREP => fits::<search::GrepArgs>(name, arguments),
+            bash::BASH => fits::<bash::BashArgs>(name, arguments),
+            _ => Err(self.unknown(name)),
+        }?;
+        match arguments.get("path").and_then(Value::as_str) {
+            Some(path) => resolve(&self.workspace, path).map(drop),
+            None => Ok(()),
+        }
+    }
+
+    fn unknown(&self, name: &str) -> ToolOutcome {
+        ToolOutcome::error(format!(
+            "unknown tool {name:?}; the available tools are: {}",
+            self.specs()
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    }
+
     /// Runs one tool call. Never panics on what the model sends: unknown
     /// tools, bad arguments and refused paths are all `is_error` outcomes.
-    /// The output is capped to [`ToolLimits::output_cap_bytes`].
+    /// Output a tool produces while it runs (`bash`'s) goes to `output` as
+    /// it comes. A cancelled call returns what it did so far, ending with
+    /// [`KILLED`] when a command was killed. The output is capped to
+    /// [`ToolLimits::output_cap_bytes`].
     pub async fn call(
         &self,
         name: &str,
         arguments: &Value,
         cancel: CancellationToken,
+        output: OutputSink,
     ) -> ToolOutcome {
         let outcome = match name {
+            fs::WRITE_FILE | fs::EDIT_FILE if !self.sandbox.policy().allows_file_edits() => {
+                ToolOutcome::error(format!(
+                    "{name} refused: the pod runs with --sandbox read-only, which allows no file \
+                     changes. Tell the user; they can restart the pod with --sandbox \
+                     workspace-write to allow edits in the workspace."
+                ))
+            }
             fs::READ_FILE => self.blocking(name, arguments, cancel, fs::read_file).await,
             fs::LIST_DIR => self.blocking(name, arguments, cancel, fs::list_dir).await,
             fs::WRITE_FILE => self.blocking(name, arguments, cancel, fs::write_file).await,
@@ -108,17 +176,13 @@ impl Toolbox {
             search::GLOB => self.blocking(name, arguments, cancel, search::glob).await,
             search::GREP => self.blocking(name, arguments, cancel, search::grep).await,
             bash::BASH => match parse_args(name, arguments) {
-                Ok(args) => bash::run(&self.workspace, &self.limits, args, cancel).await,
+                Ok(args) => {
+                    let sandbox = &self.sandbox;
+                    bash::run(&self.workspace, &self.limits, sandbox, args, cancel, output).await
+                }
                 Err(e) => e,
             },
-            _ => ToolOutcome::error(format!(
-                "unknown tool {name:?}; the available tools are: {}",
-                self.specs()
-                    .iter()
-                    .map(|s| s.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
+            _ => self.unknown(name),
         };
         ToolOutcome {
             output: cap(&outcome.output, self.limits.output_cap_bytes),

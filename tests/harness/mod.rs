@@ -84,6 +84,10 @@ impl PodBuilder {
                 .arg("--script")
                 .arg(path);
         }
+        // Tests mean tools to run unasked unless they choose a mode.
+        if !self.args.iter().any(|a| a == "--approval") {
+            cmd.arg("--approval").arg("auto");
+        }
         cmd.args(&self.args);
         for (k, v) in &self.env {
             cmd.env(k, v);

@@ -1,0 +1,304 @@
+//! Whether a tool call runs, is denied, or waits for a person: the approval
+//! policy of `docs/approvals.md`, as a pure function of the call, the mode,
+//! the rules and whether `bash` is sandboxed.
+//!
+//! Nothing here touches the log or a client. The turn loop asks
+//! [`Policy::decide`] for each call of a model step, commits what it says,
+//! and uses [`describe`] to show a person what an asked call would do.
+
+mod bash;
+mod describe;
+mod rules;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::Value;
+
+pub use describe::{describe, Description};
+pub use rules::{Rule, RuleError};
+
+use crate::protocol::ApprovalMode;
+use rules::RuleKind;
+
+/// The tools that only read the workspace: they run in every mode.
+pub const READ_ONLY_TOOLS: [&str; 4] = ["read_file", "list_dir", "glob", "grep"];
+/// The tools whose `path` argument names a file they change.
+pub const WRITE_TOOLS: [&str; 2] = ["write_file", "edit_file"];
+const BASH: &str = "bash";
+
+/// Whether `bash` commands run confined (see `docs/sandbox.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxGate {
+    /// Commands run in the sandbox.
+    Enforced,
+    /// The user wants the sandbox but the kernel cannot provide it: mode
+    /// `auto` then asks for `bash` calls (allow rules still apply), because
+    /// the user chose `auto` trusting the confinement that is missing.
+    Unavailable,
+    /// The user turned the sandbox off; that changes nothing about asking.
+    Off,
+}
+
+/// What happens to a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// It runs now; no approval entry is committed.
+    Run,
+    /// It does not run; `rule` is the deny rule's text, or `mode:read-only`.
+    Deny { rule: String },
+    /// A person decides; `reason` says why it asks (`mode:ask`, `mode:edits`,
+    /// `mode:auto (sandbox unavailable)`).
+    Ask { reason: String },
+}
+
+/// A tool call as the model made it.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    pub tool: &'a str,
+    pub arguments: &'a Value,
+}
+
+impl<'a> Call<'a> {
+    /// A string argument, if present.
+    fn arg(&self, name: &str) -> Option<&'a str> {
+        self.arguments.get(name).and_then(Value::as_str)
+    }
+}
+
+/// The approval policy in force: a mode, the configured rules, and the
+/// sandbox's state. Its fields are public because the mode changes at run
+/// time (`set_approval`).
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub mode: ApprovalMode,
+    pub allow: Vec<Rule>,
+    pub deny: Vec<Rule>,
+    pub sandbox: SandboxGate,
+    /// The canonical workspace root ([`crate::workspace::Workspace::root`]),
+    /// to turn absolute paths inside it into the relative paths rules name.
+    pub workspace_root: PathBuf,
+}
+
+/// What the policy needs to know about a call.
+enum Subject<'a> {
+    /// A read-only tool and its workspace-relative path (`.` for the
+    /// root), if it names one inside the workspace.
+    Read(Option<String>),
+    /// `write_file`/`edit_file` and its workspace-relative path.
+    Write(Option<String>),
+    Bash(&'a str),
+    Other,
+}
+
+/// The workspace-relative form of `raw` — relative, or absolute inside
+/// `root` — with `.` and `..` resolved lexically; `None` if it climbs out.
+/// `.` stands for the root itself.
+pub(crate) fn workspace_relative(root: &Path, raw: &str) -> Option<String> {
+    let path = Path::new(raw);
+    let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
+    let mut absolute = false;
+    for component in path.components() {
+        match component {
+            Component::RootDir => absolute = true,
+            Component::Prefix(_) => return None,
+            Component::CurDir => {}
+            Component::ParentDir => {
+                parts.pop()?;
+            }
+            Component::Normal(part) => parts.push(part),
+        }
+    }
+    let normal: PathBuf = parts.iter().collect();
+    let relative = if absolute {
+        Path::new("/")
+            .join(normal)
+            .strip_prefix(root)
+            .ok()?
+            .to_path_buf()
+    } else {
+        normal
+    };
+    let text = relative.to_str()?;
+    Some(if text.is_empty() {
+        ".".into()
+    } else {
+        text.into()
+    })
+}
+
+impl Policy {
+    fn subject<'a>(&self, call: &Call<'a>) -> Subject<'a> {
+        let path = |default: Option<&str>| {
+            call.arg("path")
+                .or(default)
+                .and_then(|raw| workspace_relative(&self.workspace_root, raw))
+        };
+        match call.tool {
+            // `read_file` needs a path; the others search the root without one.
+            "read_file" => Subject::Read(path(None)),
+            tool if READ_ONLY_TOOLS.contains(&tool) => Subject::Read(path(Some("."))),
+            tool if WRITE_TOOLS.contains(&tool) => Subject::Write(path(None)),
+            BASH => Subject::Bash(call.arg("command").unwrap_or("")),
+            _ => Subject::Other,
+        }
+    }
+
+    /// Decides a call, in the contract's order: a matching deny rule denies
+    /// (in every mode), then a matching allow rule — configured, or one of
+    /// `session_rules` added by earlier `session` approvals — runs it, then
+    /// the mode decides.
+    pub fn decide(&self, call: &Call, session_rules: &[Rule]) -> Verdict {
+        let subject = self.subject(call);
+        if let Some(rule) = self.deny.iter().find(|r| denies(r, call.tool, &subject)) {
+            return Verdict::Deny {
+                rule: rule.to_string(),
+            };
+        }
+        let mut allow = self.allow.iter().chain(session_rules);
+        let allowed = match subject {
+            Subject::Bash(line) => bash_allowed(line, allow.collect()),
+            _ => allow.any(|r| matches_non_bash(r, call.tool, &subject)),
+        };
+        if allowed {
+            return Verdict::Run;
+        }
+        self.by_mode(&subject)
+    }
+
+    fn by_mode(&self, subject: &Subject) -> Verdict {
+        let ask = |reason: &str| Verdict::Ask {
+            reason: reason.to_owned(),
+        };
+        match (self.mode, subject) {
+            (_, Subject::Read(_)) => Verdict::Run,
+            (ApprovalMode::ReadOnly, _) => Verdict::Deny {
+                rule: "mode:read-only".into(),
+            },
+            (ApprovalMode::Auto, Subject::Bash(_)) if self.sandbox == SandboxGate::Unavailable => {
+                ask("mode:auto (sandbox unavailable)")
+            }
+            (ApprovalMode::Auto, _) => Verdict::Run,
+            (ApprovalMode::Edits, Subject::Write(Some(_))) => Verdict::Run,
+            (mode, _) => ask(&format!("mode:{}", mode.as_str())),
+        }
+    }
+
+    /// The allow rule a `scope: "session"` approval of `call` adds: for
+    /// `bash` the command's first word and ` *` (`bash:cargo *`), or the
+    /// exact line when it is compound, contains a substitution or writes a
+    /// file through a redirection (a first-word rule would not cover it);
+    /// the file's path for writes (`write:src/main.rs`); `TOOL:*` otherwise.
+    ///
+    /// `None` when the call lacks what its rule must name — a `bash` call
+    /// with a blank or missing `command`, a write without a `path` inside
+    /// the workspace: such calls fail the tool's schema or its workspace
+    /// check and are refused before anyone is asked.
+    pub fn session_rule(&self, call: &Call) -> Option<Rule> {
+        let text = match self.subject(call) {
+            Subject::Bash(line) => {
+                let line = bash::collapse(line);
+                if line.is_empty() {
+                    return None;
+                }
+                let parsed = bash::parse(&line);
+                match parsed.commands.as_slice() {
+                    [only] if !parsed.substitution && !parsed.uncertain && !only.writes_file => {
+                        let word = bash::first_word(&only.text);
+                        if word.contains('*') {
+                            format!("bash:{line}")
+                        } else {
+                            format!("bash:{word} *")
+                        }
+                    }
+                    _ => format!("bash:{line}"),
+                }
+            }
+            Subject::Write(path) => format!("write:{}", globset::escape(&path?)),
+            Subject::Read(_) | Subject::Other => {
+                if call.tool.contains(':') {
+                    return None;
+                }
+                format!("{}:*", globset::escape(call.tool))
+            }
+        };
+        text.parse().ok()
+    }
+}
+
+/// Whether a non-`bash` call matches `rule`.
+fn matches_non_bash(rule: &Rule, tool: &str, subject: &Subject) -> bool {
+    match (rule.kind(), subject) {
+        (RuleKind::Tool(_), _) => rule.names_tool(tool),
+        (RuleKind::Write(glob), Subject::Write(Some(path))) => glob.is_match(path),
+        // `list_dir`, `glob` and `grep` name a directory: `read:secrets/**`
+        // must cover `secrets` itself, which `globset` matches only as `secrets/`.
+        (RuleKind::Read(glob), Subject::Read(Some(path))) => {
+            glob.is_match(path) || glob.is_match(format!("{path}/"))
+        }
+        _ => false,
+    }
+}
+
+fn denies(rule: &Rule, tool: &str, subject: &Subject) -> bool {
+    let Subject::Bash(line) = subject else {
+        return matches_non_bash(rule, tool, subject);
+    };
+    if rule.names_tool(tool) {
+        return true;
+    }
+    let Some(pattern) = rule.bash_pattern() else {
+        return false;
+    };
+    bash::wildcard_match(pattern, &bash::collapse(line))
+        || bash::parse(line).commands.iter().any(|command| {
+            deny_forms(&command.text).any(|text| bash::wildcard_match(pattern, &text))
+        })
+}
+
+/// The forms of a simple command a deny rule is tried on: as written,
+/// without quotes (`"rm" -rf` is `rm -rf`), and with the program's
+/// directory dropped (`/bin/rm -rf` is `rm -rf`). A deny rule is a guard
+/// rail, not a sandbox, but it should not fall to the first quote.
+fn deny_forms(text: &str) -> impl Iterator<Item = String> {
+    let bare = bash::dequote(text);
+    let word = bash::first_word(&bare);
+    let short = word
+        .rsplit_once('/')
+        .map(|(_, program)| format!("{program}{}", &bare[word.len()..]));
+    [text.to_owned(), bare.clone()].into_iter().chain(short)
+}
+
+/// A command line is allowed if a rule is exactly that line (what a
+/// `session` approval of a compound line adds), or if it has no
+/// substitution and each of its simple commands is covered by a rule. A
+/// wildcard in a command pattern never stands for a redirection into a
+/// file: a command writing one is covered only by a pattern that spells out
+/// a `>` itself, or by `*` alone (all of `bash`).
+fn bash_allowed(line: &str, rules: Vec<&Rule>) -> bool {
+    let whole = bash::collapse(line);
+    if rules
+        .iter()
+        .any(|r| r.bash_pattern() == Some(whole.as_str()))
+    {
+        return true;
+    }
+    let parsed = bash::parse(line);
+    if parsed.substitution || parsed.uncertain || parsed.commands.is_empty() {
+        return false;
+    }
+    parsed.commands.iter().all(|command| {
+        rules.iter().any(|rule| {
+            let pattern = if rule.names_tool(BASH) {
+                "*"
+            } else if let Some(pattern) = rule.bash_pattern() {
+                pattern
+            } else {
+                return false;
+            };
+            (!command.writes_file || pattern == "*" || pattern.contains('>'))
+                && bash::wildcard_match(pattern, &command.text)
+        })
+    })
+}

@@ -1,0 +1,297 @@
+//! Block assembly: one model reply streamed into blocks, each committed as
+//! soon as the model finishes it.
+//!
+//! A block's hints are sent before its commit is asked for, and the next
+//! block's first hint waits for that commit: that is what lets the
+//! broadcaster promise "a block's hints never arrive after its entry".
+
+use futures::StreamExt;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::broadcaster::Published;
+use super::job::{commit, JobEnv};
+use crate::context::Conversation;
+use crate::protocol::{AssistantItem, ErrorCode, Event, LogEntry, Usage, MAX_JSON_DEPTH};
+use crate::provider::{ModelError, ModelEvent, ModelStream};
+
+/// A tool call the model made, committed, waiting to be decided and run.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub call_id: String,
+    pub name: String,
+    pub arguments: Value,
+}
+
+/// How one model reply went.
+pub struct Reply {
+    pub tool_calls: Vec<Call>,
+    pub usage: Option<Usage>,
+    pub end: ReplyEnd,
+}
+
+pub enum ReplyEnd {
+    Done,
+    Cancelled,
+    /// The model call failed.
+    Failed(ModelError),
+    /// A commit failed (the storage error was told to every client).
+    Storage(String),
+}
+
+/// The block being streamed.
+enum Block {
+    Text(String),
+    Reasoning(String),
+    ToolCall {
+        call_id: String,
+        name: String,
+        arguments: String,
+    },
+}
+
+/// Which kind of streamed text a delta extends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum TextKind {
+    Text,
+    Reasoning,
+}
+
+/// Streams one model reply, committing each block as it completes.
+pub async fn stream_reply(
+    env: &JobEnv,
+    conversation: &mut Conversation,
+    cancel: &CancellationToken,
+    mut stream: ModelStream,
+) -> Reply {
+    let mut reply = Reply {
+        tool_calls: Vec::new(),
+        usage: None,
+        end: ReplyEnd::Done,
+    };
+    let mut block: Option<Block> = None;
+    loop {
+        let event = tokio::select! {
+            event = stream.next() => event,
+            _ = cancel.cancelled() => {
+                reply.end = ReplyEnd::Cancelled;
+                break;
+            }
+        };
+        let event = match event {
+            None => break,
+            Some(Ok(event)) => event,
+            Some(Err(e)) => {
+                env.publish_error(
+                    ErrorCode::ModelError,
+                    format!("{} model call failed: {e}", env.provider.name()),
+                );
+                reply.end = ReplyEnd::Failed(e);
+                break;
+            }
+        };
+        let committed = match event {
+            ModelEvent::TextDelta(text) => {
+                let ok = extend_text(
+                    env,
+                    conversation,
+                    &mut block,
+                    &mut reply,
+                    TextKind::Text,
+                    &text,
+                )
+                .await;
+                env.publish(Event::TextDelta { text });
+                ok
+            }
+            ModelEvent::ReasoningDelta(text) => {
+                let ok = extend_text(
+                    env,
+                    conversation,
+                    &mut block,
+                    &mut reply,
+                    TextKind::Reasoning,
+                    &text,
+                )
+                .await;
+                env.publish(Event::ReasoningDelta { text });
+                ok
+            }
+            ModelEvent::ToolCallStart { call_id, name } => {
+                let ok = finish_block(env, conversation, block.take(), &mut reply).await;
+                env.publish(Event::ToolCallStart {
+                    call_id: call_id.clone(),
+                    name: name.clone(),
+                });
+                block = Some(Block::ToolCall {
+                    call_id,
+                    name,
+                    arguments: String::new(),
+                });
+                ok
+            }
+            ModelEvent::ToolCallArgsDelta { call_id, delta } => {
+                if let Some(Block::ToolCall {
+                    call_id: current,
+                    arguments,
+                    ..
+                }) = &mut block
+                {
+                    if *current == call_id {
+                        arguments.push_str(&delta);
+                        env.publish(Event::ToolCallArgsDelta { call_id, delta });
+                    }
+                }
+                Ok(())
+            }
+            ModelEvent::BlockEnd => finish_block(env, conversation, block.take(), &mut reply).await,
+            ModelEvent::Usage(usage) => {
+                reply.usage = Some(usage);
+                env.broadcaster.do_send(Published::Usage(usage));
+                Ok(())
+            }
+            ModelEvent::Retry {
+                attempt,
+                max_attempts,
+                delay_ms,
+                error,
+            } => {
+                // Providers retry only before anything of a call is
+                // committed; whatever its hints built is void.
+                block = None;
+                env.publish(Event::Retry {
+                    attempt,
+                    max_attempts,
+                    delay_ms,
+                    error,
+                });
+                Ok(())
+            }
+        };
+        if let Err(e) = committed {
+            reply.end = ReplyEnd::Storage(e);
+            return reply;
+        }
+        // The broadcaster runs on this thread: when a burst of events is
+        // already buffered, let each hint go out as it is made instead of
+        // after the whole burst is parsed.
+        tokio::task::yield_now().await;
+    }
+    // A half-streamed tool call is dropped; text and reasoning are kept as
+    // far as they got.
+    if !matches!(reply.end, ReplyEnd::Done) {
+        if let Some(Block::ToolCall { .. }) = block {
+            block = None;
+        }
+    }
+    if let Err(e) = finish_block(env, conversation, block, &mut reply).await {
+        if matches!(reply.end, ReplyEnd::Done | ReplyEnd::Cancelled) {
+            reply.end = ReplyEnd::Storage(e);
+        }
+    }
+    reply
+}
+
+/// Adds streamed text to the current block when it is of the same kind;
+/// otherwise commits the current block and starts a new one.
+async fn extend_text(
+    env: &JobEnv,
+    conversation: &mut Conversation,
+    block: &mut Option<Block>,
+    reply: &mut Reply,
+    kind: TextKind,
+    text: &str,
+) -> Result<(), String> {
+    match (block.as_mut(), kind) {
+        (Some(Block::Text(so_far)), TextKind::Text)
+        | (Some(Block::Reasoning(so_far)), TextKind::Reasoning) => {
+            so_far.push_str(text);
+            Ok(())
+        }
+        _ => {
+            let committed = finish_block(env, conversation, block.take(), reply).await;
+            *block = Some(match kind {
+                TextKind::Text => Block::Text(text.to_owned()),
+                TextKind::Reasoning => Block::Reasoning(text.to_owned()),
+            });
+            committed
+        }
+    }
+}
+
+/// Commits a finished block; the error is the storage failure's message.
+async fn finish_block(
+    env: &JobEnv,
+    conversation: &mut Conversation,
+    block: Option<Block>,
+    reply: &mut Reply,
+) -> Result<(), String> {
+    let item = match block {
+        None => return Ok(()),
+        Some(Block::Text(text)) if text.is_empty() => return Ok(()),
+        Some(Block::Reasoning(text)) if text.is_empty() => return Ok(()),
+        Some(Block::Text(text)) => AssistantItem::Text { text },
+        Some(Block::Reasoning(text)) => AssistantItem::Reasoning { text },
+        Some(Block::ToolCall {
+            call_id,
+            name,
+            arguments,
+        }) => {
+            env.publish(Event::ToolCallDone {
+                call_id: call_id.clone(),
+            });
+            let arguments = parse_arguments(&arguments);
+            reply.tool_calls.push(Call {
+                call_id: call_id.clone(),
+                name: name.clone(),
+                arguments: arguments.clone(),
+            });
+            AssistantItem::ToolCall {
+                call_id,
+                name,
+                arguments,
+            }
+        }
+    };
+    let entry = LogEntry::AssistantItems { items: vec![item] };
+    commit(env, conversation, entry)
+        .await
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// Tool arguments as a JSON object. Empty means no arguments; anything that
+/// is not a JSON object — or nests deeper than the log may hold — is kept as
+/// text under `invalid_arguments`, so the log still shows what the model
+/// sent and the tool reports the problem to the model.
+fn parse_arguments(raw: &str) -> Value {
+    if raw.trim().is_empty() {
+        return Value::Object(Default::default());
+    }
+    if crate::protocol::json_depth(raw.as_bytes()) > MAX_JSON_DEPTH {
+        return serde_json::json!({ "invalid_arguments": raw });
+    }
+    match serde_json::from_str::<Value>(raw) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => serde_json::json!({ "invalid_arguments": raw }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_too_deep_for_the_log_are_kept_as_text() {
+        let deep = format!(
+            "{{\"a\":{}1{}}}",
+            "[".repeat(MAX_JSON_DEPTH + 10),
+            "]".repeat(MAX_JSON_DEPTH + 10)
+        );
+        let parsed = parse_arguments(&deep);
+        assert_eq!(parsed["invalid_arguments"], deep.as_str());
+        assert_eq!(parse_arguments(r#"{"path":"a"}"#)["path"], "a");
+        assert_eq!(parse_arguments(" "), serde_json::json!({}));
+        assert!(parse_arguments("[1]")["invalid_arguments"].is_string());
+    }
+}

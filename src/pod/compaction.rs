@@ -1,0 +1,206 @@
+//! Compaction policy: *when* to compact (before every model call of a turn,
+//! after every turn, on `compact`), the breaker, and carrying a summary into
+//! a new session through `SessionLog`. The summarising call itself is the
+//! `Compactor` actor's (`compactor.rs`).
+//!
+//! Three rules from systems that got this wrong:
+//! - compaction must help: an empty summary, or a new context that is not
+//!   smaller than the old one, is a failure, not a success;
+//! - failures are counted: after [`MAX_FAILURES`] in a row automatic
+//!   compaction stops until a manual one (or a restart), so a pod never loops;
+//! - the summariser's own input is trimmed to fit the context window.
+
+use super::compactor::Summarise;
+use super::instructions;
+use super::job::JobEnv;
+use super::session_log::{Switch, SwitchTo};
+use crate::context::Conversation;
+use crate::protocol::{CompactReason, Event, InjectedItem, Level, LogEntry};
+use crate::provider::ModelRequest;
+use crate::tokens;
+
+pub const MAX_FAILURES: u32 = 3;
+
+/// When to compact: at `compact_at` × `context_window` tokens.
+#[derive(Debug, Clone, Copy)]
+pub struct Thresholds {
+    pub context_window: u64,
+    pub compact_at: f64,
+}
+
+impl Thresholds {
+    pub fn limit(&self) -> u64 {
+        (self.context_window as f64 * self.compact_at) as u64
+    }
+}
+
+/// Counts failed compactions in a row.
+#[derive(Debug, Default)]
+pub struct Breaker {
+    failures: u32,
+    /// Set by a manual compaction so the check right after it does not
+    /// compact again automatically.
+    skip_next_auto: bool,
+}
+
+impl Breaker {
+    pub fn reset(&mut self) {
+        self.failures = 0;
+    }
+
+    fn open(&self) -> bool {
+        self.failures >= MAX_FAILURES
+    }
+}
+
+/// The context size the thresholds are compared with: the provider's count
+/// from the last call where there is one, never less than our estimate.
+pub fn context_tokens(env: &JobEnv, conversation: &mut Conversation) -> u64 {
+    let estimate = tokens::estimate_request(&env.request(conversation));
+    conversation.reported_tokens.unwrap_or(0).max(estimate)
+}
+
+/// Whether an automatic compaction is due now.
+fn auto_due(env: &JobEnv, conversation: &mut Conversation) -> bool {
+    {
+        let mut shared = env.state.borrow_mut();
+        if std::mem::take(&mut shared.breaker.skip_next_auto) || shared.breaker.open() {
+            return false;
+        }
+    }
+    context_tokens(env, conversation) >= env.config.compaction.limit()
+}
+
+/// Whether the check before a model call with `request` could compact —
+/// for a turn deciding whether it may start its first call before that
+/// check (see `turn::commit_input`). Errs on the side of yes. A "no" *is*
+/// that call's check (nothing was due), so it counts as the one check a
+/// manual compaction skips.
+pub fn might_compact(env: &JobEnv, conversation: &Conversation, request: &ModelRequest) -> bool {
+    let size = tokens::estimate_request(request).max(conversation.reported_tokens.unwrap_or(0));
+    let mut shared = env.state.borrow_mut();
+    if shared.compact_requested || size >= env.config.compaction.limit() {
+        return true;
+    }
+    shared.breaker.skip_next_auto = false;
+    false
+}
+
+/// The mid-turn check, before every model call of a turn.
+pub async fn before_model_call(env: &JobEnv, conversation: &mut Conversation) {
+    let manual = std::mem::take(&mut env.state.borrow_mut().compact_requested);
+    if manual {
+        compact(env, conversation, CompactReason::Manual).await;
+    } else if auto_due(env, conversation) {
+        compact(env, conversation, CompactReason::AutoMidTurn).await;
+    }
+}
+
+/// The post-turn check, after `turn_end`.
+pub async fn after_turn(env: &JobEnv, conversation: &mut Conversation) {
+    {
+        let shared = env.state.borrow();
+        if shared.compact_requested || shared.stopping.is_some() {
+            return; // the worker runs the manual one next, or nothing at all
+        }
+    }
+    if auto_due(env, conversation) {
+        compact(env, conversation, CompactReason::AutoPostTurn).await;
+    }
+}
+
+/// Compacts now. On success `conversation` is the new session; on failure it
+/// is unchanged and the pod goes on in the old session.
+pub async fn compact(env: &JobEnv, conversation: &mut Conversation, reason: CompactReason) {
+    // `compact_start` first, then the `compacting` status: the order the
+    // protocol documents.
+    env.publish(Event::CompactStart { reason });
+    env.state.borrow_mut().compacting = true;
+    env.publish_status();
+    let result = try_compact(env, conversation).await;
+    let tripped = {
+        let mut shared = env.state.borrow_mut();
+        shared.compacting = false;
+        if reason == CompactReason::Manual {
+            shared.breaker.skip_next_auto = true;
+        }
+        match &result {
+            Ok(()) => {
+                shared.breaker.failures = 0;
+                false
+            }
+            Err(_) => {
+                shared.breaker.failures += 1;
+                shared.breaker.failures == MAX_FAILURES
+            }
+        }
+    };
+    if let Err(error) = result {
+        tracing::warn!("compaction failed: {error}");
+        env.publish(Event::CompactFailed { error });
+        if tripped {
+            env.notify_all(
+                Level::Warn,
+                "compactor",
+                format!(
+                    "automatic compaction failed {MAX_FAILURES} times in a row and is off until \
+                     a manual /compact or a restart"
+                ),
+            );
+        }
+    }
+    env.publish_status();
+}
+
+async fn try_compact(env: &JobEnv, conversation: &mut Conversation) -> Result<(), String> {
+    let tokens_before = context_tokens(env, conversation);
+    let summary = env
+        .compactor
+        .send(Summarise {
+            conversation: env.request(conversation),
+            context_window: env.config.compaction.context_window,
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    let summary = summary.trim().to_owned();
+    if summary.is_empty() {
+        return Err("the model returned an empty summary".into());
+    }
+    let mut first_entries = vec![LogEntry::HookInjectedItems {
+        items: vec![InjectedItem {
+            source: "compact_summary".into(),
+            text: summary,
+        }],
+    }];
+    // The project's instructions go on in the new session too, durable
+    // before anyone hears of it.
+    if let Some(entry) = instructions::current(&env.workspace).await.into_entry() {
+        first_entries.push(entry);
+    }
+    let mut candidate = Conversation::new(conversation.session_id, first_entries.clone());
+    let tokens_after = context_tokens(env, &mut candidate);
+    if tokens_after >= tokens_before {
+        return Err(format!(
+            "the summary would not make the context smaller ({tokens_after} tokens, was \
+             {tokens_before})"
+        ));
+    }
+    let model = env.state.borrow().model.clone();
+    let new = env
+        .session_log
+        .send(Switch {
+            to: SwitchTo::Compacted {
+                first_entries,
+                tokens_before,
+                tokens_after,
+            },
+            provider: env.provider.name().into(),
+            model,
+        })
+        .await
+        .map_err(|e| format!("the session log is gone: {e}"))?
+        .map_err(|e| e.to_string())?;
+    *conversation = Conversation::new(new.session_id, new.entries);
+    Ok(())
+}

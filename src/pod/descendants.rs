@@ -1,0 +1,116 @@
+//! The pod's own process subtree: telling whether a socket peer is one of
+//! the pod's descendants, and reaping the orphans the pod adopts.
+//!
+//! A tool must never approve itself. `bash` commands and MCP servers run as
+//! the user, so they can reach the socket; what sets them apart is that they
+//! descend from the pod. The pod makes itself a *child subreaper*
+//! (`PR_SET_CHILD_SUBREAPER`), so a command that double-forks a daemon does
+//! not escape to init: the daemon is reparented to the pod and stays in its
+//! subtree. The price of adopting orphans is reaping them, which
+//! [`reap_orphans`] does.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use rustix::process::{getpid, Pid, WaitOptions};
+
+/// How often adopted orphans are looked for.
+const REAP_EVERY: Duration = Duration::from_secs(5);
+
+/// Makes the pod the subreaper of everything it starts. Logged, not fatal,
+/// where the kernel refuses: peers are then still checked by ancestry, but a
+/// double-forked daemon escapes to init.
+pub fn become_subreaper() {
+    if let Err(e) = rustix::process::set_child_subreaper(Some(getpid())) {
+        tracing::warn!("cannot become a child subreaper ({e}); processes that tools daemonise will not count as the pod's");
+    }
+}
+
+/// Whether `pid` is the pod itself or one of its descendants, by walking
+/// its parents in `/proc` (blocking: call it on the blocking pool). A pid
+/// that cannot be read (gone already) counts as a descendant: refusing a
+/// stranger the right to approve is the safe mistake.
+pub fn is_pod_or_descendant(pid: u32) -> bool {
+    let me = getpid().as_raw_nonzero().get() as u32;
+    let mut current = pid;
+    for _ in 0..4096 {
+        if current == me {
+            return true;
+        }
+        if current <= 1 {
+            return false;
+        }
+        match parent_of(current) {
+            Some(parent) => current = parent,
+            None => return true,
+        }
+    }
+    true
+}
+
+/// The parent pid and state from `/proc/PID/stat`. The command name in
+/// parentheses may hold spaces and parentheses itself, so fields are read
+/// after its last `)`.
+fn stat(pid: u32) -> Option<(char, u32)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let parent = fields.next()?.parse().ok()?;
+    Some((state, parent))
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    stat(pid).map(|(_, parent)| parent)
+}
+
+/// The pod's zombie children.
+fn zombie_children() -> HashSet<u32> {
+    let me = getpid().as_raw_nonzero().get() as u32;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return HashSet::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| matches!(stat(pid), Some(('Z', parent)) if parent == me))
+        .collect()
+}
+
+/// Reaps orphans the pod adopted, forever. The pod's own children (a `bash`
+/// command, an MCP server) are reaped by tokio the moment they exit; a
+/// zombie still there a whole period later is one nobody waits for — an
+/// adopted orphan — and only those are reaped here, so no `wait` of tokio's
+/// is ever robbed of its child.
+pub async fn reap_orphans() {
+    let mut seen = HashSet::new();
+    loop {
+        tokio::time::sleep(REAP_EVERY).await;
+        let zombies = tokio::task::spawn_blocking(zombie_children)
+            .await
+            .unwrap_or_default();
+        for pid in zombies.intersection(&seen) {
+            if let Some(pid) = Pid::from_raw(*pid as i32) {
+                let _ = rustix::process::waitpid(Some(pid), WaitOptions::NOHANG);
+            }
+        }
+        seen = zombies;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pod_and_its_children_are_descendants_and_init_is_not() {
+        let me = std::process::id();
+        assert!(is_pod_or_descendant(me));
+        assert!(!is_pod_or_descendant(1));
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        assert!(is_pod_or_descendant(child.id()));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}

@@ -1,0 +1,208 @@
+//! The job context: everything the worker shares with the job it runs (a
+//! turn, a batch of idle `notify`s, a compaction, a session switch), and the
+//! commit/publish helpers every job uses.
+//!
+//! The worker and its job run on one thread, so their shared state is a
+//! `RefCell` with one owner: [`JobState`] holds every flag both sides read
+//! (pause excepted, which is a `watch` channel because a turn waits on it).
+//! Nothing in here decides anything: `turn.rs` decides what a turn does,
+//! `compaction.rs` when to compact, `worker.rs` which job runs next.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use actix::Addr;
+use tokio::sync::{mpsc, watch};
+
+use super::broadcaster::{Broadcaster, Published};
+use super::compaction::Breaker;
+use super::compactor::Compactor;
+use super::session_log::{self, SessionLog, StorageError};
+use super::Client;
+use crate::approval::{Policy, Rule};
+use crate::context::Conversation;
+use crate::input::Resolvers;
+use crate::protocol::{
+    Decision, ErrorCode, Event, Level, LogEntry, PodState, Scope, Segment, Status, TurnRef,
+};
+use crate::provider::{ModelRequest, Provider};
+use crate::tools::Toolbox;
+use crate::workspace::Workspace;
+
+pub struct WorkerConfig {
+    pub max_steps: usize,
+    pub system_prompt: String,
+    pub compaction: super::Thresholds,
+}
+
+/// A run waiting for its turn.
+pub struct QueuedRun {
+    pub segments: Vec<Segment>,
+    pub request_id: Option<String>,
+}
+
+/// A person's answer to an approval request, with the client to tell once
+/// it is committed.
+pub struct Answer {
+    pub call_id: String,
+    pub decision: Decision,
+    pub scope: Scope,
+    pub message: Option<String>,
+    /// The deciding connection's `hello` label.
+    pub label: Option<String>,
+    pub client: Client,
+}
+
+/// State the worker and its running job both read and change.
+pub struct JobState {
+    /// `notify` messages to commit at the next step boundary.
+    pub notifies: Vec<String>,
+    /// A `set_model` to commit at the next step boundary (or at once when idle).
+    pub model_request: Option<String>,
+    pub compact_requested: bool,
+    pub compacting: bool,
+    /// The running turn.
+    pub turn: Option<TurnRef>,
+    pub queued: usize,
+    pub breaker: Breaker,
+    /// The pod is shutting down, and why: finish the current job, start
+    /// nothing new (not even a post-turn compaction, which would call the
+    /// model).
+    pub stopping: Option<String>,
+    /// The approval policy; its mode changes at run time (`set_approval`).
+    pub policy: Policy,
+    /// Call ids of the running step's approval requests that wait for an
+    /// answer, in call order. The first answer takes its id out of here.
+    pub pending: Vec<String>,
+    /// Where answers go to the running step.
+    pub answers: Option<mpsc::UnboundedSender<Answer>>,
+    /// Allow rules added by `scope: "session"` decisions of this
+    /// conversation (this session and those it was compacted from).
+    pub session_rules: Vec<Rule>,
+    /// The model requests go to now.
+    pub model: String,
+    /// The size of the last model request, in tokens.
+    pub context_tokens: u64,
+}
+
+impl JobState {
+    pub fn new(policy: Policy, model: String) -> Self {
+        Self {
+            notifies: Vec::new(),
+            model_request: None,
+            compact_requested: false,
+            compacting: false,
+            turn: None,
+            queued: 0,
+            breaker: Breaker::default(),
+            stopping: None,
+            policy,
+            pending: Vec::new(),
+            answers: None,
+            session_rules: Vec::new(),
+            model,
+            context_tokens: 0,
+        }
+    }
+
+    /// The status clients see. States rank `compacting` > `waiting` >
+    /// `paused` > `running` > `idle`; a pause shows only while it holds a
+    /// turn (a pause sent while idle holds the next one).
+    pub fn status(&self, paused: bool, context_window: u64) -> Status {
+        let state = if self.compacting {
+            PodState::Compacting
+        } else if !self.pending.is_empty() {
+            PodState::Waiting
+        } else if self.turn.is_some() && paused {
+            PodState::Paused
+        } else if self.turn.is_some() {
+            PodState::Running
+        } else {
+            PodState::Idle
+        };
+        Status {
+            state,
+            queued: self.queued,
+            pending_approvals: self.pending.clone(),
+            approval: self.policy.mode,
+            model: self.model.clone(),
+            context_tokens: self.context_tokens,
+            context_window,
+            turn: self.turn.clone(),
+        }
+    }
+}
+
+/// Everything a job needs, shared by the worker and its jobs.
+pub struct JobEnv {
+    pub session_log: Addr<SessionLog>,
+    pub broadcaster: Addr<Broadcaster>,
+    pub compactor: Addr<Compactor>,
+    pub provider: Arc<dyn Provider>,
+    pub toolbox: Arc<Toolbox>,
+    pub resolvers: Resolvers,
+    pub workspace: Workspace,
+    pub config: WorkerConfig,
+    pub state: Rc<RefCell<JobState>>,
+    pub paused: watch::Receiver<bool>,
+}
+
+impl JobEnv {
+    /// The model request for `conversation` as it stands.
+    pub fn request(&self, conversation: &mut Conversation) -> ModelRequest {
+        conversation.project(
+            &self.config.system_prompt,
+            self.toolbox.specs(),
+            &self.workspace,
+            &self.resolvers,
+        )
+    }
+
+    pub fn publish(&self, event: Event) {
+        self.broadcaster.do_send(Published::Event(Box::new(event)));
+    }
+
+    pub fn status(&self) -> Status {
+        let paused = *self.paused.borrow();
+        self.state
+            .borrow()
+            .status(paused, self.config.compaction.context_window)
+    }
+
+    pub fn publish_status(&self) {
+        self.broadcaster.do_send(Published::Status(self.status()));
+    }
+
+    /// An error of the pod itself: every client hears it.
+    pub fn publish_error(&self, code: ErrorCode, message: impl Into<String>) {
+        self.publish(Event::error(code, message, None));
+    }
+
+    pub fn notify_all(&self, level: Level, source: &str, message: impl Into<String>) {
+        self.publish(Event::Notification {
+            level,
+            source: source.into(),
+            message: message.into(),
+        });
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.state.borrow().stopping.is_some()
+    }
+}
+
+/// Commits an entry; only once it is durable does the conversation grow.
+/// A storage failure is told to every client and returned.
+pub async fn commit(
+    env: &JobEnv,
+    conversation: &mut Conversation,
+    entry: LogEntry,
+) -> Result<u64, StorageError> {
+    let result = session_log::append(&env.session_log, entry.clone()).await;
+    match &result {
+        Ok(_) => conversation.push(entry),
+        Err(e) => env.publish_error(ErrorCode::StorageError, e.to_string()),
+    }
+    result
+}

@@ -1,0 +1,135 @@
+//! What must be settled before a conversation takes its next turn — when the
+//! pod starts, and when another session becomes current: an open turn is
+//! closed (or, if it waits for approvals, resumed by the worker), the
+//! conversation's session rules are rebuilt from the log, and the model the
+//! session records is reconciled with the pod's.
+
+use super::job::JobEnv;
+use super::session_log::GetSession;
+use super::turn;
+use crate::approval::Rule;
+use crate::context::Conversation;
+use crate::protocol::{LogEntry, LogLine};
+
+/// How many sessions back a compaction chain is followed for session rules.
+const MAX_CHAIN: usize = 256;
+
+/// Closes a turn a crashed pod left open — in this session, or carried
+/// into it by a mid-turn compaction and cut short before it committed
+/// anything here — with `turn_end` `interrupted`.
+pub async fn close_open_turn(env: &JobEnv, conversation: &mut Conversation) {
+    if conversation.has_open_turn() {
+        let turn = conversation.open_turn();
+        turn::close_interrupted(env, conversation, turn).await;
+        return;
+    }
+    if let Some(lines) = carried_from(env, conversation).await {
+        let from = Conversation::new(conversation.session_id, lines);
+        if from.has_open_turn() {
+            turn::close_interrupted(env, conversation, from.open_turn()).await;
+        }
+    }
+}
+
+/// The entries of the session this one was compacted from, as long as no
+/// turn entry has been committed here: a turn open there when the pod
+/// compacted mid-turn goes on here, and until it commits something only the
+/// old log shows it open. If the old log cannot be read, the turn is left as
+/// it is rather than guessed closed.
+async fn carried_from(env: &JobEnv, conversation: &Conversation) -> Option<Vec<LogEntry>> {
+    let from = conversation.carried_from()?;
+    read_session(env, from).await
+}
+
+async fn read_session(env: &JobEnv, id: uuid::Uuid) -> Option<Vec<LogEntry>> {
+    let bytes = match env.session_log.send(GetSession(id.to_string())).await {
+        Ok(Ok((_, bytes))) => bytes,
+        Ok(Err(e)) => {
+            tracing::warn!("cannot read session {id}: {e}");
+            return None;
+        }
+        Err(_) => return None,
+    };
+    match serde_json::from_slice::<Vec<LogLine>>(&bytes) {
+        Ok(lines) => Some(lines.into_iter().map(|l| l.entry).collect()),
+        Err(e) => {
+            tracing::warn!("cannot parse session {id}: {e}");
+            None
+        }
+    }
+}
+
+/// The conversation's session rules: those `scope: "session"` decisions
+/// added in this session and in the sessions it was compacted from, so an
+/// approval for the session survives restarts and compactions.
+pub async fn session_rules(env: &JobEnv, conversation: &Conversation) -> Vec<Rule> {
+    let mut texts: Vec<String> = conversation
+        .session_rule_texts()
+        .map(str::to_owned)
+        .collect();
+    let mut from = compacted_from(conversation.entries());
+    for _ in 0..MAX_CHAIN {
+        let Some(id) = from else { break };
+        let Some(entries) = read_session(env, id).await else {
+            break;
+        };
+        let older = Conversation::new(id, entries);
+        texts.extend(older.session_rule_texts().map(str::to_owned));
+        from = compacted_from(older.entries());
+    }
+    texts
+        .iter()
+        .filter_map(|text| match text.parse::<Rule>() {
+            Ok(rule) => Some(rule),
+            Err(e) => {
+                tracing::warn!("ignoring session rule {text:?} from the log: {e}");
+                None
+            }
+        })
+        .collect()
+}
+
+fn compacted_from(entries: &[LogEntry]) -> Option<uuid::Uuid> {
+    match entries.first() {
+        Some(LogEntry::SessionStart { compacted_from, .. }) => *compacted_from,
+        _ => None,
+    }
+}
+
+/// The model the conversation runs on, and whether a `model_change` must
+/// say so first: a session's latest `model_change` for this provider wins;
+/// a session recorded with another provider or model (resumed, or the pod
+/// restarted with another `--model`) gets a `model_change` to the pod's, so
+/// the log always says which model produced what.
+pub fn reconcile_model(env: &JobEnv, conversation: &Conversation) -> (String, bool) {
+    let provider = env.provider.name();
+    let configured = env.provider.model().to_owned();
+    let latest_change = conversation.entries().iter().rev().find_map(|e| match e {
+        LogEntry::ModelChange {
+            provider, model, ..
+        } => Some((provider.as_str(), model.clone())),
+        _ => None,
+    });
+    match latest_change {
+        Some((p, model)) if p == provider => (model, false),
+        Some(_) => (configured, true),
+        None => match conversation.recorded_model() {
+            Some((p, m)) if p != provider || m != configured => (configured, true),
+            _ => (configured, false),
+        },
+    }
+}
+
+/// Everything to settle when `conversation` becomes current: rules rebuilt,
+/// the model reconciled (committing a `model_change` if needed).
+pub async fn settle(env: &JobEnv, conversation: &mut Conversation) {
+    let rules = session_rules(env, conversation).await;
+    env.state.borrow_mut().session_rules = rules;
+    let (model, record) = reconcile_model(env, conversation);
+    if record {
+        let _ = turn::commit_model_change(env, conversation, model).await;
+    } else {
+        env.state.borrow_mut().model = model;
+        env.publish_status();
+    }
+}

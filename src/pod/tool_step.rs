@@ -1,0 +1,445 @@
+//! One step's tool calls: decided, asked about, answered and run.
+//!
+//! The calls of a model step are decided first — a deny rule, an allow rule,
+//! the mode — and every policy decision and approval request is committed,
+//! in call order, before any call runs, so a person sees all of a step's
+//! requests at once. Then the calls run in order, each once it and every
+//! call before it is decided. Answers are committed the moment they arrive,
+//! even while an earlier call is still running, so whoever answered hears
+//! at once that their answer counted.
+//!
+//! Everything here is in the log: a pod that stops while requests are
+//! pending leaves them pending, and the next start resumes the step with
+//! [`resume`] from exactly where it stopped, without running a tool twice.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::assembly::Call;
+use super::broadcaster::Published;
+use super::job::{commit, Answer, JobEnv};
+use super::turn::wait_while_paused;
+use crate::approval::{self, Verdict};
+use crate::context::{Conversation, StepCall, STOPPED_MARK as STOPPED};
+use crate::protocol::{DecidedBy, Decision, Event, LogEntry, Response, Scope, ToolResult};
+use crate::tools::{ToolOutcome, KILLED};
+
+/// How a step ended.
+pub enum StepOutcome {
+    /// Every call has its result: the turn goes on.
+    Done,
+    Cancelled,
+    /// The pod is stopping with requests pending: they stay pending.
+    Suspended,
+    Storage(String),
+}
+
+/// How long a cancelled tool may take to give up before the turn stops
+/// waiting for it.
+const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+/// What is to become of one call.
+enum Plan {
+    /// Refused before anyone was asked (unknown tool, bad arguments, a path
+    /// outside the workspace): this is its result.
+    Invalid(ToolOutcome),
+    /// Allowed; the message, if any, is what the person told the model.
+    Run(Option<String>),
+    /// Denied: this is its result.
+    Denied(String),
+    /// Waiting for a person.
+    Pending,
+    /// Found without a result on restart where it may have been running.
+    Interrupted,
+    /// Has its result already.
+    Finished,
+}
+
+/// Decides, asks about and runs the calls of one model step.
+pub async fn run(
+    env: &JobEnv,
+    conversation: &mut Conversation,
+    cancel: &CancellationToken,
+    calls: Vec<Call>,
+) -> StepOutcome {
+    let mut plans = Vec::with_capacity(calls.len());
+    let mut entries = Vec::new();
+    for call in &calls {
+        let (plan, entry) = decide(env, call).await;
+        plans.push(plan);
+        entries.extend(entry);
+    }
+    for entry in entries {
+        if let Err(e) = commit(env, conversation, entry).await {
+            return StepOutcome::Storage(e.to_string());
+        }
+    }
+    execute(env, conversation, cancel, calls, plans).await
+}
+
+/// Goes on with the open turn's last step after a restart: calls with a
+/// result are done, decided ones run (or get their denial), pending ones
+/// are waited for again. The first call without a result may have been
+/// running when the pod died — unless the call before it was the one the
+/// stop interrupted — so it gets a result saying so instead of running
+/// twice.
+pub async fn resume(
+    env: &JobEnv,
+    conversation: &mut Conversation,
+    cancel: &CancellationToken,
+) -> StepOutcome {
+    let step = conversation.open_step();
+    let mut calls = Vec::with_capacity(step.calls.len());
+    let mut plans = Vec::with_capacity(step.calls.len());
+    let mut first_unfinished = true;
+    for StepCall {
+        call_id,
+        name,
+        arguments,
+        finished,
+        decision,
+        requested,
+    } in step.calls
+    {
+        let plan = if finished {
+            Plan::Finished
+        } else {
+            let plan = match decision {
+                Some((Decision::Allow, message)) => Plan::Run(message),
+                Some((_, message)) => Plan::Denied(denied_by_user(message.as_deref())),
+                None if requested => Plan::Pending,
+                None => Plan::Run(None),
+            };
+            let may_have_run =
+                first_unfinished && matches!(plan, Plan::Run(_)) && !step.previous_stopped;
+            first_unfinished = false;
+            if may_have_run {
+                Plan::Interrupted
+            } else {
+                plan
+            }
+        };
+        calls.push(Call {
+            call_id,
+            name,
+            arguments,
+        });
+        plans.push(plan);
+    }
+    execute(env, conversation, cancel, calls, plans).await
+}
+
+/// The policy's verdict on one call, and the entry it commits (a policy
+/// denial or an approval request; a call simply allowed commits none).
+async fn decide(env: &JobEnv, call: &Call) -> (Plan, Option<LogEntry>) {
+    if let Err(outcome) = env.toolbox.precheck(&call.name, &call.arguments) {
+        return (Plan::Invalid(outcome), None);
+    }
+    let verdict = {
+        let state = env.state.borrow();
+        state.policy.decide(
+            &approval::Call {
+                tool: &call.name,
+                arguments: &call.arguments,
+            },
+            &state.session_rules,
+        )
+    };
+    match verdict {
+        Verdict::Run => (Plan::Run(None), None),
+        Verdict::Deny { rule } => {
+            let result =
+                format!("[denied by the pod's policy ({rule}): this tool call was not run]");
+            let entry = LogEntry::ApprovalDecision {
+                call_id: call.call_id.clone(),
+                decision: Decision::Deny,
+                scope: Scope::Once,
+                rule: Some(rule),
+                by: DecidedBy::Policy,
+                client: None,
+                message: None,
+            };
+            (Plan::Denied(result), Some(entry))
+        }
+        Verdict::Ask { reason } => {
+            let description = describe(env, call).await;
+            let entry = LogEntry::ApprovalRequest {
+                call_id: call.call_id.clone(),
+                tool: call.name.clone(),
+                summary: description.summary,
+                preview: description.preview,
+                reason,
+            };
+            (Plan::Pending, Some(entry))
+        }
+    }
+}
+
+/// The summary and preview a person decides on; reading the file to diff
+/// against is blocking I/O, so it runs on the blocking pool.
+async fn describe(env: &JobEnv, call: &Call) -> approval::Description {
+    let root = env.workspace.root().to_path_buf();
+    let (name, arguments) = (call.name.clone(), call.arguments.clone());
+    tokio::task::spawn_blocking(move || {
+        approval::describe(
+            &approval::Call {
+                tool: &name,
+                arguments: &arguments,
+            },
+            &root,
+        )
+    })
+    .await
+    .unwrap_or_else(|e| approval::Description {
+        summary: call.name.clone(),
+        preview: format!("(no preview: {e})"),
+    })
+}
+
+fn denied_by_user(message: Option<&str>) -> String {
+    match message {
+        Some(m) => format!("[denied by the user: this tool call was not run] The user said: {m}"),
+        None => "[denied by the user: this tool call was not run]".into(),
+    }
+}
+
+/// Runs the planned calls in order, waiting for answers where needed.
+async fn execute(
+    env: &JobEnv,
+    conversation: &mut Conversation,
+    cancel: &CancellationToken,
+    calls: Vec<Call>,
+    mut plans: Vec<Plan>,
+) -> StepOutcome {
+    let (answers_tx, mut answers) = mpsc::unbounded_channel();
+    {
+        let mut state = env.state.borrow_mut();
+        state.pending = calls
+            .iter()
+            .zip(&plans)
+            .filter(|(_, plan)| matches!(plan, Plan::Pending))
+            .map(|(call, _)| call.call_id.clone())
+            .collect();
+        state.answers = Some(answers_tx);
+    }
+    env.publish_status();
+    let outcome =
+        execute_in_order(env, conversation, cancel, &calls, &mut plans, &mut answers).await;
+    {
+        let mut state = env.state.borrow_mut();
+        state.pending.clear();
+        state.answers = None;
+    }
+    env.publish_status();
+    outcome
+}
+
+async fn execute_in_order(
+    env: &JobEnv,
+    conversation: &mut Conversation,
+    cancel: &CancellationToken,
+    calls: &[Call],
+    plans: &mut [Plan],
+    answers: &mut mpsc::UnboundedReceiver<Answer>,
+) -> StepOutcome {
+    for i in 0..calls.len() {
+        while matches!(plans[i], Plan::Pending) {
+            tokio::select! {
+                Some(answer) = answers.recv() => {
+                    if let Err(e) = record(env, conversation, calls, plans, answer).await {
+                        return StepOutcome::Storage(e);
+                    }
+                }
+                _ = cancel.cancelled() => return abandon(env, conversation, calls, plans).await,
+            }
+        }
+        let outcome = match std::mem::replace(&mut plans[i], Plan::Finished) {
+            Plan::Finished => continue,
+            Plan::Pending => unreachable!("waited above until decided"),
+            Plan::Invalid(outcome) => outcome,
+            Plan::Denied(text) => ToolOutcome::error(text),
+            Plan::Interrupted => ToolOutcome::error(
+                "[interrupted: the pod stopped while this tool call was due to run; it may have \
+                 run in part]",
+            ),
+            Plan::Run(message) => {
+                if !wait_while_paused(env, cancel).await {
+                    plans[i] = Plan::Run(message);
+                    return abandon(env, conversation, calls, plans).await;
+                }
+                let ran =
+                    run_tool(env, conversation, cancel, &calls[i], calls, plans, answers).await;
+                let mut outcome = match ran {
+                    Ok(outcome) => outcome,
+                    Err(e) => return StepOutcome::Storage(e),
+                };
+                if let Some(message) = message {
+                    outcome.output.push_str(&format!(
+                        "\n[the user approved this call and said: {message}]"
+                    ));
+                }
+                outcome
+            }
+        };
+        let result = LogEntry::ToolResults {
+            results: vec![ToolResult {
+                call_id: calls[i].call_id.clone(),
+                output: outcome.output,
+                is_error: outcome.is_error,
+            }],
+        };
+        if let Err(e) = commit(env, conversation, result).await {
+            return StepOutcome::Storage(e.to_string());
+        }
+        if cancel.is_cancelled() {
+            return abandon(env, conversation, calls, plans).await;
+        }
+    }
+    StepOutcome::Done
+}
+
+/// Runs one allowed call, committing answers to later calls while it runs.
+/// A cancelled tool returns what it did so far; when the cancel is the pod
+/// stopping with requests pending, its last line says so.
+async fn run_tool(
+    env: &JobEnv,
+    conversation: &mut Conversation,
+    cancel: &CancellationToken,
+    call: &Call,
+    calls: &[Call],
+    plans: &mut [Plan],
+    answers: &mut mpsc::UnboundedReceiver<Answer>,
+) -> Result<ToolOutcome, String> {
+    let broadcaster = env.broadcaster.clone();
+    let call_id = call.call_id.clone();
+    let sink = Arc::new(move |text: &str| {
+        broadcaster.do_send(Published::Event(Box::new(Event::ToolOutputDelta {
+            call_id: call_id.clone(),
+            text: text.to_owned(),
+        })));
+    });
+    let tool = env
+        .toolbox
+        .call(&call.name, &call.arguments, cancel.clone(), sink);
+    let mut tool = std::pin::pin!(tool);
+    let grace = tokio::time::sleep(Duration::MAX);
+    let mut grace = std::pin::pin!(grace);
+    let mut cancel_seen = false;
+    let mut outcome = loop {
+        tokio::select! {
+            outcome = &mut tool => break outcome,
+            Some(answer) = answers.recv() => record(env, conversation, calls, plans, answer).await?,
+            _ = cancel.cancelled(), if !cancel_seen => {
+                cancel_seen = true;
+                grace.as_mut().reset(tokio::time::Instant::now() + CANCEL_GRACE);
+            }
+            _ = &mut grace => break ToolOutcome::error(format!(
+                "[cancelled: {} did not stop within {}s of the cancel; it may still be running]",
+                call.name,
+                CANCEL_GRACE.as_secs()
+            )),
+        }
+    };
+    let suspending =
+        cancel.is_cancelled() && env.stopping() && !env.state.borrow().pending.is_empty();
+    if suspending {
+        if let Some(before) = outcome.output.strip_suffix(KILLED) {
+            outcome.output = format!("{before}{STOPPED}");
+        } else {
+            outcome.output.push_str(&format!("\n{STOPPED}"));
+        }
+    }
+    Ok(outcome)
+}
+
+/// Commits a person's answer to one of the step's pending calls, tells them
+/// it counted, and plans the call accordingly.
+async fn record(
+    env: &JobEnv,
+    conversation: &mut Conversation,
+    calls: &[Call],
+    plans: &mut [Plan],
+    answer: Answer,
+) -> Result<(), String> {
+    let Some(index) = calls.iter().position(|c| c.call_id == answer.call_id) else {
+        return Ok(());
+    };
+    if !matches!(plans[index], Plan::Pending) {
+        return Ok(());
+    }
+    let call = &calls[index];
+    let rule = if answer.decision == Decision::Allow && answer.scope == Scope::Session {
+        env.state.borrow().policy.session_rule(&approval::Call {
+            tool: &call.name,
+            arguments: &call.arguments,
+        })
+    } else {
+        None
+    };
+    let entry = LogEntry::ApprovalDecision {
+        call_id: call.call_id.clone(),
+        decision: answer.decision,
+        scope: answer.scope,
+        rule: rule.as_ref().map(ToString::to_string),
+        by: DecidedBy::User,
+        client: answer.label,
+        message: answer.message.clone(),
+    };
+    if let Err(e) = commit(env, conversation, entry).await {
+        answer
+            .client
+            .error(crate::protocol::ErrorCode::StorageError, e.to_string());
+        return Err(e.to_string());
+    }
+    if let Some(rule) = rule {
+        env.state.borrow_mut().session_rules.push(rule);
+    }
+    plans[index] = match answer.decision {
+        Decision::Allow => Plan::Run(answer.message),
+        _ => Plan::Denied(denied_by_user(answer.message.as_deref())),
+    };
+    answer.client.respond(Response {
+        ok: Some(true),
+        ..Response::default()
+    });
+    env.publish_status();
+    Ok(())
+}
+
+/// The step was cancelled (or the pod is stopping). A stop with requests
+/// pending leaves them pending for the next start; otherwise every pending
+/// call is recorded as denied by the cancel.
+async fn abandon(
+    env: &JobEnv,
+    conversation: &mut Conversation,
+    calls: &[Call],
+    plans: &[Plan],
+) -> StepOutcome {
+    let pending: Vec<&Call> = calls
+        .iter()
+        .zip(plans)
+        .filter(|(_, plan)| matches!(plan, Plan::Pending))
+        .map(|(call, _)| call)
+        .collect();
+    if env.stopping() && !pending.is_empty() {
+        return StepOutcome::Suspended;
+    }
+    for call in pending {
+        let entry = LogEntry::ApprovalDecision {
+            call_id: call.call_id.clone(),
+            decision: Decision::Deny,
+            scope: Scope::Once,
+            rule: None,
+            by: DecidedBy::Cancel,
+            client: None,
+            message: None,
+        };
+        if let Err(e) = commit(env, conversation, entry).await {
+            return StepOutcome::Storage(e.to_string());
+        }
+    }
+    StepOutcome::Cancelled
+}

@@ -1,0 +1,489 @@
+//! The `bash` sandbox: a policy and a workspace become Landlock rules, which
+//! the spawned shell applies to itself before `exec`.
+//!
+//! The work is split so that the child does as little as possible: the rules
+//! are plain data ([`Rules`]), built from the policy without touching the
+//! kernel; [`Sandbox::prepare`] turns them into a Landlock ruleset (opening
+//! the directories, creating the ruleset fd) in the pod, before `fork`; the
+//! child then only calls `landlock_restrict_self`, a system call, which is
+//! safe between `fork` and `exec`. The pod itself is never restricted.
+//!
+//! Landlock is applied best-effort: on a kernel with an older ABI the child
+//! gets what the kernel supports. What is *actually* enforced is measured
+//! once, at start-up, by applying the same rules to a short-lived thread of
+//! the pod (Landlock restricts only the calling thread, which then exits), so
+//! the pod reports exactly what its children get, not what it asked for.
+
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    AccessFs, AccessNet, BitFlags, LandlockStatus, PathBeneath, PathFd, RestrictionStatus, Ruleset,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus, ABI,
+};
+
+use crate::approval::SandboxGate;
+pub use crate::protocol::{SandboxInfo, SandboxMode};
+
+/// `--sandbox` parses into the wire type; `unknown` (a newer peer's value on
+/// the wire) is not a choice on the command line.
+impl clap::ValueEnum for SandboxMode {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            SandboxMode::WorkspaceWrite,
+            SandboxMode::ReadOnly,
+            SandboxMode::Off,
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        match self {
+            SandboxMode::Unknown => None,
+            mode => Some(clap::builder::PossibleValue::new(mode.as_str())),
+        }
+    }
+}
+
+/// `--sandbox-network on|off`. The config file may also say `true`/`false`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Switch {
+    #[default]
+    #[value(alias = "true")]
+    On,
+    #[value(alias = "false")]
+    Off,
+}
+
+/// What the user asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SandboxPolicy {
+    pub mode: SandboxMode,
+    /// Whether `bash` commands may open TCP connections and bind TCP ports.
+    pub network: bool,
+}
+
+impl Default for SandboxPolicy {
+    fn default() -> Self {
+        Self {
+            mode: SandboxMode::WorkspaceWrite,
+            network: true,
+        }
+    }
+}
+
+impl SandboxPolicy {
+    /// Whether `write_file` and `edit_file` may change files.
+    pub fn allows_file_edits(&self) -> bool {
+        matches!(self.mode, SandboxMode::WorkspaceWrite | SandboxMode::Off)
+    }
+
+    /// The rules this policy makes for `workspace`, with `tmpdir` the pod's
+    /// `$TMPDIR` if its environment sets one.
+    pub fn rules(&self, workspace: &Path, tmpdir: Option<&Path>) -> Rules {
+        let writable = match self.mode {
+            SandboxMode::Off => None,
+            // `Unknown` never comes from the command line; were it to, the
+            // strictest mode is the safe reading.
+            SandboxMode::ReadOnly | SandboxMode::Unknown => Some(vec![PathBuf::from("/dev")]),
+            SandboxMode::WorkspaceWrite => {
+                let mut dirs = vec![workspace.to_path_buf(), PathBuf::from("/tmp")];
+                dirs.extend(tmpdir.map(Path::to_path_buf));
+                dirs.push(PathBuf::from("/dev"));
+                let mut unique = Vec::with_capacity(dirs.len());
+                for dir in dirs {
+                    if !unique.contains(&dir) {
+                        unique.push(dir);
+                    }
+                }
+                Some(unique)
+            }
+        };
+        Rules {
+            writable,
+            deny_tcp: !self.network,
+        }
+    }
+}
+
+/// A policy's rules for one workspace, as plain data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rules {
+    /// The directories (and everything beneath them) a command may write;
+    /// `None` when writes are not confined. Reading and executing are never
+    /// confined.
+    pub writable: Option<Vec<PathBuf>>,
+    /// Whether TCP `connect` and `bind` are refused.
+    pub deny_tcp: bool,
+}
+
+impl Rules {
+    fn is_empty(&self) -> bool {
+        self.writable.is_none() && !self.deny_tcp
+    }
+}
+
+/// The write rights Landlock confines. ABI 3 adds `Truncate`, without which
+/// `truncate(2)` could still empty any file; later ABIs add rights this
+/// policy does not mean to restrict (device ioctls, Unix socket paths).
+fn write_access() -> BitFlags<AccessFs> {
+    AccessFs::from_write(ABI::V3)
+}
+
+/// Builds the Landlock ruleset for `writable` (if any) and TCP (if denied).
+/// A directory that does not exist or cannot be opened gets no rule, so it
+/// stays unwritable — the safe side.
+fn build(writable: Option<&[PathBuf]>, deny_tcp: bool) -> Result<RulesetCreated, RulesetError> {
+    let mut ruleset = Ruleset::default();
+    if writable.is_some() {
+        ruleset = ruleset.handle_access(write_access())?;
+    }
+    if deny_tcp {
+        ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
+    }
+    let mut created = ruleset.create()?;
+    for dir in writable.unwrap_or_default() {
+        if !dir.is_dir() {
+            continue;
+        }
+        match PathFd::new(dir) {
+            Ok(fd) => {
+                (&mut created).add_rule(PathBeneath::new(fd, write_access()))?;
+            }
+            Err(e) => tracing::warn!("sandbox: {} stays unwritable: {e}", dir.display()),
+        }
+    }
+    Ok(created)
+}
+
+/// A ruleset ready for a child to apply to itself.
+pub(crate) struct Prepared(RulesetCreated);
+
+impl Prepared {
+    /// Restricts the calling process. Only system calls and moves: safe to
+    /// call between `fork` and `exec` (in `pre_exec`).
+    pub(crate) fn restrict_self(self) -> std::io::Result<()> {
+        match self.0.restrict_self() {
+            Ok(_) => Ok(()),
+            Err(_) => Err(rustix::io::Errno::PERM.into()),
+        }
+    }
+}
+
+/// The policy, its rules for this workspace, and what the kernel enforces.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    policy: SandboxPolicy,
+    rules: Rules,
+    info: SandboxInfo,
+    /// Writes are confined and the kernel enforces it.
+    writes_confined: bool,
+    unavailable: Option<String>,
+}
+
+impl Sandbox {
+    /// Builds the rules for `workspace` (with the pod's `$TMPDIR`) and
+    /// measures what this kernel enforces of them.
+    pub fn new(policy: SandboxPolicy, workspace: &Path) -> Self {
+        let tmpdir = std::env::var_os("TMPDIR")
+            .filter(|t| !t.is_empty())
+            .map(PathBuf::from);
+        let rules = policy.rules(workspace, tmpdir.as_deref());
+        let enforced = if rules.is_empty() {
+            Enforced {
+                writes: true,
+                network: true,
+                landlock: None,
+            }
+        } else {
+            probe(&rules)
+        };
+        let rules_confine_writes = rules.writable.is_some();
+        let writes_ok = !rules_confine_writes || enforced.writes;
+        let network_ok = !rules.deny_tcp || enforced.network;
+        let info = SandboxInfo {
+            mode: policy.mode,
+            available: writes_ok && network_ok,
+            network: !(rules.deny_tcp && enforced.network),
+        };
+        let unavailable = (!info.available).then(|| {
+            let mut missing = Vec::new();
+            if !writes_ok {
+                missing.push("confining writes needs Landlock ABI 3 (Linux 6.2)");
+            }
+            if !network_ok {
+                missing.push("confining the network needs Landlock ABI 4 (Linux 6.7)");
+            }
+            format!(
+                "the bash sandbox is not fully enforced: {}; {}",
+                describe(enforced.landlock),
+                missing.join(", ")
+            )
+        });
+        Self {
+            policy,
+            rules,
+            info,
+            writes_confined: rules_confine_writes && enforced.writes,
+            unavailable,
+        }
+    }
+
+    pub fn info(&self) -> SandboxInfo {
+        self.info
+    }
+
+    /// What approvals need to know: `off` is the user's choice and asks
+    /// nothing extra; otherwise whether the kernel enforces it all.
+    pub fn gate(&self) -> SandboxGate {
+        match (self.policy.mode, self.info.available) {
+            (SandboxMode::Off, _) => SandboxGate::Off,
+            (_, true) => SandboxGate::Enforced,
+            (_, false) => SandboxGate::Unavailable,
+        }
+    }
+
+    pub fn policy(&self) -> SandboxPolicy {
+        self.policy
+    }
+
+    /// Why the sandbox is not available, for the user; `None` when it is.
+    pub fn unavailable_reason(&self) -> Option<&str> {
+        self.unavailable.as_deref()
+    }
+
+    /// One line for the pod's start-up message.
+    pub fn summary(&self) -> String {
+        let state = if self.rules.is_empty() {
+            "nothing confined"
+        } else if self.info.available {
+            "enforced"
+        } else {
+            "NOT enforced"
+        };
+        let network = if self.info.network { "on" } else { "off" };
+        format!(
+            "sandbox {} ({state}, network {network})",
+            self.policy.mode.as_str()
+        )
+    }
+
+    /// The ruleset a `bash` child applies before `exec`, or `None` when the
+    /// policy confines nothing.
+    pub(crate) fn prepare(&self) -> std::io::Result<Option<Prepared>> {
+        if self.rules.is_empty() {
+            return Ok(None);
+        }
+        build(self.rules.writable.as_deref(), self.rules.deny_tcp)
+            .map(|ruleset| Some(Prepared(ruleset)))
+            .map_err(|e| {
+                std::io::Error::other(format!(
+                    "cannot prepare the sandbox: {e} (--sandbox off runs commands unconfined)"
+                ))
+            })
+    }
+
+    /// The line added to a `bash` result whose output shows a refused
+    /// operation, so the model explains instead of retrying; `None` when the
+    /// output shows none or the sandbox confines nothing here.
+    pub(crate) fn refusal_note(&self, output: &str) -> Option<String> {
+        const REFUSALS: [&str; 3] = [
+            "Permission denied",
+            "Read-only file system",
+            "Operation not permitted",
+        ];
+        if !REFUSALS.iter().any(|r| output.contains(r)) {
+            return None;
+        }
+        let what = match (self.policy.mode, self.writes_confined) {
+            (SandboxMode::WorkspaceWrite, true) => Some(
+                "the pod's sandbox lets this command write only inside the workspace, /tmp (and \
+                 $TMPDIR) and /dev; writing anywhere else fails with a permission error",
+            ),
+            (SandboxMode::ReadOnly, true) => Some(
+                "the pod's sandbox is read-only: this command may write nowhere but /dev, the \
+                 workspace included",
+            ),
+            _ => None,
+        };
+        let net = (!self.info.network).then_some("network connections are refused too");
+        let said = match (what, net) {
+            (Some(w), Some(n)) => format!("{w}; {n}"),
+            (Some(w), None) => w.to_owned(),
+            (None, Some(_)) => "the pod's sandbox refuses network connections".to_owned(),
+            (None, None) => return None,
+        };
+        Some(format!(
+            "[sandbox: {said}. A permission error above may be the sandbox: retrying will not \
+             help; tell the user, who can change --sandbox / --sandbox-network]"
+        ))
+    }
+}
+
+/// What a probe found the kernel enforcing.
+struct Enforced {
+    writes: bool,
+    network: bool,
+    landlock: Option<LandlockStatus>,
+}
+
+/// Applies the rules' two parts, one after the other, to a throwaway
+/// thread: Landlock restricts only the calling thread, and each ruleset
+/// reports its own enforcement, so the pod learns exactly what its children
+/// will get without being confined itself.
+fn probe(rules: &Rules) -> Enforced {
+    let rules = rules.clone();
+    let probe = std::thread::Builder::new()
+        .name("sandbox-probe".into())
+        .spawn(move || {
+            let apply = |writable: Option<&[PathBuf]>, deny_tcp| {
+                build(writable, deny_tcp).and_then(RulesetCreated::restrict_self)
+            };
+            let full = |status: &Result<RestrictionStatus, RulesetError>| {
+                matches!(status, Ok(s) if s.ruleset == RulesetStatus::FullyEnforced)
+            };
+            let mut landlock = None;
+            let writes = rules.writable.as_deref().is_some_and(|writable| {
+                let status = apply(Some(writable), false);
+                landlock = status.as_ref().ok().map(|s| s.landlock);
+                full(&status)
+            });
+            let network = rules.deny_tcp && {
+                let status = apply(None, true);
+                landlock = landlock.or(status.as_ref().ok().map(|s| s.landlock));
+                full(&status)
+            };
+            Enforced {
+                writes,
+                network,
+                landlock,
+            }
+        });
+    match probe.map(|handle| handle.join()) {
+        Ok(Ok(enforced)) => enforced,
+        _ => Enforced {
+            writes: false,
+            network: false,
+            landlock: None,
+        },
+    }
+}
+
+fn describe(status: Option<LandlockStatus>) -> String {
+    match status {
+        Some(LandlockStatus::NotImplemented) => {
+            "this kernel has no Landlock (it needs Linux 5.13+ built with CONFIG_SECURITY_LANDLOCK)"
+                .into()
+        }
+        Some(LandlockStatus::NotEnabled) => {
+            "Landlock is built into this kernel but not enabled (add `landlock` to the `lsm=` \
+             boot parameter)"
+                .into()
+        }
+        Some(LandlockStatus::Available { effective_abi, .. }) => {
+            format!("this kernel offers Landlock ABI {}", effective_abi as i32)
+        }
+        None => "Landlock could not be applied on this system".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(mode: SandboxMode, network: bool, tmpdir: Option<&str>) -> Rules {
+        SandboxPolicy { mode, network }.rules(Path::new("/home/u/project"), tmpdir.map(Path::new))
+    }
+
+    fn paths(list: &[&str]) -> Option<Vec<PathBuf>> {
+        Some(list.iter().map(PathBuf::from).collect())
+    }
+
+    #[test]
+    fn workspace_write_allows_the_workspace_the_temp_dirs_and_dev() {
+        assert_eq!(
+            rules(SandboxMode::WorkspaceWrite, true, None),
+            Rules {
+                writable: paths(&["/home/u/project", "/tmp", "/dev"]),
+                deny_tcp: false,
+            }
+        );
+        assert_eq!(
+            rules(SandboxMode::WorkspaceWrite, false, Some("/var/tmp/u")),
+            Rules {
+                writable: paths(&["/home/u/project", "/tmp", "/var/tmp/u", "/dev"]),
+                deny_tcp: true,
+            }
+        );
+        assert_eq!(
+            rules(SandboxMode::WorkspaceWrite, true, Some("/tmp")).writable,
+            paths(&["/home/u/project", "/tmp", "/dev"]),
+            "a $TMPDIR of /tmp is not listed twice"
+        );
+    }
+
+    #[test]
+    fn read_only_allows_only_dev() {
+        assert_eq!(
+            rules(SandboxMode::ReadOnly, true, Some("/var/tmp/u")),
+            Rules {
+                writable: paths(&["/dev"]),
+                deny_tcp: false,
+            }
+        );
+        assert!(rules(SandboxMode::ReadOnly, false, None).deny_tcp);
+    }
+
+    #[test]
+    fn off_confines_nothing_but_the_network_when_asked() {
+        let off = rules(SandboxMode::Off, true, Some("/var/tmp/u"));
+        assert_eq!(
+            off,
+            Rules {
+                writable: None,
+                deny_tcp: false,
+            }
+        );
+        assert!(off.is_empty());
+        assert_eq!(
+            rules(SandboxMode::Off, false, None),
+            Rules {
+                writable: None,
+                deny_tcp: true,
+            }
+        );
+    }
+
+    #[test]
+    fn nothing_asked_is_trivially_available_and_the_network_open() {
+        let sandbox = Sandbox::new(
+            SandboxPolicy {
+                mode: SandboxMode::Off,
+                network: true,
+            },
+            Path::new("/"),
+        );
+        assert_eq!(
+            sandbox.info(),
+            SandboxInfo {
+                mode: SandboxMode::Off,
+                available: true,
+                network: true,
+            }
+        );
+        assert_eq!(sandbox.refusal_note("touch: Permission denied"), None);
+        assert_eq!(sandbox.gate(), SandboxGate::Off);
+    }
+
+    #[test]
+    fn the_flag_spells_the_mode_as_the_wire_does() {
+        use clap::ValueEnum;
+        let names: Vec<String> = SandboxMode::value_variants()
+            .iter()
+            .map(|mode| {
+                let name = mode.to_possible_value().unwrap().get_name().to_owned();
+                assert_eq!(serde_json::to_value(mode).unwrap(), serde_json::json!(name));
+                name
+            })
+            .collect();
+        assert_eq!(names, ["workspace-write", "read-only", "off"]);
+    }
+}
