@@ -356,6 +356,8 @@ mod tests {
         LogEntry::UserInput {
             segments: vec![Segment::text(text)],
             at: LogEntry::now(),
+            turn_id: None,
+            request_id: None,
         }
     }
 

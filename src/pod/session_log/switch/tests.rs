@@ -95,6 +95,8 @@ fn two_turns() -> Vec<LogEntry> {
             LogEntry::UserInput {
                 segments: vec![Segment::text(text)],
                 at: "2026-11-30T09:00:00.000Z".into(),
+                turn_id: None,
+                request_id: None,
             },
             LogEntry::AssistantItems {
                 items: vec![AssistantItem::Text {
