@@ -5,12 +5,12 @@
 //! an unknown type, a slug with no file, a file that vanished since the check
 //! — becomes a visible placeholder, so the model can say what it did not get.
 
-use std::fs;
+use std::future::Future;
 use std::io::Read;
 
 use crate::protocol::{ErrorCode, Segment, SegmentView};
 use crate::tools::looks_binary;
-use crate::workspace::{ScopeError, Workspace};
+use crate::workspace::{Access, OpenError, ScopeError, Workspace};
 
 /// Largest file a `file_ref` (or a knowledge or workflow file) may inline:
 /// it is re-sent on every model call of the session.
@@ -98,15 +98,14 @@ enum RefError {
 /// workspace and be a regular, non-binary, UTF-8 file of at most
 /// [`MAX_REF_BYTES`].
 fn read_ref(workspace: &Workspace, path: &str) -> Result<String, RefError> {
-    let real = workspace.resolve(path).map_err(RefError::OutOfScope)?;
     let unreadable = |reason: String| RefError::Unreadable(format!("{path}: {reason}"));
-    let meta = fs::metadata(&real).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => unreadable("no such file".into()),
-        _ => unreadable(e.to_string()),
+    let opened = workspace.open(path, Access::Read).map_err(|e| match e {
+        OpenError::Scope(e) => RefError::OutOfScope(e),
+        OpenError::NotFound => unreadable("no such file".into()),
+        OpenError::IsDirectory => unreadable("is a directory, not a regular file".into()),
+        e => unreadable(e.to_string()),
     })?;
-    if !meta.is_file() {
-        return Err(unreadable("not a regular file".into()));
-    }
+    let meta = opened.metadata;
     if meta.len() > MAX_REF_BYTES {
         return Err(unreadable(format!(
             "{} bytes is over the {MAX_REF_BYTES}-byte limit for inlined files",
@@ -114,8 +113,10 @@ fn read_ref(workspace: &Workspace, path: &str) -> Result<String, RefError> {
         )));
     }
     let mut bytes = Vec::new();
-    fs::File::open(&real)
-        .and_then(|f| f.take(MAX_REF_BYTES + 1).read_to_end(&mut bytes))
+    opened
+        .file
+        .take(MAX_REF_BYTES + 1)
+        .read_to_end(&mut bytes)
         .map_err(|e| unreadable(e.to_string()))?;
     if bytes.len() as u64 > MAX_REF_BYTES {
         return Err(unreadable(
@@ -152,6 +153,35 @@ pub fn check(segments: &[Segment], workspace: &Workspace) -> Result<(), InputErr
         }
     }
     Ok(())
+}
+
+/// [`check`] on the blocking pool, for callers on an actor thread: the
+/// check opens and reads files, and a slow disk or a hostile file must not
+/// stall every client. The paths are taken from `segments` now, so the
+/// future owns what it needs and the caller keeps the segments.
+pub fn check_async(
+    segments: &[Segment],
+    workspace: &Workspace,
+) -> impl Future<Output = Result<(), InputError>> + Send + 'static {
+    let refs: Vec<Segment> = segments
+        .iter()
+        .filter(|s| matches!(s.view(), SegmentView::FileRef { .. }))
+        .cloned()
+        .collect();
+    let workspace = workspace.clone();
+    async move {
+        if refs.is_empty() {
+            return Ok(());
+        }
+        tokio::task::spawn_blocking(move || check(&refs, &workspace))
+            .await
+            .unwrap_or_else(|e| {
+                Err(InputError {
+                    code: ErrorCode::FileRefUnreadable,
+                    message: format!("checking the file refs failed: {e}"),
+                })
+            })
+    }
 }
 
 /// The text the model reads for these segments.

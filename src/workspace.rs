@@ -2,20 +2,37 @@
 //!
 //! Every path a model or a client names is resolved here, and nowhere else,
 //! so the "stays inside the workspace" rule has exactly one implementation.
-//! Callers then operate on the path [`Workspace::resolve`] returned, never on
-//! the string they were given.
+//! Files are opened only through [`Workspace::open`]: the path is first
+//! resolved ([`Workspace::resolve`], which gives the friendly errors and
+//! turns symlinks that stay inside into their targets), then opened relative
+//! to a descriptor of the workspace root with the kernel refusing any
+//! symlink and any way out ([`beneath`]). A symlink swapped in between the
+//! two steps therefore makes the open fail; it can never redirect it.
 //!
-//! The check is made when the path is resolved; a symlink swapped in between
-//! the check and the use (a race only a process already running inside the
-//! workspace could win) is not defended against.
+//! What is opened must be what the caller expects: a regular file for
+//! reading and writing (a FIFO or a device would block a thread or never
+//! end; every open is non-blocking and checked with `fstat` afterwards), a
+//! directory for listing; and a file written or edited in place must have
+//! no other hard link, since a link can make a file outside the workspace
+//! look like one inside (see `docs/tools.md`).
 
-use std::fs;
+mod beneath;
+
+use std::fs::{self, File, Metadata};
 use std::io::ErrorKind;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
 
 #[derive(Debug, Clone)]
 pub struct Workspace {
     root: PathBuf,
+    /// The root, opened once: every file open is relative to it.
+    root_fd: Arc<OwnedFd>,
 }
 
 /// A path that resolves outside the workspace, or cannot be resolved.
@@ -27,11 +44,110 @@ pub enum ScopeError {
     Invalid { path: String, reason: String },
 }
 
+/// What a file is opened for: it decides the open flags and what the file
+/// must turn out to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Read a regular file.
+    Read,
+    /// Replace a regular file's content, creating it and its parent
+    /// directories when missing. The caller truncates: opening never does,
+    /// so a file refused after the open is left untouched.
+    Write,
+    /// Read and rewrite an existing regular file.
+    Edit,
+    /// List a directory.
+    Directory,
+}
+
+/// An open file and what `fstat` said about it right after the open.
+#[derive(Debug)]
+pub struct Opened {
+    pub file: File,
+    pub metadata: Metadata,
+    /// Whether [`Access::Write`] created the file.
+    pub created: bool,
+}
+
+/// Why [`Workspace::open`] refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Scope(#[from] ScopeError),
+    #[error("no such file or directory")]
+    NotFound,
+    #[error("is a directory")]
+    IsDirectory,
+    #[error("is not a directory")]
+    NotDirectory,
+    #[error("is {0}, not a regular file")]
+    NotRegular(&'static str),
+    #[error(
+        "has {0} hard links; editing it in place would change the other links too, which \
+         may be outside the workspace. To change only this name, give it its own copy first \
+         (cp f f.new && mv f.new f)"
+    )]
+    HardLinked(u64),
+    #[error("changed while being opened (a symlink appeared in its path); nothing was done")]
+    Changed,
+    #[error("permission denied")]
+    PermissionDenied,
+    #[error("{0}")]
+    Io(std::io::Error),
+}
+
+impl From<Errno> for OpenError {
+    fn from(e: Errno) -> Self {
+        match e {
+            Errno::NOENT => OpenError::NotFound,
+            Errno::ISDIR => OpenError::IsDirectory,
+            Errno::NOTDIR => OpenError::NotDirectory,
+            // `O_NONBLOCK` write-open of a FIFO nobody reads, or a device.
+            Errno::NXIO | Errno::NODEV => OpenError::NotRegular("a FIFO, socket or device"),
+            Errno::LOOP | Errno::XDEV => OpenError::Changed,
+            Errno::ACCESS | Errno::PERM => OpenError::PermissionDenied,
+            e => OpenError::Io(e.into()),
+        }
+    }
+}
+
+impl From<std::io::Error> for OpenError {
+    fn from(e: std::io::Error) -> Self {
+        match e.raw_os_error() {
+            Some(raw) => Errno::from_raw_os_error(raw).into(),
+            None => OpenError::Io(e),
+        }
+    }
+}
+
+/// What a file type is called in an error.
+fn describe(kind: std::fs::FileType) -> &'static str {
+    if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else if kind.is_symlink() {
+        "a symlink"
+    } else {
+        "not a plain file"
+    }
+}
+
 impl Workspace {
     /// Canonicalises `root` so that later prefix checks compare real paths.
     pub fn new(root: &Path) -> std::io::Result<Self> {
+        let root = root.canonicalize()?;
+        let root_fd = rustix::fs::openat(
+            rustix::fs::CWD,
+            &root,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
         Ok(Self {
-            root: root.canonicalize()?,
+            root,
+            root_fd: Arc::new(root_fd),
         })
     }
 
@@ -115,6 +231,87 @@ impl Workspace {
             real.push(name);
         }
         Ok(real)
+    }
+
+    /// Opens `path` for `access`: the one way any tool or file ref opens a
+    /// file in the workspace (see the module doc for what it guarantees).
+    pub fn open(&self, path: &str, access: Access) -> Result<Opened, OpenError> {
+        let rel = self.relative(&self.resolve(path)?, path)?;
+        let root = self.root_fd.as_fd();
+        let base = OFlags::NONBLOCK | OFlags::NOCTTY;
+        let (fd, created) = match access {
+            Access::Read => (
+                beneath::open(root, &rel, base | OFlags::RDONLY, Mode::empty())?,
+                false,
+            ),
+            Access::Edit => (
+                beneath::open(root, &rel, base | OFlags::RDWR, Mode::empty())?,
+                false,
+            ),
+            Access::Directory => (
+                beneath::open(
+                    root,
+                    &rel,
+                    OFlags::RDONLY | OFlags::DIRECTORY,
+                    Mode::empty(),
+                )?,
+                false,
+            ),
+            Access::Write => {
+                match beneath::open(root, &rel, base | OFlags::WRONLY, Mode::empty()) {
+                    Err(Errno::NOENT) => {
+                        if let Some(parent) = rel.parent() {
+                            beneath::create_dirs(root, parent)?;
+                        }
+                        let flags = base | OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL;
+                        (
+                            beneath::open(root, &rel, flags, Mode::from_raw_mode(0o666))?,
+                            true,
+                        )
+                    }
+                    result => (result?, false),
+                }
+            }
+        };
+        let file = File::from(fd);
+        let metadata = file.metadata()?;
+        let kind = metadata.file_type();
+        match access {
+            Access::Directory if !kind.is_dir() => return Err(OpenError::NotDirectory),
+            Access::Directory => {}
+            _ if kind.is_dir() => return Err(OpenError::IsDirectory),
+            _ if !kind.is_file() => return Err(OpenError::NotRegular(describe(kind))),
+            Access::Write | Access::Edit if metadata.nlink() > 1 => {
+                return Err(OpenError::HardLinked(metadata.nlink()))
+            }
+            _ => {}
+        }
+        Ok(Opened {
+            file,
+            metadata,
+            created,
+        })
+    }
+
+    /// Whether `real` (a path under the root, as a walk produced it) can
+    /// still be reached from the root without a symlink: false when a
+    /// directory on the way was swapped for a link since it was listed.
+    pub fn still_inside(&self, real: &Path) -> bool {
+        real.strip_prefix(&self.root).is_ok_and(|rel| {
+            beneath::open(self.root_fd.as_fd(), rel, OFlags::PATH, Mode::empty()).is_ok()
+        })
+    }
+
+    /// `real`, a path [`Self::resolve`] returned, relative to the root.
+    fn relative(&self, real: &Path, path: &str) -> Result<PathBuf, ScopeError> {
+        match real.strip_prefix(&self.root) {
+            Ok(rel) if rel.as_os_str().is_empty() => Ok(PathBuf::from(".")),
+            Ok(rel) => Ok(rel.to_owned()),
+            Err(_) => Err(ScopeError::Outside {
+                path: path.to_owned(),
+                root: self.root.display().to_string(),
+            }),
+        }
     }
 
     /// Completions for a `list_completions` request of kind `file`: the

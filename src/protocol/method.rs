@@ -211,7 +211,14 @@ impl Request {
                 request_id,
             ));
         }
-        match serde_json::from_value::<Method>(Value::Object(object)) {
+        // A run's segments are kept as the bytes sent, which `object` no
+        // longer has: they are read from the frame's text.
+        let method = if kind == "run" {
+            super::segment::run_segments(text).map(|segments| Method::Run { segments })
+        } else {
+            serde_json::from_value::<Method>(Value::Object(object)).map_err(|e| e.to_string())
+        };
+        match method {
             Ok(Method::Approve {
                 decision: Decision::Deny,
                 scope: Some(Scope::Session),
@@ -232,13 +239,21 @@ impl Request {
         }
     }
 
-    /// The frame for this request, newline-terminated.
+    /// The frame for this request, newline-terminated. Serialised directly
+    /// (not through a `Value`), so segments go out as their own bytes.
     pub fn to_frame(&self) -> String {
-        let mut value = serde_json::to_value(&self.method).unwrap_or(Value::Null);
-        if let (Value::Object(o), Some(id)) = (&mut value, &self.request_id) {
-            o.insert("request_id".into(), Value::String(id.clone()));
+        #[derive(Serialize)]
+        struct Framed<'a> {
+            #[serde(flatten)]
+            method: &'a Method,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            request_id: Option<&'a str>,
         }
-        let mut frame = value.to_string();
+        let framed = Framed {
+            method: &self.method,
+            request_id: self.request_id.as_deref(),
+        };
+        let mut frame = serde_json::to_string(&framed).unwrap_or_default();
         frame.push('\n');
         frame
     }

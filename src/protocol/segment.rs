@@ -1,19 +1,44 @@
 //! User input segments.
 //!
-//! A segment is stored as the JSON object the client sent, field for field.
-//! Typed access goes through [`Segment::view`]. Keeping the raw object (rather
-//! than a closed enum) is what makes forward compatibility hold: a segment of a
-//! type this pod does not know, or a known one with extra fields, travels from
-//! the `run` frame into the log and out to every client unchanged.
+//! A segment is kept as the exact bytes of the JSON object the client sent
+//! (a [`RawValue`]), and parsed once alongside for typed access through
+//! [`Segment::view`]. Keeping the bytes, rather than a parsed map or a closed
+//! enum, is what makes "exactly as received" hold: a segment of a type this
+//! pod does not know, a known one with extra fields, numbers no `f64` can
+//! hold, key order and duplicate keys all travel from the `run` frame into
+//! the log and out to every client unchanged — the log line is written with
+//! the raw bytes spliced in, and frames are the log's own bytes.
+//!
+//! The bytes enter through [`run_segments`], which reads them straight from
+//! the frame's text. A segment deserialised as part of a larger structure
+//! (a log entry, a snapshot, whose enums serde buffers first) cannot see the
+//! original bytes any more; it is re-serialised from what was parsed. That
+//! path only feeds views (the model's context, a client's screen), never a
+//! log write, so nothing written differs from what a client sent.
 
-use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 /// One piece of user input, exactly as received.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "Map<String, Value>", into = "Map<String, Value>")]
+#[derive(Debug, Clone)]
 pub struct Segment {
-    raw: Map<String, Value>,
+    raw: Box<RawValue>,
+    parsed: Parsed,
+}
+
+/// What [`Segment::view`] borrows from: the fields of a known type, checked
+/// when the segment was made.
+#[derive(Debug, Clone)]
+enum Parsed {
+    Text { text: String },
+    Paste { id: u64, text: String },
+    FileRef { path: String },
+    KnowledgeRef { slug: String },
+    WorkflowInvoke { slug: String, args: String },
+    Unknown { kind: String },
 }
 
 /// A typed, borrowed view of a [`Segment`].
@@ -45,100 +70,206 @@ pub enum SegmentView<'a> {
 
 impl Segment {
     pub fn text(text: impl Into<String>) -> Self {
-        Self::from_pairs("text", [("text", Value::String(text.into()))])
+        let text = text.into();
+        Self::build(
+            "text",
+            &[("text", Value::from(text.as_str()))],
+            Parsed::Text { text },
+        )
     }
 
     pub fn paste(id: u64, text: impl Into<String>) -> Self {
-        Self::from_pairs(
+        let text = text.into();
+        Self::build(
             "paste",
-            [
+            &[
                 ("id", Value::from(id)),
-                ("text", Value::String(text.into())),
+                ("text", Value::from(text.as_str())),
             ],
+            Parsed::Paste { id, text },
         )
     }
 
     pub fn file_ref(path: impl Into<String>) -> Self {
-        Self::from_pairs("file_ref", [("path", Value::String(path.into()))])
+        let path = path.into();
+        Self::build(
+            "file_ref",
+            &[("path", Value::from(path.as_str()))],
+            Parsed::FileRef { path },
+        )
     }
 
-    fn from_pairs<const N: usize>(kind: &str, pairs: [(&str, Value); N]) -> Self {
-        let mut raw = Map::new();
-        raw.insert("type".into(), Value::String(kind.into()));
-        for (k, v) in pairs {
-            raw.insert(k.into(), v);
+    pub fn knowledge_ref(slug: impl Into<String>) -> Self {
+        let slug = slug.into();
+        Self::build(
+            "knowledge_ref",
+            &[("slug", Value::from(slug.as_str()))],
+            Parsed::KnowledgeRef { slug },
+        )
+    }
+
+    pub fn workflow_invoke(slug: impl Into<String>, args: impl Into<String>) -> Self {
+        let (slug, args) = (slug.into(), args.into());
+        Self::build(
+            "workflow_invoke",
+            &[
+                ("slug", Value::from(slug.as_str())),
+                ("args", Value::from(args.as_str())),
+            ],
+            Parsed::WorkflowInvoke { slug, args },
+        )
+    }
+
+    /// A segment this pod makes itself: `type` first, then the fields.
+    fn build(kind: &str, fields: &[(&str, Value)], parsed: Parsed) -> Self {
+        let mut json = format!("{{\"type\":{}", Value::from(kind));
+        for (key, value) in fields {
+            json.push_str(&format!(",{}:{value}", Value::from(*key)));
         }
-        Self { raw }
+        json.push('}');
+        let raw = RawValue::from_string(json).expect("serialised JSON values joined as an object");
+        Self { raw, parsed }
+    }
+
+    /// A segment from the bytes a client sent: they are kept as they are,
+    /// and must be an object with a string `type`; a known type must have
+    /// its fields, correctly typed, each once.
+    pub fn from_raw(raw: Box<RawValue>) -> Result<Self, String> {
+        if !raw.get().trim_start().starts_with('{') {
+            return Err("a segment must be a JSON object with a \"type\"".into());
+        }
+        let parsed = parse(raw.get())?;
+        Ok(Self { raw, parsed })
     }
 
     /// The segment's `type` field.
     pub fn kind(&self) -> &str {
-        self.raw.get("type").and_then(Value::as_str).unwrap_or("")
+        match &self.parsed {
+            Parsed::Text { .. } => "text",
+            Parsed::Paste { .. } => "paste",
+            Parsed::FileRef { .. } => "file_ref",
+            Parsed::KnowledgeRef { .. } => "knowledge_ref",
+            Parsed::WorkflowInvoke { .. } => "workflow_invoke",
+            Parsed::Unknown { kind } => kind,
+        }
     }
 
-    /// The raw JSON object, as received.
-    pub fn raw(&self) -> &Map<String, Value> {
+    /// The JSON object, byte for byte as received.
+    pub fn raw(&self) -> &RawValue {
         &self.raw
     }
 
     /// Typed view. Validation at construction guarantees that known types
     /// have their fields, so this never fails.
     pub fn view(&self) -> SegmentView<'_> {
-        let s = |k: &str| self.raw.get(k).and_then(Value::as_str).unwrap_or("");
-        match self.kind() {
-            "text" => SegmentView::Text { text: s("text") },
-            "paste" => SegmentView::Paste {
-                id: self.raw.get("id").and_then(Value::as_u64).unwrap_or(0),
-                text: s("text"),
-            },
-            "file_ref" => SegmentView::FileRef { path: s("path") },
-            "knowledge_ref" => SegmentView::KnowledgeRef { slug: s("slug") },
-            "workflow_invoke" => SegmentView::WorkflowInvoke {
-                slug: s("slug"),
-                args: s("args"),
-            },
-            kind => SegmentView::Unknown { kind },
+        match &self.parsed {
+            Parsed::Text { text } => SegmentView::Text { text },
+            Parsed::Paste { id, text } => SegmentView::Paste { id: *id, text },
+            Parsed::FileRef { path } => SegmentView::FileRef { path },
+            Parsed::KnowledgeRef { slug } => SegmentView::KnowledgeRef { slug },
+            Parsed::WorkflowInvoke { slug, args } => SegmentView::WorkflowInvoke { slug, args },
+            Parsed::Unknown { kind } => SegmentView::Unknown { kind },
         }
     }
 }
 
-/// A required field and the check its value must pass.
-type FieldCheck = fn(&Value) -> bool;
-
-impl TryFrom<Map<String, Value>> for Segment {
-    type Error = String;
-
-    fn try_from(raw: Map<String, Value>) -> Result<Self, String> {
-        let kind = match raw.get("type") {
-            Some(Value::String(k)) => k.as_str(),
-            Some(_) => return Err("segment field `type` must be a string".into()),
-            None => return Err("segment is missing its `type` field".into()),
-        };
-        let required: &[(&str, FieldCheck)] = match kind {
-            "text" => &[("text", Value::is_string)],
-            "paste" => &[("id", Value::is_u64), ("text", Value::is_string)],
-            "file_ref" => &[("path", Value::is_string)],
-            "knowledge_ref" => &[("slug", Value::is_string)],
-            "workflow_invoke" => &[("slug", Value::is_string)],
-            _ => &[],
-        };
-        for (field, ok) in required {
-            match raw.get(*field) {
-                Some(v) if ok(v) => {}
-                Some(_) => return Err(format!("`{kind}` segment has a mistyped `{field}`")),
-                None => return Err(format!("`{kind}` segment is missing `{field}`")),
-            }
+/// The typed fields of a segment's JSON text. A known type's fields are
+/// read by a derived struct, so a missing, mistyped or repeated field is an
+/// error; fields it does not name are left alone (and kept in the bytes).
+fn parse(json: &str) -> Result<Parsed, String> {
+    #[derive(Deserialize)]
+    struct Kind<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: Option<Cow<'a, str>>,
+    }
+    #[derive(Deserialize)]
+    struct Text {
+        text: String,
+    }
+    #[derive(Deserialize)]
+    struct Paste {
+        id: u64,
+        text: String,
+    }
+    #[derive(Deserialize)]
+    struct FileRef {
+        path: String,
+    }
+    #[derive(Deserialize)]
+    struct Slug {
+        slug: String,
+    }
+    #[derive(Deserialize)]
+    struct Workflow {
+        slug: String,
+        #[serde(default)]
+        args: String,
+    }
+    fn fields<'a, T: Deserialize<'a>>(kind: &str, json: &'a str) -> Result<T, String> {
+        serde_json::from_str(json).map_err(|e| format!("`{kind}` segment: {e}"))
+    }
+    let kind = match serde_json::from_str::<Kind>(json) {
+        Ok(Kind { kind: Some(kind) }) => kind,
+        Ok(Kind { kind: None }) => return Err("segment is missing its `type` field".into()),
+        Err(e) => return Err(format!("segment field `type` must be one string: {e}")),
+    };
+    Ok(match kind.as_ref() {
+        "text" => Parsed::Text {
+            text: fields::<Text>("text", json)?.text,
+        },
+        "paste" => {
+            let Paste { id, text } = fields("paste", json)?;
+            Parsed::Paste { id, text }
         }
-        if kind == "workflow_invoke" && raw.get("args").is_some_and(|a| !a.is_string()) {
-            return Err("`workflow_invoke` segment has a mistyped `args`".into());
+        "file_ref" => Parsed::FileRef {
+            path: fields::<FileRef>("file_ref", json)?.path,
+        },
+        "knowledge_ref" => Parsed::KnowledgeRef {
+            slug: fields::<Slug>("knowledge_ref", json)?.slug,
+        },
+        "workflow_invoke" => {
+            let Workflow { slug, args } = fields("workflow_invoke", json)?;
+            Parsed::WorkflowInvoke { slug, args }
         }
-        Ok(Self { raw })
+        kind => Parsed::Unknown {
+            kind: kind.to_owned(),
+        },
+    })
+}
+
+/// The `segments` of a `run` frame, each kept as the bytes the client sent.
+/// The frame is read again for them because the generic parse of a frame
+/// (into a map, then a `Method`) keeps values, not bytes.
+pub(crate) fn run_segments(frame: &str) -> Result<Vec<Segment>, String> {
+    #[derive(Deserialize)]
+    struct RunFrame<'a> {
+        #[serde(borrow)]
+        segments: Vec<&'a RawValue>,
+    }
+    let run: RunFrame = serde_json::from_str(frame).map_err(|e| e.to_string())?;
+    run.segments
+        .into_iter()
+        .map(|raw| Segment::from_raw(raw.to_owned()))
+        .collect()
+}
+
+impl PartialEq for Segment {
+    fn eq(&self, other: &Self) -> bool {
+        self.raw.get() == other.raw.get()
     }
 }
 
-impl From<Segment> for Map<String, Value> {
-    fn from(s: Segment) -> Self {
-        s.raw
+impl Serialize for Segment {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.raw.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Segment {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let object = Map::<String, Value>::deserialize(deserializer)?;
+        let raw = serde_json::value::to_raw_value(&object).map_err(serde::de::Error::custom)?;
+        Segment::from_raw(raw).map_err(serde::de::Error::custom)
     }
 }
 
@@ -176,6 +307,43 @@ mod tests {
     }
 
     #[test]
+    fn run_segments_keep_the_bytes_sent() {
+        let segments = [
+            r#"{"type":"x","n":123456789012345678901234567890,"b":1e2,"a":1}"#,
+            r#"{"type":"x","d":1,"d":[2, 3],"\u00e9":"\u00e9"}"#,
+            r#"{ "text" : "hi" , "type":"text","extra":{"k":1,"k":2} }"#,
+        ];
+        let frame = format!(r#"{{"type":"run","segments":[{}]}}"#, segments.join(" , "));
+        let parsed = run_segments(&frame).unwrap();
+        for (segment, sent) in parsed.iter().zip(segments) {
+            assert_eq!(segment.raw().get(), sent);
+            assert_eq!(serde_json::to_string(segment).unwrap(), sent);
+        }
+        assert_eq!(parsed[0].view(), SegmentView::Unknown { kind: "x" });
+        assert_eq!(parsed[2].view(), SegmentView::Text { text: "hi" });
+        let list = serde_json::to_string(&parsed).unwrap();
+        assert_eq!(list, format!("[{}]", segments.join(",")));
+    }
+
+    #[test]
+    fn a_known_field_given_twice_is_ambiguous_and_rejected() {
+        let frame =
+            r#"{"type":"run","segments":[{"type":"file_ref","path":"a","path":"/etc/passwd"}]}"#;
+        let err = run_segments(frame).unwrap_err();
+        assert!(err.contains("duplicate field `path`"), "{err}");
+        let frame = r#"{"type":"run","segments":[{"type":"text","type":"file_ref","text":"a"}]}"#;
+        assert!(run_segments(frame).is_err());
+    }
+
+    #[test]
+    fn made_segments_put_type_first() {
+        assert_eq!(
+            serde_json::to_string(&Segment::paste(3, "a\"b")).unwrap(),
+            r#"{"type":"paste","id":3,"text":"a\"b"}"#
+        );
+    }
+
+    #[test]
     fn malformed_known_segments_are_rejected() {
         for v in [
             json!({"text":"no type"}),
@@ -184,8 +352,19 @@ mod tests {
             json!({"type":"text","text":5}),
             json!({"type":"paste","id":"one","text":""}),
             json!({"type":"workflow_invoke","slug":"x","args":7}),
+            json!({"type":"paste","id":-1,"text":""}),
         ] {
-            assert!(serde_json::from_value::<Segment>(v).is_err());
+            assert!(serde_json::from_value::<Segment>(v.clone()).is_err(), "{v}");
+            let frame = json!({"type":"run","segments":[v]}).to_string();
+            assert!(run_segments(&frame).is_err(), "{frame}");
+        }
+        for frame in [
+            r#"{"type":"run","segments":[["text","hi"]]}"#,
+            r#"{"type":"run","segments":["hi"]}"#,
+            r#"{"type":"run","segments":{"type":"text","text":"hi"}}"#,
+            r#"{"type":"run"}"#,
+        ] {
+            assert!(run_segments(frame).is_err(), "{frame}");
         }
     }
 }

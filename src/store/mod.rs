@@ -1,11 +1,14 @@
 //! Durable storage: session log files, the pod's current-session pointer,
-//! and the session listing's index.
-//! Plain synchronous file code; the `SessionLog` actor is its only user at
-//! run time, which is what makes it the single writer.
+//! the listing's index, and the lock that makes one pod the only user of
+//! its pointer. Plain synchronous file code; the `SessionLog` actor is its
+//! only user at run time, which is what makes it the single writer.
 
 pub mod index;
 pub mod log_file;
+pub mod pod_lock;
+pub mod pod_socket;
 pub mod pointer;
 pub mod sessions;
 
 pub use log_file::{LogError, LogFile, Recovered};
+pub use pod_lock::PodLock;

@@ -1,17 +1,25 @@
 //! File tools: `read_file`, `list_dir`, `write_file`, `edit_file`.
+//!
+//! Every file is opened through [`Workspace::open`] (confined, non-blocking,
+//! regular files only), and no read is unbounded: `read_file` keeps at most
+//! [`MAX_LINE_BYTES`] of any line and stops at the output cap, `edit_file`
+//! refuses files over [`MAX_EDIT_BYTES`], and long reads stop when the call
+//! is cancelled.
 
-use std::fs;
-use std::io::{BufRead, BufReader, ErrorKind};
-use std::path::Path;
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, ErrorKind, Read, Seek, Write};
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
 
+use rustix::fs::{statat, AtFlags, Dir, FileType};
 use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::cap::floor_char_boundary;
-use super::{resolve, ToolOutcome};
+use super::{open, open_refusal, ToolLimits, ToolOutcome};
 use crate::provider::ToolSpec;
-use crate::workspace::Workspace;
+use crate::workspace::{Access, OpenError, Workspace};
 
 pub const READ_FILE: &str = "read_file";
 pub const LIST_DIR: &str = "list_dir";
@@ -27,6 +35,11 @@ const MAX_LINE_BYTES: usize = 2000;
 const MAX_DIR_ENTRIES: usize = 1000;
 /// How much of a file is sniffed for NUL bytes to call it binary.
 const SNIFF_BYTES: usize = 8192;
+/// Largest file `edit_file` reads and rewrites: it holds the file twice in
+/// memory, and a file this big is data, not source.
+pub const MAX_EDIT_BYTES: u64 = 16 * 1024 * 1024;
+/// Bytes read between two looks at the cancel token.
+const CANCEL_CHECK_BYTES: usize = 1024 * 1024;
 
 /// Whether `bytes` (the start of a file) look binary: a NUL byte in the
 /// first few KiB, the same heuristic git and grep use.
@@ -43,13 +56,83 @@ fn io_error(action: &str, path: &str, e: &std::io::Error) -> ToolOutcome {
     ToolOutcome::error(format!("cannot {action} {path}: {reason}"))
 }
 
-/// Shortens `line` to [`MAX_LINE_BYTES`] on a char boundary.
-fn clip_line(line: &str) -> String {
-    if line.len() <= MAX_LINE_BYTES {
-        return line.to_owned();
+/// A line as [`BoundedLines`] read it: its first bytes, and its full length.
+struct Line<'a> {
+    kept: &'a [u8],
+    len: usize,
+}
+
+impl Line<'_> {
+    /// The line for the model: a line longer than [`MAX_LINE_BYTES`] is cut
+    /// on a char boundary and says how long it was.
+    fn clipped(&self) -> String {
+        let text = String::from_utf8_lossy(self.kept);
+        let text = text.trim_end_matches('\r');
+        if self.len <= MAX_LINE_BYTES {
+            return text.to_owned();
+        }
+        let end = floor_char_boundary(text, MAX_LINE_BYTES);
+        format!("{}… [line cut, {} bytes long]", &text[..end], self.len)
     }
-    let end = floor_char_boundary(line, MAX_LINE_BYTES);
-    format!("{}… [line cut, {} bytes long]", &line[..end], line.len())
+}
+
+/// Reads a file line by line in bounded memory: of each line only the first
+/// `keep` bytes are held, whatever its length (a 2 GiB file of one "line"
+/// costs a buffer, not 2 GiB), and the cancel token is checked as it goes.
+struct BoundedLines<'c, R> {
+    reader: R,
+    line: Vec<u8>,
+    since_check: usize,
+    cancel: &'c CancellationToken,
+}
+
+impl<'c, R: BufRead> BoundedLines<'c, R> {
+    fn new(reader: R, cancel: &'c CancellationToken) -> Self {
+        Self {
+            reader,
+            line: Vec::new(),
+            since_check: 0,
+            cancel,
+        }
+    }
+
+    /// The next line without its `\n`, keeping at most `keep` bytes of it;
+    /// `None` at the end. Cancellation is an `Interrupted` error.
+    fn next(&mut self, keep: usize) -> std::io::Result<Option<Line<'_>>> {
+        self.line.clear();
+        let mut len = 0usize;
+        let mut any = false;
+        loop {
+            let buf = self.reader.fill_buf()?;
+            if buf.is_empty() {
+                return Ok(any.then_some(Line {
+                    kept: &self.line,
+                    len,
+                }));
+            }
+            any = true;
+            let newline = buf.iter().position(|&b| b == b'\n');
+            let chunk = &buf[..newline.unwrap_or(buf.len())];
+            let room = keep.saturating_sub(self.line.len());
+            self.line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            len += chunk.len();
+            let used = newline.map_or(buf.len(), |i| i + 1);
+            self.reader.consume(used);
+            self.since_check += used;
+            if self.since_check >= CANCEL_CHECK_BYTES {
+                self.since_check = 0;
+                if self.cancel.is_cancelled() {
+                    return Err(ErrorKind::Interrupted.into());
+                }
+            }
+            if newline.is_some() {
+                return Ok(Some(Line {
+                    kept: &self.line,
+                    len,
+                }));
+            }
+        }
+    }
 }
 
 pub fn read_file_spec() -> ToolSpec {
@@ -82,22 +165,23 @@ pub struct ReadFileArgs {
     limit: Option<usize>,
 }
 
-pub fn read_file(ws: &Workspace, args: ReadFileArgs, _: &CancellationToken) -> ToolOutcome {
-    let real = match resolve(ws, &args.path) {
-        Ok(p) => p,
-        Err(e) => return e,
+pub fn read_file(
+    ws: &Workspace,
+    args: ReadFileArgs,
+    limits: &ToolLimits,
+    cancel: &CancellationToken,
+) -> ToolOutcome {
+    let opened = match ws.open(&args.path, Access::Read) {
+        Ok(opened) => opened,
+        Err(OpenError::IsDirectory) => {
+            return ToolOutcome::error(format!(
+                "{} is a directory; use list_dir to see its entries",
+                args.path
+            ))
+        }
+        Err(e) => return open_refusal(&args.path, "read", e),
     };
-    if real.is_dir() {
-        return ToolOutcome::error(format!(
-            "{} is a directory; use list_dir to see its entries",
-            args.path
-        ));
-    }
-    let file = match fs::File::open(&real) {
-        Ok(f) => f,
-        Err(e) => return io_error("read", &args.path, &e),
-    };
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let mut reader = BufReader::with_capacity(64 * 1024, opened.file);
     match reader.fill_buf() {
         Ok(start) if looks_binary(start) => {
             return ToolOutcome::error(format!("{} is a binary file; not shown", args.path))
@@ -107,30 +191,41 @@ pub fn read_file(ws: &Workspace, args: ReadFileArgs, _: &CancellationToken) -> T
     }
     let first = args.offset.unwrap_or(1).max(1);
     let limit = args.limit.unwrap_or(DEFAULT_READ_LINES).max(1);
+    // Stop short of the cap, so the continuation marker is never cut away.
+    let budget = limits.output_cap_bytes.saturating_sub(128);
+    let mut lines = BoundedLines::new(reader, cancel);
     let mut out = String::new();
-    let mut line = Vec::new();
     let mut number = 0usize;
     let mut shown = 0usize;
     loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) => break,
-            Ok(_) => {}
+        let keep = if number + 1 < first {
+            0
+        } else {
+            MAX_LINE_BYTES + 4
+        };
+        let line = match lines.next(keep) {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(e) if e.kind() == ErrorKind::Interrupted => return ToolOutcome::error("cancelled"),
             Err(e) => return io_error("read", &args.path, &e),
-        }
+        };
         number += 1;
         if number < first {
             continue;
         }
-        if shown == limit {
+        let text = format!("{number:>6}\t{}\n", line.clipped());
+        if shown == limit || (shown > 0 && out.len() + text.len() > budget) {
+            let why = if shown == limit {
+                ""
+            } else {
+                " (output limit reached)"
+            };
             out.push_str(&format!(
-                "[... file continues; read on with offset={number}]\n"
+                "[... file continues{why}; read on with offset={number}]\n"
             ));
             return ToolOutcome::ok(out);
         }
-        let text = String::from_utf8_lossy(&line);
-        let text = text.trim_end_matches('\n').trim_end_matches('\r');
-        out.push_str(&format!("{number:>6}\t{}\n", clip_line(text)));
+        out.push_str(&text);
         shown += 1;
     }
     if number == 0 {
@@ -168,23 +263,35 @@ pub struct ListDirArgs {
     path: Option<String>,
 }
 
-pub fn list_dir(ws: &Workspace, args: ListDirArgs, _: &CancellationToken) -> ToolOutcome {
+pub fn list_dir(
+    ws: &Workspace,
+    args: ListDirArgs,
+    _: &ToolLimits,
+    cancel: &CancellationToken,
+) -> ToolOutcome {
     let path = args.path.unwrap_or_else(|| ".".into());
-    let real = match resolve(ws, &path) {
-        Ok(p) => p,
-        Err(e) => return e,
-    };
-    let entries = match fs::read_dir(&real) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == ErrorKind::NotADirectory => {
+    let dir = match ws.open(&path, Access::Directory) {
+        Ok(opened) => opened.file,
+        Err(OpenError::NotDirectory) => {
             return ToolOutcome::error(format!("{path} is a file, not a directory"))
         }
-        Err(e) => return io_error("list", &path, &e),
+        Err(e) => return open_refusal(&path, "list", e),
     };
-    let mut lines: Vec<String> = entries
-        .flatten()
-        .map(|entry| describe_entry(&entry.path(), &entry.file_name().to_string_lossy()))
-        .collect();
+    let entries = match Dir::read_from(dir.as_fd()) {
+        Ok(entries) => entries,
+        Err(e) => return io_error("list", &path, &e.into()),
+    };
+    let mut lines = Vec::new();
+    for entry in entries.flatten() {
+        if cancel.is_cancelled() {
+            return ToolOutcome::error("cancelled");
+        }
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        lines.push(describe_entry(&dir, OsStr::from_bytes(name)));
+    }
     if lines.is_empty() {
         return ToolOutcome::ok(format!("({path} is empty)"));
     }
@@ -198,15 +305,20 @@ pub fn list_dir(ws: &Workspace, args: ListDirArgs, _: &CancellationToken) -> Too
     ToolOutcome::ok(out)
 }
 
-fn describe_entry(path: &Path, name: &str) -> String {
-    match fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => match fs::read_link(path) {
-            Ok(target) => format!("{name} -> {}", target.display()),
-            Err(_) => format!("{name} -> ?"),
+/// One `list_dir` line, from `lstat` relative to the open directory (so
+/// the entry described is the one listed, wherever the path now leads).
+fn describe_entry(dir: &std::fs::File, name: &OsStr) -> String {
+    let shown = name.to_string_lossy();
+    match statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+            FileType::Symlink => match rustix::fs::readlinkat(dir, name, Vec::new()) {
+                Ok(target) => format!("{shown} -> {}", target.to_string_lossy()),
+                Err(_) => format!("{shown} -> ?"),
+            },
+            FileType::Directory => format!("{shown}/"),
+            _ => format!("{shown} ({} bytes)", st.st_size),
         },
-        Ok(m) if m.is_dir() => format!("{name}/"),
-        Ok(m) => format!("{name} ({} bytes)", m.len()),
-        Err(_) => name.to_owned(),
+        Err(_) => shown.into_owned(),
     }
 }
 
@@ -235,26 +347,30 @@ pub struct WriteFileArgs {
     content: String,
 }
 
-pub fn write_file(ws: &Workspace, args: WriteFileArgs, _: &CancellationToken) -> ToolOutcome {
-    let real = match resolve(ws, &args.path) {
-        Ok(p) => p,
-        Err(e) => return e,
+pub fn write_file(
+    ws: &Workspace,
+    args: WriteFileArgs,
+    _: &ToolLimits,
+    _: &CancellationToken,
+) -> ToolOutcome {
+    let opened = match open(ws, &args.path, Access::Write, "write") {
+        Ok(opened) => opened,
+        Err(refusal) => return refusal,
     };
-    if real.is_dir() {
-        return ToolOutcome::error(format!("{} is a directory", args.path));
-    }
-    let existed = real.exists();
-    if let Some(parent) = real.parent() {
-        if let Err(e) = fs::create_dir_all(parent) {
-            return io_error("create the directories for", &args.path, &e);
-        }
-    }
-    if let Err(e) = fs::write(&real, &args.content) {
+    let mut file = opened.file;
+    if let Err(e) = file
+        .set_len(0)
+        .and_then(|()| file.write_all(args.content.as_bytes()))
+    {
         return io_error("write", &args.path, &e);
     }
     ToolOutcome::ok(format!(
         "{} {} ({} bytes, {} lines)",
-        if existed { "overwrote" } else { "created" },
+        if opened.created {
+            "created"
+        } else {
+            "overwrote"
+        },
         args.path,
         args.content.len(),
         args.content.lines().count()
@@ -303,18 +419,38 @@ fn occurrences(hay: &str, needle: &str) -> Vec<usize> {
     found
 }
 
-pub fn edit_file(ws: &Workspace, args: EditFileArgs, _: &CancellationToken) -> ToolOutcome {
-    let real = match resolve(ws, &args.path) {
-        Ok(p) => p,
-        Err(e) => return e,
-    };
+pub fn edit_file(
+    ws: &Workspace,
+    args: EditFileArgs,
+    _: &ToolLimits,
+    _: &CancellationToken,
+) -> ToolOutcome {
     if args.old_string.is_empty() {
         return ToolOutcome::error("old_string is empty; to create a file use write_file");
     }
-    let bytes = match fs::read(&real) {
-        Ok(b) => b,
-        Err(e) => return io_error("read", &args.path, &e),
+    let opened = match open(ws, &args.path, Access::Edit, "edit") {
+        Ok(opened) => opened,
+        Err(refusal) => return refusal,
     };
+    let size = opened.metadata.len();
+    if size > MAX_EDIT_BYTES {
+        return ToolOutcome::error(format!(
+            "{} is {size} bytes; edit_file edits files of at most {MAX_EDIT_BYTES} bytes \
+             (16 MiB). Use bash (sed, a script) for larger files.",
+            args.path
+        ));
+    }
+    let mut file = opened.file;
+    let mut bytes = Vec::new();
+    if let Err(e) = (&mut file).take(MAX_EDIT_BYTES + 1).read_to_end(&mut bytes) {
+        return io_error("read", &args.path, &e);
+    }
+    if bytes.len() as u64 > MAX_EDIT_BYTES {
+        return ToolOutcome::error(format!(
+            "{} grew past {MAX_EDIT_BYTES} bytes while being read; not edited",
+            args.path
+        ));
+    }
     if looks_binary(&bytes) {
         return ToolOutcome::error(format!("{} is a binary file; not edited", args.path));
     }
@@ -344,7 +480,11 @@ pub fn edit_file(ws: &Workspace, args: EditFileArgs, _: &CancellationToken) -> T
     edited.push_str(&text[..at]);
     edited.push_str(&args.new_string);
     edited.push_str(&text[at + args.old_string.len()..]);
-    if let Err(e) = fs::write(&real, &edited) {
+    let written = file
+        .rewind()
+        .and_then(|()| file.write_all(edited.as_bytes()))
+        .and_then(|()| file.set_len(edited.len() as u64));
+    if let Err(e) = written {
         return io_error("write", &args.path, &e);
     }
     let line = text[..at].matches('\n').count() + 1;
@@ -366,11 +506,16 @@ mod tests {
     }
 
     #[test]
-    fn clip_line_respects_char_boundaries() {
-        let long = "日".repeat(1000);
-        let clipped = clip_line(&long);
-        assert!(clipped.contains("line cut, 3000 bytes long"));
-        assert_eq!(clip_line("short"), "short");
+    fn long_lines_are_kept_bounded_and_cut_on_char_boundaries() {
+        let long = "日".repeat(1000) + "\nshort\n";
+        let cancel = CancellationToken::new();
+        let mut lines = BoundedLines::new(long.as_bytes(), &cancel);
+        let first = lines.next(MAX_LINE_BYTES + 4).unwrap().unwrap();
+        assert_eq!(first.kept.len(), MAX_LINE_BYTES + 4);
+        assert!(first.clipped().contains("line cut, 3000 bytes long"));
+        assert!(!first.clipped().contains('\u{FFFD}'));
+        assert_eq!(lines.next(10).unwrap().unwrap().clipped(), "short");
+        assert!(lines.next(10).unwrap().is_none());
     }
 
     #[test]

@@ -6,7 +6,12 @@
 //! Symlinks are never followed while walking: a symlinked directory pointing
 //! out of the workspace is not descended into, and `grep` reads no file
 //! through a symlink. `glob` lists a symlink only if it resolves inside.
+//! The walk itself goes by path, so every file `grep` reads is opened again
+//! through [`Workspace::open`], and every name `glob` lists is checked to be
+//! still reachable without a symlink: a directory swapped for a link to
+//! `/etc` mid-walk yields neither contents nor names.
 
+use std::io::Read;
 use std::path::Path;
 
 use globset::{GlobBuilder, GlobMatcher};
@@ -17,9 +22,9 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::cap::floor_char_boundary;
-use super::{looks_binary, resolve, ToolOutcome};
+use super::{looks_binary, resolve, ToolLimits, ToolOutcome};
 use crate::provider::ToolSpec;
-use crate::workspace::Workspace;
+use crate::workspace::{Access, Workspace};
 
 pub const GLOB: &str = "glob";
 pub const GREP: &str = "grep";
@@ -99,7 +104,12 @@ pub struct GlobArgs {
     path: Option<String>,
 }
 
-pub fn glob(ws: &Workspace, args: GlobArgs, cancel: &CancellationToken) -> ToolOutcome {
+pub fn glob(
+    ws: &Workspace,
+    args: GlobArgs,
+    _: &ToolLimits,
+    cancel: &CancellationToken,
+) -> ToolOutcome {
     let path = args.path.unwrap_or_else(|| ".".into());
     let base = match resolve(ws, &path) {
         Ok(p) => p,
@@ -122,7 +132,12 @@ pub fn glob(ws: &Workspace, args: GlobArgs, cancel: &CancellationToken) -> ToolO
             continue;
         }
         let rel = relative(ws, entry.path());
-        if kind.is_symlink() && ws.resolve(&rel).is_err() {
+        let inside = if kind.is_symlink() {
+            ws.resolve(&rel).is_ok()
+        } else {
+            ws.still_inside(entry.path())
+        };
+        if !inside {
             continue;
         }
         total += 1;
@@ -177,7 +192,12 @@ pub struct GrepArgs {
     max_results: Option<usize>,
 }
 
-pub fn grep(ws: &Workspace, args: GrepArgs, cancel: &CancellationToken) -> ToolOutcome {
+pub fn grep(
+    ws: &Workspace,
+    args: GrepArgs,
+    _: &ToolLimits,
+    cancel: &CancellationToken,
+) -> ToolOutcome {
     let path = args.path.unwrap_or_else(|| ".".into());
     let base = match resolve(ws, &path) {
         Ok(p) => p,
@@ -214,21 +234,18 @@ pub fn grep(ws: &Workspace, args: GrepArgs, cancel: &CancellationToken) -> ToolO
         {
             continue;
         }
-        if entry
-            .metadata()
-            .map_or(true, |m| m.len() > MAX_GREP_FILE_BYTES)
-        {
-            continue;
-        }
-        let Ok(bytes) = std::fs::read(entry.path()) else {
+        let rel = relative(ws, entry.path());
+        let Some(bytes) = read_for_grep(ws, &rel) else {
             continue;
         };
         if looks_binary(&bytes) {
             continue;
         }
         let text = String::from_utf8_lossy(&bytes);
-        let rel = relative(ws, entry.path());
         for (i, line) in text.lines().enumerate() {
+            if i % 4096 == 4095 && cancel.is_cancelled() {
+                return ToolOutcome::error("cancelled");
+            }
             if !regex.is_match(line) {
                 continue;
             }
@@ -246,6 +263,23 @@ pub fn grep(ws: &Workspace, args: GrepArgs, cancel: &CancellationToken) -> ToolO
         return ToolOutcome::ok(format!("no matches for {:?} in {path}", args.pattern));
     }
     ToolOutcome::ok(out)
+}
+
+/// A walked file's bytes, opened through the workspace (so the file read
+/// is the one inside, a regular file, at most [`MAX_GREP_FILE_BYTES`]);
+/// `None` for anything else, which grep skips.
+fn read_for_grep(ws: &Workspace, rel: &str) -> Option<Vec<u8>> {
+    let opened = ws.open(rel, Access::Read).ok()?;
+    if opened.metadata.len() > MAX_GREP_FILE_BYTES {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    opened
+        .file
+        .take(MAX_GREP_FILE_BYTES)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    Some(bytes)
 }
 
 fn shorten(line: &str) -> &str {
