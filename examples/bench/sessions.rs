@@ -35,7 +35,10 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
     let t = Instant::now();
     let listed = client.list_sessions()?;
     let cold = ms(t.elapsed());
-    ensure!(listed == SESSIONS, "listed {listed} sessions, not {SESSIONS}");
+    ensure!(
+        listed == SESSIONS,
+        "listed {listed} sessions, not {SESSIONS}"
+    );
 
     let sessions_dir = data.join("sessions");
     let mut baseline = Vec::new();
