@@ -68,6 +68,12 @@ pub enum Command {
     },
     /// Print a session log readably (the pod's current session by default).
     Log(LogArgs),
+    /// List the sessions of the data directory (`*` marks the pod's current one).
+    Sessions {
+        /// Print one JSON array of the `list_sessions` objects.
+        #[arg(long, env = "POD_JSON")]
+        json: bool,
+    },
     /// Stop the pod cleanly.
     Stop,
     /// List pods with a live socket.
@@ -91,8 +97,12 @@ pub struct ServeArgs {
     #[arg(long, env = "POD_SCRIPT", value_name = "FILE")]
     pub script: Option<PathBuf>,
     /// Start a new session instead of resuming the current one.
-    #[arg(long, env = "POD_NEW_SESSION")]
+    #[arg(long, env = "POD_NEW_SESSION", conflicts_with = "session")]
     pub new_session: bool,
+    /// Start on this session (full id or a unique prefix of at least 4
+    /// characters); it becomes the pod's current session.
+    #[arg(long, env = "POD_SESSION", value_name = "ID")]
+    pub session: Option<String>,
     /// The model's context window, in tokens.
     #[arg(
         long,
@@ -202,8 +212,9 @@ pub struct DenyArgs {
 
 #[derive(Debug, Args)]
 pub struct LogArgs {
-    /// The session id [default: the pod's current session].
-    pub session: Option<uuid::Uuid>,
+    /// The session: full id or a unique prefix of at least 4 characters
+    /// [default: the pod's current session].
+    pub session: Option<String>,
     /// Print the raw JSON lines.
     #[arg(long, env = "POD_JSON")]
     pub json: bool,
