@@ -8,9 +8,12 @@
 pub mod approval;
 pub mod cli;
 pub mod client;
+pub mod completion;
 pub mod context;
 pub mod input;
+pub mod mcp;
 pub mod pod;
+pub mod private;
 pub mod protocol;
 pub mod provider;
 pub mod store;

@@ -1,6 +1,7 @@
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches};
+use pod::cli::config::ConfigFile;
 use pod::cli::{args::with_config_file, Cli};
 
 fn main() -> ExitCode {
@@ -11,11 +12,20 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = match parse() {
+    let args: Vec<_> = std::env::args_os().collect();
+    let location = ConfigFile::locate(&args, std::env::var_os("POD_CONFIG"));
+    let config = match ConfigFile::load(&location) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("pod: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let cli = match parse(args, &config) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    match pod::cli::run(cli) {
+    match pod::cli::run(cli, config) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("pod: {e:#}");
@@ -25,22 +35,7 @@ fn main() -> ExitCode {
 }
 
 /// Parses the command line with the config file's values as defaults.
-fn parse() -> Result<Cli, clap::Error> {
-    let mut cmd = Cli::command();
-    if let Some(table) = config_file() {
-        cmd = with_config_file(cmd, &table);
-    }
-    Cli::from_arg_matches(&cmd.get_matches())
-}
-
-fn config_file() -> Option<toml::Table> {
-    let path = dirs::config_dir()?.join("pod").join("config.toml");
-    let text = std::fs::read_to_string(&path).ok()?;
-    match text.parse::<toml::Table>() {
-        Ok(table) => Some(table),
-        Err(e) => {
-            eprintln!("pod: ignoring {}: {e}", path.display());
-            None
-        }
-    }
+fn parse(args: Vec<std::ffi::OsString>, config: &ConfigFile) -> Result<Cli, clap::Error> {
+    let cmd = with_config_file(Cli::command(), &config.table);
+    Cli::from_arg_matches(&cmd.try_get_matches_from(args)?)
 }

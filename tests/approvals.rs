@@ -437,3 +437,40 @@ fn set_approval_changes_the_mode_from_now_on() {
     assert_eq!(c.until_entry("turn_end")["entry"]["reason"], "completed");
     assert!(marker(&pod, "marker"));
 }
+
+#[test]
+fn an_approve_sent_as_soon_as_the_request_arrives_is_taken() {
+    let pod = ask_pod(&step(&[("c1", "touch marker")]));
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.run("go");
+    let request = c.until_entry("approval_request");
+    assert_eq!(request["entry"]["call_id"], "c1");
+    let answer = approve(&mut c, "c1", "allow", json!({}));
+    assert_eq!(answer["ok"], true, "{answer}");
+    assert_eq!(c.until_entry("turn_end")["entry"]["reason"], "completed");
+}
+
+#[test]
+fn rules_from_the_config_file_and_the_flags_are_combined() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("pod.toml");
+    std::fs::write(&config, "[permissions]\ndeny = [\"bash:touch *\"]\n").unwrap();
+    let script = step(&[("c1", "touch a"), ("c2", "mkdir b")]);
+    let pod = Pod::builder()
+        .in_dir(dir)
+        .script(&script)
+        .args(["--approval", "ask", "--allow", "bash:mkdir *"])
+        .arg("--config")
+        .arg(config.display().to_string())
+        .start();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.run("go");
+    assert_eq!(c.until_entry("turn_end")["entry"]["reason"], "completed");
+    assert!(
+        !marker(&pod, "a"),
+        "the config file's deny rule was ignored"
+    );
+    assert!(marker(&pod, "b"), "the flag's allow rule was ignored");
+}

@@ -34,6 +34,7 @@ fn send_json_prints_its_turn_and_no_wait_returns_at_once() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(frames[0]["type"], "response");
+    assert!(frames.iter().all(|f| f["type"] != "snapshot"));
     assert_eq!(frames[1]["type"], "turn_start");
     assert!(frames.iter().any(|f| f["type"] == "text_delta"));
     assert_eq!(frames.last().unwrap()["entry"]["kind"], "turn_end");

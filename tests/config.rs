@@ -79,3 +79,60 @@ fn help_and_version_work_everywhere() {
         }
     }
 }
+
+#[test]
+fn a_named_config_file_is_read_instead_of_the_default_and_must_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("pod")).unwrap();
+    std::fs::write(
+        dir.path().join("pod/config.toml"),
+        "socket = \"/tmp/from-default.sock\"\n",
+    )
+    .unwrap();
+    let named = dir.path().join("named.toml");
+    std::fs::write(&named, "socket = \"/tmp/from-named.sock\"\n").unwrap();
+    let status = |config_flag: Option<&std::path::Path>, config_env: Option<&std::path::Path>| {
+        let mut cmd = Command::new(POD);
+        cmd.arg("status")
+            .env("XDG_CONFIG_HOME", dir.path())
+            .env_remove("POD_SOCKET")
+            .env_remove("POD_CONFIG");
+        if let Some(path) = config_flag {
+            cmd.arg("--config").arg(path);
+        }
+        if let Some(path) = config_env {
+            cmd.env("POD_CONFIG", path);
+        }
+        let output = cmd.output().unwrap();
+        assert!(!output.status.success());
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    assert!(status(None, None).contains("/tmp/from-default.sock"));
+    assert!(status(Some(&named), None).contains("/tmp/from-named.sock"));
+    assert!(status(None, Some(&named)).contains("/tmp/from-named.sock"));
+
+    let missing = dir.path().join("missing.toml");
+    let err = status(Some(&missing), None);
+    assert!(
+        err.contains("cannot read config file") && err.contains("missing.toml"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_bad_mcp_server_table_is_reported_with_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[mcp_servers.fs]\nargs = [\"x\"]\n").unwrap();
+    let output = Command::new(POD)
+        .args(["status", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("config.toml") && stderr.contains("command"),
+        "{stderr}"
+    );
+}

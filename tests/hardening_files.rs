@@ -48,7 +48,9 @@ impl Fixture {
     }
 
     async fn call_with(&self, name: &str, args: Value, cancel: CancellationToken) -> ToolOutcome {
-        self.toolbox.call(name, &args, cancel).await
+        self.toolbox
+            .call(name, &args, cancel, std::sync::Arc::new(|_: &str| {}))
+            .await
     }
 }
 

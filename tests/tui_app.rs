@@ -33,6 +33,14 @@ fn methods(app: &mut App) -> Vec<Value> {
         .collect()
 }
 
+/// What was sent besides the menus' `list_completions`.
+fn actions(app: &mut App) -> Vec<Value> {
+    methods(app)
+        .into_iter()
+        .filter(|m| m["type"] != "list_completions")
+        .collect()
+}
+
 #[test]
 fn enter_sends_text_and_paste_segments() {
     let mut app = attached(vec![]);
@@ -104,7 +112,7 @@ fn cancel_quit_and_commands() {
     assert!(methods(&mut app).is_empty(), "nothing to cancel when idle");
     type_str(&mut app, "/compact");
     key(&mut app, KeyCode::Enter, KeyModifiers::NONE);
-    assert_eq!(methods(&mut app), [json!({"type":"compact"})]);
+    assert_eq!(actions(&mut app), [json!({"type":"compact"})]);
     type_str(&mut app, "/quit");
     key(&mut app, KeyCode::Enter, KeyModifiers::NONE);
     assert!(app.should_quit());
@@ -128,7 +136,7 @@ fn input_is_kept_while_disconnected() {
     app.on_connection(ConnEvent::Connected);
     app.on_pod_event(snapshot(vec![], Value::Null, "idle"));
     key(&mut app, KeyCode::Enter, KeyModifiers::NONE);
-    assert_eq!(methods(&mut app).len(), 1);
+    assert_eq!(actions(&mut app).len(), 1);
 }
 
 #[test]
@@ -265,4 +273,178 @@ fn a_refused_message_comes_back_to_the_input_box() {
         "the paste is back too"
     );
     assert!(!app.composer().is_empty());
+}
+
+fn enter(app: &mut App) {
+    key(app, KeyCode::Enter, KeyModifiers::NONE);
+}
+
+/// Types `line` and presses Enter; returns what was sent.
+fn command(app: &mut App, line: &str) -> Vec<Value> {
+    type_str(app, line);
+    enter(app);
+    actions(app)
+}
+
+#[test]
+fn session_and_mode_commands_send_their_methods() {
+    let mut app = attached(vec![]);
+    assert_eq!(command(&mut app, "/new"), [json!({"type":"new_session"})]);
+    assert_eq!(command(&mut app, "/fork"), [json!({"type":"fork"})]);
+    assert_eq!(
+        command(&mut app, "/model gpt-5"),
+        [json!({"type":"set_model","model":"gpt-5"})]
+    );
+    assert_eq!(
+        command(&mut app, "/approval auto"),
+        [json!({"type":"set_approval","mode":"auto"})]
+    );
+    assert!(app.composer().is_empty());
+
+    assert!(command(&mut app, "/approval sometimes").is_empty());
+    assert_eq!(
+        app.composer().plain_text().as_deref(),
+        Some("/approval sometimes"),
+        "a bad mode stays in the input box to be fixed"
+    );
+}
+
+#[test]
+fn local_commands_send_nothing() {
+    let mut app = attached(vec![assistant_text("earlier")]);
+    assert!(command(&mut app, "/model").is_empty());
+    assert!(command(&mut app, "/approval").is_empty());
+    assert!(command(&mut app, "/status").is_empty());
+    let notices: Vec<String> = app
+        .conversation()
+        .blocks()
+        .iter()
+        .filter_map(|b| match &b.kind {
+            BlockKind::Notice { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(notices.len(), 3, "{notices:?}");
+    assert!(notices[0].contains("offline/offline"), "{notices:?}");
+    assert!(notices[1].contains("[approval] ask"), "{notices:?}");
+    for line in [
+        "state     idle",
+        "session   0b5e551d",
+        "sandbox",
+        "MCP       git ready, 12 tools; web failed (exited with status 1)",
+    ] {
+        assert!(notices[2].contains(line), "{line} not in {}", notices[2]);
+    }
+
+    assert!(command(&mut app, "/help").is_empty());
+    assert!(app.overlay().is_some());
+    key(&mut app, KeyCode::Esc, KeyModifiers::NONE);
+    assert!(app.overlay().is_none());
+    key(&mut app, KeyCode::Char('?'), KeyModifiers::NONE);
+    assert!(
+        app.overlay().is_some(),
+        "? on an empty input box opens the help"
+    );
+    key(&mut app, KeyCode::Esc, KeyModifiers::NONE);
+    assert!(actions(&mut app).is_empty());
+    type_str(&mut app, "why?");
+    assert_eq!(app.composer().plain_text().as_deref(), Some("why?"));
+    key(&mut app, KeyCode::Char('u'), KeyModifiers::CONTROL);
+
+    assert!(command(&mut app, "/x").is_empty());
+    assert_eq!(app.composer().plain_text().as_deref(), Some("/x"));
+    key(&mut app, KeyCode::Char('u'), KeyModifiers::CONTROL);
+
+    assert!(command(&mut app, "/clear").is_empty());
+    assert!(app.conversation().blocks().is_empty());
+    assert!(command(&mut app, "/quit").is_empty());
+    assert!(app.should_quit());
+}
+
+#[test]
+fn workflows_are_known_from_the_pod_and_called_with_args() {
+    let mut app = App::new("default", Instant::now());
+    app.on_connection(ConnEvent::Connected);
+    app.on_pod_event(snapshot(vec![], Value::Null, "idle"));
+    let sent = app.take_outgoing();
+    let Some(Outgoing::Request(listing)) = sent.first() else {
+        panic!("no workflow listing on attach: {sent:?}")
+    };
+    assert_eq!(
+        serde_json::to_value(&listing.method).unwrap(),
+        json!({"type":"list_completions","kind":"workflow","prefix":""})
+    );
+    app.on_pod_event(event(json!({"type":"response",
+        "request_id":listing.request_id,"completions":["review"],
+        "items":[{"value":"review","kind":"workflow","detail":"Review a change"}]})));
+    assert_eq!(
+        command(&mut app, "/review  src/main.rs "),
+        [json!({"type":"run","segments":[
+            {"type":"workflow_invoke","slug":"review","args":"src/main.rs"}]})]
+    );
+    assert_eq!(
+        command(&mut app, "//review is a command"),
+        [json!({"type":"run","segments":[{"type":"text","text":"/review is a command"}]})]
+    );
+    assert_eq!(
+        command(&mut app, "/etc/hosts is a path"),
+        [json!({"type":"run","segments":[{"type":"text","text":"/etc/hosts is a path"}]})]
+    );
+}
+
+fn session(id: &str, title: &str, current: bool) -> Value {
+    json!({"session_id":id,"created_at":"2026-01-01T00:00:00Z",
+        "updated_at":"2026-01-01T00:00:00Z","entries":4,"title":title,
+        "compacted_from":null,"forked_from":null,"current":current})
+}
+
+#[test]
+fn the_session_picker_resumes_and_forks() {
+    const OTHER: &str = "aaaaaaaa-0000-4000-8000-000000000003";
+    let mut app = attached(vec![]);
+    let sent = command(&mut app, "/sessions");
+    assert_eq!(sent, [json!({"type":"list_sessions"})]);
+    let open = |app: &mut App| {
+        type_str(app, "/sessions");
+        enter(app);
+        let Some(Outgoing::Request(r)) = app.take_outgoing().pop() else {
+            panic!("no list_sessions")
+        };
+        app.on_pod_event(event(json!({"type":"response","request_id":r.request_id,
+            "sessions":[session(SESSION, "current one", true), session(OTHER, "older", false)]})));
+        assert!(app.overlay().is_some());
+    };
+    open(&mut app);
+    key(&mut app, KeyCode::Down, KeyModifiers::NONE);
+    enter(&mut app);
+    assert!(app.overlay().is_none());
+    assert_eq!(
+        actions(&mut app),
+        [json!({"type":"resume_session","session_id":OTHER})]
+    );
+
+    open(&mut app);
+    key(&mut app, KeyCode::Char('f'), KeyModifiers::NONE);
+    assert_eq!(
+        actions(&mut app),
+        [json!({"type":"fork"})],
+        "the current one forks at once"
+    );
+
+    open(&mut app);
+    key(&mut app, KeyCode::Down, KeyModifiers::NONE);
+    key(&mut app, KeyCode::Char('f'), KeyModifiers::NONE);
+    assert_eq!(
+        actions(&mut app),
+        [json!({"type":"resume_session","session_id":OTHER})]
+    );
+    let mut resumed = serde_json::to_value(snapshot(vec![], Value::Null, "idle")).unwrap();
+    resumed["session_id"] = json!(OTHER);
+    resumed["entries"][0]["entry"]["session_id"] = json!(OTHER);
+    app.on_pod_event(event(resumed));
+    assert_eq!(
+        actions(&mut app),
+        [json!({"type":"fork"})],
+        "another session is forked once it is current"
+    );
 }

@@ -100,7 +100,7 @@ fn tool_results_attach_to_their_call_and_toggle() {
         panic!()
     };
     assert_eq!(t.result.as_ref().unwrap().output, "a\nb");
-    c.toggle_tool();
+    c.toggle_block();
     assert!(matches!(&c.blocks()[1].kind, BlockKind::Tool(t) if t.expanded));
-    assert_eq!(c.select_tool(true), Some(1));
+    assert_eq!(c.select_block(true), Some(1));
 }

@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use portable_pty::{native_pty_system, CommandBuilder, PtySize};
-use serde_json::Value;
+use serde_json::{json, Value};
+
+mod support;
 
 const POD: &str = env!("CARGO_BIN_EXE_pod");
 const DEADLINE: Duration = Duration::from_secs(15);
@@ -229,4 +231,142 @@ fn attach_send_paste_and_detach() {
         "detaching leaves the pod running"
     );
     assert!(socket.exists());
+}
+
+/// Lines of every session log under `data`, so a test can see that
+/// nothing was committed.
+fn log_line_count(data: &Path) -> usize {
+    std::fs::read_dir(data.join("sessions"))
+        .map(|dir| {
+            dir.flatten()
+                .map(|f| {
+                    std::fs::read_to_string(f.path())
+                        .unwrap_or_default()
+                        .lines()
+                        .count()
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// The issue's scenario, typed as a user would: a workflow chosen from the
+/// `/` menu with arguments, a knowledge file from the `#` menu, one Enter.
+/// The log holds typed segments and the model reads both files; `/help`
+/// and an unknown `/x` never reach the pod.
+#[test]
+fn workflow_and_knowledge_from_the_menus_reach_the_model() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let reply = support::data_frames(&[
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"Reviewed."},"finish_reason":null}]}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+        "[DONE]",
+    ]);
+    let model = runtime.block_on(support::Server::start(vec![support::Reply::sse(&reply)]));
+
+    let dir = tempfile::tempdir().unwrap();
+    let socket: PathBuf = dir.path().join("run").join("pod.sock");
+    let data = dir.path().join("data");
+    let workspace = dir.path().join("ws");
+    let write = |path: &str, text: &str| {
+        let path = workspace.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        ".pod/workflows/review.md",
+        "# Review a change\n\nCheck WORKFLOW-BODY for bugs.\n",
+    );
+    write(
+        ".pod/knowledge/style.md",
+        "# House style\n\nKNOWLEDGE-BODY: four spaces.\n",
+    );
+    std::fs::create_dir_all(workspace.join("src")).unwrap();
+    let _server = Server(
+        Command::new(POD)
+            .arg("serve")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--data-dir")
+            .arg(&data)
+            .arg("--workspace")
+            .arg(&workspace)
+            .args(["--provider", "openai", "--model", "test", "--base-url"])
+            .arg(format!("{}/v1", model.url))
+            .env("OPENAI_API_KEY", "test-key")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_until("the pod's socket", || socket.exists());
+
+    let mut attach = CommandBuilder::new(POD);
+    attach.arg("attach");
+    attach.arg("--socket");
+    attach.arg(&socket);
+    let (parser, mut child, mut keys) = in_pty(attach);
+    let mut press = |bytes: &[u8]| {
+        keys.write_all(bytes).unwrap();
+        keys.flush().unwrap();
+    };
+    wait_for_screen(&parser, "● connected");
+
+    press(b"/rev");
+    wait_for_screen(&parser, "/review Review a change");
+    press(b"\t");
+    wait_for_screen(&parser, "› /review");
+    press(b" src #sty");
+    wait_for_screen(&parser, "#style House style");
+    press(b"\t");
+    wait_for_screen(&parser, "› /review src #style");
+    press(b"\r");
+    wait_for_screen(&parser, "Reviewed.");
+
+    let inputs = user_inputs(&data);
+    assert_eq!(inputs.len(), 1, "{inputs:?}");
+    assert_eq!(
+        inputs[0].1["segments"],
+        json!([{"type":"workflow_invoke","slug":"review","args":"src"},
+               {"type":"knowledge_ref","slug":"style"}])
+    );
+    let requests = model.requests();
+    assert_eq!(requests.len(), 1);
+    let body = &requests[0].body;
+    for expanded in ["WORKFLOW-BODY", "KNOWLEDGE-BODY", "Arguments: src"] {
+        assert!(
+            body.contains(expanded),
+            "{expanded} not in the request: {body}"
+        );
+    }
+
+    wait_until("the turn to end in the log", || {
+        std::fs::read_dir(data.join("sessions"))
+            .unwrap()
+            .flatten()
+            .any(|f| {
+                std::fs::read_to_string(f.path())
+                    .unwrap_or_default()
+                    .contains("\"turn_end\"")
+            })
+    });
+    let before = log_line_count(&data);
+    press(b"/help\r");
+    wait_for_screen(&parser, "Esc closes");
+    press(b"\x1b");
+    wait_for_screen(&parser, "Reviewed.");
+    press(b"/x\r");
+    wait_for_screen(&parser, "unknown command /x");
+    assert!(
+        flat(&parser).contains("› /x"),
+        "the refused command stays in the input box"
+    );
+    assert_eq!(log_line_count(&data), before, "nothing was committed");
+    assert_eq!(model.requests().len(), 1, "nothing reached the model");
+
+    press(b"\x04");
+    wait_until("pod attach to exit on Ctrl+D", || {
+        child.try_wait().unwrap().is_some()
+    });
 }

@@ -293,3 +293,200 @@ fn mid_turn_attach_shows_the_running_tool_call() {
     assert!(text.contains("› build it"));
     assert!(text.contains("⚙ bash {\"command\":\"cargo b"), "{text}");
 }
+
+/// The `/` menu: built-in commands first, then the pod's workflows, each
+/// with its description.
+#[test]
+fn slash_menu() {
+    let mut app = attached(vec![]);
+    key(&mut app, KeyCode::Char('/'), KeyModifiers::NONE);
+    key(&mut app, KeyCode::Char('s'), KeyModifiers::NONE);
+    let request_id = app.composer().completion().unwrap().request_id.clone();
+    app.on_pod_event(event(json!({"type":"response","request_id":request_id,
+        "completions":["security-review"],
+        "items":[{"value":"security-review","kind":"workflow",
+                  "detail":"Review a change for security problems"}]})));
+    key(&mut app, KeyCode::Down, KeyModifiers::NONE);
+    let buffer = buffer(&mut app, 70, 10);
+    let at = find(&buffer, "/sessions").expect("the selected built-in");
+    assert_eq!(buffer[at].bg, Color::Blue);
+    assert!(find(&buffer, "Review a change for security").is_some());
+    assert_snapshot!(screen(&mut app, 70, 10));
+}
+
+#[test]
+fn help_screen() {
+    let mut app = attached(vec![assistant_text("hidden behind the help")]);
+    key(&mut app, KeyCode::Char('?'), KeyModifiers::NONE);
+    let text = screen(&mut app, 80, 60);
+    assert!(!text.contains("hidden behind"), "{text}");
+    for needle in ["Ctrl+O", "/approval", "#name", "Esc closes"] {
+        assert!(text.contains(needle), "{needle} missing:\n{text}");
+    }
+    assert_snapshot!(text);
+    key(&mut app, KeyCode::Esc, KeyModifiers::NONE);
+    assert!(screen(&mut app, 80, 60).contains("hidden behind the help"));
+}
+
+const TABLE: &str = "Results:\n\n\
+| crate | version | why |\n\
+|:------|--------:|-----|\n\
+| syntect | 5.3 | highlighting code blocks by language |\n\
+| pulldown-cmark | 0.12 | parsing the assistant's Markdown into events |\n\
+| `ratatui` | 0.29 | drawing |\n";
+
+#[test]
+fn table() {
+    let mut app = attached(vec![assistant_text(TABLE)]);
+    let buffer = buffer(&mut app, 60, 14);
+    assert!(buffer[find(&buffer, "crate").unwrap()]
+        .modifier
+        .contains(ratatui::style::Modifier::BOLD));
+    assert_snapshot!(screen(&mut app, 60, 14));
+}
+
+#[test]
+fn narrow_table() {
+    let mut app = attached(vec![assistant_text(TABLE)]);
+    assert_snapshot!(screen(&mut app, 40, 20));
+}
+
+/// Too narrow for three columns: one `key: value` block per row.
+#[test]
+fn very_narrow_table_becomes_blocks() {
+    let mut app = attached(vec![assistant_text(TABLE)]);
+    let text = screen(&mut app, 24, 20);
+    assert!(text.contains("crate: syntect"), "{text}");
+    assert!(!text.contains('┼'), "{text}");
+    assert_snapshot!(text);
+}
+
+/// Colours are part of what is asserted: the keyword, the string, the
+/// comment and the function name each have their own.
+#[test]
+fn highlighted_code_block() {
+    let md = "```rust\n// greet\nfn main() {\n    println!(\"hi {}\", 42);\n}\n```\n\nSee [the docs](https://docs.rs/syntect) or <https://example.com>.";
+    let mut app = attached(vec![assistant_text(md)]);
+    let buffer = buffer(&mut app, 50, 12);
+    let fg = |needle: &str| buffer[find(&buffer, needle).unwrap()].fg;
+    assert_eq!(fg("fn main"), Color::Magenta);
+    assert_eq!(fg("main()"), Color::Blue);
+    assert_eq!(fg("hi {}"), Color::Green);
+    assert_eq!(fg("// greet"), Color::DarkGray);
+    assert_eq!(fg("42"), Color::Yellow);
+    assert!(find(&buffer, "the docs (https://docs.rs/syntect)").is_some());
+    assert!(
+        find(&buffer, "https://example.com (").is_none(),
+        "an autolink shows once"
+    );
+    assert_snapshot!(styled(&buffer));
+}
+
+/// Each row with its text and, after it, the colours used on it, so a
+/// snapshot shows both.
+fn styled(buffer: &ratatui::buffer::Buffer) -> String {
+    let mut out = String::new();
+    for y in 0..buffer.area.height {
+        let mut text = String::new();
+        let mut runs: Vec<(Color, String)> = Vec::new();
+        for x in 0..buffer.area.width {
+            let cell = &buffer[(x, y)];
+            text.push_str(cell.symbol());
+            if cell.fg != Color::Reset {
+                match runs.last_mut() {
+                    Some((c, s)) if *c == cell.fg => s.push_str(cell.symbol()),
+                    _ => runs.push((cell.fg, cell.symbol().to_owned())),
+                }
+            }
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+        for (color, s) in runs {
+            out.push_str(&format!("    {color:?}: {s}\n"));
+        }
+    }
+    out
+}
+
+#[test]
+fn project_instructions_are_collapsed_until_opened() {
+    let mut app = attached(vec![
+        user_input(json!([{"type":"text","text":"hi"}])),
+        json!({"kind":"hook_injected_items","items":[{"source":"project_instructions",
+            "text":"AGENTS.md\n# Rules\n\n- run `cargo fmt`\n- keep commits small"}]}),
+    ]);
+    let collapsed = screen(&mut app, 50, 8);
+    assert!(
+        collapsed.contains("▸ project instructions AGENTS.md · 4 lines"),
+        "{collapsed}"
+    );
+    assert!(!collapsed.contains("cargo fmt"));
+    key(&mut app, KeyCode::Char('o'), KeyModifiers::CONTROL);
+    assert_snapshot!(screen(&mut app, 50, 12));
+}
+
+#[test]
+fn session_picker() {
+    let ago = |secs: u64| {
+        humantime::format_rfc3339_millis(
+            std::time::SystemTime::now() - std::time::Duration::from_secs(secs),
+        )
+        .to_string()
+    };
+    let mut app = attached(vec![]);
+    for c in "/sessions".chars() {
+        key(&mut app, KeyCode::Char(c), KeyModifiers::NONE);
+    }
+    key(&mut app, KeyCode::Enter, KeyModifiers::NONE);
+    let request_id = app
+        .take_outgoing()
+        .into_iter()
+        .find_map(|o| match o {
+            pod::tui::connection::Outgoing::Request(r)
+                if r.method == pod::protocol::Method::ListSessions =>
+            {
+                r.request_id
+            }
+            _ => None,
+        })
+        .expect("list_sessions");
+    app.on_pod_event(event(json!({"type":"response","request_id":request_id,"sessions":[
+        {"session_id":SESSION,"created_at":ago(7200),"updated_at":ago(300),"entries":42,
+         "title":"refactor the parser so that errors carry their position","compacted_from":NEW_SESSION,
+         "forked_from":null,"current":true},
+        {"session_id":"aaaaaaaa-0000-4000-8000-000000000003","created_at":ago(200_000),
+         "updated_at":ago(180_000),"entries":7,"title":null,"compacted_from":null,
+         "forked_from":{"session_id":SESSION,"seq":4},"current":false}]})));
+    key(&mut app, KeyCode::Down, KeyModifiers::NONE);
+    let buffer = buffer(&mut app, 70, 8);
+    assert_eq!(buffer[find(&buffer, "aaaaaaaa").unwrap()].bg, Color::Blue);
+    assert_snapshot!(screen(&mut app, 70, 8));
+}
+
+#[test]
+fn status_command_notice() {
+    let mut app = attached(vec![]);
+    for c in "/status".chars() {
+        key(&mut app, KeyCode::Char(c), KeyModifiers::NONE);
+    }
+    key(&mut app, KeyCode::Enter, KeyModifiers::NONE);
+    assert_snapshot!(screen(&mut app, 80, 14));
+}
+
+/// A code block still streaming in is drawn plainly (highlighting it again
+/// on every frame would be too slow); once its fence closes it is coloured,
+/// and no row moves.
+#[test]
+fn streaming_code_is_highlighted_once_closed() {
+    let mut app = attached_with(vec![], Value::Null, "running");
+    app.on_pod_event(event(
+        json!({"type":"text_delta","text":"```rust\nfn main() {}\n"}),
+    ));
+    let open = buffer(&mut app, 40, 8);
+    let at = find(&open, "fn main").expect("streamed code");
+    assert_eq!(open[at].fg, Color::Yellow);
+    app.on_pod_event(event(json!({"type":"text_delta","text":"```"})));
+    let closed = buffer(&mut app, 40, 8);
+    assert_eq!(find(&closed, "fn main"), Some(at), "nothing moved");
+    assert_eq!(closed[at].fg, Color::Magenta);
+}

@@ -89,7 +89,7 @@ fn serve() -> ExitCode {
     let cli = pod::cli::Cli::parse_from(
         std::iter::once("pod".to_owned()).chain(std::env::args().skip(1)),
     );
-    match pod::cli::run(cli) {
+    match pod::cli::run(cli, pod::cli::ConfigFile::default()) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("pod: {e:#}");

@@ -1,7 +1,8 @@
 //! The command line, as `shared/spec/cli.md` fixes it.
 //!
 //! Every flag also reads an environment variable (`--data-dir` ↔
-//! `POD_DATA_DIR`, …) and the config file `$XDG_CONFIG_HOME/pod/config.toml`;
+//! `POD_DATA_DIR`, …) and the config file (`--config FILE`, else
+//! `$XDG_CONFIG_HOME/pod/config.toml`; see [`super::config`]);
 //! precedence is flag, then environment, then file, then default. The file's
 //! values are installed as clap defaults (see [`with_config_file`]), so clap
 //! itself applies that precedence.
@@ -37,6 +38,9 @@ pub struct Global {
     /// The directory tools and @ file refs work in [default: the current directory].
     #[arg(long, global = true, env = "POD_WORKSPACE", value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// Read this config file instead of $XDG_CONFIG_HOME/pod/config.toml.
+    #[arg(long, global = true, env = "POD_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -72,6 +72,17 @@ fn print_session(
     Ok(())
 }
 
+/// `AGENTS.md` (or `CLAUDE.md`) as the model got it: the file's name (the
+/// text's first line) and size, then every line, so the log shows exactly
+/// which instructions were in force.
+fn project_instructions(text: &str) -> String {
+    let (file, body) = text.split_once('\n').unwrap_or((text, ""));
+    let lines = body.lines().count();
+    format!("instructions {} ({lines} lines)\n{body}", file.trim())
+        .trim_end()
+        .to_owned()
+}
+
 /// One readable line (or a few) per entry.
 fn describe(entry: &LogEntry) -> String {
     match entry {
@@ -128,7 +139,10 @@ fn describe(entry: &LogEntry) -> String {
             .join("\n"),
         LogEntry::HookInjectedItems { items } => items
             .iter()
-            .map(|i| format!("[{}] {}", i.source, i.text))
+            .map(|i| match i.source.as_str() {
+                "project_instructions" => project_instructions(&i.text),
+                source => format!("[{source}] {}", i.text),
+            })
             .collect::<Vec<_>>()
             .join("\n"),
         LogEntry::TurnEnd {
@@ -199,5 +213,25 @@ fn describe(entry: &LogEntry) -> String {
             format!("model      {provider}/{model}")
         }
         LogEntry::Unknown => "(unknown entry)".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::InjectedItem;
+
+    #[test]
+    fn project_instructions_show_their_file_and_text() {
+        let entry = LogEntry::HookInjectedItems {
+            items: vec![InjectedItem {
+                source: "project_instructions".into(),
+                text: "AGENTS.md\n# Rules\nrun cargo fmt\n".into(),
+            }],
+        };
+        assert_eq!(
+            describe(&entry),
+            "instructions AGENTS.md (2 lines)\n# Rules\nrun cargo fmt"
+        );
     }
 }

@@ -2,6 +2,7 @@
 
 mod approve;
 pub mod args;
+pub mod config;
 mod connect;
 mod log;
 mod paths;
@@ -11,15 +12,20 @@ mod status;
 mod transcript;
 
 pub use args::{Cli, Command};
+pub use config::ConfigFile;
 pub use paths::Paths;
 
 use std::process::ExitCode;
 
-/// Runs the parsed command line.
-pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+/// Runs the parsed command line; `config` is the config file it was parsed
+/// with (its flag defaults are already applied; its tables are used here).
+pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
     let paths = Paths::resolve(&cli.global)?;
+    if !matches!(cli.command, Some(Command::Log(_) | Command::Serve(_))) {
+        paths.check_socket_dir()?;
+    }
     match cli.command {
-        Some(Command::Serve(args)) => serve::run(&cli.global.name, &paths, args),
+        Some(Command::Serve(args)) => serve::run(&cli.global.name, &paths, args, config),
         Some(Command::Send(args)) => send::run(&paths, args),
         Some(Command::Approve(args)) => approve::approve(&paths, args),
         Some(Command::Deny(args)) => approve::deny(&paths, args),
@@ -34,9 +40,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if connect::nobody_listens(&paths.socket) {
                 return Ok(connect::no_pod(&paths.socket));
             }
-            serve::attach(&cli.global.name, &paths, false)
+            serve::attach(&cli.global.name, &paths, false, None)
         }
-        None => serve::attach(&cli.global.name, &paths, true),
+        None => serve::attach(&cli.global.name, &paths, true, cli.global.config.as_deref()),
     }
 }
 

@@ -1,17 +1,23 @@
 //! `pod serve`, and `pod` / `pod attach`, which start one when needed.
 
+use std::path::Path;
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
 use super::args::ServeArgs;
-use super::Paths;
+use super::{ConfigFile, Paths};
 use crate::pod::{ConnectionLimits, ServeConfig, Thresholds};
 use crate::provider::{self, ProviderConfig};
 use crate::tools::{SandboxPolicy, Switch, ToolLimits};
 
-pub fn run(name: &str, paths: &Paths, args: ServeArgs) -> anyhow::Result<ExitCode> {
+pub fn run(
+    name: &str,
+    paths: &Paths,
+    args: ServeArgs,
+    config: ConfigFile,
+) -> anyhow::Result<ExitCode> {
     let provider = provider::build(&ProviderConfig {
         kind: args.provider,
         model: args.model,
@@ -30,6 +36,7 @@ pub fn run(name: &str, paths: &Paths, args: ServeArgs) -> anyhow::Result<ExitCod
         name: name.to_owned(),
         data_dir: paths.data_dir.clone(),
         socket: paths.socket.clone(),
+        socket_in_default_dir: paths.socket_in_default_dir,
         workspace: paths.workspace.clone(),
         provider,
         new_session: args.new_session,
@@ -50,18 +57,35 @@ pub fn run(name: &str, paths: &Paths, args: ServeArgs) -> anyhow::Result<ExitCod
             },
             ..ToolLimits::default()
         },
+        mcp_servers: config.mcp_servers,
         approval: args.approval,
-        allow: args.allow,
-        deny: args.deny,
+        // The rules of every source are combined.
+        allow: config
+            .permissions
+            .allow
+            .into_iter()
+            .chain(args.allow)
+            .collect(),
+        deny: config
+            .permissions
+            .deny
+            .into_iter()
+            .chain(args.deny)
+            .collect(),
     })?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Attaches the TUI; with `start`, first starts a pod in the background when
-/// none is listening.
-pub fn attach(name: &str, paths: &Paths, start: bool) -> anyhow::Result<ExitCode> {
+/// none is listening (reading `config`, the `--config` file, if given).
+pub fn attach(
+    name: &str,
+    paths: &Paths,
+    start: bool,
+    config: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
     if start && std::os::unix::net::UnixStream::connect(&paths.socket).is_err() {
-        start_background(name, paths)?;
+        start_background(name, paths, config)?;
     }
     super::runtime()?.block_on(crate::tui::run(crate::tui::AttachOptions {
         socket: paths.socket.clone(),
@@ -72,19 +96,24 @@ pub fn attach(name: &str, paths: &Paths, start: bool) -> anyhow::Result<ExitCode
 
 /// Starts `pod serve` detached from this terminal, its output in
 /// `<data-dir>/pods/NAME.log`, and waits until it listens.
-fn start_background(name: &str, paths: &Paths) -> anyhow::Result<()> {
+fn start_background(name: &str, paths: &Paths, config: Option<&Path>) -> anyhow::Result<()> {
     use std::os::unix::process::CommandExt;
     let log_dir = paths.data_dir.join("pods");
-    std::fs::create_dir_all(&log_dir)
+    crate::private::create_dir(&paths.data_dir, false)
+        .and_then(|()| crate::private::create_dir(&log_dir, true))
         .with_context(|| format!("cannot create {}", log_dir.display()))?;
     let log_path = log_dir.join(format!("{name}.log"));
-    let log = std::fs::OpenOptions::new()
+    let log = crate::private::file_options()
         .create(true)
         .append(true)
         .open(&log_path)
         .with_context(|| format!("cannot open {}", log_path.display()))?;
     let exe = std::env::current_exe().context("cannot find the pod executable")?;
-    let mut child = std::process::Command::new(exe)
+    let mut command = std::process::Command::new(exe);
+    if let Some(config) = config {
+        command.arg("--config").arg(config);
+    }
+    let mut child = command
         .arg("serve")
         .arg("--name")
         .arg(name)

@@ -45,6 +45,12 @@ pub fn status(paths: &Paths, json: bool) -> anyhow::Result<ExitCode> {
     println!("model      {} / {}", g.provider, g.model);
     println!("workspace  {}", g.workspace);
     println!("socket     {}", paths.socket.display());
+    if !g.mcp_servers.is_empty() {
+        println!("mcp servers");
+        for line in crate::mcp::format_servers(&g.mcp_servers).lines() {
+            println!("  {line}");
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -32,6 +32,7 @@ use uuid::Uuid;
 
 use super::frames;
 use super::outbox::Outbox;
+use crate::mcp::McpChange;
 use crate::protocol::{Event, Greeting, InFlight, Status, Usage};
 
 pub type ConnId = u64;
@@ -264,6 +265,42 @@ impl Handler<Published> for Broadcaster {
     }
 }
 
+/// An MCP server's state changed: later snapshots carry its new entry in
+/// the greeting's `mcp_servers`, and clients connected now are told by a
+/// `notification` (source `mcp`) when there is something to say.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct McpServerChanged(pub McpChange);
+
+impl Handler<McpServerChanged> for Broadcaster {
+    type Result = ();
+
+    fn handle(&mut self, msg: McpServerChanged, _: &mut Context<Self>) {
+        let McpChange {
+            server,
+            level,
+            message,
+        } = msg.0;
+        let servers = &mut self.greeting.mcp_servers;
+        match servers.iter_mut().find(|s| s.name == server.name) {
+            Some(entry) => *entry = server,
+            None => servers.push(server),
+        }
+        if let Some(message) = message {
+            self.flush_held();
+            let event = Event::Notification {
+                level,
+                source: "mcp".into(),
+                message,
+            };
+            self.fan_out(event.to_frame());
+        }
+    }
+}
+
+/// How long shutdown waits for clients to take their last frames.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
 /// Say goodbye to every client and close their connections; resolves when
 /// every queued frame has been written (or its client given up on).
 #[derive(Message)]
@@ -282,13 +319,11 @@ impl Handler<Shutdown> for Broadcaster {
         for outbox in &outboxes {
             outbox.close();
         }
+        // One deadline for all: clients that stopped reading are given up on
+        // together, not one grace period after another.
         Box::pin(async move {
-            for outbox in outboxes {
-                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-                while outbox.queued_bytes() > 0 && std::time::Instant::now() < deadline {
-                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-                }
-            }
+            let flushed = futures::future::join_all(outboxes.iter().map(Outbox::flushed));
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE, flushed).await;
         })
     }
 }

@@ -72,12 +72,16 @@ pub async fn run(
         plans.push(plan);
         entries.extend(entry);
     }
+    // Answers are taken from the moment a request can be seen: a client
+    // that approves as soon as the entry reaches it must find it pending.
+    let answers = open_answers(env, &calls, &plans);
     for entry in entries {
         if let Err(e) = commit(env, conversation, entry).await {
+            close_answers(env);
             return StepOutcome::Storage(e.to_string());
         }
     }
-    execute(env, conversation, cancel, calls, plans).await
+    execute(env, conversation, cancel, calls, plans, answers).await
 }
 
 /// Goes on with the open turn's last step after a restart: calls with a
@@ -129,7 +133,8 @@ pub async fn resume(
         });
         plans.push(plan);
     }
-    execute(env, conversation, cancel, calls, plans).await
+    let answers = open_answers(env, &calls, &plans);
+    execute(env, conversation, cancel, calls, plans, answers).await
 }
 
 /// The policy's verdict on one call, and the entry it commits (a policy
@@ -213,28 +218,38 @@ async fn execute(
     cancel: &CancellationToken,
     calls: Vec<Call>,
     mut plans: Vec<Plan>,
+    mut answers: mpsc::UnboundedReceiver<Answer>,
 ) -> StepOutcome {
-    let (answers_tx, mut answers) = mpsc::unbounded_channel();
-    {
-        let mut state = env.state.borrow_mut();
-        state.pending = calls
-            .iter()
-            .zip(&plans)
-            .filter(|(_, plan)| matches!(plan, Plan::Pending))
-            .map(|(call, _)| call.call_id.clone())
-            .collect();
-        state.answers = Some(answers_tx);
-    }
     env.publish_status();
     let outcome =
         execute_in_order(env, conversation, cancel, &calls, &mut plans, &mut answers).await;
+    close_answers(env);
+    outcome
+}
+
+/// Makes the step's pending calls answerable: their ids go into the state
+/// the worker checks `approve` against, with the channel answers take.
+fn open_answers(env: &JobEnv, calls: &[Call], plans: &[Plan]) -> mpsc::UnboundedReceiver<Answer> {
+    let (sender, answers) = mpsc::unbounded_channel();
+    let mut state = env.state.borrow_mut();
+    state.pending = calls
+        .iter()
+        .zip(plans)
+        .filter(|(_, plan)| matches!(plan, Plan::Pending))
+        .map(|(call, _)| call.call_id.clone())
+        .collect();
+    state.answers = Some(sender);
+    answers
+}
+
+/// Nothing of the step is answerable any more.
+fn close_answers(env: &JobEnv) {
     {
         let mut state = env.state.borrow_mut();
         state.pending.clear();
         state.answers = None;
     }
     env.publish_status();
-    outcome
 }
 
 async fn execute_in_order(

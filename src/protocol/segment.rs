@@ -99,6 +99,27 @@ impl Segment {
         )
     }
 
+    pub fn knowledge_ref(slug: impl Into<String>) -> Self {
+        let slug = slug.into();
+        Self::build(
+            "knowledge_ref",
+            &[("slug", Value::from(slug.as_str()))],
+            Parsed::KnowledgeRef { slug },
+        )
+    }
+
+    pub fn workflow_invoke(slug: impl Into<String>, args: impl Into<String>) -> Self {
+        let (slug, args) = (slug.into(), args.into());
+        Self::build(
+            "workflow_invoke",
+            &[
+                ("slug", Value::from(slug.as_str())),
+                ("args", Value::from(args.as_str())),
+            ],
+            Parsed::WorkflowInvoke { slug, args },
+        )
+    }
+
     /// A segment this pod makes itself: `type` first, then the fields.
     fn build(kind: &str, fields: &[(&str, Value)], parsed: Parsed) -> Self {
         let mut json = format!("{{\"type\":{}", Value::from(kind));

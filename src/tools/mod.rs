@@ -19,13 +19,18 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::mcp::McpRegistry;
 use crate::provider::ToolSpec;
 use crate::workspace::{Access, OpenError, Opened, Workspace};
 
+pub(crate) use cap::floor_char_boundary;
 pub use cap::{cap, CapBuffer};
 pub(crate) use fs::looks_binary;
 pub use fs::MAX_EDIT_BYTES;
 pub use sandbox::{Rules, Sandbox, SandboxPolicy, Switch};
+
+/// Names of MCP tools start with this; no built-in tool's does.
+const MCP_PREFIX: &str = "mcp__";
 
 /// Limits every tool call obeys.
 #[derive(Debug, Clone)]
@@ -80,6 +85,8 @@ pub struct Toolbox {
     workspace: Workspace,
     limits: ToolLimits,
     sandbox: Sandbox,
+    /// The MCP servers' tools (`mcp__SERVER__TOOL`), if any are configured.
+    mcp: Option<McpRegistry>,
 }
 
 /// A tool that does blocking file-system work, run on the blocking pool so a
@@ -95,7 +102,19 @@ impl Toolbox {
             workspace,
             limits,
             sandbox,
+            mcp: None,
         }
+    }
+
+    /// Also offers the tools of these MCP servers.
+    pub fn with_mcp(mut self, registry: McpRegistry) -> Self {
+        self.mcp = Some(registry);
+        self
+    }
+
+    /// The MCP registry, for a name that is an MCP tool's.
+    fn mcp_for(&self, name: &str) -> Option<&McpRegistry> {
+        self.mcp.as_ref().filter(|_| name.starts_with(MCP_PREFIX))
     }
 
     /// The `bash` sandbox: what was asked for and what is enforced.
@@ -103,9 +122,12 @@ impl Toolbox {
         &self.sandbox
     }
 
-    /// The tools offered to the model, with JSON Schemas of their arguments.
+    /// The tools offered to the model, with JSON Schemas of their arguments:
+    /// the built-in ones, then those of the MCP servers ready now. MCP
+    /// servers come and go, so ask for every model call (it is cheap: no
+    /// I/O, no actor round trip).
     pub fn specs(&self) -> Vec<ToolSpec> {
-        vec![
+        let mut specs = vec![
             fs::read_file_spec(),
             fs::list_dir_spec(),
             search::glob_spec(),
@@ -113,13 +135,20 @@ impl Toolbox {
             fs::write_file_spec(),
             fs::edit_file_spec(),
             bash::spec(&self.limits),
-        ]
+        ];
+        if let Some(mcp) = &self.mcp {
+            specs.extend(mcp.specs());
+        }
+        specs
     }
 
     /// Checks a call before anyone is asked about it: an unknown tool,
     /// arguments that do not fit the tool's schema, or a path outside the
     /// workspace get an error result without asking.
     pub fn precheck(&self, name: &str, arguments: &Value) -> Result<(), ToolOutcome> {
+        if let Some(mcp) = self.mcp_for(name) {
+            return mcp.precheck(name, arguments);
+        }
         fn fits<A: DeserializeOwned>(name: &str, arguments: &Value) -> Result<(), ToolOutcome> {
             parse_args::<A>(name, arguments).map(drop)
         }
@@ -163,6 +192,10 @@ impl Toolbox {
         cancel: CancellationToken,
         output: OutputSink,
     ) -> ToolOutcome {
+        if let Some(mcp) = self.mcp_for(name) {
+            let outcome = mcp.call(name, arguments, cancel).await;
+            return self.capped(outcome);
+        }
         let outcome = match name {
             fs::WRITE_FILE | fs::EDIT_FILE if !self.sandbox.policy().allows_file_edits() => {
                 ToolOutcome::error(format!(
@@ -186,6 +219,10 @@ impl Toolbox {
             },
             _ => self.unknown(name),
         };
+        self.capped(outcome)
+    }
+
+    fn capped(&self, outcome: ToolOutcome) -> ToolOutcome {
         ToolOutcome {
             output: cap(&outcome.output, self.limits.output_cap_bytes),
             is_error: outcome.is_error,

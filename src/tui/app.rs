@@ -12,15 +12,19 @@ use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyM
 use crossterm::event::{MouseEvent, MouseEventKind};
 use ratatui::Frame;
 
-use super::composer::{Atom, Composer};
+use super::commands::{self, Builtin};
+use super::composer::{Atom, Composer, MenuItem, TokenKind};
 use super::connection::{ConnEvent, ConnectionState, Outgoing};
 use super::conversation::{Applied, Conversation};
 use super::layout_cache::LayoutCache;
+use super::overlay::{self, Overlay, SessionPicker};
 use super::viewport::Viewport;
 use crate::protocol::{
     CompletionKind, Event, Greeting, Level, LogEntry, Method, PodState, Request, Response, Status,
     Usage,
 };
+
+mod command;
 
 /// Two Ctrl+C within this long quit.
 const DOUBLE_CTRL_C: Duration = Duration::from_secs(1);
@@ -40,6 +44,19 @@ pub struct App {
     pub(crate) spinner: usize,
     /// A one-line hint shown in the status bar until the next key.
     pub(crate) flash: Option<String>,
+    /// The screen drawn over the conversation, taking the keys.
+    pub(crate) overlay: Option<Overlay>,
+    /// The workspace's workflows as the pod last listed them: what a
+    /// `/name` may call besides the built-in commands.
+    pub(crate) workflows: Vec<MenuItem>,
+    /// The `list_completions` asking for every workflow, sent on each
+    /// snapshot (the workspace may have changed while we were away).
+    workflows_request: Option<String>,
+    /// The `list_sessions` whose answer opens the session picker.
+    sessions_request: Option<String>,
+    /// A session the picker resumed in order to fork it: forked as soon
+    /// as its snapshot arrives.
+    fork_after_resume: Option<String>,
     pub(crate) now: Instant,
     /// Size of the conversation area at the last draw, for paging.
     pub(crate) view_size: (u16, u16),
@@ -69,6 +86,11 @@ impl App {
             connection: ConnectionState::Connecting,
             spinner: 0,
             flash: None,
+            overlay: None,
+            workflows: Vec::new(),
+            workflows_request: None,
+            sessions_request: None,
+            fork_after_resume: None,
             now,
             view_size: (80, 20),
             last_spin: now,
@@ -87,6 +109,10 @@ impl App {
 
     pub fn composer(&self) -> &Composer {
         &self.composer
+    }
+
+    pub fn overlay(&self) -> Option<&Overlay> {
+        self.overlay.as_ref()
     }
 
     pub fn connection(&self) -> ConnectionState {
@@ -208,6 +234,13 @@ impl App {
             });
             self.conversation.load_snapshot(snapshot);
             self.viewport.end();
+            let id = self.list(CompletionKind::Workflow, String::new());
+            self.workflows_request = Some(id);
+            if let Some(fork) = self.fork_after_resume.take() {
+                if fork == snapshot.session_id.to_string() {
+                    self.send(Method::Fork { at_seq: None });
+                }
+            }
             return;
         }
         if self.connection != ConnectionState::Connected {
@@ -248,8 +281,41 @@ impl App {
         if let Some(id) = &response.request_id {
             self.unconfirmed.remove(id);
         }
-        if let (Some(id), Some(items)) = (&response.request_id, response.completions) {
-            self.composer.set_completions(id, items);
+        if let (Some(id), Some(sessions)) = (&response.request_id, response.sessions) {
+            if self.sessions_request.as_deref() == Some(id) {
+                self.sessions_request = None;
+                let selected = sessions.iter().position(|s| s.current).unwrap_or(0);
+                self.overlay = Some(Overlay::Sessions(SessionPicker { sessions, selected }));
+            }
+            return;
+        }
+        if let Some(id) = &response.request_id {
+            let items = response.items.map(|items| {
+                items
+                    .into_iter()
+                    .map(|i| MenuItem {
+                        value: i.value,
+                        detail: i.detail,
+                        builtin: false,
+                    })
+                    .collect::<Vec<_>>()
+            });
+            // A pod that predates `items` sends the bare values.
+            let items = items.or_else(|| {
+                response.completions.map(|values| {
+                    values
+                        .into_iter()
+                        .map(|value| MenuItem {
+                            value,
+                            detail: None,
+                            builtin: false,
+                        })
+                        .collect()
+                })
+            });
+            if let Some(items) = items {
+                self.on_completions(id, items);
+            }
         }
         if let (Some(queued), Some(status)) = (response.queued, &mut self.status) {
             status.queued = status.queued.max(queued);
@@ -295,10 +361,32 @@ impl App {
         if !(ctrl && key.code == KeyCode::Char('c')) {
             self.flash = None;
         }
+        if let Some(overlay) = &mut self.overlay {
+            match key.code {
+                KeyCode::Char('c') if ctrl => self.ctrl_c(),
+                KeyCode::Char('d') if ctrl => self.quit = true,
+                _ => {
+                    let page = usize::from(self.view_size.1).saturating_sub(2).max(1);
+                    match overlay.on_key(key, page) {
+                        overlay::Action::None => {}
+                        overlay::Action::Close => self.overlay = None,
+                        overlay::Action::Resume(id) => {
+                            self.overlay = None;
+                            self.send(Method::ResumeSession { session_id: id });
+                        }
+                        overlay::Action::Fork(id) => {
+                            self.overlay = None;
+                            self.fork(id);
+                        }
+                    }
+                }
+            }
+            return;
+        }
         match key.code {
             KeyCode::Char('c') if ctrl => self.ctrl_c(),
             KeyCode::Char('d') if ctrl => self.quit = true,
-            KeyCode::Char('o') if ctrl => self.conversation.toggle_tool(),
+            KeyCode::Char('o') if ctrl => self.conversation.toggle_block(),
             KeyCode::Char('j') if ctrl => self.composer.insert_newline(),
             KeyCode::Char('a') if ctrl => self.composer.line_start(),
             KeyCode::Char('e') if ctrl => self.composer.line_end(),
@@ -306,12 +394,20 @@ impl App {
             KeyCode::Char('l') if ctrl => self.viewport.end(),
             KeyCode::Enter if alt || shift => self.composer.insert_newline(),
             KeyCode::Enter | KeyCode::Tab if self.composer.completion_open() => {
-                self.composer.accept_completion()
+                let accepted = self.composer.accept_completion();
+                if let (KeyCode::Enter, Some((TokenKind::Command, item))) = (key.code, accepted) {
+                    if commands::builtin(&item.value).is_some_and(Builtin::runs_on_accept) {
+                        self.submit();
+                    }
+                }
             }
             KeyCode::Enter => self.submit(),
+            KeyCode::Char('?') if self.composer.is_empty() => {
+                self.overlay = Some(Overlay::Help { scroll: 0 })
+            }
             KeyCode::Esc if self.composer.completion_open() => self.composer.dismiss_completion(),
             KeyCode::Esc => self.cancel(),
-            KeyCode::Up | KeyCode::Down if alt => self.select_tool(key.code == KeyCode::Up),
+            KeyCode::Up | KeyCode::Down if alt => self.select_block(key.code == KeyCode::Up),
             KeyCode::Up | KeyCode::Down if self.composer.completion_open() => {
                 self.composer.move_completion(key.code == KeyCode::Down)
             }
@@ -343,25 +439,8 @@ impl App {
         self.refresh_completion();
     }
 
-    /// Asks the pod for path candidates when the `@` token changed.
-    fn refresh_completion(&mut self) {
-        let next = &mut self.next_request;
-        let prefix = self.composer.refresh_completion(|| {
-            *next += 1;
-            format!("tui-{next}")
-        });
-        if let (Some(prefix), Some(c)) = (prefix, self.composer.completion()) {
-            let method = Method::ListCompletions {
-                kind: CompletionKind::File,
-                prefix,
-            };
-            let request = Request::with_id(method, c.request_id.clone());
-            self.outbox.push(Outgoing::Request(request));
-        }
-    }
-
-    fn select_tool(&mut self, back: bool) {
-        if let Some(index) = self.conversation.select_tool(back) {
+    fn select_block(&mut self, back: bool) {
+        if let Some(index) = self.conversation.select_block(back) {
             let (width, height) = self.view_size;
             let mut rows = self.cache.rows(&self.conversation, width);
             self.viewport.reveal(&mut rows, usize::from(height), index);
@@ -385,33 +464,5 @@ impl App {
         self.last_ctrl_c = Some(self.now);
         self.cancel();
         self.flash = Some("Ctrl+C again to quit (the pod keeps running)".into());
-    }
-
-    fn submit(&mut self) {
-        match self.composer.plain_text().as_deref().map(str::trim) {
-            Some("/quit") => {
-                self.quit = true;
-                return;
-            }
-            Some("/compact") => {
-                self.send(Method::Compact);
-                self.composer.finish_submit();
-                return;
-            }
-            _ => {}
-        }
-        let segments = self.composer.segments();
-        if segments.is_empty() {
-            return;
-        }
-        if self.connection != ConnectionState::Connected {
-            self.flash = Some("not connected: the message stays here until you send it".into());
-            return;
-        }
-        let atoms = self.composer.atoms().to_vec();
-        let id = self.send(Method::Run { segments });
-        self.unconfirmed.insert(id, atoms);
-        self.composer.finish_submit();
-        self.viewport.end();
     }
 }

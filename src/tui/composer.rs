@@ -1,5 +1,5 @@
-//! The input box: a multi-line buffer of atoms, input history and the state
-//! of `@` path completion.
+//! The input box: a multi-line buffer of atoms, input history, and the menu
+//! completing the `/`, `@` and `#` token under the cursor.
 //!
 //! The buffer holds atoms rather than a string so that a paste stays one
 //! typed unit from the moment it arrives until it is sent as a `paste`
@@ -7,6 +7,10 @@
 //! the segment protocol exists to prevent.
 
 use crate::protocol::Segment;
+
+mod menu;
+
+pub use menu::{CommandLine, Completion, MenuItem, Token, TokenKind};
 
 /// One unit of the input buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,20 +23,8 @@ pub enum Atom {
     },
     /// An accepted `@path` completion, sent as a `file_ref` segment.
     FileRef(String),
-}
-
-/// The `@` token being completed and the pod's answer for it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Completion {
-    /// Index of the `@` atom.
-    pub start: usize,
-    /// The text after `@` the candidates were asked for.
-    pub prefix: String,
-    /// The `request_id` of the `list_completions` in flight; answers to
-    /// older requests are stale and dropped.
-    pub request_id: String,
-    pub items: Vec<String>,
-    pub selected: usize,
+    /// An accepted `#name` completion, sent as a `knowledge_ref` segment.
+    KnowledgeRef(String),
 }
 
 #[derive(Debug, Default)]
@@ -44,8 +36,8 @@ pub struct Composer {
     history_pos: Option<usize>,
     stash: Vec<Atom>,
     completion: Option<Completion>,
-    /// The `@` position whose popup the user closed with Esc; it stays
-    /// closed until another `@` token is typed.
+    /// The token position whose menu the user closed with Esc; it stays
+    /// closed until another token is typed.
     dismissed: Option<usize>,
 }
 
@@ -237,27 +229,10 @@ impl Composer {
     }
 
     /// The buffer as segments: runs of characters become `text` segments,
-    /// pastes `paste`, accepted paths `file_ref`. Whitespace around the whole
-    /// message is trimmed.
+    /// pastes `paste`, accepted paths `file_ref`, accepted knowledge names
+    /// `knowledge_ref`. Whitespace around the whole message is trimmed.
     pub fn segments(&self) -> Vec<Segment> {
-        let mut out = Vec::new();
-        let mut text = String::new();
-        for atom in &self.atoms {
-            match atom {
-                Atom::Char(c) => text.push(*c),
-                Atom::Paste { id, text: pasted } => {
-                    flush_text(&mut out, &mut text);
-                    out.push(Segment::paste(*id, pasted.clone()));
-                }
-                Atom::FileRef(path) => {
-                    flush_text(&mut out, &mut text);
-                    out.push(Segment::file_ref(path.clone()));
-                }
-            }
-        }
-        flush_text(&mut out, &mut text);
-        trim_ends(&mut out);
-        out
+        segments_of(&self.atoms)
     }
 
     /// Clears the buffer after a send, remembering it in the history.
@@ -273,119 +248,30 @@ impl Composer {
         self.completion = None;
         self.dismissed = None;
     }
-
-    /// The `@` token under the cursor: its position and the text after `@`.
-    /// An `@` counts only at the start or after whitespace, so an e-mail
-    /// address does not open the popup.
-    pub fn at_token(&self) -> Option<(usize, String)> {
-        let mut i = self.cursor;
-        let mut prefix = Vec::new();
-        while i > 0 {
-            i -= 1;
-            match &self.atoms[i] {
-                Atom::Char('@') => {
-                    let boundary =
-                        i == 0 || matches!(&self.atoms[i - 1], Atom::Char(c) if c.is_whitespace());
-                    if !boundary {
-                        return None;
-                    }
-                    prefix.reverse();
-                    return Some((i, prefix.into_iter().collect()));
-                }
-                Atom::Char(c) if !c.is_whitespace() => prefix.push(*c),
-                _ => return None,
+}
+fn segments_of(atoms: &[Atom]) -> Vec<Segment> {
+    let mut out = Vec::new();
+    let mut text = String::new();
+    for atom in atoms {
+        match atom {
+            Atom::Char(c) => text.push(*c),
+            Atom::Paste { id, text: pasted } => {
+                flush_text(&mut out, &mut text);
+                out.push(Segment::paste(*id, pasted.clone()));
             }
-        }
-        None
-    }
-
-    /// Brings the completion state in line with the buffer. Returns the
-    /// prefix to ask the pod about when it changed (the caller sends
-    /// `list_completions` with `request_id`).
-    pub fn refresh_completion(&mut self, request_id: impl FnOnce() -> String) -> Option<String> {
-        let Some((start, prefix)) = self.at_token() else {
-            self.completion = None;
-            self.dismissed = None;
-            return None;
-        };
-        if self.dismissed == Some(start) {
-            return None;
-        }
-        if let Some(c) = &self.completion {
-            if c.start == start && c.prefix == prefix {
-                return None;
+            Atom::FileRef(path) => {
+                flush_text(&mut out, &mut text);
+                out.push(Segment::file_ref(path.clone()));
             }
-        }
-        self.completion = Some(Completion {
-            start,
-            prefix: prefix.clone(),
-            request_id: request_id(),
-            items: Vec::new(),
-            selected: 0,
-        });
-        Some(prefix)
-    }
-
-    /// Takes the pod's candidates if they answer the current request.
-    pub fn set_completions(&mut self, request_id: &str, items: Vec<String>) -> bool {
-        match &mut self.completion {
-            Some(c) if c.request_id == request_id => {
-                c.items = items;
-                c.selected = 0;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// True when a popup with candidates is showing.
-    pub fn completion_open(&self) -> bool {
-        self.completion
-            .as_ref()
-            .is_some_and(|c| !c.items.is_empty())
-    }
-
-    pub fn dismiss_completion(&mut self) {
-        if let Some(c) = self.completion.take() {
-            self.dismissed = Some(c.start);
-        }
-    }
-
-    pub fn move_completion(&mut self, down: bool) {
-        if let Some(c) = &mut self.completion {
-            let n = c.items.len();
-            if n > 0 {
-                c.selected = if down {
-                    (c.selected + 1) % n
-                } else {
-                    (c.selected + n - 1) % n
-                };
+            Atom::KnowledgeRef(slug) => {
+                flush_text(&mut out, &mut text);
+                out.push(Segment::knowledge_ref(slug.clone()));
             }
         }
     }
-
-    /// Accepts the selected candidate. A directory (ending in `/`) stays
-    /// text so that completion goes on inside it; a file becomes a
-    /// `file_ref` atom followed by a space.
-    pub fn accept_completion(&mut self) {
-        let Some(c) = self.completion.take() else {
-            return;
-        };
-        let Some(path) = c.items.get(c.selected) else {
-            return;
-        };
-        let mut replacement = Vec::new();
-        if path.ends_with('/') {
-            replacement.push(Atom::Char('@'));
-            replacement.extend(path.chars().map(Atom::Char));
-        } else {
-            replacement.push(Atom::FileRef(path.clone()));
-            replacement.push(Atom::Char(' '));
-        }
-        let added = replacement.len();
-        self.atoms.splice(c.start..self.cursor, replacement);
-        self.cursor = c.start + added;
-    }
+    flush_text(&mut out, &mut text);
+    trim_ends(&mut out);
+    out
 }
 
 fn flush_text(out: &mut Vec<Segment>, text: &mut String) {

@@ -36,10 +36,13 @@ pub enum BlockKind {
         text: String,
     },
     Tool(ToolBlock),
-    /// Text the pod put into the conversation (`notify`, compaction summary).
+    /// Text the pod put into the conversation (`notify`, compaction
+    /// summary, project instructions). Project instructions are long and
+    /// the same every session, so they start collapsed.
     Injected {
         source: String,
         text: String,
+        expanded: bool,
     },
     Notice {
         level: Level,
@@ -164,6 +167,15 @@ impl Conversation {
             level,
             text: text.into(),
         });
+    }
+
+    /// Empties the view (`/clear`) without touching what the stream
+    /// continues from; the next snapshot shows everything again. A result
+    /// for a call cleared away shows on its own.
+    pub fn clear(&mut self) {
+        self.blocks.clear();
+        self.tools.clear();
+        self.selected = None;
     }
 
     /// Replaces everything with what a (re)connect's snapshot says.
@@ -354,6 +366,7 @@ impl Conversation {
                     self.push(BlockKind::Injected {
                         source: item.source.clone(),
                         text: item.text.clone(),
+                        expanded: false,
                     });
                 }
             }
@@ -383,22 +396,27 @@ impl Conversation {
         }
     }
 
-    /// Indices of the tool blocks, oldest first.
-    fn tool_indices(&self) -> impl DoubleEndedIterator<Item = usize> + '_ {
+    /// Indices of the blocks that expand and collapse (tool calls, project
+    /// instructions), oldest first.
+    fn collapsible_indices(&self) -> impl DoubleEndedIterator<Item = usize> + '_ {
         self.blocks
             .iter()
             .enumerate()
-            .filter(|(_, b)| matches!(b.kind, BlockKind::Tool(_)))
+            .filter(|(_, b)| is_collapsible(&b.kind))
             .map(|(i, _)| i)
     }
 
-    /// Moves the tool selection to the previous (`back`) or next tool block,
-    /// starting from the last one. Returns the newly selected index.
-    pub fn select_tool(&mut self, back: bool) -> Option<usize> {
+    /// Moves the selection to the previous (`back`) or next collapsible
+    /// block, starting from the last one. Returns the newly selected index.
+    pub fn select_block(&mut self, back: bool) -> Option<usize> {
         let next = match (self.selected, back) {
-            (None, _) => self.tool_indices().next_back(),
-            (Some(s), true) => self.tool_indices().rev().find(|&i| i < s).or(Some(s)),
-            (Some(s), false) => self.tool_indices().find(|&i| i > s).or(Some(s)),
+            (None, _) => self.collapsible_indices().next_back(),
+            (Some(s), true) => self
+                .collapsible_indices()
+                .rev()
+                .find(|&i| i < s)
+                .or(Some(s)),
+            (Some(s), false) => self.collapsible_indices().find(|&i| i > s).or(Some(s)),
         };
         self.set_selected(next);
         next
@@ -414,20 +432,35 @@ impl Conversation {
         self.selected = next;
     }
 
-    /// Expands or collapses the selected tool block, or the last one when
-    /// none is selected.
-    pub fn toggle_tool(&mut self) {
-        let Some(i) = self.selected.or_else(|| self.tool_indices().next_back()) else {
+    /// Expands or collapses the selected block, or the last collapsible
+    /// one when none is selected.
+    pub fn toggle_block(&mut self) {
+        let Some(i) = self
+            .selected
+            .or_else(|| self.collapsible_indices().next_back())
+        else {
             return;
         };
         let rev = self.rev();
-        if let Some(Block {
-            rev: r,
-            kind: BlockKind::Tool(t),
-        }) = self.blocks.get_mut(i)
-        {
-            t.expanded = !t.expanded;
-            *r = rev;
+        if let Some(block) = self.blocks.get_mut(i) {
+            match &mut block.kind {
+                BlockKind::Tool(ToolBlock { expanded, .. })
+                | BlockKind::Injected { expanded, .. } => *expanded = !*expanded,
+                _ => return,
+            }
+            block.rev = rev;
         }
+    }
+}
+
+/// The source of the `hook_injected_items` carrying `AGENTS.md` (or
+/// `CLAUDE.md`); its text starts with the file's name.
+pub const PROJECT_INSTRUCTIONS: &str = "project_instructions";
+
+fn is_collapsible(kind: &BlockKind) -> bool {
+    match kind {
+        BlockKind::Tool(_) => true,
+        BlockKind::Injected { source, .. } => source == PROJECT_INSTRUCTIONS,
+        _ => false,
     }
 }

@@ -5,8 +5,10 @@
 //! progress. The parts, one job each:
 //!
 //! - [`conversation`]: the view model, from frames to blocks;
-//! - [`composer`]: the input buffer, history and `@` completion state;
-//! - [`app`]: keys, pod events and connection changes applied to both;
+//! - [`composer`]: the input buffer, history and the `/`, `@`, `#` menus;
+//! - [`commands`]: the built-in `/` commands;
+//! - [`overlay`]: the screens drawn over the conversation (help);
+//! - [`app`]: keys, pod events and connection changes applied to them;
 //! - [`connection`]: the socket, with reconnect and backoff;
 //! - [`layout_cache`] and [`viewport`]: wrapped rows per block, and which
 //!   of them are on screen;
@@ -16,10 +18,12 @@
 //! a loop that applies what they send and draws at most once per frame.
 
 pub mod app;
+pub mod commands;
 pub mod composer;
 pub mod connection;
 pub mod conversation;
 pub mod layout_cache;
+pub mod overlay;
 pub mod render;
 pub mod viewport;
 
@@ -62,6 +66,7 @@ pub struct AttachOptions {
 /// Runs the TUI until the user quits. Quitting detaches: the pod keeps
 /// running. The terminal is restored on every exit path, panics included.
 pub async fn run(options: AttachOptions) -> anyhow::Result<()> {
+    render::preload_highlighting();
     let guard = TerminalGuard::enter().context("cannot set up the terminal")?;
     let mut terminal =
         Terminal::new(CrosstermBackend::new(stdout())).context("cannot set up the terminal")?;

@@ -34,7 +34,11 @@ pub fn snapshot(entries: Vec<Value>, in_flight: Value, state: &str) -> Event {
     }
     event(json!({"type":"snapshot","protocol_version":1,
         "greeting":{"pod":"default","version":"0.1.0","session_id":SESSION,
-                    "provider":"offline","model":"offline","workspace":"/w","pid":1},
+                    "provider":"offline","model":"offline","workspace":"/w","pid":1,
+                    "approval":"ask",
+                    "sandbox":{"mode":"workspace-write","available":true,"network":true},
+                    "mcp_servers":[{"name":"git","state":"ready","tools":12},
+                                   {"name":"web","state":"failed","tools":0,"error":"exited with status 1"}]},
         "status":{"state":state,"queued":0},"session_id":SESSION,
         "entries":lines,"in_flight":in_flight}))
 }
@@ -44,10 +48,13 @@ pub fn attached(entries: Vec<Value>) -> App {
     attached_with(entries, Value::Null, "idle")
 }
 
+/// The workflow listing every snapshot asks for is dropped, so that tests
+/// see only what they cause.
 pub fn attached_with(entries: Vec<Value>, in_flight: Value, state: &str) -> App {
     let mut app = App::new("default", Instant::now());
     app.on_connection(ConnEvent::Connected);
     app.on_pod_event(snapshot(entries, in_flight, state));
+    app.take_outgoing();
     app
 }
 

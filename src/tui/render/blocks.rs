@@ -8,14 +8,16 @@ use super::markdown;
 use super::wrap::{wrap, wrap_text};
 use crate::protocol::{Level, Segment, SegmentView};
 use crate::tui::composer::paste_label;
-use crate::tui::conversation::{short_id, BlockKind, Draft, ToolBlock};
+use crate::tui::conversation::{short_id, BlockKind, Draft, ToolBlock, PROJECT_INSTRUCTIONS};
 
 pub const PASTE: Style = Style::new().fg(Color::Magenta);
 pub const FILE_REF: Style = Style::new().fg(Color::Cyan);
+pub const KNOWLEDGE_REF: Style = Style::new().fg(Color::Green);
 const DIM: Style = Style::new().add_modifier(Modifier::DIM);
 const USER_MARK: Style = Style::new().fg(Color::Green).add_modifier(Modifier::BOLD);
 const TOOL: Style = Style::new().fg(Color::Blue).add_modifier(Modifier::BOLD);
 const ERROR: Style = Style::new().fg(Color::Red);
+const INJECTED: Style = Style::new().fg(Color::Cyan).add_modifier(Modifier::DIM);
 
 /// Rows shown in a collapsed tool block's output preview, and the argument
 /// fields that name what a tool acts on, most telling first.
@@ -30,11 +32,11 @@ pub fn layout(kind: &BlockKind, width: u16, selected: bool) -> Vec<Line<'static>
         BlockKind::Assistant { text } => markdown::render(text, width, Style::new(), &mut out),
         BlockKind::Reasoning { text } => reasoning(text, width, &mut out),
         BlockKind::Tool(tool) => tool_block(tool, width, selected, &mut out),
-        BlockKind::Injected { source, text } => {
-            let style = Style::new().fg(Color::Cyan).add_modifier(Modifier::DIM);
-            let first = [Span::styled(format!("[{source}] "), style)];
-            wrap_text(text, style, width, &first, &[], &mut out);
-        }
+        BlockKind::Injected {
+            source,
+            text,
+            expanded,
+        } => injected(source, text, *expanded, selected, width, &mut out),
         BlockKind::Notice { level, text } => {
             let style = match level {
                 Level::Info | Level::Unknown => Style::new().fg(Color::Cyan),
@@ -113,7 +115,7 @@ fn user(segments: &[Segment], width: usize, out: &mut Vec<Line<'static>>) {
             }
             SegmentView::Paste { id, text } => (paste_label(id, text), PASTE),
             SegmentView::FileRef { path } => (format!("@{path}"), FILE_REF),
-            SegmentView::KnowledgeRef { slug } => (format!("#{slug}"), FILE_REF),
+            SegmentView::KnowledgeRef { slug } => (format!("#{slug}"), KNOWLEDGE_REF),
             SegmentView::WorkflowInvoke { slug, args: "" } => (format!("/{slug}"), FILE_REF),
             SegmentView::WorkflowInvoke { slug, args } => (format!("/{slug} {args}"), FILE_REF),
             SegmentView::Unknown { kind } => (format!("[{kind} input]"), DIM),
@@ -132,6 +134,69 @@ fn user(segments: &[Segment], width: usize, out: &mut Vec<Line<'static>>) {
             &rest,
             out,
         );
+    }
+}
+
+/// What the pod put into the conversation. Project instructions show as
+/// one collapsed row naming the file (Ctrl+O shows them, as Markdown); a
+/// compaction summary as Markdown under its label; anything else as
+/// `[source] text`.
+fn injected(
+    source: &str,
+    text: &str,
+    expanded: bool,
+    selected: bool,
+    width: usize,
+    out: &mut Vec<Line<'static>>,
+) {
+    match source {
+        PROJECT_INSTRUCTIONS => {
+            let (file, body) = text.split_once('\n').unwrap_or((text, ""));
+            let lines = body.lines().count();
+            let marker = match (selected, expanded) {
+                (true, _) => "▶ ",
+                (false, true) => "▾ ",
+                (false, false) => "▸ ",
+            };
+            let head = [
+                Span::styled(marker, INJECTED),
+                Span::styled(
+                    "project instructions ",
+                    INJECTED.add_modifier(Modifier::BOLD),
+                ),
+            ];
+            let about = format!("{} · {lines} lines", file.trim());
+            wrap(
+                &[Span::styled(about, INJECTED)],
+                width,
+                &head,
+                &[Span::raw("  ")],
+                out,
+            );
+            if expanded {
+                let gutter = Span::styled("  │ ", INJECTED);
+                let mut rows = Vec::new();
+                markdown::render(
+                    body,
+                    width.saturating_sub(4).max(1),
+                    Style::new(),
+                    &mut rows,
+                );
+                for row in rows {
+                    let mut spans = vec![gutter.clone()];
+                    spans.extend(row.spans);
+                    out.push(Line::from(spans));
+                }
+            }
+        }
+        "compact_summary" => {
+            out.push(Line::styled("[compact summary]", INJECTED));
+            markdown::render(text, width, Style::new(), out);
+        }
+        _ => {
+            let first = [Span::styled(format!("[{source}] "), INJECTED)];
+            wrap_text(text, INJECTED, width, &first, &[], out);
+        }
     }
 }
 

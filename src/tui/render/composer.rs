@@ -7,11 +7,14 @@ use ratatui::widgets::{Clear, Paragraph};
 use ratatui::Frame;
 use unicode_width::UnicodeWidthStr;
 
-use super::blocks::{FILE_REF, PASTE};
-use crate::tui::composer::{paste_label, Atom, Composer};
+use super::blocks::{FILE_REF, KNOWLEDGE_REF, PASTE};
+use crate::tui::composer::{paste_label, Atom, Composer, TokenKind};
 
 const PROMPT: &str = "› ";
-const HINT: &str = "Enter send · Alt+Enter newline · @ file · Esc cancel · Ctrl+D detach";
+/// What the empty input box says, most needed first: a narrow terminal
+/// cuts the end off.
+const HINT: &str =
+    "? help · Enter send · / commands · @ file · # knowledge · Esc cancel · Ctrl+D detach";
 const POPUP_ROWS: usize = 8;
 
 /// The composer's rows at `width`, and the cursor's row and column.
@@ -40,6 +43,7 @@ pub fn layout(composer: &Composer, width: u16) -> (Vec<Line<'static>>, (usize, u
             Atom::Char(c) => (c.to_string(), Style::new()),
             Atom::Paste { id, text } => (paste_label(*id, text), PASTE),
             Atom::FileRef(path) => (format!("@{path}"), FILE_REF),
+            Atom::KnowledgeRef(slug) => (format!("#{slug}"), KNOWLEDGE_REF),
         };
         let w = text.width();
         if col + w > width && col > 2 {
@@ -86,7 +90,8 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, rows: Vec<Line<'static>>, cursor:
     frame.set_cursor_position((x, y));
 }
 
-/// The completion candidates, drawn just above the composer.
+/// The menu of candidates, drawn just above the composer: each value with
+/// its sigil, then its description, dimmed, in a column of its own.
 pub fn draw_popup(frame: &mut Frame<'_>, composer: &Composer, above: Rect) {
     let Some(c) = composer.completion().filter(|c| !c.items.is_empty()) else {
         return;
@@ -96,6 +101,20 @@ pub fn draw_popup(frame: &mut Frame<'_>, composer: &Composer, above: Rect) {
     if height == 0 {
         return;
     }
+    let sigil = match c.token.kind {
+        TokenKind::Command => '/',
+        TokenKind::File => '@',
+        TokenKind::Knowledge => '#',
+    };
+    let max_width = usize::from(above.width);
+    let value_width = c
+        .items
+        .iter()
+        .map(|i| i.value.width() + 1)
+        .max()
+        .unwrap_or(0)
+        .min(max_width / 2)
+        .max(1);
     let first = (c.selected + 1).saturating_sub(rows);
     let lines: Vec<Line<'static>> = c
         .items
@@ -104,12 +123,19 @@ pub fn draw_popup(frame: &mut Frame<'_>, composer: &Composer, above: Rect) {
         .skip(first)
         .take(rows)
         .map(|(i, item)| {
-            let style = if i == c.selected {
-                Style::new().bg(Color::Blue).fg(Color::White)
+            let (style, detail_style) = if i == c.selected {
+                let s = Style::new().bg(Color::Blue).fg(Color::White);
+                (s, s)
             } else {
-                Style::new().bg(Color::Black).fg(Color::Gray)
+                let s = Style::new().bg(Color::Black).fg(Color::Gray);
+                (s, s.fg(Color::DarkGray))
             };
-            Line::styled(format!(" @{item} "), style)
+            let value = format!("{sigil}{}", item.value);
+            let mut spans = vec![Span::styled(format!(" {value:<value_width$} "), style)];
+            if let Some(detail) = item.detail.as_deref().filter(|d| !d.is_empty()) {
+                spans.push(Span::styled(format!(" {detail} "), detail_style));
+            }
+            Line::from(spans)
         })
         .collect();
     let width = lines
@@ -118,6 +144,16 @@ pub fn draw_popup(frame: &mut Frame<'_>, composer: &Composer, above: Rect) {
         .max()
         .map_or(0, |w| u16::try_from(w).unwrap_or(u16::MAX))
         .min(above.width);
+    // Every row is as wide as the widest, so the menu is one box.
+    let lines = lines
+        .into_iter()
+        .map(|mut line| {
+            let pad = usize::from(width).saturating_sub(line.width());
+            let style = line.spans.last().map(|s| s.style).unwrap_or_default();
+            line.spans.push(Span::styled(" ".repeat(pad), style));
+            line
+        })
+        .collect::<Vec<_>>();
     let area = Rect {
         x: above.x,
         y: above.y + above.height - height,

@@ -1,14 +1,18 @@
-//! Assistant text as Markdown: headings, lists, quotes, code blocks, inline
-//! code, emphasis and links, wrapped to the view's width.
+//! Assistant text as Markdown: headings, lists, quotes, tables, code blocks
+//! (highlighted by language), inline code, emphasis and links with their
+//! address, wrapped to the view's width.
 
-use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Parser, Tag, TagEnd};
+use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 
+use super::highlight::highlight;
+use super::table::Table;
 use super::wrap::wrap;
 
 const CODE: Style = Style::new().fg(Color::Yellow);
 const QUOTE: Style = Style::new().fg(Color::DarkGray);
+const LINK_URL: Style = Style::new().fg(Color::Blue).add_modifier(Modifier::DIM);
 
 /// Renders `text` as Markdown into rows of at most `width` columns, every
 /// style patched onto `base` (so reasoning can be dimmed as a whole).
@@ -22,15 +26,40 @@ pub fn render(text: &str, width: usize, base: Style, out: &mut Vec<Line<'static>
         bullet_used: true,
         quote_depth: 0,
         code: None,
+        code_closed: true,
+        link: None,
+        table: None,
         need_blank: false,
     };
-    for event in Parser::new(text) {
+    let options =
+        Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
+    for (event, range) in Parser::new_ext(text, options).into_offset_iter() {
+        if let Event::End(TagEnd::CodeBlock) = event {
+            r.code_closed = text.get(range).is_some_and(closes_its_fence);
+        }
         r.event(event);
     }
     r.flush();
     if r.out.is_empty() {
         r.out.push(Line::default());
     }
+}
+
+/// Whether a code block's source ends with its closing fence (an indented
+/// block has none to wait for).
+fn closes_its_fence(source: &str) -> bool {
+    let source = source.trim_end();
+    let opening = source.trim_start();
+    let fence = if opening.starts_with("```") {
+        "```"
+    } else if opening.starts_with("~~~") {
+        "~~~"
+    } else {
+        return true;
+    };
+    let mut lines = source.lines();
+    lines.next();
+    lines.last().is_some_and(|l| l.trim().starts_with(fence))
 }
 
 struct Renderer<'o> {
@@ -45,8 +74,19 @@ struct Renderer<'o> {
     /// are indented by the bullet's width instead.
     bullet_used: bool,
     quote_depth: usize,
-    /// Inside a fenced or indented code block: its language, if any.
-    code: Option<String>,
+    /// Inside a fenced or indented code block: its language (empty if
+    /// none) and its text so far, highlighted as a whole at its end.
+    code: Option<(String, String)>,
+    /// Whether the code block ending now has its closing fence: one still
+    /// streaming in is drawn plainly, and highlighted once it is complete
+    /// (highlighting is too slow to redo on every frame as it grows).
+    code_closed: bool,
+    /// Inside a link: its address and the text shown so far, to tell
+    /// whether the address needs showing after the text.
+    link: Option<(String, String)>,
+    /// Inside a table: the rows so far; drawn at its end, when every
+    /// column's width is known.
+    table: Option<Table>,
     need_blank: bool,
 }
 
@@ -113,23 +153,55 @@ impl Renderer<'_> {
     }
 
     fn text(&mut self, text: &str) {
-        if self.code.is_some() {
-            let style = self.styles[0].patch(CODE);
-            let mut lines = text.split('\n').peekable();
-            while let Some(l) = lines.next() {
-                let last = lines.peek().is_none();
-                if last && l.is_empty() {
-                    break;
-                }
-                self.line.push(Span::styled(format!("  {l}"), style));
-                if !last {
-                    self.flush_code_line();
-                }
-            }
-        } else {
-            let style = self.style();
-            self.line.push(Span::styled(text.replace('\n', " "), style));
+        if let Some((_, code)) = &mut self.code {
+            code.push_str(text);
+            return;
         }
+        if let Some((_, shown)) = &mut self.link {
+            shown.push_str(text);
+        }
+        let style = self.style();
+        self.line.push(Span::styled(text.replace('\n', " "), style));
+    }
+
+    /// Draws the finished code block, highlighted when its language is
+    /// known, else in the plain code colour.
+    fn code_block(&mut self, lang: &str, code: &str) {
+        let base = self.styles[0];
+        let code = code.strip_suffix('\n').unwrap_or(code);
+        let highlighted = if self.code_closed {
+            highlight(lang, code, base)
+        } else {
+            None
+        };
+        let lines: Vec<Vec<(Style, String)>> = match highlighted {
+            Some(lines) => lines,
+            None => code
+                .split('\n')
+                .map(|l| vec![(base.patch(CODE), l.to_owned())])
+                .collect(),
+        };
+        for pieces in lines {
+            self.line.push(Span::raw("  "));
+            for (style, text) in pieces {
+                self.line.push(Span::styled(text, style));
+            }
+            self.flush_code_line();
+        }
+    }
+
+    /// Draws a finished table inside the current quotes and list items.
+    fn table_rows(&mut self, table: &Table) {
+        let (first, rest) = self.prefixes();
+        let prefix_width: usize = rest.iter().map(Span::width).sum();
+        let mut rows = Vec::new();
+        table.render(self.width.saturating_sub(prefix_width).max(1), &mut rows);
+        for (i, row) in rows.into_iter().enumerate() {
+            let mut spans = if i == 0 { first.clone() } else { rest.clone() };
+            spans.extend(row.spans);
+            self.out.push(Line::from(spans));
+        }
+        self.bullet_used = true;
     }
 
     /// Code rows are flushed even when empty: blank lines inside code matter.
@@ -146,6 +218,9 @@ impl Renderer<'_> {
             Event::End(tag) => self.end(tag),
             Event::Text(t) => self.text(&t),
             Event::Code(t) => {
+                if let Some((_, shown)) = &mut self.link {
+                    shown.push_str(&t);
+                }
                 let style = self.style().patch(CODE);
                 self.line.push(Span::styled(t.into_string(), style));
             }
@@ -211,8 +286,21 @@ impl Renderer<'_> {
                     self.line.push(Span::styled(format!("  {lang}"), style));
                     self.flush();
                 }
-                self.code = Some(lang);
+                self.code = Some((lang, String::new()));
             }
+            Tag::Table(alignments) => {
+                self.start_block();
+                self.table = Some(Table {
+                    alignments,
+                    ..Table::default()
+                });
+            }
+            Tag::TableHead | Tag::TableRow => {
+                if let Some(t) = &mut self.table {
+                    t.rows.push(Vec::new());
+                }
+            }
+            Tag::TableCell => self.line.clear(),
             Tag::List(start) => {
                 if self.lists.is_empty() {
                     self.start_block();
@@ -238,11 +326,14 @@ impl Renderer<'_> {
             Tag::Emphasis => self.push_style(Style::new().add_modifier(Modifier::ITALIC)),
             Tag::Strong => self.push_style(Style::new().add_modifier(Modifier::BOLD)),
             Tag::Strikethrough => self.push_style(Style::new().add_modifier(Modifier::CROSSED_OUT)),
-            Tag::Link { .. } => self.push_style(
-                Style::new()
-                    .fg(Color::Blue)
-                    .add_modifier(Modifier::UNDERLINED),
-            ),
+            Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. } => {
+                self.link = Some((dest_url.into_string(), String::new()));
+                self.push_style(
+                    Style::new()
+                        .fg(Color::Blue)
+                        .add_modifier(Modifier::UNDERLINED),
+                );
+            }
             _ => {}
         }
     }
@@ -260,10 +351,26 @@ impl Renderer<'_> {
                 self.pop_style();
             }
             TagEnd::CodeBlock => {
-                if !self.line.is_empty() {
-                    self.flush_code_line();
+                if let Some((lang, code)) = self.code.take() {
+                    self.code_block(&lang, &code);
                 }
-                self.code = None;
+                self.end_block();
+            }
+            TagEnd::TableCell => {
+                let cell = std::mem::take(&mut self.line);
+                if let Some(row) = self.table.as_mut().and_then(|t| t.rows.last_mut()) {
+                    row.push(cell);
+                }
+            }
+            TagEnd::TableHead => {
+                if let Some(t) = &mut self.table {
+                    t.head = t.rows.pop().unwrap_or_default();
+                }
+            }
+            TagEnd::Table => {
+                if let Some(table) = self.table.take() {
+                    self.table_rows(&table);
+                }
                 self.end_block();
             }
             TagEnd::List(_) => {
@@ -275,9 +382,17 @@ impl Renderer<'_> {
                 }
             }
             TagEnd::Item => self.flush(),
-            TagEnd::Emphasis | TagEnd::Strong | TagEnd::Strikethrough | TagEnd::Link => {
-                self.pop_style()
+            TagEnd::Link | TagEnd::Image => {
+                self.pop_style();
+                if let Some((url, shown)) = self.link.take() {
+                    let bare = url.strip_prefix("mailto:").unwrap_or(&url);
+                    if !url.is_empty() && shown != url && shown != bare {
+                        let style = self.styles[0].patch(LINK_URL);
+                        self.line.push(Span::styled(format!(" ({url})"), style));
+                    }
+                }
             }
+            TagEnd::Emphasis | TagEnd::Strong | TagEnd::Strikethrough => self.pop_style(),
             _ => {}
         }
     }
@@ -318,6 +433,15 @@ mod tests {
                 "after"
             ]
         );
+    }
+
+    #[test]
+    fn fences_are_closed_or_still_open() {
+        assert!(closes_its_fence("```rust\nfn a() {}\n```\n"));
+        assert!(closes_its_fence("~~~\nx\n~~~~"));
+        assert!(!closes_its_fence("```rust\nfn a() {}\n"));
+        assert!(!closes_its_fence("```rust"));
+        assert!(closes_its_fence("    indented code\n"));
     }
 
     #[test]

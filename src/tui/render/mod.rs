@@ -1,14 +1,19 @@
 //! Drawing: the frame's layout, and the look of each part.
 //!
-//! The screen is, top to bottom: the conversation, a rule, the composer and
-//! the status bar. On a terminal too small for all of them the status bar
+//! The screen is, top to bottom: the conversation (or an overlay such as
+//! the help, in its place), a rule, the composer and the status bar. On a terminal too small for all of them the status bar
 //! goes last, then the rule, then the conversation; nothing panics at any
 //! size, zero included.
 
 pub mod blocks;
 mod composer;
+pub mod help;
+mod highlight;
+pub use highlight::preload as preload_highlighting;
 pub mod markdown;
+mod sessions;
 mod status;
+mod table;
 pub mod wrap;
 
 use ratatui::layout::Rect;
@@ -18,6 +23,7 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::app::App;
+use super::overlay::Overlay;
 
 /// The most rows the composer takes before it scrolls.
 const COMPOSER_MAX_ROWS: usize = 8;
@@ -51,10 +57,20 @@ pub fn draw(frame: &mut Frame<'_>, app: &mut App) {
     };
     app.view_size = (view.width, view.height);
     if view.height > 0 {
-        let mut rows = app.cache.rows(&app.conversation, view.width);
-        let lines = app.viewport.visible(&mut rows, usize::from(view.height));
-        frame.render_widget(Paragraph::new(lines), view);
-        composer::draw_popup(frame, &app.composer, view);
+        match &mut app.overlay {
+            Some(Overlay::Help { scroll }) => {
+                *scroll = help::draw(frame, view, &app.workflows, *scroll);
+            }
+            Some(Overlay::Sessions(picker)) => {
+                sessions::draw(frame, view, picker, std::time::SystemTime::now());
+            }
+            None => {
+                let mut rows = app.cache.rows(&app.conversation, view.width);
+                let lines = app.viewport.visible(&mut rows, usize::from(view.height));
+                frame.render_widget(Paragraph::new(lines), view);
+                composer::draw_popup(frame, &app.composer, view);
+            }
+        }
     }
     if rule_height == 1 {
         let rule_area = Rect {

@@ -1,0 +1,309 @@
+//! The `/` commands and the menus: what Enter does with a message that
+//! starts with `/name`, and the `list_completions` behind the `/`, `@` and
+//! `#` menus.
+
+use super::App;
+use crate::protocol::{ApprovalMode, CompletionKind, Level, Method, Request, Segment, SegmentView};
+use crate::tui::commands::{self, Builtin};
+use crate::tui::composer::{MenuItem, TokenKind};
+use crate::tui::connection::{ConnectionState, Outgoing};
+use crate::tui::overlay::Overlay;
+
+impl App {
+    /// Candidates for the menu, or the workflow list asked for on attach.
+    /// Workflows a `/` menu lists are remembered too, so that a workflow
+    /// created since the attach can be called at once.
+    pub(super) fn on_completions(&mut self, id: &str, items: Vec<MenuItem>) {
+        if self.workflows_request.as_deref() == Some(id) {
+            self.workflows_request = None;
+            self.workflows = items;
+            return;
+        }
+        let is_command_menu = self
+            .composer
+            .completion()
+            .is_some_and(|c| c.request_id == id && c.token.kind == TokenKind::Command);
+        if is_command_menu {
+            for item in &items {
+                if !self.workflows.iter().any(|w| w.value == item.value) {
+                    self.workflows.push(item.clone());
+                }
+            }
+        }
+        self.composer.set_completions(id, items);
+    }
+
+    /// Asks the pod for candidates when the token under the cursor changed.
+    pub(super) fn refresh_completion(&mut self) {
+        let next = &mut self.next_request;
+        let token = self.composer.refresh_completion(|| {
+            *next += 1;
+            format!("tui-{next}")
+        });
+        if let (Some(token), Some(c)) = (token, self.composer.completion()) {
+            let kind = match token.kind {
+                TokenKind::Command => CompletionKind::Workflow,
+                TokenKind::File => CompletionKind::File,
+                TokenKind::Knowledge => CompletionKind::Knowledge,
+            };
+            let method = Method::ListCompletions {
+                kind,
+                prefix: token.prefix,
+            };
+            let request = Request::with_id(method, c.request_id.clone());
+            self.outbox.push(Outgoing::Request(request));
+        }
+    }
+
+    /// Sends a `list_completions` and returns its `request_id`.
+    pub(super) fn list(&mut self, kind: CompletionKind, prefix: String) -> String {
+        self.send(Method::ListCompletions { kind, prefix })
+    }
+
+    /// Sends the message, or runs the command it is.
+    ///
+    /// A message starting with `/name` is a built-in command (run here,
+    /// never sent as text), a workflow (sent as a `workflow_invoke` with
+    /// the rest of the line as its arguments), or refused in place with a
+    /// hint. `//name …` sends `/name …` as text.
+    pub(super) fn submit(&mut self) {
+        let segments = match self.composer.command_line() {
+            Some(line) => {
+                if let Some(builtin) = commands::builtin(&line.name) {
+                    self.run_builtin(builtin, &line.args);
+                    return;
+                }
+                if !self.workflows.iter().any(|w| w.value == line.name) {
+                    self.flash = Some(format!(
+                        "unknown command /{}: type / for the commands and workflows, // to send a leading /",
+                        line.name
+                    ));
+                    return;
+                }
+                let mut segments = vec![Segment::workflow_invoke(line.name, line.args)];
+                segments.extend(line.rest);
+                segments
+            }
+            None => unescape_slash(self.composer.segments()),
+        };
+        if segments.is_empty() {
+            return;
+        }
+        if self.connection != ConnectionState::Connected {
+            self.flash = Some("not connected: the message stays here until you send it".into());
+            return;
+        }
+        let atoms = self.composer.atoms().to_vec();
+        let id = self.send(Method::Run { segments });
+        self.unconfirmed.insert(id, atoms);
+        self.composer.finish_submit();
+        self.viewport.end();
+    }
+
+    /// Runs a built-in command. The input box is cleared (the command goes
+    /// into the history) unless the command could not be carried out; the
+    /// pod's answer, an error included, shows in the conversation.
+    pub(super) fn run_builtin(&mut self, builtin: &Builtin, args: &str) {
+        match builtin.name {
+            "help" => self.overlay = Some(Overlay::Help { scroll: 0 }),
+            "status" => {
+                let text = self.status_report();
+                self.conversation.push_notice(Level::Info, text);
+                self.viewport.end();
+            }
+            "compact" => {
+                self.send(Method::Compact);
+            }
+            "new" => {
+                self.send(Method::NewSession);
+            }
+            "fork" => {
+                self.send(Method::Fork { at_seq: None });
+            }
+            "sessions" => {
+                let id = self.send(Method::ListSessions);
+                self.sessions_request = Some(id);
+            }
+            "model" if args.is_empty() => {
+                let model = self.current_model();
+                self.conversation.push_notice(
+                    Level::Info,
+                    format!(
+                        "[model] {model} · /model NAME switches to another model of the provider"
+                    ),
+                );
+                self.viewport.end();
+            }
+            "model" => {
+                self.send(Method::SetModel {
+                    model: args.to_owned(),
+                });
+            }
+            "approval" if args.is_empty() => {
+                let mode = self.approval_mode();
+                self.conversation.push_notice(
+                    Level::Info,
+                    format!(
+                        "[approval] {} · /approval ask|edits|auto|read-only changes it",
+                        mode.as_str()
+                    ),
+                );
+                self.viewport.end();
+            }
+            "approval" => {
+                let mode = serde_json::from_value::<ApprovalMode>(serde_json::Value::from(args))
+                    .unwrap_or(ApprovalMode::Unknown);
+                if mode == ApprovalMode::Unknown {
+                    self.flash = Some(format!(
+                        "no approval mode {args:?}: ask, edits, auto or read-only"
+                    ));
+                    return;
+                }
+                self.send(Method::SetApproval { mode });
+            }
+            "clear" => {
+                self.conversation.clear();
+                self.viewport.end();
+            }
+            "quit" => self.quit = true,
+            other => {
+                self.flash = Some(format!("/{other} is not available in this version"));
+                return;
+            }
+        }
+        self.composer.finish_submit();
+    }
+
+    /// The model in use: the status's (it follows `set_model`), else the
+    /// greeting's.
+    pub(super) fn current_model(&self) -> String {
+        let provider = self.greeting.as_ref().map_or("", |g| g.provider.as_str());
+        let model = match (&self.status, &self.greeting) {
+            (Some(s), _) if !s.model.is_empty() => s.model.as_str(),
+            (_, Some(g)) => g.model.as_str(),
+            _ => return "unknown (not connected yet)".into(),
+        };
+        format!("{provider}/{model}")
+    }
+
+    /// The approval mode in force: the status's, else the greeting's.
+    pub(super) fn approval_mode(&self) -> ApprovalMode {
+        match (&self.status, &self.greeting) {
+            (Some(s), _) => s.approval,
+            (None, Some(g)) => g.approval,
+            (None, None) => ApprovalMode::Unknown,
+        }
+    }
+
+    /// Forks session `id`: at once if it is the current one, else once
+    /// resuming it has made it current (the protocol forks only the
+    /// current session).
+    pub(super) fn fork(&mut self, id: String) {
+        let current = self.conversation.session_id().map(|s| s.to_string());
+        if current.as_deref() == Some(id.as_str()) {
+            self.send(Method::Fork { at_seq: None });
+        } else {
+            self.send(Method::ResumeSession {
+                session_id: id.clone(),
+            });
+            self.fork_after_resume = Some(id);
+        }
+    }
+
+    /// What `/status` shows: the pod's latest greeting and status.
+    pub(super) fn status_report(&self) -> String {
+        let mut lines = vec!["[status]".to_owned()];
+        let mut row = |label: &str, value: String| lines.push(format!("  {label:<9} {value}"));
+        match &self.greeting {
+            Some(g) => row(
+                "pod",
+                format!(
+                    "{} (pid {}, version {}) in {}",
+                    g.pod, g.pid, g.version, g.workspace
+                ),
+            ),
+            None => row("pod", format!("{} (not connected yet)", self.pod_name)),
+        }
+        if let Some(status) = &self.status {
+            let state = serde_json::to_value(status.state)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_else(|| "unknown".into());
+            let mut text = format!("{state}, {} queued", status.queued);
+            if !status.pending_approvals.is_empty() {
+                text.push_str(&format!(
+                    ", {} waiting for approval",
+                    status.pending_approvals.len()
+                ));
+            }
+            row("state", text);
+        }
+        if let Some(id) = self.conversation.session_id() {
+            row("session", id.to_string());
+        }
+        row("model", self.current_model());
+        if let Some(status) = self.status.as_ref().filter(|s| s.context_window > 0) {
+            row(
+                "context",
+                format!(
+                    "{} of {} tokens",
+                    status.context_tokens, status.context_window
+                ),
+            );
+        }
+        row("approval", self.approval_mode().as_str().to_owned());
+        if let Some(g) = &self.greeting {
+            let sandbox = &g.sandbox;
+            let enforced = if sandbox.available {
+                "enforced"
+            } else {
+                "NOT enforced on this system"
+            };
+            let network = if sandbox.network {
+                "network on"
+            } else {
+                "network off"
+            };
+            row(
+                "sandbox",
+                format!("{}, {enforced}, {network}", sandbox.mode.as_str()),
+            );
+            let servers: Vec<String> = g
+                .mcp_servers
+                .iter()
+                .map(|m| {
+                    let state = serde_json::to_value(m.state)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_else(|| "unknown".into());
+                    match &m.error {
+                        Some(e) => format!("{} {state} ({e})", m.name),
+                        None => format!("{} {state}, {} tools", m.name, m.tools),
+                    }
+                })
+                .collect();
+            row(
+                "MCP",
+                if servers.is_empty() {
+                    "no servers".into()
+                } else {
+                    servers.join("; ")
+                },
+            );
+        }
+        lines.join("\n")
+    }
+}
+
+/// `//name …` is how a message starting with `/name` is sent as text: one
+/// slash is dropped. Any other message is sent as it is.
+fn unescape_slash(mut segments: Vec<Segment>) -> Vec<Segment> {
+    if let Some(SegmentView::Text { text }) = segments.first().map(Segment::view) {
+        if let Some(rest) = text.strip_prefix("//") {
+            if rest.starts_with(commands::is_name_char) {
+                segments[0] = Segment::text(format!("/{rest}"));
+            }
+        }
+    }
+    segments
+}

@@ -1,0 +1,83 @@
+//! Screens drawn over the conversation that take the keys while they are
+//! open: the help, the session picker. Each says what a key did; the app
+//! carries it out, so an overlay never talks to the pod itself.
+
+use crossterm::event::{KeyCode, KeyEvent};
+
+use crate::protocol::SessionInfo;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Overlay {
+    /// Every key, command and token; `scroll` is the first row shown.
+    Help {
+        scroll: usize,
+    },
+    Sessions(SessionPicker),
+}
+
+/// The earlier sessions, newest first, as `list_sessions` gave them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionPicker {
+    pub sessions: Vec<SessionInfo>,
+    pub selected: usize,
+}
+
+/// What a key did to an overlay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing for the app to do (a move, a scroll, an unbound key).
+    None,
+    Close,
+    /// Make this session current.
+    Resume(String),
+    /// Make this session current, then fork it.
+    Fork(String),
+}
+
+impl Overlay {
+    pub fn on_key(&mut self, key: KeyEvent, page: usize) -> Action {
+        match self {
+            Overlay::Help { scroll } => {
+                match key.code {
+                    KeyCode::Esc | KeyCode::Char('q' | '?') | KeyCode::Enter => {
+                        return Action::Close
+                    }
+                    KeyCode::Up => *scroll = scroll.saturating_sub(1),
+                    KeyCode::Down => *scroll += 1,
+                    KeyCode::PageUp => *scroll = scroll.saturating_sub(page),
+                    KeyCode::PageDown => *scroll += page,
+                    KeyCode::Home => *scroll = 0,
+                    _ => {}
+                }
+                Action::None
+            }
+            Overlay::Sessions(picker) => picker.on_key(key),
+        }
+    }
+}
+
+impl SessionPicker {
+    fn on_key(&mut self, key: KeyEvent) -> Action {
+        let n = self.sessions.len();
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('q') => return Action::Close,
+            KeyCode::Up => self.selected = self.selected.saturating_sub(1),
+            KeyCode::Down if n > 0 => self.selected = (self.selected + 1).min(n - 1),
+            KeyCode::Home => self.selected = 0,
+            KeyCode::End => self.selected = n.saturating_sub(1),
+            KeyCode::Enter | KeyCode::Char('f') => {
+                let Some(s) = self.sessions.get(self.selected) else {
+                    return Action::Close;
+                };
+                let id = s.session_id.to_string();
+                return if key.code == KeyCode::Enter {
+                    Action::Resume(id)
+                } else {
+                    Action::Fork(id)
+                };
+            }
+            _ => {}
+        }
+        Action::None
+    }
+}

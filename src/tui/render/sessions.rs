@@ -1,0 +1,126 @@
+//! The session picker (`/sessions`): one row per session, newest first,
+//! with its title, age, size and what it came from.
+
+use std::time::{Duration, SystemTime};
+
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Clear, Paragraph};
+use ratatui::Frame;
+use unicode_width::UnicodeWidthStr;
+
+use crate::protocol::SessionInfo;
+use crate::tui::overlay::SessionPicker;
+
+const TITLE: Style = Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD);
+const DIM: Style = Style::new().add_modifier(Modifier::DIM);
+const SELECTED: Style = Style::new().bg(Color::Blue).fg(Color::White);
+
+/// How long ago `rfc3339` was, in the largest whole unit: `3m ago`.
+pub fn age(rfc3339: &str, now: SystemTime) -> String {
+    let Ok(then) = humantime::parse_rfc3339_weak(rfc3339) else {
+        return "?".into();
+    };
+    let secs = now.duration_since(then).unwrap_or(Duration::ZERO).as_secs();
+    match secs {
+        0..60 => "just now".into(),
+        60..3600 => format!("{}m ago", secs / 60),
+        3600..86_400 => format!("{}h ago", secs / 3600),
+        _ => format!("{}d ago", secs / 86_400),
+    }
+}
+
+/// What a session row says after its title: age, size, and marks.
+fn about(s: &SessionInfo, now: SystemTime) -> String {
+    let mut parts = vec![age(&s.updated_at, now), format!("{} entries", s.entries)];
+    if s.compacted_from.is_some() {
+        parts.push("compacted".into());
+    }
+    if s.forked_from.is_some() {
+        parts.push("forked".into());
+    }
+    if s.current {
+        parts.push("current".into());
+    }
+    parts.join(" · ")
+}
+
+fn cut(text: &str, width: usize) -> String {
+    if text.width() <= width {
+        return text.to_owned();
+    }
+    let mut out = String::new();
+    for c in text.chars() {
+        if out.width() + 2 > width {
+            break;
+        }
+        out.push(c);
+    }
+    out.push('…');
+    out
+}
+
+/// The picker's rows at `width`, and the row of the selected session.
+pub fn lines(picker: &SessionPicker, width: u16, now: SystemTime) -> (Vec<Line<'static>>, usize) {
+    let width = usize::from(width).max(1);
+    let mut out = vec![
+        Line::from(vec![
+            Span::styled("Sessions", TITLE),
+            Span::styled("  Enter resume · f fork · Esc close", DIM),
+        ]),
+        Line::default(),
+    ];
+    if picker.sessions.is_empty() {
+        out.push(Line::styled("  (no sessions)", DIM));
+    }
+    let mut selected_row = 0;
+    for (i, s) in picker.sessions.iter().enumerate() {
+        let id: String = s.session_id.to_string().chars().take(8).collect();
+        let about = about(s, now);
+        let title = s.title.as_deref().unwrap_or("(no messages)");
+        let fixed = 2 + id.len() + 2 + 2 + about.width();
+        let title = cut(title, width.saturating_sub(fixed).max(8));
+        let row = format!("{} {id}  {title}  ", if s.current { "●" } else { " " });
+        let pad = width.saturating_sub(row.width() + about.width());
+        if i == picker.selected {
+            selected_row = out.len();
+            out.push(Line::styled(
+                format!("{row}{}{about}", " ".repeat(pad)),
+                SELECTED,
+            ));
+        } else {
+            out.push(Line::from(vec![
+                Span::raw(row),
+                Span::raw(" ".repeat(pad)),
+                Span::styled(about, DIM),
+            ]));
+        }
+    }
+    (out, selected_row)
+}
+
+/// Draws the picker over `area`, scrolled to keep the selection in view.
+pub fn draw(frame: &mut Frame<'_>, area: Rect, picker: &SessionPicker, now: SystemTime) {
+    let (lines, selected) = lines(picker, area.width, now);
+    let height = usize::from(area.height);
+    let skip = (selected + 1).saturating_sub(height);
+    let visible: Vec<Line<'static>> = lines.into_iter().skip(skip).take(height).collect();
+    frame.render_widget(Clear, area);
+    frame.render_widget(Paragraph::new(visible), area);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_read_like_people_say_them() {
+        let now = humantime::parse_rfc3339("2026-01-02T00:00:00Z").unwrap();
+        assert_eq!(age("2026-01-01T23:59:30Z", now), "just now");
+        assert_eq!(age("2026-01-01T23:55:00Z", now), "5m ago");
+        assert_eq!(age("2026-01-01T21:00:00Z", now), "3h ago");
+        assert_eq!(age("2025-12-30T00:00:00Z", now), "3d ago");
+        assert_eq!(age("garbage", now), "?");
+    }
+}
