@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use harness::Pod;
 use pod::input::{check, flatten, Resolvers};
 use pod::protocol::{ErrorCode, Segment};
-use pod::tools::{ToolLimits, ToolOutcome, Toolbox};
+use pod::tools::{OutputSink, ToolLimits, ToolOutcome, Toolbox};
 use pod::workspace::Workspace;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
@@ -48,7 +48,8 @@ impl Fixture {
     }
 
     async fn call_with(&self, name: &str, args: Value, cancel: CancellationToken) -> ToolOutcome {
-        self.toolbox.call(name, &args, cancel).await
+        let no_output: OutputSink = Arc::new(|_: &str| {});
+        self.toolbox.call(name, &args, cancel, no_output).await
     }
 }
 
