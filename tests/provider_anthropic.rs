@@ -4,13 +4,14 @@ mod support;
 
 use std::sync::Arc;
 
+use pod::protocol::TurnErrorCode;
 use pod::protocol::{AssistantItem, ToolResult, Usage};
 use pod::provider::{
     build, ChatMessage, ModelEvent, ModelRequest, Provider, ProviderConfig, ProviderKind,
     RetryPolicy, ToolSpec,
 };
 use serde_json::json;
-use support::{collect, refused_url, typed_frames, Reply, Server};
+use support::{collect, refused_url, split_retries, typed_frames, Reply, Server};
 
 fn provider(base_url: &str) -> Arc<dyn Provider> {
     build(&ProviderConfig {
@@ -242,7 +243,19 @@ async fn rate_limit_with_retry_after_then_success() {
     ])
     .await;
     let (events, error) = collect(provider(&server.url).stream(hello())).await;
-    assert_eq!((events, error), (text_events(), None));
+    assert_eq!(error, None);
+    let (retries, reply) = split_retries(events);
+    assert_eq!(
+        retries,
+        vec![(
+            1,
+            0,
+            "anthropic: HTTP 429 Too Many Requests: Number of request tokens has exceeded \
+             your per-minute rate limit"
+                .into()
+        )]
+    );
+    assert_eq!(reply, text_events());
     assert_eq!(server.requests().len(), 2);
 }
 
@@ -260,7 +273,20 @@ async fn overloaded_status_and_server_error_are_retried() {
     ])
     .await;
     let (events, error) = collect(provider(&server.url).stream(hello())).await;
-    assert_eq!((events, error), (text_events(), None));
+    assert_eq!(error, None);
+    let (retries, reply) = split_retries(events);
+    assert_eq!(
+        retries,
+        vec![
+            (1, 1, "anthropic: HTTP 529: Overloaded".into()),
+            (
+                2,
+                2,
+                "anthropic: HTTP 500 Internal Server Error: Internal server error".into()
+            )
+        ]
+    );
+    assert_eq!(reply, text_events());
     assert_eq!(server.requests().len(), 3);
 }
 
@@ -274,25 +300,32 @@ async fn overloaded_event_before_any_token_is_retried_but_not_after() {
     ])
     .await;
     let (events, error) = collect(provider(&server.url).stream(hello())).await;
-    assert_eq!(events, vec![ModelEvent::TextDelta("Hello".into())]);
-    assert_eq!(
-        error.unwrap().message,
-        "anthropic: overloaded_error: Overloaded"
-    );
+    let (retries, reply) = split_retries(events);
+    assert_eq!(retries.len(), 1);
+    assert_eq!(reply, vec![ModelEvent::TextDelta("Hello".into())]);
+    let error = error.unwrap();
+    assert_eq!(error.message, "anthropic: overloaded_error: Overloaded");
+    assert_eq!(error.code, TurnErrorCode::ProviderStream);
     assert_eq!(server.requests().len(), 2);
 }
 
 #[tokio::test]
-async fn unauthorized_names_the_key_variable() {
+async fn unauthorized_is_an_http_error_quoting_the_provider_and_not_retried() {
     let server = Server::start(vec![Reply::status(
         401,
         r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
     )])
     .await;
-    let (_, error) = collect(provider(&server.url).stream(hello())).await;
-    let error = error.unwrap().message;
-    assert!(error.contains("ANTHROPIC_API_KEY"), "{error}");
-    assert!(error.contains("invalid x-api-key"), "{error}");
+    let (events, error) = collect(provider(&server.url).stream(hello())).await;
+    assert!(events.is_empty(), "no retry announced: {events:?}");
+    let error = error.unwrap();
+    assert_eq!(error.code, TurnErrorCode::ProviderHttp);
+    let message = error.message;
+    assert!(
+        message.contains("HTTP 401 Unauthorized: invalid x-api-key"),
+        "{message}"
+    );
+    assert!(message.contains("ANTHROPIC_API_KEY"), "{message}");
     assert_eq!(server.requests().len(), 1);
 }
 
@@ -328,11 +361,22 @@ async fn garbage_in_the_stream_is_a_clear_error() {
 #[tokio::test]
 async fn connection_refused_names_the_url() {
     let base = refused_url().await;
-    let (_, error) = collect(provider(&base).stream(hello())).await;
-    let error = error.unwrap().message;
+    let (events, error) = collect(provider(&base).stream(hello())).await;
+    let error = error.unwrap();
+    assert_eq!(error.code, TurnErrorCode::ProviderUnreachable);
     assert!(
-        error.contains(&format!("anthropic: cannot connect to {base}/v1/messages")),
-        "{error}"
+        error
+            .message
+            .contains(&format!("anthropic: cannot connect to {base}/v1/messages")),
+        "{}",
+        error.message
+    );
+    let (retries, reply) = split_retries(events);
+    assert!(reply.is_empty());
+    assert_eq!(
+        retries.iter().map(|r| r.0).collect::<Vec<_>>(),
+        [1, 2, 3, 4],
+        "each retry announced before it happens"
     );
 }
 

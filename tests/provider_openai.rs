@@ -5,13 +5,14 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use pod::protocol::TurnErrorCode;
 use pod::protocol::{AssistantItem, ToolResult, Usage};
 use pod::provider::{
     build, ChatMessage, ModelEvent, ModelRequest, Provider, ProviderConfig, ProviderKind,
     RetryPolicy, ToolSpec,
 };
 use serde_json::json;
-use support::{collect, data_frames, refused_url, Reply, Server};
+use support::{collect, data_frames, refused_url, split_retries, Reply, Server};
 
 fn provider(base_url: &str, key: Option<&str>) -> Arc<dyn Provider> {
     build(&ProviderConfig {
@@ -238,7 +239,14 @@ async fn stream_cut_before_any_token_is_retried() {
     .await;
     let provider = provider(&format!("{}/v1", server.url), Some("k"));
     let (events, error) = collect(provider.stream(hello())).await;
-    assert_eq!((events, error), (text_events(), None));
+    assert_eq!(error, None);
+    let (retries, reply) = split_retries(events);
+    assert_eq!(retries.len(), 1);
+    assert!(
+        retries[0].2.contains("ended before the reply was complete"),
+        "{retries:?}"
+    );
+    assert_eq!(reply, text_events());
     assert_eq!(server.requests().len(), 2);
 }
 
@@ -267,22 +275,48 @@ async fn rate_limit_honours_retry_after_then_succeeds() {
     })
     .unwrap();
     let (events, error) = collect(provider.stream(hello())).await;
-    assert_eq!((events, error), (text_events(), None));
+    assert_eq!(error, None);
+    // The retry is announced, with its delay, before the reply it led to.
+    assert_eq!(
+        events[0],
+        ModelEvent::Retry {
+            attempt: 1,
+            max_attempts: 4,
+            delay_ms: 0,
+            error: "openai: HTTP 429 Too Many Requests: Rate limit reached".into()
+        }
+    );
+    assert_eq!(events[1..], text_events());
     assert_eq!(server.requests().len(), 2);
 }
 
 #[tokio::test]
-async fn server_error_is_retried_then_succeeds() {
+async fn server_errors_and_timeouts_are_retried_then_succeed() {
     let server = Server::start(vec![
         Reply::status(500, r#"{"error":{"message":"boom"}}"#),
         Reply::status(503, "upstream unavailable"),
+        Reply::status(408, ""),
         Reply::sse(&text_turn()),
     ])
     .await;
     let provider = provider(&format!("{}/v1", server.url), Some("k"));
     let (events, error) = collect(provider.stream(hello())).await;
-    assert_eq!((events, error), (text_events(), None));
-    assert_eq!(server.requests().len(), 3);
+    assert_eq!(error, None);
+    let (retries, reply) = split_retries(events);
+    assert_eq!(
+        retries,
+        vec![
+            (1, 1, "openai: HTTP 500 Internal Server Error: boom".into()),
+            (
+                2,
+                2,
+                "openai: HTTP 503 Service Unavailable: upstream unavailable".into()
+            ),
+            (3, 4, "openai: HTTP 408 Request Timeout".into()),
+        ]
+    );
+    assert_eq!(reply, text_events());
+    assert_eq!(server.requests().len(), 4);
 }
 
 #[tokio::test]
@@ -291,26 +325,35 @@ async fn persistent_server_errors_give_up_with_the_status_and_message() {
     let server = Server::start(replies).await;
     let provider = provider(&format!("{}/v1", server.url), Some("k"));
     let (events, error) = collect(provider.stream(hello())).await;
-    assert!(events.is_empty());
+    let (retries, reply) = split_retries(events);
+    assert_eq!((retries.len(), reply), (4, vec![]));
+    let error = error.unwrap();
     assert_eq!(
-        error.unwrap().message,
+        error.message,
         "openai: HTTP 502 Bad Gateway: bad gateway (gave up after 4 retries)"
     );
+    assert_eq!(error.code, TurnErrorCode::ProviderHttp);
     assert_eq!(server.requests().len(), 5);
 }
 
 #[tokio::test]
-async fn unauthorized_names_the_key_variable_and_is_not_retried() {
+async fn unauthorized_is_an_http_error_quoting_the_provider_and_not_retried() {
     let server = Server::start(vec![Reply::status(
         401,
         r#"{"error":{"message":"Incorrect API key provided: sk-bad.","type":"invalid_request_error","code":"invalid_api_key"}}"#,
     )])
     .await;
     let provider = provider(&format!("{}/v1", server.url), Some("sk-bad"));
-    let (_, error) = collect(provider.stream(hello())).await;
-    let error = error.unwrap().message;
-    assert!(error.contains("OPENAI_API_KEY"), "{error}");
-    assert!(error.contains("Incorrect API key provided"), "{error}");
+    let (events, error) = collect(provider.stream(hello())).await;
+    assert!(events.is_empty(), "no retry announced: {events:?}");
+    let error = error.unwrap();
+    assert_eq!(error.code, TurnErrorCode::ProviderHttp);
+    let message = error.message;
+    assert!(
+        message.contains("HTTP 401 Unauthorized: Incorrect API key provided: sk-bad."),
+        "{message}"
+    );
+    assert!(message.contains("OPENAI_API_KEY"), "{message}");
     assert_eq!(server.requests().len(), 1);
 }
 
@@ -322,7 +365,8 @@ async fn other_statuses_quote_the_body_error_and_are_final() {
     )])
     .await;
     let provider = provider(&format!("{}/v1", server.url), None);
-    let (_, error) = collect(provider.stream(hello())).await;
+    let (events, error) = collect(provider.stream(hello())).await;
+    assert!(events.is_empty());
     assert_eq!(
         error.unwrap().message,
         "openai: HTTP 404 Not Found: model \"nope\" not found, try pulling it first"
@@ -358,13 +402,43 @@ async fn error_object_mid_stream_is_reported() {
 async fn connection_refused_names_the_url() {
     let base = format!("{}/v1", refused_url().await);
     let provider = provider(&base, None);
-    let (_, error) = collect(provider.stream(hello())).await;
-    let error = error.unwrap().message;
+    let (events, error) = collect(provider.stream(hello())).await;
+    let error = error.unwrap();
+    assert_eq!(error.code, TurnErrorCode::ProviderUnreachable);
+    let message = error.message;
     assert!(
-        error.contains(&format!("cannot connect to {base}/chat/completions")),
-        "{error}"
+        message.contains(&format!("cannot connect to {base}/chat/completions")),
+        "{message}"
     );
-    assert!(error.contains("gave up after 4 retries"), "{error}");
+    assert!(message.contains("gave up after 4 retries"), "{message}");
+    let (retries, _) = split_retries(events);
+    assert_eq!(retries.len(), 4, "every retry is announced: {retries:?}");
+}
+
+#[tokio::test]
+async fn tls_to_a_server_without_tls_fails_at_once() {
+    // A plain-HTTP server answering whatever it is sent: the TLS handshake
+    // reads garbage, which no retry can change.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        while let Ok((mut socket, _)) = listener.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = socket
+                .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                .await;
+        }
+    });
+    let provider = provider(&format!("https://127.0.0.1:{port}/v1"), Some("k"));
+    let (events, error) = collect(provider.stream(hello())).await;
+    assert!(events.is_empty(), "not retried: {events:?}");
+    let error = error.unwrap();
+    assert_eq!(error.code, TurnErrorCode::ProviderUnreachable);
+    assert!(error.message.contains("TLS"), "{}", error.message);
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
@@ -401,8 +475,9 @@ async fn silence_mid_stream_hits_the_idle_timeout() {
     .unwrap();
     let (events, error) = collect(provider.stream(hello())).await;
     assert_eq!(events, vec![ModelEvent::TextDelta("Hel".into())]);
-    let error = error.unwrap().message;
-    assert!(error.contains("no data from"), "{error}");
+    let error = error.unwrap();
+    assert_eq!(error.code, TurnErrorCode::ProviderStream);
+    assert!(error.message.contains("no data from"), "{}", error.message);
 }
 
 #[tokio::test]

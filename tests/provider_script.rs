@@ -6,12 +6,12 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pod::protocol::Usage;
+use pod::protocol::{TurnErrorCode, Usage};
 use pod::provider::{
     build, ChatMessage, ModelEvent, ModelRequest, Provider, ProviderConfig, ProviderKind,
     RetryPolicy, Script,
 };
-use support::collect;
+use support::{collect, split_retries};
 
 fn request() -> ModelRequest {
     ModelRequest {
@@ -153,10 +153,16 @@ async fn retryable_http_error_goes_through_the_retry_policy() {
 {"events":[{"text":"finally"}]}"#,
     );
     let (events, error) = collect(script.stream(request())).await;
+    assert_eq!(error, None);
+    let (retries, reply) = split_retries(events);
     assert_eq!(
-        (events, error),
-        (vec![text("finally"), ModelEvent::BlockEnd], None)
+        retries,
+        vec![
+            (1, 1, "script: HTTP 429 Too Many Requests: slow down".into()),
+            (2, 2, "script: HTTP 503 Service Unavailable".into())
+        ]
     );
+    assert_eq!(reply, vec![text("finally"), ModelEvent::BlockEnd]);
 }
 
 #[tokio::test]
@@ -167,10 +173,9 @@ async fn other_http_errors_are_fatal() {
     );
     let (events, error) = collect(script.stream(request())).await;
     assert!(events.is_empty());
-    assert_eq!(
-        error.unwrap().message,
-        "script: HTTP 401 Unauthorized: bad key"
-    );
+    let error = error.unwrap();
+    assert_eq!(error.message, "script: HTTP 401 Unauthorized: bad key");
+    assert_eq!(error.code, TurnErrorCode::ProviderHttp);
 }
 
 #[tokio::test]
@@ -203,6 +208,22 @@ async fn file_is_loaded_through_build_with_model_override() {
     assert_eq!((provider.name(), provider.model()), ("script", "demo"));
     let (events, _) = collect(provider.stream(request())).await;
     assert_eq!(events, vec![text("hi"), ModelEvent::BlockEnd]);
+}
+
+#[tokio::test]
+async fn echo_model_names_the_model_each_call_was_made_with() {
+    let script = script(r#"{"events":[{"text":"model: "},{"echo_model":{}}]}"#);
+    let (events, _) = collect(script.stream(request())).await;
+    assert_eq!(
+        events,
+        vec![text("model: "), text("script"), ModelEvent::BlockEnd]
+    );
+    let chosen = ModelRequest {
+        model: Some("bigger".into()),
+        ..request()
+    };
+    let (events, _) = collect(script.stream(chosen)).await;
+    assert_eq!(events[1], text("bigger"));
 }
 
 #[test]
@@ -253,11 +274,12 @@ async fn documented_example_plays_as_described() {
     assert_eq!(replies[0].0[0], text("Hello"));
     assert!(replies[1].0.contains(&start("c1", "read_file")));
     assert_eq!(replies[2].0[0], text("The README describes pod."));
-    assert_eq!(replies[3].0[0], text("Answered after a retry."));
+    let (retries, reply) = split_retries(replies[3].0.clone());
+    assert_eq!(retries.len(), 1);
+    assert_eq!(reply[0], text("Answered after a retry."));
     assert_eq!(replies[4].0, vec![text("Halfway th")]);
-    assert_eq!(
-        replies[4].1.as_ref().unwrap().message,
-        "connection reset by the script"
-    );
+    let error = replies[4].1.as_ref().unwrap();
+    assert_eq!(error.message, "connection reset by the script");
+    assert_eq!(error.code, TurnErrorCode::ProviderStream);
     assert!(replies[..4].iter().all(|(_, error)| error.is_none()));
 }

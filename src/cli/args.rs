@@ -46,7 +46,16 @@ pub enum Command {
     /// The terminal UI. Ctrl+D or /quit detaches; the pod keeps running.
     Attach,
     /// Send one message and print the reply as it streams.
+    ///
+    /// Exit codes: 0 completed; 1 error, max_steps, interrupted or refused;
+    /// 2 bad usage; 3 no pod is listening; 4 cancelled; 5 stopped waiting.
     Send(SendArgs),
+    /// Allow a tool call the pod waits for (the only one when CALL_ID is left out).
+    Approve(ApproveArgs),
+    /// Deny a tool call the pod waits for (the only one when CALL_ID is left out).
+    Deny(DenyArgs),
+    /// List the tool calls waiting for approval.
+    Pending,
     /// Is the pod up; its state, session and model.
     Status {
         /// Print the pod's greeting and status as JSON.
@@ -72,7 +81,7 @@ pub struct ServeArgs {
     pub model: Option<String>,
     /// The API's base URL (openai: ends with the version, e.g. http://localhost:11434/v1;
     /// anthropic: stops before it).
-    #[arg(long, env = "POD_BASE_URL", value_name = "URL")]
+    #[arg(long, env = "POD_BASE_URL", value_name = "URL", value_parser = parse_base_url)]
     pub base_url: Option<String>,
     /// The script the `script` provider replays (see docs/providers.md).
     #[arg(long, env = "POD_SCRIPT", value_name = "FILE")]
@@ -157,12 +166,34 @@ pub struct SendArgs {
     /// exists here, else to the pod's workspace); repeatable.
     #[arg(long, value_name = "PATH")]
     pub file: Vec<String>,
-    /// Print every received frame as one JSON line instead.
+    /// Print JSON lines instead: the response to the run, then every frame
+    /// of its turn, from turn_start to the turn_end entry.
     #[arg(long, env = "POD_JSON")]
     pub json: bool,
     /// Return once the run is accepted.
     #[arg(long)]
     pub no_wait: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// The call id, or a unique prefix of it [default: the only pending call].
+    pub call_id: Option<String>,
+    /// Also allow calls like it for the rest of the session (`bash:cargo *`, the file, the tool).
+    #[arg(long)]
+    pub session: bool,
+    /// A note for the model, appended to the tool's result.
+    #[arg(long, value_name = "TEXT")]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DenyArgs {
+    /// The call id, or a unique prefix of it [default: the only pending call].
+    pub call_id: Option<String>,
+    /// Tell the model why, or what to do instead.
+    #[arg(long, value_name = "TEXT")]
+    pub message: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -186,6 +217,25 @@ fn parse_fraction(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A `--base-url` the providers can use: `http` or `https`, with a host.
+/// Checked when the pod starts, because a typo found at the first model
+/// call costs a user a turn and several retries; clap names the flag and
+/// exits with code 2.
+pub fn parse_base_url(s: &str) -> Result<String, String> {
+    let example = "e.g. http://localhost:11434/v1 or https://api.openai.com/v1";
+    let url = reqwest::Url::parse(s.trim())
+        .map_err(|e| format!("{s:?} is not a URL ({e}); give a full URL, {example}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!(
+            "{s:?} has no http:// or https:// scheme; give a full URL, {example}"
+        ));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(format!("{s:?} names no host; {example}"));
+    }
+    Ok(s.trim().to_owned())
+}
+
 /// The command with the config file's values installed as defaults.
 pub fn with_config_file(mut cmd: clap::Command, table: &toml::Table) -> clap::Command {
     for (key, value) in table {
@@ -207,4 +257,30 @@ pub fn with_config_file(mut cmd: clap::Command, table: &toml::Table) -> clap::Co
         cmd = cmd.mut_args(set).mut_subcommands(|sub| sub.mut_args(set));
     }
     cmd
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls_need_a_scheme_and_a_host() {
+        for good in [
+            "http://localhost:11434/v1",
+            "https://api.anthropic.com",
+            "http://127.0.0.1:8080/anthropic/",
+        ] {
+            assert_eq!(parse_base_url(good).as_deref(), Ok(good));
+        }
+        for (bad, says) in [
+            ("not a url", "is not a URL"),
+            ("localhost:11434", "no http:// or https:// scheme"),
+            ("localhost:11434/v1", "no http:// or https:// scheme"),
+            ("ftp://example.com", "no http:// or https:// scheme"),
+            ("http://", "is not a URL"),
+        ] {
+            let error = parse_base_url(bad).unwrap_err();
+            assert!(error.contains(says), "{bad}: {error}");
+        }
+    }
 }

@@ -1,11 +1,14 @@
 //! The `pod` command's front ends: each subcommand in its own module.
 
+mod approve;
 pub mod args;
+mod connect;
 mod log;
 mod paths;
 mod send;
 mod serve;
 mod status;
+mod transcript;
 
 pub use args::{Cli, Command};
 pub use paths::Paths;
@@ -18,11 +21,21 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Some(Command::Serve(args)) => serve::run(&cli.global.name, &paths, args),
         Some(Command::Send(args)) => send::run(&paths, args),
+        Some(Command::Approve(args)) => approve::approve(&paths, args),
+        Some(Command::Deny(args)) => approve::deny(&paths, args),
+        Some(Command::Pending) => approve::pending(&paths),
         Some(Command::Status { json }) => status::status(&paths, json),
         Some(Command::Stop) => status::stop(&paths),
         Some(Command::List) => status::list(&paths),
         Some(Command::Log(args)) => log::run(&cli.global.name, &paths, args),
-        Some(Command::Attach) => serve::attach(&cli.global.name, &paths, false),
+        Some(Command::Attach) => {
+            // Checked here so that every client command words a missing pod
+            // alike; the TUI itself keeps reconnecting to a pod that goes away.
+            if connect::nobody_listens(&paths.socket) {
+                return Ok(connect::no_pod(&paths.socket));
+            }
+            serve::attach(&cli.global.name, &paths, false)
+        }
         None => serve::attach(&cli.global.name, &paths, true),
     }
 }

@@ -1,14 +1,27 @@
-//! `pod send`: one message, the reply streamed to stdout.
+//! `pod send`: one message, the reply streamed to stdout, and an exit code
+//! that tells a script how the turn ended (`cli.md`).
+//!
+//! The run carries a request id of its own; the turn whose `turn_start`
+//! carries it is this command's turn, and only that turn is shown — other
+//! clients' turns on the same pod pass by unseen.
 
-use std::io::{Read, Write};
+use std::io::{IsTerminal, Read, Write};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use tokio::signal::unix::{signal, SignalKind};
 
 use super::args::SendArgs;
+use super::connect::{connect, exit, no_pod};
+use super::transcript::Transcript;
 use super::Paths;
-use crate::client;
-use crate::protocol::{Event, LogEntry, Method, Request, Segment, TurnEndReason};
+use crate::protocol::{
+    AssistantItem, DecidedBy, Decision, ErrorCode, Event, LogEntry, Method, PodState, Request,
+    Segment, TurnEndReason, TurnError,
+};
+
+/// The label this connection gives itself (`approval_decision.client`).
+const CLIENT: &str = "pod send";
 
 pub fn run(paths: &Paths, args: SendArgs) -> anyhow::Result<ExitCode> {
     let text = if args.text == "-" {
@@ -26,7 +39,11 @@ pub fn run(paths: &Paths, args: SendArgs) -> anyhow::Result<ExitCode> {
             .iter()
             .map(|path| Segment::file_ref(file_ref_path(path))),
     );
-    super::runtime()?.block_on(send(paths, segments, args.json, args.no_wait))
+    let options = Options {
+        json: args.json,
+        no_wait: args.no_wait,
+    };
+    super::runtime()?.block_on(send(paths, segments, options))
 }
 
 /// A `--file` path as the pod should see it. The pod resolves relative paths
@@ -43,73 +60,358 @@ fn file_ref_path(path: &str) -> String {
     path.to_owned()
 }
 
-async fn send(
-    paths: &Paths,
-    segments: Vec<Segment>,
+#[derive(Debug, Clone, Copy)]
+struct Options {
     json: bool,
     no_wait: bool,
-) -> anyhow::Result<ExitCode> {
-    let (mut events, mut sink) = client::connect(&paths.socket).await?;
-    let request_id = format!("send-{}", std::process::id());
+}
+
+async fn send(paths: &Paths, segments: Vec<Segment>, options: Options) -> anyhow::Result<ExitCode> {
+    let Some((mut events, mut sink)) = connect(&paths.socket).await? else {
+        return Ok(no_pod(&paths.socket));
+    };
+    // Installed before the run goes out, so that no Ctrl+C can kill this
+    // process silently while its run is on its way.
+    let mut interrupts =
+        signal(SignalKind::interrupt()).context("cannot watch for Ctrl+C (SIGINT)")?;
+    let request_id = format!("send-{}", uuid::Uuid::new_v4().simple());
+    sink.send(&Request::new(Method::Hello {
+        client: CLIENT.into(),
+    }))
+    .await?;
     sink.send(&Request::with_id(
         Method::Run { segments },
         request_id.clone(),
     ))
     .await?;
-    let mut stdout = std::io::stdout().lock();
-    let mut ours = false;
-    let mut ends_with_newline = true;
-    while let Some(frame) = events.next_frame().await {
-        let (line, event) = frame?;
-        if json {
-            writeln!(stdout, "{line}")?;
-            stdout.flush()?;
+    let stdout = std::io::stdout();
+    let tools_inline = stdout.is_terminal();
+    let transcript = Transcript::new(stdout.lock(), std::io::stderr(), tools_inline);
+    let mut turn = Turn::new(request_id, options, transcript);
+    loop {
+        let flow = tokio::select! {
+            frame = events.next_frame() => match frame {
+                Some(Ok((line, event))) => turn.on_frame(&line, event)?,
+                Some(Err(e)) => turn.stop_waiting(&format!("the connection to the pod failed: {e}"))?,
+                None => turn.stop_waiting(&format!(
+                    "the connection to the pod at {} was lost before the turn ended",
+                    paths.socket.display()
+                ))?,
+            },
+            _ = interrupts.recv() => match turn.interrupt()? {
+                Some(cancel) => {
+                    sink.send(&cancel).await?;
+                    Flow::Continue
+                }
+                None => Flow::Exit(ExitCode::from(exit::DETACHED)),
+            },
+        };
+        if let Flow::Exit(code) = flow {
+            return Ok(code);
         }
-        match event {
-            Event::Response(r) if r.request_id.as_deref() == Some(&request_id) && no_wait => {
-                return Ok(ExitCode::SUCCESS);
-            }
-            Event::Error {
-                request_id: Some(id),
-                message,
-                ..
-            } if id == request_id => {
-                eprintln!("pod: the run was refused: {message}");
-                return Ok(ExitCode::FAILURE);
+    }
+}
+
+enum Flow {
+    Continue,
+    Exit(ExitCode),
+}
+
+/// What `pod send` knows about its run and its turn, frame by frame.
+struct Turn<O: Write, E: Write> {
+    request_id: String,
+    /// The request id of the `cancel` the first Ctrl+C sends.
+    cancel_id: String,
+    options: Options,
+    transcript: Transcript<O, E>,
+    /// The pod answered the run with a `response`.
+    accepted: bool,
+    /// How many runs were ahead of ours when it was accepted.
+    ahead: usize,
+    /// Our `turn_start` arrived: frames from here to our `turn_end` are ours.
+    ours: bool,
+    /// The pod's last known state is `waiting` (for an approval).
+    pod_waiting: bool,
+    told_queued_behind_approval: bool,
+    interrupts: u32,
+    /// The message of a model error broadcast during our turn, shown at the
+    /// end should the `turn_end` carry no error of its own.
+    model_error: Option<String>,
+}
+
+impl<O: Write, E: Write> Turn<O, E> {
+    fn new(request_id: String, options: Options, transcript: Transcript<O, E>) -> Self {
+        Self {
+            cancel_id: format!("{request_id}-cancel"),
+            request_id,
+            options,
+            transcript,
+            accepted: false,
+            ahead: 0,
+            ours: false,
+            pod_waiting: false,
+            told_queued_behind_approval: false,
+            interrupts: 0,
+            model_error: None,
+        }
+    }
+
+    fn on_frame(&mut self, line: &str, event: Event) -> std::io::Result<Flow> {
+        if let Some(flow) = self.answer(line, &event)? {
+            return Ok(flow);
+        }
+        match &event {
+            // The state of the pod before our turn: never printed.
+            Event::Snapshot(snapshot) => {
+                if !self.ours {
+                    self.pod_waiting = snapshot.status.state == PodState::Waiting;
+                }
+                return Ok(Flow::Continue);
             }
             Event::TurnStart {
                 request_id: Some(id),
                 ..
-            } if id == request_id => ours = true,
-            Event::TextDelta { text } if ours && !json => {
-                write!(stdout, "{text}")?;
-                stdout.flush()?;
-                ends_with_newline = text.ends_with('\n');
-            }
-            Event::Error { message, .. } if ours => eprintln!("pod: {message}"),
-            Event::Entry {
-                entry: LogEntry::TurnEnd { reason, .. },
-                ..
-            } if ours => {
-                if !json && !ends_with_newline {
-                    writeln!(stdout)?;
-                }
-                return Ok(match reason {
-                    TurnEndReason::Completed => ExitCode::SUCCESS,
-                    other => {
-                        eprintln!("pod: the turn ended: {}", other.as_str());
-                        ExitCode::FAILURE
-                    }
-                });
+            } if *id == self.request_id => self.ours = true,
+            Event::Status(status) => {
+                self.pod_waiting = status.state == PodState::Waiting;
+                self.note_queued_behind_approval();
             }
             Event::Shutdown { reason } => {
-                anyhow::bail!("the pod shut down before the turn ended ({reason})")
+                if self.ours {
+                    self.print_json(line)?;
+                }
+                return self.stop_waiting(&format!(
+                    "the pod shut down before the turn ended ({reason})"
+                ));
             }
             _ => {}
         }
+        if !self.ours {
+            return Ok(Flow::Continue);
+        }
+        self.print_json(line)?;
+        self.show(event)
     }
-    anyhow::bail!(
-        "the pod at {} closed the connection before the turn ended",
-        paths.socket.display()
-    )
+
+    /// Handles the answers to this command's own requests.
+    fn answer(&mut self, line: &str, event: &Event) -> std::io::Result<Option<Flow>> {
+        let (id, refusal) = match event {
+            Event::Response(r) => (r.request_id.as_deref(), None),
+            Event::Error {
+                request_id,
+                code,
+                message,
+            } => (request_id.as_deref(), Some((*code, message.as_str()))),
+            _ => return Ok(None),
+        };
+        let Some(id) = id else { return Ok(None) };
+        if id == self.request_id {
+            self.print_json(line)?;
+            if let Some((_, message)) = refusal {
+                eprintln!("pod: the pod refused the message: {message}");
+                return Ok(Some(Flow::Exit(ExitCode::from(exit::FAILED))));
+            }
+            if let Event::Response(r) = event {
+                self.accepted = true;
+                self.ahead = r.queued.unwrap_or(0);
+            }
+            if self.options.no_wait {
+                return Ok(Some(Flow::Exit(ExitCode::SUCCESS)));
+            }
+            self.note_queued_behind_approval();
+            return Ok(Some(Flow::Continue));
+        }
+        if id == self.cancel_id {
+            match (event, refusal) {
+                (Event::Response(r), _) if r.removed == Some(true) => {
+                    eprintln!("pod: your message was still queued: it is removed, nothing ran");
+                    return Ok(Some(Flow::Exit(ExitCode::from(exit::CANCELLED))));
+                }
+                // The turn ended on its own meanwhile; its `turn_end` says how.
+                (_, Some((ErrorCode::NotRunning, _))) => {}
+                (_, Some((_, message))) => eprintln!("pod: cancelling failed: {message}"),
+                // Cancelled while running: the turn ends `cancelled` next.
+                _ => {}
+            }
+            return Ok(Some(Flow::Continue));
+        }
+        Ok(None)
+    }
+
+    /// Shows one frame of our turn as text (and notices on stderr).
+    fn show(&mut self, event: Event) -> std::io::Result<Flow> {
+        let text = !self.options.json;
+        match event {
+            Event::TextDelta { text: delta } if text => self.transcript.text(&delta)?,
+            Event::ToolCallStart { .. } => self.transcript.end_block(),
+            Event::Retry {
+                attempt,
+                max_attempts,
+                delay_ms,
+                error,
+            } => eprintln!(
+                "pod: {error} · retrying in {} ({attempt}/{max_attempts})",
+                seconds(delay_ms)
+            ),
+            Event::Error {
+                code: ErrorCode::ModelError,
+                message,
+                ..
+            } => self.model_error = Some(message),
+            Event::Error { message, .. } => eprintln!("pod: {message}"),
+            Event::Entry { entry, .. } => return self.show_entry(entry),
+            _ => {}
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn show_entry(&mut self, entry: LogEntry) -> std::io::Result<Flow> {
+        match entry {
+            LogEntry::AssistantItems { items } => {
+                for item in items {
+                    match item {
+                        AssistantItem::ToolCall {
+                            name, arguments, ..
+                        } if !self.options.json => self.transcript.tool_call(&name, &arguments)?,
+                        _ => self.transcript.end_block(),
+                    }
+                }
+            }
+            LogEntry::ApprovalRequest {
+                call_id,
+                tool,
+                summary,
+                ..
+            } => {
+                eprintln!("pod: waiting for approval: {tool}: {summary} (call {call_id})");
+                eprintln!(
+                    "pod: answer with `pod approve {call_id}` or `pod deny {call_id}` \
+                     (any client may answer; `pod pending` lists what waits)"
+                );
+            }
+            LogEntry::ApprovalDecision {
+                call_id,
+                decision,
+                by: DecidedBy::User,
+                client,
+                ..
+            } => {
+                let verb = match decision {
+                    Decision::Allow => "approved",
+                    Decision::Deny => "denied",
+                    Decision::Unknown => "decided",
+                };
+                let by = client.map(|c| format!(" by {c}")).unwrap_or_default();
+                eprintln!("pod: call {call_id} {verb}{by}");
+            }
+            LogEntry::TurnEnd { reason, error, .. } => return self.end(reason, error),
+            _ => self.transcript.end_block(),
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn end(&mut self, reason: TurnEndReason, error: Option<TurnError>) -> std::io::Result<Flow> {
+        self.finish_output()?;
+        let code = match reason {
+            TurnEndReason::Completed => return Ok(Flow::Exit(ExitCode::SUCCESS)),
+            TurnEndReason::Cancelled => {
+                eprintln!("pod: the turn was cancelled");
+                exit::CANCELLED
+            }
+            TurnEndReason::MaxSteps => {
+                eprintln!(
+                    "pod: the turn stopped at its step limit (max_steps; `pod serve --max-steps` \
+                     raises it)"
+                );
+                exit::FAILED
+            }
+            TurnEndReason::Error | TurnEndReason::Interrupted | TurnEndReason::Unknown => {
+                let why = match error {
+                    Some(e) => format!("{}: {}", code_name(&e), e.message),
+                    None => self
+                        .model_error
+                        .take()
+                        .unwrap_or_else(|| "the pod recorded no reason".into()),
+                };
+                eprintln!("pod: the turn ended with {}: {why}", reason.as_str());
+                exit::FAILED
+            }
+        };
+        Ok(Flow::Exit(ExitCode::from(code)))
+    }
+
+    /// The first Ctrl+C: the `cancel` to send for our run. The second: `None`,
+    /// stop waiting.
+    fn interrupt(&mut self) -> std::io::Result<Option<Request>> {
+        self.interrupts += 1;
+        if self.interrupts == 1 {
+            eprintln!("pod: cancelling your message… (Ctrl+C again stops waiting)");
+            return Ok(Some(Request::with_id(
+                Method::Cancel {
+                    run: Some(self.request_id.clone()),
+                },
+                self.cancel_id.clone(),
+            )));
+        }
+        self.finish_output()?;
+        eprintln!("pod: stopped waiting; whatever the pod is doing goes on");
+        Ok(None)
+    }
+
+    /// Gives up before the turn ended, saying why.
+    fn stop_waiting(&mut self, why: &str) -> std::io::Result<Flow> {
+        self.finish_output()?;
+        eprintln!("pod: {why}");
+        Ok(Flow::Exit(ExitCode::from(exit::DETACHED)))
+    }
+
+    /// Says once that our run waits behind a turn that waits for a person.
+    fn note_queued_behind_approval(&mut self) {
+        if self.accepted
+            && !self.ours
+            && self.ahead > 0
+            && self.pod_waiting
+            && !self.told_queued_behind_approval
+        {
+            self.told_queued_behind_approval = true;
+            eprintln!(
+                "pod: your message is queued behind a turn that is waiting for approval \
+                 (`pod pending` lists what waits)"
+            );
+        }
+    }
+
+    fn print_json(&mut self, line: &str) -> std::io::Result<()> {
+        if self.options.json {
+            let mut stdout = std::io::stdout().lock();
+            writeln!(stdout, "{line}")?;
+            stdout.flush()?;
+        }
+        Ok(())
+    }
+
+    fn finish_output(&mut self) -> std::io::Result<()> {
+        if self.options.json {
+            Ok(())
+        } else {
+            self.transcript.finish()
+        }
+    }
+}
+
+/// `2s`, `0.5s`: a delay as a person reads it.
+fn seconds(ms: u64) -> String {
+    if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    }
+}
+
+/// The wire name of an error's code (`provider_http`, …).
+fn code_name(error: &TurnError) -> String {
+    serde_json::to_value(error.code)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| "other".into())
 }

@@ -1,35 +1,25 @@
 //! `pod status`, `pod stop` and `pod list`: small clients of the protocol.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
-use crate::client;
 use crate::protocol::{Event, Method, Request, Snapshot};
+use crate::store::pod_socket;
 
+use super::connect::{connect, no_pod, snapshot};
 use super::Paths;
 
 /// Connects and returns the snapshot, or `None` when no pod listens.
-async fn snapshot(socket: &Path) -> anyhow::Result<Option<Snapshot>> {
-    let (mut events, _sink) = match client::connect(socket).await {
-        Ok(conn) => conn,
-        Err(client::ClientError::Connect { .. }) => return Ok(None),
-        Err(e) => return Err(e.into()),
+async fn probe(socket: &Path) -> anyhow::Result<Option<Snapshot>> {
+    let Some((mut events, _sink)) = connect(socket).await? else {
+        return Ok(None);
     };
-    let first = tokio::time::timeout(Duration::from_secs(10), events.next()).await;
-    match first {
-        Ok(Some(Ok(Event::Snapshot(snapshot)))) => Ok(Some(*snapshot)),
-        Ok(Some(Ok(_))) => anyhow::bail!("the pod did not start with a snapshot"),
-        Ok(Some(Err(e))) => Err(e.into()),
-        Ok(None) => anyhow::bail!("the pod closed the connection without a snapshot"),
-        Err(_) => anyhow::bail!("the pod at {} did not answer within 10 s", socket.display()),
-    }
+    snapshot(&mut events, socket).await.map(Some)
 }
 
 pub fn status(paths: &Paths, json: bool) -> anyhow::Result<ExitCode> {
-    let Some(s) = super::runtime()?.block_on(snapshot(&paths.socket))? else {
-        eprintln!("no pod is listening on {}", paths.socket.display());
-        return Ok(ExitCode::FAILURE);
+    let Some(s) = super::runtime()?.block_on(probe(&paths.socket))? else {
+        return Ok(no_pod(&paths.socket));
     };
     if json {
         let value = serde_json::json!({
@@ -60,7 +50,9 @@ pub fn status(paths: &Paths, json: bool) -> anyhow::Result<ExitCode> {
 
 pub fn stop(paths: &Paths) -> anyhow::Result<ExitCode> {
     super::runtime()?.block_on(async {
-        let (mut events, mut sink) = client::connect(&paths.socket).await?;
+        let Some((mut events, mut sink)) = connect(&paths.socket).await? else {
+            return Ok(no_pod(&paths.socket));
+        };
         sink.send(&Request::new(Method::Shutdown)).await?;
         // The pod says `shutdown` to everyone, then closes: wait for either.
         while let Some(event) = events.next().await {
@@ -73,28 +65,50 @@ pub fn stop(paths: &Paths) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// Every pod that answers: those whose socket is in the default socket
+/// directory, and those started with `--socket` that recorded their socket
+/// in the data directory.
 pub fn list(paths: &Paths) -> anyhow::Result<ExitCode> {
-    let entries = match std::fs::read_dir(&paths.socket_dir) {
-        Ok(entries) => entries,
-        Err(_) => return Ok(ExitCode::SUCCESS),
-    };
-    let mut sockets: Vec<_> = entries
+    let mut sockets: Vec<PathBuf> = std::fs::read_dir(&paths.socket_dir)
+        .into_iter()
+        .flatten()
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "sock"))
         .collect();
+    sockets.extend(
+        pod_socket::recorded(&paths.data_dir.join("pods"))
+            .into_iter()
+            .map(|(_, socket)| socket),
+    );
     sockets.sort();
+    sockets.dedup();
     let rt = super::runtime()?;
-    for socket in sockets {
-        if let Ok(Some(s)) = rt.block_on(snapshot(&socket)) {
-            println!(
-                "{:<16} {:<10} {:<10} {}",
-                s.greeting.pod,
-                s.status.state.as_str(),
-                s.greeting.provider,
-                socket.display()
-            );
-        }
+    let live: Vec<(PathBuf, Snapshot)> = sockets
+        .into_iter()
+        .filter_map(|socket| {
+            let snapshot = rt.block_on(probe(&socket)).ok()??;
+            Some((socket, snapshot))
+        })
+        .collect();
+    if live.is_empty() {
+        println!("no pod is running; start one with `pod serve` (or just `pod`)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<16} {:<10} {:<24} {:<24} SOCKET",
+        "NAME", "STATE", "MODEL", "WORKSPACE"
+    );
+    for (socket, s) in live {
+        let g = &s.greeting;
+        println!(
+            "{:<16} {:<10} {:<24} {:<24} {}",
+            g.pod,
+            s.status.state.as_str(),
+            format!("{}/{}", g.provider, g.model),
+            g.workspace,
+            socket.display()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

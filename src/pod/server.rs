@@ -26,7 +26,7 @@ use crate::input::Resolvers;
 use crate::protocol::ApprovalMode;
 use crate::protocol::{Event, Greeting, Level, LogEntry, LogLine};
 use crate::provider::Provider;
-use crate::store::{pointer, LogFile};
+use crate::store::{pod_socket, pointer, LogFile};
 use crate::tools::{ToolLimits, Toolbox};
 use crate::workspace::Workspace;
 use std::cell::RefCell;
@@ -90,6 +90,9 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let socket = config.socket.clone();
     let result = system.block_on(async move {
         let listener = bind(&config.socket)?;
+        if let Err(e) = pod_socket::record(&pods_dir, &config.name, &config.socket) {
+            tracing::warn!("cannot record the socket path for `pod list`: {e}");
+        }
         let greeting = Greeting {
             pod: config.name.clone(),
             version: env!("CARGO_PKG_VERSION").into(),

@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::retry::{AttemptError, Retrier, RetryPolicy};
 use super::stream::{generate, Emitter};
 use super::{ModelEvent, ModelStream};
+use crate::protocol::TurnErrorCode;
 
 /// Longest piece of a server's error body quoted in a message.
 const MAX_QUOTED: usize = 300;
@@ -64,8 +65,10 @@ impl Endpoint {
         })
     }
 
-    /// POSTs `body` and streams the decoded reply, retrying failures that
-    /// happen before the first event reaches the consumer.
+    /// POSTs `body` and streams the decoded reply. A failure is retried only
+    /// while no part of the reply has reached the consumer (see
+    /// [`Retrier::after_failure`]); each retry is announced on the stream as
+    /// a [`ModelEvent::Retry`] before its delay.
     pub fn stream<D, F>(&self, body: &Value, decoder: F) -> ModelStream
     where
         D: SseDecoder,
@@ -76,14 +79,10 @@ impl Endpoint {
         generate(move |mut out| async move {
             let mut retrier = Retrier::new(&endpoint.policy);
             loop {
-                let failure = match endpoint.attempt(&body, decoder(), &mut out).await {
+                match endpoint.attempt(&body, decoder(), &mut out).await {
                     Ok(()) => return Ok(()),
-                    Err(failure) => failure,
-                };
-                if out.emitted() {
-                    return Err(failure.error);
+                    Err(failure) => retrier.after_failure(failure, &mut out).await?,
                 }
-                retrier.after_failure(failure).await?;
             }
         })
     }
@@ -104,7 +103,12 @@ impl Endpoint {
             .send();
         let response = tokio::time::timeout(idle, request)
             .await
-            .map_err(|_| self.silence(idle, "for the response"))?
+            .map_err(|_| {
+                AttemptError::fatal_with(
+                    TurnErrorCode::ProviderUnreachable,
+                    self.silence(idle, "for the response"),
+                )
+            })?
             .map_err(|e| self.send_error(&e))?;
         let status = response.status();
         if !status.is_success() {
@@ -141,7 +145,9 @@ impl Endpoint {
         loop {
             let next = tokio::time::timeout(idle, events.next())
                 .await
-                .map_err(|_| self.silence(idle, "in the middle of the reply"))?;
+                .map_err(|_| {
+                    AttemptError::fatal(self.silence(idle, "in the middle of the reply"))
+                })?;
             match next {
                 Some(Ok(event)) => {
                     for model_event in decoder.decode(&event)? {
@@ -175,34 +181,57 @@ impl Endpoint {
         }
     }
 
-    fn silence(&self, idle: Duration, when: &str) -> AttemptError {
-        AttemptError::fatal(format!(
+    fn silence(&self, idle: Duration, when: &str) -> String {
+        format!(
             "{}: no data from {} for {}s {when}; gave up waiting",
             self.provider,
             self.url,
             idle.as_secs_f32()
-        ))
+        )
     }
 
+    /// A request that got no HTTP answer. A URL that cannot be used and a
+    /// TLS failure (a wrong scheme, an untrusted certificate) will fail the
+    /// same way every time, so only the others are retried.
     fn send_error(&self, error: &reqwest::Error) -> AttemptError {
         let cause = root_cause(error);
-        if error.is_connect() {
-            AttemptError::retryable(format!(
-                "{}: cannot connect to {}: {cause} (is the server running? --base-url changes the address)",
-                self.provider, self.url
-            ))
+        let (provider, url) = (self.provider, &self.url);
+        let unreachable = TurnErrorCode::ProviderUnreachable;
+        if error.is_builder() {
+            AttemptError::fatal_with(
+                unreachable,
+                format!("{provider}: {url} is not a usable URL: {cause} (check --base-url)"),
+            )
+        } else if is_tls_failure(error) {
+            AttemptError::fatal_with(
+                unreachable,
+                format!(
+                    "{provider}: TLS with {url} failed: {cause} (a server without TLS needs an \
+                     http:// --base-url)"
+                ),
+            )
+        } else if error.is_connect() {
+            AttemptError::retryable_with(
+                unreachable,
+                format!(
+                    "{provider}: cannot connect to {url}: {cause} (is the server running? \
+                     --base-url changes the address)"
+                ),
+            )
         } else {
-            AttemptError::retryable(format!(
-                "{}: request to {} failed: {cause}",
-                self.provider, self.url
-            ))
+            AttemptError::retryable_with(
+                unreachable,
+                format!("{provider}: request to {url} failed: {cause}"),
+            )
         }
     }
 }
 
 /// The failure for an HTTP status other than success, shared with the script
-/// provider's simulated HTTP errors so both read and retry alike: 429 and 5xx
-/// are retryable, everything else is final.
+/// provider's simulated HTTP errors so both read and retry alike: 408
+/// (timeout), 409 (conflict), 429 (rate limit) and 5xx are retryable; every
+/// other status (a refused key, a bad request, an unknown model) would be
+/// answered the same way again and is final.
 pub(crate) fn status_error(
     provider: &str,
     key_env: Option<&str>,
@@ -210,7 +239,13 @@ pub(crate) fn status_error(
     body: &str,
 ) -> AttemptError {
     let detail = error_detail(body);
-    let mut message = format!("{provider}: HTTP {status}");
+    // `StatusCode`'s Display says `529 <unknown status code>` for statuses
+    // it has no name for (Anthropic's "overloaded"): the number alone reads
+    // better.
+    let mut message = match status.canonical_reason() {
+        Some(reason) => format!("{provider}: HTTP {} {reason}", status.as_u16()),
+        None => format!("{provider}: HTTP {}", status.as_u16()),
+    };
     if !detail.is_empty() {
         message.push_str(": ");
         message.push_str(&detail);
@@ -220,10 +255,13 @@ pub(crate) fn status_error(
             " (the API key was refused: set {env} to a valid key)"
         ));
     }
-    let retryable = status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error();
+    let retryable = matches!(
+        status,
+        StatusCode::REQUEST_TIMEOUT | StatusCode::CONFLICT | StatusCode::TOO_MANY_REQUESTS
+    ) || status.is_server_error();
     AttemptError {
         retryable,
-        ..AttemptError::fatal(message)
+        ..AttemptError::fatal_with(TurnErrorCode::ProviderHttp, message)
     }
 }
 
@@ -265,6 +303,28 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
         .ok()
         .filter(|s| s.is_finite() && *s >= 0.0)
         .map(Duration::from_secs_f64)
+}
+
+/// Whether the request failed in the TLS handshake: rustls reports its
+/// errors (bad certificate, a peer that does not speak TLS) as I/O errors of
+/// kind `InvalidData`, which a plain TCP connect never produces. They may be
+/// wrapped in another I/O error, whose `source()` skips them, so wrapped I/O
+/// errors are opened with `get_ref()`.
+fn is_tls_failure(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut inner = Some(error);
+    while let Some(e) = inner {
+        let mut io = e.downcast_ref::<std::io::Error>();
+        while let Some(current) = io {
+            if current.kind() == std::io::ErrorKind::InvalidData {
+                return true;
+            }
+            io = current
+                .get_ref()
+                .and_then(|wrapped| wrapped.downcast_ref::<std::io::Error>());
+        }
+        inner = e.source();
+    }
+    false
 }
 
 /// The innermost error, e.g. "Connection refused (os error 111)" rather than
@@ -379,8 +439,14 @@ mod tests {
             "{}",
             e.error.message
         );
-        assert!(status_error("x", None, StatusCode::TOO_MANY_REQUESTS, "").retryable);
-        assert!(status_error("x", None, StatusCode::BAD_GATEWAY, "").retryable);
-        assert!(!status_error("x", None, StatusCode::BAD_REQUEST, "").retryable);
+        assert_eq!(e.error.code, TurnErrorCode::ProviderHttp);
+        for status in [408, 409, 429, 500, 502, 529] {
+            let status = StatusCode::from_u16(status).unwrap();
+            assert!(status_error("x", None, status, "").retryable, "{status}");
+        }
+        for status in [400, 403, 404, 413, 422] {
+            let status = StatusCode::from_u16(status).unwrap();
+            assert!(!status_error("x", None, status, "").retryable, "{status}");
+        }
     }
 }

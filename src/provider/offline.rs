@@ -8,6 +8,9 @@ use futures::StreamExt;
 use super::{ChatMessage, ModelEvent, ModelRequest, ModelStream, Provider};
 use crate::protocol::Usage;
 
+/// The provider's name, and the only model it has.
+const NAME: &str = "offline";
+
 /// Streams a fixed-shape reply describing what it received.
 pub struct Offline {
     /// Pause between streamed words; zero in tests that want speed.
@@ -24,11 +27,11 @@ impl Default for Offline {
 
 impl Provider for Offline {
     fn name(&self) -> &'static str {
-        "offline"
+        NAME
     }
 
     fn model(&self) -> &str {
-        "offline"
+        NAME
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
@@ -66,6 +69,12 @@ fn reply_for(request: &ModelRequest) -> String {
         "This is pod's built-in offline model: no real model is configured, so nothing \
          here was written by one.\n\n",
     );
+    if let Some(model) = request.model.as_deref().filter(|m| *m != NAME) {
+        reply.push_str(&format!(
+            "This call asked for model `{model}`, which the offline provider does not have; \
+             it answers in its place.\n\n"
+        ));
+    }
     match last {
         Some(text) => reply.push_str(&describe(text)),
         None => reply.push_str("I received no message from you yet."),
@@ -173,6 +182,7 @@ mod tests {
         };
         let reply = reply_for(&request);
         assert!(reply.contains("offline model"), "{reply}");
+        assert!(!reply.contains("asked for model"), "{reply}");
         assert!(reply.contains("in 6 line(s)"), "{reply}");
         assert!(
             reply.contains("1 attached file(s): src/a.rs (2 lines)"),
@@ -183,5 +193,10 @@ mod tests {
         for hint in ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "--base-url"] {
             assert!(reply.contains(hint), "{reply}");
         }
+        let other = ModelRequest {
+            model: Some("gpt-4.1".into()),
+            ..request
+        };
+        assert!(reply_for(&other).contains("asked for model `gpt-4.1`"));
     }
 }

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use super::ModelError;
+use super::stream::Emitter;
+use super::{ModelError, ModelEvent};
+use crate::protocol::TurnErrorCode;
 
 /// How hard to try before giving up on a model call.
 ///
@@ -62,6 +64,7 @@ impl RetryPolicy {
 /// One failed attempt of a model call, before any token reached the user.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct AttemptError {
+    /// What the user is told, with the kind of failure `turn_end.error` records.
     pub error: ModelError,
     /// Whether another attempt may succeed (rate limit, overload, network).
     pub retryable: bool,
@@ -70,23 +73,35 @@ pub(crate) struct AttemptError {
 }
 
 impl AttemptError {
-    pub fn fatal(message: impl Into<String>) -> Self {
+    /// A failure no retry can fix, of the given kind.
+    pub fn fatal_with(code: TurnErrorCode, message: impl Into<String>) -> Self {
         Self {
-            error: ModelError::new(message),
+            error: ModelError::with_code(code, message),
             retryable: false,
             retry_after: None,
         }
     }
 
-    pub fn retryable(message: impl Into<String>) -> Self {
+    /// A reply that was malformed or reported its own failure: final.
+    pub fn fatal(message: impl Into<String>) -> Self {
+        Self::fatal_with(TurnErrorCode::ProviderStream, message)
+    }
+
+    /// A failure that another attempt may not meet, of the given kind.
+    pub fn retryable_with(code: TurnErrorCode, message: impl Into<String>) -> Self {
         Self {
             retryable: true,
-            ..Self::fatal(message)
+            ..Self::fatal_with(code, message)
         }
+    }
+
+    /// A stream that broke off or reported a passing overload.
+    pub fn retryable(message: impl Into<String>) -> Self {
+        Self::retryable_with(TurnErrorCode::ProviderStream, message)
     }
 }
 
-/// Counts the retries of one model call.
+/// Counts the retries of one model call and announces each one.
 ///
 /// A value rather than a higher-order `retry(|| ...)` function because the
 /// attempts stream into an emitter they borrow mutably, which a closure
@@ -101,20 +116,41 @@ impl<'a> Retrier<'a> {
         Self { policy, retries: 0 }
     }
 
-    /// Waits and returns `Ok` when the failed attempt should be retried;
-    /// otherwise returns the error that ends the call.
-    pub async fn after_failure(&mut self, failure: AttemptError) -> Result<(), ModelError> {
-        if !failure.retryable {
+    /// Decides what follows a failed attempt. `Ok` means: try again — the
+    /// retry was announced on `out` as [`ModelEvent::Retry`] and its delay
+    /// has passed. `Err` is the error that ends the call.
+    ///
+    /// A call is retried only while nothing of it has reached the consumer
+    /// (`out.emitted()` is false): once part of a reply was streamed, a
+    /// second attempt would repeat or contradict it, so the failure ends the
+    /// turn instead. Retry announcements themselves do not count as streamed.
+    pub async fn after_failure(
+        &mut self,
+        failure: AttemptError,
+        out: &mut Emitter,
+    ) -> Result<(), ModelError> {
+        if !failure.retryable || out.emitted() {
             return Err(failure.error);
         }
         if self.retries >= self.policy.max_retries {
-            return Err(ModelError::new(format!(
-                "{} (gave up after {} retries)",
-                failure.error.message, self.retries
-            )));
+            return Err(ModelError::with_code(
+                failure.error.code,
+                format!(
+                    "{} (gave up after {} retries)",
+                    failure.error.message, self.retries
+                ),
+            ));
         }
-        tokio::time::sleep(self.policy.delay(self.retries, failure.retry_after)).await;
+        let delay = self.policy.delay(self.retries, failure.retry_after);
         self.retries += 1;
+        out.emit(ModelEvent::Retry {
+            attempt: self.retries,
+            max_attempts: self.policy.max_retries,
+            delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            error: failure.error.message,
+        })
+        .await;
+        tokio::time::sleep(delay).await;
         Ok(())
     }
 }
@@ -136,22 +172,83 @@ mod tests {
         );
     }
 
+    /// Runs `failures` through one retrier, as one call's attempts would.
+    async fn run(
+        policy: &RetryPolicy,
+        failures: Vec<AttemptError>,
+    ) -> (Vec<ModelEvent>, Option<ModelError>) {
+        let stream = super::super::stream::generate(|mut out| {
+            let policy = policy.clone();
+            async move {
+                let mut retrier = Retrier::new(&policy);
+                for failure in failures {
+                    retrier.after_failure(failure, &mut out).await?;
+                }
+                Ok(())
+            }
+        });
+        let items: Vec<_> = futures::StreamExt::collect(stream).await;
+        let mut events = Vec::new();
+        let mut error = None;
+        for item in items {
+            match item {
+                Ok(event) => events.push(event),
+                Err(e) => error = Some(e),
+            }
+        }
+        (events, error)
+    }
+
     #[tokio::test]
-    async fn gives_up_after_max_retries_and_says_so() {
+    async fn announces_each_retry_then_gives_up_keeping_the_code() {
         let policy = RetryPolicy {
             max_retries: 2,
             ..RetryPolicy::fast()
         };
-        let mut retrier = Retrier::new(&policy);
-        let busy = || AttemptError::retryable("x: HTTP 429");
-        assert!(retrier.after_failure(busy()).await.is_ok());
-        assert!(retrier.after_failure(busy()).await.is_ok());
-        let err = retrier.after_failure(busy()).await.unwrap_err();
-        assert_eq!(err.message, "x: HTTP 429 (gave up after 2 retries)");
-        let err = Retrier::new(&policy)
-            .after_failure(AttemptError::fatal("bad"))
-            .await
-            .unwrap_err();
-        assert_eq!(err.message, "bad");
+        let busy = || AttemptError::retryable_with(TurnErrorCode::ProviderHttp, "x: HTTP 429");
+        let (events, error) = run(&policy, vec![busy(), busy(), busy()]).await;
+        assert_eq!(
+            events,
+            vec![
+                ModelEvent::Retry {
+                    attempt: 1,
+                    max_attempts: 2,
+                    delay_ms: 1,
+                    error: "x: HTTP 429".into()
+                },
+                ModelEvent::Retry {
+                    attempt: 2,
+                    max_attempts: 2,
+                    delay_ms: 2,
+                    error: "x: HTTP 429".into()
+                },
+            ]
+        );
+        let error = error.unwrap();
+        assert_eq!(error.message, "x: HTTP 429 (gave up after 2 retries)");
+        assert_eq!(error.code, TurnErrorCode::ProviderHttp);
+
+        let (events, error) = run(&policy, vec![AttemptError::fatal("bad")]).await;
+        assert!(events.is_empty());
+        assert_eq!(error, Some(ModelError::new("bad")));
+    }
+
+    #[tokio::test]
+    async fn nothing_is_retried_once_part_of_the_reply_went_out() {
+        let policy = RetryPolicy::fast();
+        let stream = super::super::stream::generate(|mut out| async move {
+            out.emit(ModelEvent::TextDelta("Hel".into())).await;
+            Retrier::new(&policy)
+                .after_failure(AttemptError::retryable("cut"), &mut out)
+                .await
+        });
+        let items: Vec<_> = futures::StreamExt::collect(stream).await;
+        assert_eq!(
+            items,
+            vec![
+                Ok(ModelEvent::TextDelta("Hel".into())),
+                Err(ModelError::new("cut"))
+            ]
+        );
     }
 }

@@ -36,7 +36,14 @@ enum StepLine {
     Usage(Usage),
     Error(String),
     HttpError(HttpErrorLine),
+    EchoModel(EchoModelLine),
 }
+
+/// `{"echo_model":{}}`: no fields; an object so that every event has the
+/// same shape.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EchoModelLine {}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -76,6 +83,8 @@ enum Step {
         status: StatusCode,
         message: String,
     },
+    /// A text delta naming the model the call was made with.
+    EchoModel,
 }
 
 /// Which kind of text block is streaming.
@@ -148,6 +157,7 @@ fn parse_line(line: &str) -> Result<Vec<Step>, String> {
             StepLine::DelayMs(ms) => Step::Delay(Duration::from_millis(ms)),
             StepLine::Usage(usage) => Step::Usage(usage),
             StepLine::Error(message) => Step::Error(message),
+            StepLine::EchoModel(EchoModelLine {}) => Step::EchoModel,
             StepLine::HttpError(e) => {
                 let status = StatusCode::from_u16(e.status)
                     .map_err(|_| format!("http_error status {} is not an HTTP status", e.status))?;
@@ -181,32 +191,38 @@ impl Provider for Script {
         &self.model
     }
 
-    fn stream(&self, _request: ModelRequest) -> ModelStream {
+    fn stream(&self, request: ModelRequest) -> ModelStream {
         let replies = Arc::clone(&self.replies);
         let next = Arc::clone(&self.next);
         let retry = self.retry.clone();
+        let model = request.model.unwrap_or_else(|| self.model.clone());
         generate(move |mut out| async move {
             let mut retrier = Retrier::new(&retry);
             loop {
                 let index = next.fetch_add(1, Ordering::Relaxed) % replies.len();
-                match play(&replies[index], &mut out).await {
+                match play(&replies[index], &model, &mut out).await {
                     Ok(()) => return Ok(()),
-                    Err(failure) => retrier.after_failure(failure).await?,
+                    Err(failure) => retrier.after_failure(failure, &mut out).await?,
                 }
             }
         })
     }
 }
 
-/// Streams one reply. Consecutive text (or reasoning) chunks form one block;
-/// a block ends when another kind starts or the reply ends.
-async fn play(steps: &[Step], out: &mut Emitter) -> Result<(), AttemptError> {
+/// Streams one reply of a call made with `model`. Consecutive text (or
+/// reasoning) chunks form one block; a block ends when another kind starts
+/// or the reply ends.
+async fn play(steps: &[Step], model: &str, out: &mut Emitter) -> Result<(), AttemptError> {
     let mut open = None;
     for step in steps {
         match step {
             Step::Text(text) => {
                 switch(&mut open, Some(Open::Text), out).await;
                 out.emit(ModelEvent::TextDelta(text.clone())).await;
+            }
+            Step::EchoModel => {
+                switch(&mut open, Some(Open::Text), out).await;
+                out.emit(ModelEvent::TextDelta(model.to_owned())).await;
             }
             Step::Reasoning(text) => {
                 switch(&mut open, Some(Open::Reasoning), out).await;

@@ -15,14 +15,15 @@ pub(crate) struct Emitter {
 
 impl Emitter {
     pub async fn emit(&mut self, event: ModelEvent) {
-        self.emitted = true;
+        // A retry announcement is about the call, not part of its reply.
+        self.emitted |= !matches!(event, ModelEvent::Retry { .. });
         // The receiver lives in the same stream as the producer, so it can
         // only be gone when the producer is being dropped too.
         let _ = self.tx.send(Ok(event)).await;
     }
 
-    /// Whether anything reached the consumer yet; decides whether a failure
-    /// may still be retried.
+    /// Whether any part of the reply reached the consumer yet; decides
+    /// whether a failure may still be retried.
     pub fn emitted(&self) -> bool {
         self.emitted
     }

@@ -3,6 +3,7 @@
 //! run time, which is what makes it the single writer.
 
 pub mod log_file;
+pub mod pod_socket;
 pub mod pointer;
 pub mod sessions;
 

@@ -236,6 +236,25 @@ pub async fn collect(mut stream: ModelStream) -> (Vec<ModelEvent>, Option<ModelE
     (events, None)
 }
 
+/// The `Retry` announcements of a stream as `(attempt, delay_ms, error)`,
+/// and the other events (the reply), apart.
+pub fn split_retries(events: Vec<ModelEvent>) -> (Vec<(u32, u64, String)>, Vec<ModelEvent>) {
+    let mut retries = Vec::new();
+    let mut reply = Vec::new();
+    for event in events {
+        match event {
+            ModelEvent::Retry {
+                attempt,
+                delay_ms,
+                error,
+                ..
+            } => retries.push((attempt, delay_ms, error)),
+            other => reply.push(other),
+        }
+    }
+    (retries, reply)
+}
+
 /// Concatenated SSE frames `data: {json}\n\n`, as OpenAI writes them.
 pub fn data_frames(datas: &[&str]) -> String {
     datas.iter().map(|d| format!("data: {d}\n\n")).collect()

@@ -1,0 +1,265 @@
+//! `pod approve`, `pod deny` and `pod pending`: answer the approvals a
+//! turn waits for from any shell (`cli.md`).
+//!
+//! The snapshot says what is pending (`status.pending_approvals`) and the
+//! `approval_request` entries say what each call would do.
+
+use std::process::ExitCode;
+
+use crate::client::{EventStream, RequestSink};
+use crate::protocol::{Decision, Event, LogEntry, Method, Request, Scope, Snapshot};
+
+use super::args::{ApproveArgs, DenyArgs};
+use super::connect::{connect, exit, no_pod, snapshot};
+use super::Paths;
+
+/// The label these commands give their connection (`approval_decision.client`).
+const CLIENT: &str = "pod approve";
+
+/// One approval the pod waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pending {
+    call_id: String,
+    tool: String,
+    summary: String,
+}
+
+impl Pending {
+    fn line(&self) -> String {
+        format!("{}  {}: {}", self.call_id, self.tool, self.summary)
+    }
+}
+
+/// The pending approvals of a snapshot, in the order the pod lists them.
+fn pending_of(snapshot: &Snapshot) -> Vec<Pending> {
+    snapshot
+        .status
+        .pending_approvals
+        .iter()
+        .map(|call_id| {
+            let request = snapshot
+                .entries
+                .iter()
+                .rev()
+                .find_map(|line| match &line.entry {
+                    LogEntry::ApprovalRequest {
+                        call_id: id,
+                        tool,
+                        summary,
+                        ..
+                    } if id == call_id => Some((tool.clone(), summary.clone())),
+                    _ => None,
+                });
+            let (tool, summary) = request
+                .unwrap_or_else(|| ("?".into(), "(its request is not in this session)".into()));
+            Pending {
+                call_id: call_id.clone(),
+                tool,
+                summary,
+            }
+        })
+        .collect()
+}
+
+/// Which pending approval `wanted` (a call id or a unique prefix; `None`:
+/// the only one) means, or why none can be chosen.
+fn choose(pending: &[Pending], wanted: Option<&str>) -> Result<Pending, String> {
+    let list = |items: &[&Pending]| {
+        items
+            .iter()
+            .map(|p| format!("\n  {}", p.line()))
+            .collect::<String>()
+    };
+    let all: Vec<&Pending> = pending.iter().collect();
+    if all.is_empty() {
+        return Err("nothing is pending".into());
+    }
+    let candidates: Vec<&Pending> = match wanted {
+        None => all.clone(),
+        Some(id) => all
+            .iter()
+            .copied()
+            .filter(|p| p.call_id.starts_with(id))
+            .collect(),
+    };
+    match (candidates.as_slice(), wanted) {
+        ([one], _) => Ok((*one).clone()),
+        ([], Some(id)) => Err(format!(
+            "no pending approval has the call id {id:?}; pending:{}",
+            list(&all)
+        )),
+        (_, None) => Err(format!(
+            "{} approvals are pending; name one (a unique prefix of its call id will do):{}",
+            candidates.len(),
+            list(&candidates)
+        )),
+        (_, Some(id)) => Err(format!(
+            "{id:?} matches {} pending approvals; give more of the call id:{}",
+            candidates.len(),
+            list(&candidates)
+        )),
+    }
+}
+
+pub fn pending(paths: &Paths) -> anyhow::Result<ExitCode> {
+    super::runtime()?.block_on(async {
+        let Some((mut events, _sink)) = connect(&paths.socket).await? else {
+            return Ok(no_pod(&paths.socket));
+        };
+        let pending = pending_of(&snapshot(&mut events, &paths.socket).await?);
+        if pending.is_empty() {
+            println!("nothing pending");
+        }
+        for p in pending {
+            println!("{}", p.line());
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+pub fn approve(paths: &Paths, args: ApproveArgs) -> anyhow::Result<ExitCode> {
+    let answer = Answer {
+        decision: Decision::Allow,
+        scope: args.session.then_some(Scope::Session),
+        message: args.message,
+    };
+    super::runtime()?.block_on(decide(paths, args.call_id.as_deref(), answer))
+}
+
+pub fn deny(paths: &Paths, args: DenyArgs) -> anyhow::Result<ExitCode> {
+    let answer = Answer {
+        decision: Decision::Deny,
+        scope: None,
+        message: args.message,
+    };
+    super::runtime()?.block_on(decide(paths, args.call_id.as_deref(), answer))
+}
+
+struct Answer {
+    decision: Decision,
+    scope: Option<Scope>,
+    message: Option<String>,
+}
+
+async fn decide(paths: &Paths, wanted: Option<&str>, answer: Answer) -> anyhow::Result<ExitCode> {
+    let Some((mut events, mut sink)) = connect(&paths.socket).await? else {
+        return Ok(no_pod(&paths.socket));
+    };
+    let pending = pending_of(&snapshot(&mut events, &paths.socket).await?);
+    let chosen = match choose(&pending, wanted) {
+        Ok(chosen) => chosen,
+        Err(why) => {
+            eprintln!("pod: {why}");
+            return Ok(ExitCode::from(exit::FAILED));
+        }
+    };
+    let verb = match answer.decision {
+        Decision::Deny => "denied",
+        _ => "approved",
+    };
+    let scope = match answer.scope {
+        Some(Scope::Session) => " for the rest of the session",
+        _ => "",
+    };
+    match send_decision(&mut events, &mut sink, &chosen.call_id, answer).await? {
+        Ok(()) => {
+            println!("{verb}{scope}: {}", chosen.line());
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(why) => {
+            eprintln!(
+                "pod: the pod did not take the answer for {}: {why}",
+                chosen.call_id
+            );
+            Ok(ExitCode::from(exit::FAILED))
+        }
+    }
+}
+
+/// Sends `approve` and waits for the pod's answer to it: `Ok(Ok(()))` when
+/// the decision was committed, `Ok(Err(why))` when the pod refused it.
+async fn send_decision(
+    events: &mut EventStream,
+    sink: &mut RequestSink,
+    call_id: &str,
+    answer: Answer,
+) -> anyhow::Result<Result<(), String>> {
+    let request_id = format!("approve-{}", uuid::Uuid::new_v4().simple());
+    sink.send(&Request::new(Method::Hello {
+        client: CLIENT.into(),
+    }))
+    .await?;
+    sink.send(&Request::with_id(
+        Method::Approve {
+            call_id: call_id.to_owned(),
+            decision: answer.decision,
+            scope: answer.scope,
+            message: answer.message,
+        },
+        request_id.clone(),
+    ))
+    .await?;
+    while let Some(event) = events.next().await {
+        match event? {
+            Event::Response(r) if r.request_id.as_deref() == Some(&request_id) => {
+                return Ok(if r.ok == Some(false) {
+                    Err("it answered not ok".into())
+                } else {
+                    Ok(())
+                });
+            }
+            Event::Error {
+                request_id: Some(id),
+                message,
+                ..
+            } if id == request_id => return Ok(Err(message)),
+            Event::Shutdown { reason } => return Ok(Err(format!("the pod shut down ({reason})"))),
+            _ => {}
+        }
+    }
+    Ok(Err("the pod closed the connection before answering".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(ids: &[&str]) -> Vec<Pending> {
+        ids.iter()
+            .map(|id| Pending {
+                call_id: (*id).into(),
+                tool: "bash".into(),
+                summary: format!("run {id}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_only_one_or_a_unique_prefix_is_chosen() {
+        let one = pending(&["call_abc"]);
+        assert_eq!(choose(&one, None).unwrap().call_id, "call_abc");
+        let two = pending(&["call_abc", "call_abd"]);
+        assert_eq!(choose(&two, Some("call_abd")).unwrap().call_id, "call_abd");
+        assert_eq!(choose(&two, Some("call_abc")).unwrap().call_id, "call_abc");
+    }
+
+    #[test]
+    fn nothing_ambiguous_or_unknown_is_refused_listing_the_candidates() {
+        assert_eq!(choose(&[], None).unwrap_err(), "nothing is pending");
+        let two = pending(&["call_abc", "call_abd", "call_x"]);
+        let none_named = choose(&two, None).unwrap_err();
+        assert!(
+            none_named.starts_with("3 approvals are pending"),
+            "{none_named}"
+        );
+        let ambiguous = choose(&two, Some("call_ab")).unwrap_err();
+        assert!(ambiguous.contains("matches 2"), "{ambiguous}");
+        assert!(
+            ambiguous.contains("call_abc  bash: run call_abc"),
+            "{ambiguous}"
+        );
+        assert!(!ambiguous.contains("call_x"), "{ambiguous}");
+        let unknown = choose(&two, Some("zzz")).unwrap_err();
+        assert!(unknown.contains("call_x"), "{unknown}");
+    }
+}

@@ -1,0 +1,72 @@
+//! What every client command does first: connect to the pod, or say in one
+//! consistent way that none is listening; then read the snapshot.
+
+use std::io::ErrorKind;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::client::{self, ClientError, EventStream, RequestSink};
+use crate::protocol::{Event, Snapshot};
+
+/// Exit codes of the client commands (`cli.md`); 0 and clap's 2 aside.
+pub mod exit {
+    /// An error, a refused request, a turn that did not complete.
+    pub const FAILED: u8 = 1;
+    /// No pod is listening on the socket.
+    pub const NO_POD: u8 = 3;
+    /// The turn was cancelled, or the queued run removed.
+    pub const CANCELLED: u8 = 4;
+    /// Stopped waiting before the turn ended.
+    pub const DETACHED: u8 = 5;
+}
+
+/// How long a pod may take to send the snapshot that opens a connection.
+const SNAPSHOT_WAIT: Duration = Duration::from_secs(10);
+
+/// Says that no pod listens on `socket` and how to start one; the exit code
+/// that goes with it.
+pub fn no_pod(socket: &Path) -> ExitCode {
+    eprintln!(
+        "pod: no pod is listening on {}; start one with `pod serve` (or just `pod`)",
+        socket.display()
+    );
+    ExitCode::from(exit::NO_POD)
+}
+
+/// Whether nothing listens on `socket` at all, as opposed to a pod that is
+/// there but cannot be talked to (a permission error is worth its own words).
+pub fn is_no_pod(error: &ClientError) -> bool {
+    matches!(error, ClientError::Connect { source, .. }
+        if matches!(source.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused))
+}
+
+/// Whether no pod listens on `socket`, checked without a runtime.
+pub fn nobody_listens(socket: &Path) -> bool {
+    matches!(std::os::unix::net::UnixStream::connect(socket),
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused))
+}
+
+/// Connects to the pod; `None` when no pod listens on `socket`.
+pub async fn connect(socket: &Path) -> anyhow::Result<Option<(EventStream, RequestSink)>> {
+    match client::connect(socket).await {
+        Ok(connection) => Ok(Some(connection)),
+        Err(e) if is_no_pod(&e) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Reads the snapshot every connection opens with.
+pub async fn snapshot(events: &mut EventStream, socket: &Path) -> anyhow::Result<Snapshot> {
+    match tokio::time::timeout(SNAPSHOT_WAIT, events.next()).await {
+        Ok(Some(Ok(Event::Snapshot(snapshot)))) => Ok(*snapshot),
+        Ok(Some(Ok(_))) => anyhow::bail!("the pod did not start with a snapshot"),
+        Ok(Some(Err(e))) => Err(e.into()),
+        Ok(None) => anyhow::bail!("the pod closed the connection without a snapshot"),
+        Err(_) => anyhow::bail!(
+            "the pod at {} did not answer within {} s",
+            socket.display(),
+            SNAPSHOT_WAIT.as_secs()
+        ),
+    }
+}
