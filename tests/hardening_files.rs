@@ -457,3 +457,49 @@ fn completions_of_a_huge_directory_do_not_hold_up_other_clients() {
         "B's quick answer waited for A's walk"
     );
 }
+
+// Item 12: the walkers (grep, glob, completions) open every `.gitignore` on
+// their way with a blocking open; a FIFO there must not hang them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_named_like_an_ignore_file_does_not_hang_a_walk() {
+    let f = fixture();
+    fs::create_dir_all(f.path("sub")).unwrap();
+    fs::write(f.path("a.txt"), "needle\n").unwrap();
+    fs::write(f.path("sub/b.txt"), "needle\n").unwrap();
+    mkfifo(&f.path("sub/.gitignore"));
+
+    let prompt = |what: &'static str, fifo: PathBuf| {
+        move |result: Result<ToolOutcome, tokio::time::error::Elapsed>| match result {
+            Ok(out) => out,
+            Err(_) => {
+                release_fifo(fifo);
+                panic!("{what} blocked on a FIFO .gitignore");
+            }
+        }
+    };
+    let limit = Duration::from_secs(5);
+    let grep = f.call("grep", json!({"pattern":"needle"}));
+    let out = prompt("grep", f.path("sub/.gitignore"))(tokio::time::timeout(limit, grep).await);
+    assert_eq!(out.output.trim(), "a.txt:1:needle", "sub/ is skipped");
+    let glob = f.call("glob", json!({"pattern":"*.txt"}));
+    let out = prompt("glob", f.path("sub/.gitignore"))(tokio::time::timeout(limit, glob).await);
+    assert_eq!(out.output.trim(), "a.txt");
+    let grep = f.call("grep", json!({"pattern":"needle","path":"sub"}));
+    let out =
+        prompt("grep in sub", f.path("sub/.gitignore"))(tokio::time::timeout(limit, grep).await);
+    assert!(
+        out.is_error && out.output.contains("is a FIFO"),
+        "{}",
+        out.output
+    );
+
+    let ws = f.ws.clone();
+    let completions = tokio::task::spawn_blocking(move || ws.completions("sub/", 10));
+    match tokio::time::timeout(limit, completions).await {
+        Ok(found) => assert!(found.unwrap().is_empty()),
+        Err(_) => {
+            release_fifo(f.path("sub/.gitignore"));
+            panic!("completions blocked on a FIFO .gitignore");
+        }
+    }
+}

@@ -28,9 +28,13 @@ pub fn decode_stream(wire: Wire, chunks: Vec<Vec<u8>>) -> Vec<ModelEvent> {
 }
 
 fn run(mut decoder: impl SseDecoder, chunks: Vec<Vec<u8>>) -> Vec<ModelEvent> {
-    let events = futures::stream::iter(chunks.into_iter().map(|c| Ok::<_, Infallible>(Bytes::from(c))))
-        .flat_map(|chunk| futures::stream::iter(split_lines(chunk)))
-        .eventsource();
+    let events = futures::stream::iter(
+        chunks
+            .into_iter()
+            .map(|c| Ok::<_, Infallible>(Bytes::from(c))),
+    )
+    .flat_map(|chunk| futures::stream::iter(split_lines(chunk)))
+    .eventsource();
     futures::executor::block_on(async move {
         let mut out = Vec::new();
         futures::pin_mut!(events);
