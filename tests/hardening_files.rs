@@ -503,3 +503,23 @@ async fn a_fifo_named_like_an_ignore_file_does_not_hang_a_walk() {
         }
     }
 }
+
+// Item 12: the check a `run` needs, as a future that owns what it needs and
+// runs the file I/O on the blocking pool, for a caller on an actor thread.
+#[tokio::test]
+async fn check_async_answers_like_check_from_the_blocking_pool() {
+    let f = fixture();
+    fs::write(f.path("ok.rs"), "fn main() {}\n").unwrap();
+    mkfifo(&f.path("pipe"));
+    for (path, code) in [
+        ("ok.rs", None),
+        ("pipe", Some(ErrorCode::FileRefUnreadable)),
+        ("../x", Some(ErrorCode::FileRefOutOfScope)),
+    ] {
+        let segments = vec![Segment::text("see "), Segment::file_ref(path)];
+        let pending = pod::input::check_async(&segments, &f.ws);
+        drop(segments);
+        let result = tokio::spawn(pending).await.unwrap();
+        assert_eq!(result.map_err(|e| e.code).err(), code, "{path}");
+    }
+}
