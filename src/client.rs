@@ -19,6 +19,17 @@ pub enum ClientError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "the process listening on {} runs as uid {server_uid}, not as you (uid {my_uid}); \
+         refusing to talk to it. Someone else may have put it there: check that socket and its \
+         directory",
+        path.display()
+    )]
+    ForeignServer {
+        path: PathBuf,
+        server_uid: u32,
+        my_uid: u32,
+    },
     #[error("connection to the pod failed: {0}")]
     Io(#[from] std::io::Error),
     #[error("the pod sent a frame that is not a valid event: {0}")]
@@ -35,7 +46,9 @@ pub struct RequestSink {
     frames: FramedWrite<OwnedWriteHalf, LinesCodec>,
 }
 
-/// Connects to the pod listening on `socket`.
+/// Connects to the pod listening on `socket`. Nothing is sent to a server
+/// run by another user: whoever can create the socket first could otherwise
+/// read what the user types.
 pub async fn connect(socket: &Path) -> Result<(EventStream, RequestSink), ClientError> {
     let stream = UnixStream::connect(socket)
         .await
@@ -43,6 +56,15 @@ pub async fn connect(socket: &Path) -> Result<(EventStream, RequestSink), Client
             path: socket.to_owned(),
             source,
         })?;
+    let server_uid = stream.peer_cred()?.uid();
+    let my_uid = rustix::process::geteuid().as_raw();
+    if server_uid != my_uid {
+        return Err(ClientError::ForeignServer {
+            path: socket.to_owned(),
+            server_uid,
+            my_uid,
+        });
+    }
     let (read, write) = stream.into_split();
     Ok((
         EventStream {

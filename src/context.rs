@@ -332,10 +332,66 @@ impl Conversation {
         ModelRequest {
             model: self.model.clone(),
             system: system.to_owned(),
-            messages,
+            messages: answer_every_call(messages),
             tools,
         }
     }
+}
+
+/// What the model is told about a tool call the log holds no result for.
+pub const NO_RESULT_RECORDED: &str =
+    "[no result was recorded for this tool call: the turn ended before it could be saved]";
+
+/// Makes the messages a context a model API accepts: every tool call is
+/// answered in the message right after its assistant message, and no
+/// result answers a call that message did not make (OpenAI and Anthropic
+/// reject either with a 400).
+///
+/// The log is closed properly — every turn ends with results for all its
+/// calls, retried after a storage failure and on start — so on a sound log
+/// this changes nothing. It is the second line of defence for a log that
+/// was damaged anyway (by an older pod, by hand, by a failure no one
+/// foresaw): the missing results are supplied here, in the projection
+/// only, so one bad turn cannot make the whole session unusable.
+fn answer_every_call(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
+    let mut out: Vec<ChatMessage> = Vec::with_capacity(messages.len());
+    let mut messages = messages.into_iter().peekable();
+    while let Some(message) = messages.next() {
+        match message {
+            ChatMessage::Assistant { items } => {
+                let calls: Vec<String> = items
+                    .iter()
+                    .filter_map(|item| match item {
+                        AssistantItem::ToolCall { call_id, .. } => Some(call_id.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                out.push(ChatMessage::Assistant { items });
+                if calls.is_empty() {
+                    continue;
+                }
+                let mut results = match messages.peek() {
+                    Some(ChatMessage::ToolResults { .. }) => match messages.next() {
+                        Some(ChatMessage::ToolResults { results }) => results,
+                        _ => Vec::new(),
+                    },
+                    _ => Vec::new(),
+                };
+                results.retain(|r| calls.contains(&r.call_id));
+                let missing: Vec<String> = calls
+                    .into_iter()
+                    .filter(|id| !results.iter().any(|r| &r.call_id == id))
+                    .collect();
+                results.extend(missing_results(missing, NO_RESULT_RECORDED));
+                out.push(ChatMessage::ToolResults { results });
+            }
+            // Results that follow no assistant message with calls answer
+            // nothing the model made: left out.
+            ChatMessage::ToolResults { .. } => {}
+            user @ ChatMessage::User { .. } => out.push(user),
+        }
+    }
+    out
 }
 
 /// How pod-injected text reads to the model: labelled, so it is never
@@ -442,6 +498,126 @@ mod tests {
         let ended = Conversation::new(Uuid::new_v4(), vec![start(Some(from)), summary(), end()]);
         assert!(!ended.has_open_turn());
         assert_eq!(ended.carried_from(), None);
+    }
+
+    fn call(id: &str) -> LogEntry {
+        LogEntry::AssistantItems {
+            items: vec![AssistantItem::ToolCall {
+                call_id: id.into(),
+                name: "read_file".into(),
+                arguments: serde_json::json!({}),
+            }],
+        }
+    }
+
+    fn result(id: &str) -> LogEntry {
+        LogEntry::ToolResults {
+            results: vec![ToolResult {
+                call_id: id.into(),
+                output: "ok".into(),
+                is_error: false,
+            }],
+        }
+    }
+
+    fn user(text: &str) -> LogEntry {
+        LogEntry::UserInput {
+            segments: vec![crate::protocol::Segment::text(text)],
+            at: LogEntry::now(),
+            turn_id: None,
+            request_id: None,
+        }
+    }
+
+    fn project(entries: Vec<LogEntry>) -> Vec<ChatMessage> {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = Workspace::new(dir.path()).unwrap();
+        let resolvers = Resolvers::for_workspace(&workspace);
+        Conversation::new(Uuid::new_v4(), entries)
+            .project("system", Vec::new(), &workspace, &resolvers)
+            .messages
+    }
+
+    /// Every call is answered right after its assistant message, and every
+    /// result answers a call of the message before it.
+    fn assert_valid(messages: &[ChatMessage]) {
+        for (i, message) in messages.iter().enumerate() {
+            if let ChatMessage::Assistant { items } = message {
+                let calls: Vec<&String> = items
+                    .iter()
+                    .filter_map(|item| match item {
+                        AssistantItem::ToolCall { call_id, .. } => Some(call_id),
+                        _ => None,
+                    })
+                    .collect();
+                if calls.is_empty() {
+                    continue;
+                }
+                let Some(ChatMessage::ToolResults { results }) = messages.get(i + 1) else {
+                    panic!("calls {calls:?} are not answered: {messages:?}");
+                };
+                let answered: Vec<&String> = results.iter().map(|r| &r.call_id).collect();
+                assert_eq!(answered.len(), calls.len(), "{messages:?}");
+                for call in calls {
+                    assert!(answered.contains(&call), "{call} unanswered: {messages:?}");
+                }
+            }
+            if matches!(message, ChatMessage::ToolResults { .. }) {
+                assert!(
+                    matches!(
+                        messages.get(i.wrapping_sub(1)),
+                        Some(ChatMessage::Assistant { .. })
+                    ),
+                    "results answer no call: {messages:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn unfinished_turns_anywhere_in_the_log_still_project_to_a_valid_context() {
+        // What a transient disk-full left behind under an older pod: a call
+        // with no result and no turn_end, then the next turn.
+        let messages = project(vec![
+            start(None),
+            user("one"),
+            call("c1"),
+            user("two"),
+            text(),
+            end(),
+            user("three"),
+            call("c2"),
+            call("c3"),
+            result("c3"),
+            user("four"),
+            call("c4"),
+        ]);
+        assert_valid(&messages);
+        let ChatMessage::ToolResults { results } = &messages[2] else {
+            panic!("{messages:?}");
+        };
+        assert_eq!(results[0].call_id, "c1");
+        assert!(results[0].is_error);
+        assert_eq!(results[0].output, NO_RESULT_RECORDED);
+    }
+
+    #[test]
+    fn a_sound_log_projects_unchanged_and_stray_results_are_left_out() {
+        let sound = vec![
+            start(None),
+            user("one"),
+            call("c1"),
+            result("c1"),
+            text(),
+            end(),
+        ];
+        let messages = project(sound);
+        assert_valid(&messages);
+        assert_eq!(messages.len(), 4, "{messages:?}");
+
+        let stray = project(vec![start(None), user("one"), result("c9"), text(), end()]);
+        assert_valid(&stray);
+        assert_eq!(stray.len(), 2, "{stray:?}");
     }
 
     #[test]

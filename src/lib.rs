@@ -11,6 +11,7 @@ pub mod client;
 pub mod context;
 pub mod input;
 pub mod pod;
+pub mod private;
 pub mod protocol;
 pub mod provider;
 pub mod store;

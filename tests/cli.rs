@@ -33,7 +33,8 @@ fn send_json_prints_every_frame_and_no_wait_returns_at_once() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(frames[0]["type"], "snapshot");
+    assert_eq!(frames[0]["type"], "response");
+    assert!(frames.iter().all(|f| f["type"] != "snapshot"));
     assert!(frames.iter().any(|f| f["type"] == "text_delta"));
     assert_eq!(frames.last().unwrap()["entry"]["kind"], "turn_end");
 

@@ -18,6 +18,9 @@ use std::process::ExitCode;
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let paths = Paths::resolve(&cli.global)?;
+    if !matches!(cli.command, Some(Command::Log(_) | Command::Serve(_))) {
+        paths.check_socket_dir()?;
+    }
     match cli.command {
         Some(Command::Serve(args)) => serve::run(&cli.global.name, &paths, args),
         Some(Command::Send(args)) => send::run(&paths, args),

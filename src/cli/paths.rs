@@ -12,6 +12,9 @@ pub struct Paths {
     pub socket: PathBuf,
     /// The directory sockets of all pods live in (for `pod list`).
     pub socket_dir: PathBuf,
+    /// `socket` is in `socket_dir` (no `--socket`): a directory whose name
+    /// anyone can create first, so it must be the user's own.
+    pub socket_in_default_dir: bool,
     pub workspace: PathBuf,
 }
 
@@ -37,9 +40,22 @@ impl Paths {
         };
         Ok(Paths {
             data_dir,
+            socket_in_default_dir: global.socket.is_none(),
             socket,
             socket_dir,
             workspace,
         })
+    }
+
+    /// For clients: refuses the default socket directory when it is not the
+    /// user's own or others can write to it (someone may have created it to
+    /// run a server of their own there). A missing directory is fine: there
+    /// is no pod to talk to.
+    pub fn check_socket_dir(&self) -> anyhow::Result<()> {
+        let dir = &self.socket_dir;
+        if !dir.exists() || (!self.socket_in_default_dir && !self.socket.starts_with(dir)) {
+            return Ok(());
+        }
+        crate::private::check_own_dir(dir)
     }
 }

@@ -30,6 +30,7 @@ pub fn run(name: &str, paths: &Paths, args: ServeArgs) -> anyhow::Result<ExitCod
         name: name.to_owned(),
         data_dir: paths.data_dir.clone(),
         socket: paths.socket.clone(),
+        socket_in_default_dir: paths.socket_in_default_dir,
         workspace: paths.workspace.clone(),
         provider,
         new_session: args.new_session,
@@ -75,10 +76,11 @@ pub fn attach(name: &str, paths: &Paths, start: bool) -> anyhow::Result<ExitCode
 fn start_background(name: &str, paths: &Paths) -> anyhow::Result<()> {
     use std::os::unix::process::CommandExt;
     let log_dir = paths.data_dir.join("pods");
-    std::fs::create_dir_all(&log_dir)
+    crate::private::create_dir(&paths.data_dir, false)
+        .and_then(|()| crate::private::create_dir(&log_dir, true))
         .with_context(|| format!("cannot create {}", log_dir.display()))?;
     let log_path = log_dir.join(format!("{name}.log"));
-    let log = std::fs::OpenOptions::new()
+    let log = crate::private::file_options()
         .create(true)
         .append(true)
         .open(&log_path)

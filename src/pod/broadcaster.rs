@@ -264,6 +264,9 @@ impl Handler<Published> for Broadcaster {
     }
 }
 
+/// How long shutdown waits for clients to take their last frames.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
 /// Say goodbye to every client and close their connections; resolves when
 /// every queued frame has been written (or its client given up on).
 #[derive(Message)]
@@ -282,13 +285,11 @@ impl Handler<Shutdown> for Broadcaster {
         for outbox in &outboxes {
             outbox.close();
         }
+        // One deadline for all: clients that stopped reading are given up on
+        // together, not one grace period after another.
         Box::pin(async move {
-            for outbox in outboxes {
-                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-                while outbox.queued_bytes() > 0 && std::time::Instant::now() < deadline {
-                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-                }
-            }
+            let flushed = futures::future::join_all(outboxes.iter().map(Outbox::flushed));
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE, flushed).await;
         })
     }
 }

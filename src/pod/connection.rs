@@ -8,17 +8,23 @@
 //! a bad frame gets an `error` here and is otherwise dropped.
 
 use actix::prelude::*;
+use bytes::BytesMut;
 use tokio::net::unix::OwnedReadHalf;
 use tokio::net::UnixStream;
-use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, Decoder, FramedRead};
+use tokio_util::codec::{Decoder, FramedRead};
 
 use super::broadcaster::{ConnId, Unregister};
 use super::outbox::Outbox;
 use super::session_log::{GetSession, SessionLookupError, Subscribe};
 use super::worker;
 use super::{Client, Hub};
+use crate::input;
 use crate::protocol::{ErrorCode, Event, Method, Request, Response};
 use crate::store::sessions::LookupError;
+
+/// How often a client that closed its write half is checked for having
+/// hung up altogether.
+const HANG_UP_POLL: std::time::Duration = std::time::Duration::from_millis(500);
 
 pub struct Connection {
     id: ConnId,
@@ -77,7 +83,18 @@ impl Connection {
         };
         let worker = &self.hub.worker;
         match method {
-            Method::Run { segments } => worker.do_send(worker::Run { segments, client }),
+            Method::Run { segments } => {
+                // File refs are checked on the blocking pool; this client's
+                // later frames wait for it, so its runs keep their order.
+                let worker = worker.clone();
+                input::check_async(&segments, &self.hub.workspace)
+                    .into_actor(self)
+                    .map(move |checked, _, _| match checked {
+                        Ok(()) => worker.do_send(worker::Run { segments, client }),
+                        Err(e) => client.error(e.code, e.message),
+                    })
+                    .wait(ctx);
+            }
             Method::Notify { message } => worker.do_send(worker::Notify { message, client }),
             Method::Cancel { run } => worker.do_send(worker::Control::Cancel(client, run)),
             Method::Hello { client: label } => {
@@ -226,8 +243,17 @@ impl StreamHandler<Result<Inbound, std::io::Error>> for Connection {
         }
     }
 
+    /// The client closed its write half. It may still be reading (`printf
+    /// … | socat` does exactly this): it gets everything — responses, the
+    /// turns it started — until it hangs up. The outbox closing (a failed
+    /// write, lag, shutdown) stops the actor as before; a client that hangs
+    /// up while nothing is being sent to it is noticed by polling.
     fn finished(&mut self, ctx: &mut Context<Self>) {
-        ctx.stop();
+        ctx.run_interval(HANG_UP_POLL, |this, ctx| {
+            if this.outbox.peer_hung_up() {
+                ctx.stop();
+            }
+        });
     }
 }
 
@@ -237,23 +263,44 @@ pub enum Inbound {
     TooLong,
 }
 
-/// Newline framing with a length limit that, unlike the codec it wraps,
-/// reports an oversized frame as an item instead of an error (a
-/// `FramedRead` ends its stream after any error) and leaves UTF-8 checking to
-/// the protocol parser, which answers it with `bad_frame`.
+/// Newline framing with a length limit. An oversized frame is reported as
+/// an item, not an error (a `FramedRead` ends its stream after any error),
+/// and the rest of it up to its newline is skipped; UTF-8 checking is left
+/// to the protocol parser, which answers it with `bad_frame`. A last frame
+/// without its newline before EOF is a frame like any other.
+///
+/// Written here rather than wrapping `AnyDelimiterCodec`: that codec keeps
+/// a scan offset into the buffer, so taking the unterminated tail out of the
+/// buffer at EOF left it pointing past the end, and the next call panicked.
+/// Here the only state is a count of bytes already scanned (reset whenever
+/// the buffer is cut) and whether a too-long frame is being skipped.
 pub struct FrameDecoder {
-    inner: AnyDelimiterCodec,
+    max_frame_bytes: usize,
+    /// Bytes at the start of the buffer already searched for a newline.
+    scanned: usize,
+    /// Skipping the rest of a frame that was already reported too long.
+    skipping: bool,
 }
 
 impl FrameDecoder {
     pub fn new(max_frame_bytes: usize) -> Self {
         Self {
-            inner: AnyDelimiterCodec::new_with_max_length(
-                b"\n".to_vec(),
-                Vec::new(),
-                max_frame_bytes,
-            ),
+            max_frame_bytes,
+            scanned: 0,
+            skipping: false,
         }
+    }
+
+    /// A complete frame's bytes (without the newline) as an item; `None`
+    /// for a blank line, which is ignored.
+    fn frame(&self, bytes: BytesMut) -> Option<Inbound> {
+        if bytes.len() > self.max_frame_bytes {
+            return Some(Inbound::TooLong);
+        }
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return None;
+        }
+        Some(Inbound::Frame(bytes.freeze()))
     }
 }
 
@@ -261,27 +308,102 @@ impl Decoder for FrameDecoder {
     type Item = Inbound;
     type Error = std::io::Error;
 
-    fn decode(&mut self, src: &mut bytes::BytesMut) -> Result<Option<Inbound>, std::io::Error> {
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Inbound>, std::io::Error> {
         loop {
-            return match self.inner.decode(src) {
-                Ok(Some(frame)) if frame.iter().all(u8::is_ascii_whitespace) => continue,
-                Ok(Some(frame)) => Ok(Some(Inbound::Frame(frame))),
-                Ok(None) => Ok(None),
-                Err(AnyDelimiterCodecError::MaxChunkLengthExceeded) => Ok(Some(Inbound::TooLong)),
-                Err(AnyDelimiterCodecError::Io(e)) => Err(e),
+            let newline = src[self.scanned..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map(|i| self.scanned + i);
+            let Some(end) = newline else {
+                if self.skipping {
+                    src.clear();
+                    self.scanned = 0;
+                    return Ok(None);
+                }
+                if src.len() > self.max_frame_bytes {
+                    src.clear();
+                    self.scanned = 0;
+                    self.skipping = true;
+                    return Ok(Some(Inbound::TooLong));
+                }
+                self.scanned = src.len();
+                return Ok(None);
             };
+            let mut line = src.split_to(end + 1);
+            line.truncate(end);
+            self.scanned = 0;
+            if std::mem::take(&mut self.skipping) {
+                continue;
+            }
+            if let Some(item) = self.frame(line) {
+                return Ok(Some(item));
+            }
         }
     }
 
-    fn decode_eof(&mut self, src: &mut bytes::BytesMut) -> Result<Option<Inbound>, std::io::Error> {
-        match self.decode(src)? {
-            Some(frame) => Ok(Some(frame)),
-            None if src.is_empty() => Ok(None),
-            // A last frame without its newline: treat it as a frame.
-            None => {
-                let rest = src.split();
-                Ok(Some(Inbound::Frame(rest.freeze())))
+    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Inbound>, std::io::Error> {
+        loop {
+            if let Some(item) = self.decode(src)? {
+                return Ok(Some(item));
+            }
+            if src.is_empty() {
+                return Ok(None);
+            }
+            // A last frame without its newline.
+            let rest = src.split();
+            self.scanned = 0;
+            if let Some(item) = self.frame(rest) {
+                return Ok(Some(item));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(decoder: &mut FrameDecoder, buf: &mut BytesMut, eof: bool) -> Vec<String> {
+        let mut out = Vec::new();
+        loop {
+            let item = if eof {
+                decoder.decode_eof(buf)
+            } else {
+                decoder.decode(buf)
+            };
+            match item.unwrap() {
+                Some(Inbound::Frame(f)) => out.push(String::from_utf8_lossy(&f).into_owned()),
+                Some(Inbound::TooLong) => out.push("<too long>".into()),
+                None => return out,
+            }
+        }
+    }
+
+    #[test]
+    fn a_last_frame_without_newline_is_decoded_once_at_eof() {
+        let mut decoder = FrameDecoder::new(100);
+        let mut buf = BytesMut::from(&b"{\"a\":1}\n\n  \n{\"b\":2}"[..]);
+        assert_eq!(frames(&mut decoder, &mut buf, false), ["{\"a\":1}"]);
+        assert_eq!(frames(&mut decoder, &mut buf, true), ["{\"b\":2}"]);
+        assert_eq!(frames(&mut decoder, &mut buf, true), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_too_long_frame_is_reported_once_and_skipped_to_its_newline() {
+        let mut decoder = FrameDecoder::new(10);
+        let mut buf = BytesMut::from(&b"0123456789abc"[..]);
+        assert_eq!(frames(&mut decoder, &mut buf, false), ["<too long>"]);
+        buf.extend_from_slice(b"def\nok\n0123456789abcdef\nfine");
+        assert_eq!(frames(&mut decoder, &mut buf, false), ["ok", "<too long>"]);
+        assert_eq!(frames(&mut decoder, &mut buf, true), ["fine"]);
+    }
+
+    #[test]
+    fn frames_split_across_reads_are_joined() {
+        let mut decoder = FrameDecoder::new(100);
+        let mut buf = BytesMut::from(&b"{\"a\""[..]);
+        assert!(frames(&mut decoder, &mut buf, false).is_empty());
+        buf.extend_from_slice(b":1}\n");
+        assert_eq!(frames(&mut decoder, &mut buf, false), ["{\"a\":1}"]);
     }
 }

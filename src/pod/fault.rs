@@ -6,6 +6,9 @@
 //! list of:
 //! - `fail_writes_after=N`: every session-log write after the first N fails
 //!   with an I/O error, as on a full disk;
+//! - `fail_writes_while=PATH`: session-log writes fail while the file PATH
+//!   exists — a disk that fills up and is freed again, at instants the test
+//!   chooses (even from inside a tool call);
 //! - `crash_at=STEP`: the process kills itself with SIGKILL when compaction
 //!   reaches STEP (`summarised`, `new_session_partial`, `new_session_written`,
 //!   `pointer_moved`).
@@ -13,11 +16,13 @@
 //! Unset (the normal case) it costs one branch per write.
 
 use std::cell::Cell;
+use std::path::PathBuf;
 
 #[derive(Debug, Default)]
 pub struct Faults {
     fail_writes_after: Option<u64>,
     writes: Cell<u64>,
+    fail_writes_while: Option<PathBuf>,
     crash_at: Option<String>,
 }
 
@@ -36,6 +41,9 @@ impl Faults {
                         anyhow::anyhow!("POD_FAULT: fail_writes_after needs a number, got {n:?}")
                     })?)
                 }
+                Some(("fail_writes_while", path)) => {
+                    faults.fail_writes_while = Some(PathBuf::from(path))
+                }
                 Some(("crash_at", step)) => faults.crash_at = Some(step.to_owned()),
                 _ => anyhow::bail!("POD_FAULT: unknown fault {item:?}"),
             }
@@ -46,12 +54,17 @@ impl Faults {
     pub fn before_write(&self) -> std::io::Result<()> {
         let n = self.writes.get() + 1;
         self.writes.set(n);
-        match self.fail_writes_after {
-            Some(limit) if n > limit => Err(std::io::Error::other(
+        if matches!(self.fail_writes_after, Some(limit) if n > limit) {
+            return Err(std::io::Error::other(
                 "injected write failure (POD_FAULT fail_writes_after)",
-            )),
-            _ => Ok(()),
+            ));
         }
+        if self.fail_writes_while.as_ref().is_some_and(|p| p.exists()) {
+            return Err(std::io::Error::other(
+                "injected write failure (POD_FAULT fail_writes_while)",
+            ));
+        }
+        Ok(())
     }
 
     pub fn compaction_step(&self, step: &str) {

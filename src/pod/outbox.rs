@@ -9,14 +9,22 @@
 //! vectored `write` per wake-up — small frames copied together, large ones
 //! (a snapshot's log lines) referenced where they lie — which is what lets
 //! one delta reach hundreds of clients at a high rate, and a long session
-//! reach a client without being copied again. If more than `limit` bytes
-//! pile up the client is *lagged*:
-//! the queue is dropped, it gets an `error` with code `lagged` (when its
-//! socket still takes it) and the connection is closed, so that it reconnects
-//! and gets a fresh snapshot — never silently skipped forward.
+//! reach a client without being copied again.
+//!
+//! *Lag* is the bytes queued for the client that its socket has not taken,
+//! except one frame: the oldest one longer than `limit` (else the one being
+//! written). So a single frame of any size — a long session's snapshot, a
+//! 25 MB reply, a pasted file — is never lag while the client reads it;
+//! what piles up besides it is. If that exceeds `limit`
+//! the client is *lagged*: the queue is dropped, it gets an `error` with
+//! code `lagged` (when its socket still takes it) and the connection is
+//! closed, so that it reconnects and gets a fresh snapshot — never silently
+//! skipped forward. A client that stops reading therefore holds at most one
+//! frame plus `limit` bytes of the pod's memory.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use std::io::IoSlice;
@@ -44,21 +52,82 @@ pub struct Outbox {
 
 struct Shared {
     /// The socket. Producers and the writer task run on one thread and the
-    /// writer only writes while `queued` is non-zero, so the two never write
-    /// at the same time.
+    /// writer only writes while something is pending, so the two never
+    /// write at the same time.
     socket: OwnedWriteHalf,
-    /// Bytes pushed and not yet written.
-    queued: AtomicUsize,
-    /// Bytes written so far.
-    written: AtomicUsize,
-    /// Size of the snapshot, which does not count towards the lag limit: a
-    /// long session's snapshot is not lag, and counting it would cut off a
-    /// slow reader of a big snapshot on every reconnect.
-    snapshot: AtomicUsize,
+    pending: Mutex<Pending>,
     limit: usize,
     lagged: AtomicBool,
     /// Fired when the outbox is closed (lag, shutdown, client gone).
     closed: CancellationToken,
+    /// Fired when the writer task has finished: everything was written, or
+    /// the client was given up on.
+    done: CancellationToken,
+}
+
+impl Shared {
+    fn pending(&self) -> MutexGuard<'_, Pending> {
+        // A panic while holding this lock leaves plain counters behind; they
+        // stay usable.
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// What was pushed and not yet taken by the socket, frame by frame.
+#[derive(Default)]
+struct Pending {
+    /// Unwritten bytes of each queued frame, oldest first (a snapshot counts
+    /// as one frame). `frames[i]` is frame number `done + i`.
+    frames: VecDeque<usize>,
+    /// Frames the socket has taken whole so far.
+    done: u64,
+    /// Numbers of the queued frames longer than the limit, oldest first.
+    oversized: VecDeque<u64>,
+    bytes: usize,
+}
+
+impl Pending {
+    /// The queued bytes, except one frame's: the oldest one longer than the
+    /// limit, or else the one being written.
+    fn lag(&self) -> usize {
+        let exempt = match self.oversized.front() {
+            Some(&n) => self.frames[(n - self.done) as usize],
+            None => self.frames.front().copied().unwrap_or(0),
+        };
+        self.bytes - exempt
+    }
+
+    fn add(&mut self, len: usize, oversized: bool) {
+        if oversized {
+            self.oversized
+                .push_back(self.done + self.frames.len() as u64);
+        }
+        self.frames.push_back(len);
+        self.bytes += len;
+    }
+
+    /// The socket took `n` more bytes, from the oldest frames on.
+    fn taken(&mut self, mut n: usize) {
+        self.bytes = self.bytes.saturating_sub(n);
+        while let Some(front) = self.frames.front_mut() {
+            if *front > n {
+                *front -= n;
+                return;
+            }
+            n -= *front;
+            self.frames.pop_front();
+            if self.oversized.front() == Some(&self.done) {
+                self.oversized.pop_front();
+            }
+            self.done += 1;
+        }
+    }
+
+    fn clear(&mut self) {
+        self.frames.clear();
+        self.oversized.clear();
+        self.bytes = 0;
+    }
 }
 
 impl Outbox {
@@ -67,12 +136,11 @@ impl Outbox {
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             socket,
-            queued: AtomicUsize::new(0),
-            written: AtomicUsize::new(0),
-            snapshot: AtomicUsize::new(0),
+            pending: Mutex::new(Pending::default()),
             limit,
             lagged: AtomicBool::new(false),
             closed: CancellationToken::new(),
+            done: CancellationToken::new(),
         });
         (
             Outbox {
@@ -90,54 +158,37 @@ impl Outbox {
             return false;
         }
         let mut frame = frame;
-        if self.shared.queued.load(Ordering::Acquire) == 0 {
+        let mut pending = self.shared.pending();
+        if pending.bytes == 0 {
             match self.shared.socket.try_write(&frame) {
-                Ok(n) if n == frame.len() => {
-                    self.shared.written.fetch_add(n, Ordering::AcqRel);
-                    return true;
-                }
-                Ok(n) => {
-                    self.shared.written.fetch_add(n, Ordering::AcqRel);
-                    frame = frame.slice(n..);
-                }
+                Ok(n) if n == frame.len() => return true,
+                Ok(n) => frame = frame.slice(n..),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(_) => {
+                    drop(pending);
                     self.shared.closed.cancel();
                     return false;
                 }
             }
         }
         let len = frame.len();
-        let before = self.shared.queued.fetch_add(len, Ordering::AcqRel);
-        // The snapshot went out first, so whatever of it is unwritten is at
-        // the head of the queue; only what follows it counts as lag.
-        let snapshot_left = self
-            .shared
-            .snapshot
-            .load(Ordering::Acquire)
-            .saturating_sub(self.shared.written.load(Ordering::Acquire));
-        let lag = before.saturating_sub(snapshot_left);
-        // A frame larger than the limit is still accepted into an empty
-        // queue: a big entry is not lag.
-        if lag > 0 && lag + len > self.shared.limit {
-            self.shared.queued.fetch_sub(len, Ordering::AcqRel);
+        pending.add(len, len > self.shared.limit);
+        if pending.lag() > self.shared.limit {
+            pending.clear();
+            drop(pending);
             self.shared.lagged.store(true, Ordering::Release);
             self.shared.closed.cancel();
             return false;
         }
-        if self.tx.send(frame).is_err() {
-            self.shared.queued.fetch_sub(len, Ordering::AcqRel);
-            return false;
-        }
-        true
+        self.tx.send(frame).is_ok()
     }
 
     /// Queues the snapshot, the first frame of every connection, as the
-    /// pieces it is made of (its log lines are the mirror's own bytes).
+    /// pieces it is made of (its log lines are the mirror's own bytes). It
+    /// counts as one frame, so however long the session, it is not lag.
     pub fn push_snapshot(&self, parts: Vec<Bytes>) -> bool {
         let len = parts.iter().map(Bytes::len).sum();
-        self.shared.snapshot.store(len, Ordering::Release);
-        self.shared.queued.fetch_add(len, Ordering::AcqRel);
+        self.shared.pending().add(len, len > self.shared.limit);
         for part in parts {
             if self.tx.send(part).is_err() {
                 return false;
@@ -164,9 +215,23 @@ impl Outbox {
         self.shared.closed.cancelled().await
     }
 
-    /// Bytes queued and not yet written.
-    pub fn queued_bytes(&self) -> usize {
-        self.shared.queued.load(Ordering::Acquire)
+    /// Whether the client has closed its end entirely (not just its write
+    /// half): a zero-timeout `poll` for `POLLHUP`, which a Unix stream
+    /// socket reports only once both directions are shut.
+    pub fn peer_hung_up(&self) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags};
+        let socket: &tokio::net::UnixStream = self.shared.socket.as_ref();
+        let mut fds = [PollFd::new(socket, PollFlags::empty())];
+        match poll(&mut fds, 0) {
+            Ok(_) => fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR),
+            Err(_) => false,
+        }
+    }
+
+    /// Resolves once the writer task has finished: after a close, when
+    /// everything queued was written or the client was given up on.
+    pub async fn flushed(&self) {
+        self.shared.done.cancelled().await
     }
 }
 
@@ -180,6 +245,7 @@ impl Drain {
     /// Writes frames until the outbox closes or the socket fails. On a normal
     /// close everything already queued is flushed first.
     pub async fn run(mut self) {
+        let _done = self.shared.done.clone().drop_guard();
         let mut batch: Vec<Bytes> = Vec::with_capacity(64);
         loop {
             let closing = tokio::select! {
@@ -215,12 +281,8 @@ impl Drain {
     }
 
     async fn write_batch(&self, batch: &mut Vec<Bytes>) -> bool {
-        let total: usize = batch.iter().map(Bytes::len).sum();
         let mut gathered = gather(batch);
-        let result = self.write_all(&mut gathered).await;
-        self.shared.written.fetch_add(total, Ordering::AcqRel);
-        self.shared.queued.fetch_sub(total, Ordering::AcqRel);
-        result.is_ok()
+        self.write_all(&mut gathered).await.is_ok()
     }
 
     /// `write_all` for a shared socket: vectored non-blocking writes,
@@ -232,7 +294,10 @@ impl Drain {
             let mut slices = [IoSlice::new(&[]); 64];
             let count = data.chunks_vectored(&mut slices);
             match socket.try_write_vectored(&slices[..count]) {
-                Ok(n) => data.advance(n),
+                Ok(n) => {
+                    data.advance(n);
+                    self.shared.pending().taken(n);
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(e) => return Err(e),
             }
@@ -315,6 +380,49 @@ mod tests {
         assert!(outbox.push(Bytes::from(vec![b'x'; 300])));
         assert!(!outbox.push(Bytes::from(vec![b'x'; 200])), "over the limit");
         assert!(outbox.is_closed());
+    }
+
+    #[tokio::test]
+    async fn a_frame_larger_than_the_limit_is_not_lag_for_the_frames_behind_it() {
+        let (_client, server) = tokio::net::UnixStream::pair().unwrap();
+        let (_read, write) = server.into_split();
+        let (outbox, _drain) = Outbox::new(write, 1000);
+        assert!(
+            outbox.push(Bytes::from(vec![b'x'; 1_000_000])),
+            "a big frame"
+        );
+        assert!(outbox.push(Bytes::from(vec![b'x'; 600])));
+        assert!(outbox.push(Bytes::from(vec![b'x'; 300])));
+        assert!(!outbox.push(Bytes::from(vec![b'x'; 200])), "over the limit");
+        assert!(outbox.is_closed());
+    }
+
+    #[tokio::test]
+    async fn a_reader_of_big_frames_is_never_lagged() {
+        let (client, server) = tokio::net::UnixStream::pair().unwrap();
+        let (_read, write) = server.into_split();
+        let (outbox, drain) = Outbox::new(write, 1000);
+        tokio::spawn(drain.run());
+        let reader = tokio::spawn(async move {
+            let mut received = Vec::new();
+            tokio::io::AsyncReadExt::read_to_end(&mut { client }, &mut received)
+                .await
+                .unwrap();
+            received.len()
+        });
+        let mut sent = 0;
+        for _ in 0..5 {
+            for len in [300_000, 100, 200, 300] {
+                assert!(outbox.push(Bytes::from(vec![b'x'; len])), "lagged");
+                sent += len;
+            }
+            // The client reads the reply before it sends the next run.
+            while outbox.shared.pending().bytes > 0 {
+                tokio::task::yield_now().await;
+            }
+        }
+        outbox.close();
+        assert_eq!(reader.await.unwrap(), sent);
     }
 
     #[tokio::test]

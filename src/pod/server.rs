@@ -1,6 +1,6 @@
 //! `pod serve`: recover the session, start the actors, accept clients.
 
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -26,7 +26,7 @@ use crate::input::Resolvers;
 use crate::protocol::ApprovalMode;
 use crate::protocol::{Event, Greeting, Level, LogEntry, LogLine};
 use crate::provider::Provider;
-use crate::store::{pod_socket, pointer, LogFile};
+use crate::store::{pod_socket, pointer, LogFile, PodLock};
 use crate::tools::{ToolLimits, Toolbox};
 use crate::workspace::Workspace;
 use std::cell::RefCell;
@@ -36,6 +36,9 @@ pub struct ServeConfig {
     pub name: String,
     pub data_dir: PathBuf,
     pub socket: PathBuf,
+    /// The socket is in the shared default directory (`/tmp/pod-$UID`, …),
+    /// whose name anyone can take first: it must be the user's own.
+    pub socket_in_default_dir: bool,
     pub workspace: PathBuf,
     pub provider: Arc<dyn Provider>,
     pub new_session: bool,
@@ -57,13 +60,22 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             config.workspace.display()
         )
     })?;
+    let system = actix_rt::System::new();
+    system.block_on(async { catch_file_size_signal() })?;
     let sessions_dir = config.data_dir.join("sessions");
     let pods_dir = config.data_dir.join("pods");
-    for dir in [&sessions_dir, &pods_dir] {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create data directory {}", dir.display()))?;
-    }
-    prepare_socket_path(&config.socket)?;
+    crate::private::create_dir(&config.data_dir, false)
+        .and_then(|()| crate::private::create_dir(&sessions_dir, true))
+        .and_then(|()| crate::private::create_dir(&pods_dir, true))
+        .with_context(|| {
+            format!(
+                "cannot create the data directory {}",
+                config.data_dir.display()
+            )
+        })?;
+    // Before anything else is created: a second pod of this name stops here.
+    let _lock = PodLock::acquire(&config.data_dir, &pods_dir, &config.name)?;
+    prepare_socket_path(&config.socket, config.socket_in_default_dir)?;
     let pointer_path = pointer::path(&pods_dir, &config.name);
     let (file, session_id, recovered) =
         open_session(&sessions_dir, &pointer_path, config.new_session)?;
@@ -86,10 +98,9 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     }
 
     descendants::become_subreaper();
-    let system = actix_rt::System::new();
     let socket = config.socket.clone();
-    let result = system.block_on(async move {
-        let listener = bind(&config.socket)?;
+    let bound = system.block_on(async move {
+        let (listener, identity) = bind(&config.socket)?;
         if let Err(e) = pod_socket::record(&pods_dir, &config.name, &config.socket) {
             tracing::warn!("cannot record the socket path for `pod list`: {e}");
         }
@@ -164,11 +175,29 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         actix_rt::spawn(accept_loop(listener, hub));
         actix_rt::spawn(descendants::reap_orphans());
         actix_rt::spawn(stop_on_signal(worker));
-        anyhow::Ok(())
-    });
-    let run = result.and_then(|()| system.run().context("the pod's event loop failed"));
-    let _ = std::fs::remove_file(&socket);
+        anyhow::Ok(identity)
+    })?;
+    let run = system.run().context("the pod's event loop failed");
+    remove_own_socket(&socket, bound);
     run
+}
+
+/// A write past the file-size limit (`RLIMIT_FSIZE`) raises `SIGXFSZ`,
+/// whose default action kills the process without a word. Caught, the write
+/// fails with `EFBIG` instead, and the append that hit the limit becomes a
+/// `storage_error` like a full disk. (A caught signal, unlike an ignored
+/// one, is back to its default in the commands the tools run.)
+fn catch_file_size_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let xfsz = rustix::process::Signal::Xfsz as i32;
+    let mut hits = signal(SignalKind::from_raw(xfsz))
+        .context("cannot install a handler for SIGXFSZ (file size limit)")?;
+    actix_rt::spawn(async move {
+        while hits.recv().await.is_some() {
+            tracing::warn!("a write reached the file size limit (RLIMIT_FSIZE)");
+        }
+    });
+    Ok(())
 }
 
 /// Resumes the pod's current session, or starts a new one.
@@ -180,23 +209,26 @@ fn open_session(
     if !new_session {
         if let Some(current) = pointer::read(pointer_path)? {
             let path = LogFile::path_for(sessions_dir, current.session_id);
-            if path.exists() {
-                let (file, recovered) = LogFile::open(&path)?;
-                if let Some(warning) = &recovered.truncated_tail {
-                    tracing::warn!("{warning}");
-                    eprintln!("warning: {warning}");
-                }
-                if !recovered.entries.is_empty() {
-                    return Ok((file, current.session_id, recovered));
-                }
-                // An empty file: a crash right after creating it. Start it properly.
-                return start_session(file, current.session_id, pointer_path);
+            if !path.exists() {
+                bail!(
+                    "the pod's current session {} (named in {}) has no log at {}: was it deleted \
+                     or moved? Restore the file to resume that session, or start a new one with \
+                     `pod serve --new-session`",
+                    current.session_id,
+                    pointer_path.display(),
+                    path.display()
+                );
             }
-            eprintln!(
-                "warning: the pod's current session {} has no log at {}; starting a new session",
-                current.session_id,
-                path.display()
-            );
+            let (file, recovered) = LogFile::open(&path)?;
+            if let Some(warning) = &recovered.truncated_tail {
+                tracing::warn!("{warning}");
+                eprintln!("warning: {warning}");
+            }
+            if !recovered.entries.is_empty() {
+                return Ok((file, current.session_id, recovered));
+            }
+            // An empty file: a crash right after creating it. Start it properly.
+            return start_session(file, current.session_id, pointer_path);
         }
     }
     let session_id = Uuid::new_v4();
@@ -236,41 +268,73 @@ pub(super) fn start_session(
 }
 
 /// Creates the socket's directory (mode 0700) and clears a stale socket; a
-/// live one means another pod is serving there.
-fn prepare_socket_path(socket: &Path) -> anyhow::Result<()> {
+/// live one means another pod is serving there. Only a socket is ever
+/// removed: `--socket` naming any other file is refused.
+fn prepare_socket_path(socket: &Path, in_default_dir: bool) -> anyhow::Result<()> {
     if let Some(dir) = socket.parent() {
         if !dir.exists() {
-            std::fs::create_dir_all(dir)
+            crate::private::create_dir(dir, false)
                 .with_context(|| format!("cannot create socket directory {}", dir.display()))?;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-                .with_context(|| format!("cannot restrict {}", dir.display()))?;
+        }
+        if in_default_dir {
+            crate::private::check_own_dir(dir)?;
         }
     }
-    if socket.exists() {
-        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
-            bail!(
-                "a pod is already listening on {}; stop it with `pod stop` or choose another \
-                 --name or --socket",
-                socket.display()
-            );
-        }
-        std::fs::remove_file(socket)
-            .with_context(|| format!("cannot remove stale socket {}", socket.display()))?;
+    let meta = match std::fs::symlink_metadata(socket) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => bail!("cannot inspect {}: {e}", socket.display()),
+    };
+    if !meta.file_type().is_socket() {
+        bail!(
+            "{} exists and is not a socket; the pod will not replace it. Choose another \
+             --socket, or move that file away",
+            socket.display()
+        );
     }
+    if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+        bail!(
+            "a pod is already listening on {}; stop it with `pod stop` or choose another \
+             --name or --socket",
+            socket.display()
+        );
+    }
+    std::fs::remove_file(socket)
+        .with_context(|| format!("cannot remove stale socket {}", socket.display()))?;
     Ok(())
 }
 
-fn bind(socket: &Path) -> anyhow::Result<UnixListener> {
+/// Which file a path names: device and inode.
+type FileIdentity = (u64, u64);
+
+/// Listens on `socket` (mode 0600) and says which file the socket is, so
+/// that only this socket is removed at exit.
+fn bind(socket: &Path) -> anyhow::Result<(UnixListener, FileIdentity)> {
     let listener = UnixListener::bind(socket)
         .with_context(|| format!("cannot listen on {}", socket.display()))?;
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
         .with_context(|| format!("cannot restrict {}", socket.display()))?;
-    Ok(listener)
+    let meta = std::fs::symlink_metadata(socket)
+        .with_context(|| format!("cannot inspect {}", socket.display()))?;
+    Ok((listener, (meta.dev(), meta.ino())))
+}
+
+/// Removes the socket this pod bound, unless the path names another file
+/// by now: a process removes only what it created.
+fn remove_own_socket(socket: &Path, identity: FileIdentity) {
+    match std::fs::symlink_metadata(socket) {
+        Ok(meta) if (meta.dev(), meta.ino()) == identity => {
+            if let Err(e) = std::fs::remove_file(socket) {
+                tracing::warn!("cannot remove {}: {e}", socket.display());
+            }
+        }
+        _ => {}
+    }
 }
 
 async fn accept_loop(listener: UnixListener, hub: Hub) {
     static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-    let uid = rustix::process::getuid().as_raw();
+    let uid = rustix::process::geteuid().as_raw();
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,

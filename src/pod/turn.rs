@@ -72,6 +72,9 @@ pub async fn run_turn(
         turn_id: turn.turn_id.clone(),
         request_id: turn.request_id.clone(),
     });
+    if close_unfinished(env, conversation).await.is_err() {
+        return;
+    }
     let input = LogEntry::UserInput {
         segments: run.segments,
         at: LogEntry::now(),
@@ -123,7 +126,8 @@ async fn finish(
     let why = match ending.reason {
         TurnEndReason::Cancelled => "[cancelled before this tool call ran]",
         TurnEndReason::MaxSteps => "[the turn reached its step limit before this tool call ran]",
-        _ => "[the turn ended with an error before this tool call ran]",
+        // The call may have run and only its result failed to commit.
+        _ => crate::context::NO_RESULT_RECORDED,
     };
     let _ = finish_turn(env, conversation, turn, ending, usage, why).await;
 }
@@ -151,6 +155,29 @@ async fn finish_turn(
     };
     commit(env, conversation, end).await?;
     Ok(())
+}
+
+/// Closes a turn whose end could not be committed (the disk was full when
+/// the turn ended): results for its unanswered tool calls, then `turn_end`
+/// `error`. Every job calls this before it commits anything, so such a turn
+/// is closed as soon as the disk takes writes again, before the next entry
+/// — the log never holds a call without its result followed by more
+/// conversation. `Err` while the disk still refuses: the job must not go on.
+pub async fn close_unfinished(
+    env: &JobEnv,
+    conversation: &mut Conversation,
+) -> Result<(), super::session_log::StorageError> {
+    if !conversation.has_open_turn() {
+        return Ok(());
+    }
+    let turn = conversation.open_turn();
+    let ending = Ending::error(
+        TurnErrorCode::Storage,
+        "the session log could not be written when this turn ended; it was closed once writes \
+         succeeded again",
+    );
+    let why = crate::context::NO_RESULT_RECORDED;
+    finish_turn(env, conversation, &turn, ending, None, why).await
 }
 
 /// Closes a turn a crashed pod left open: results for its unanswered tool

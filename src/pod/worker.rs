@@ -24,11 +24,11 @@ use super::recovery;
 use super::turn;
 use super::Client;
 use crate::context::Conversation;
-use crate::input;
 use crate::protocol::{
     ApprovalMode, CompactReason, Decision, ErrorCode, Response, Scope, Segment, TurnRef,
 };
 
+/// A run whose segments were checked (file refs resolve and are readable).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Run {
@@ -164,6 +164,12 @@ impl Worker {
             self.running = Some(cancel);
             self.spawn(ctx, move |mut conversation| {
                 Box::pin(async move {
+                    if turn::close_unfinished(&env, &mut conversation)
+                        .await
+                        .is_err()
+                    {
+                        return conversation;
+                    }
                     if !notifies.is_empty() {
                         let _ = turn::commit_notifies(&env, &mut conversation, notifies).await;
                     }
@@ -177,7 +183,12 @@ impl Worker {
             self.running = Some(cancel);
             self.spawn(ctx, move |mut conversation| {
                 Box::pin(async move {
-                    compaction::compact(&env, &mut conversation, CompactReason::Manual).await;
+                    if turn::close_unfinished(&env, &mut conversation)
+                        .await
+                        .is_ok()
+                    {
+                        compaction::compact(&env, &mut conversation, CompactReason::Manual).await;
+                    }
                     conversation
                 })
             });
@@ -193,7 +204,11 @@ impl Worker {
                 Box::pin(async move {
                     turn::run_turn(&env, &mut conversation, run, turn, cancel).await;
                     env.state.borrow_mut().turn = None;
-                    compaction::after_turn(&env, &mut conversation).await;
+                    // A turn whose end failed to commit is closed first, by
+                    // the next job, not summarised away open.
+                    if !conversation.has_open_turn() {
+                        compaction::after_turn(&env, &mut conversation).await;
+                    }
                     conversation
                 })
             });
@@ -245,9 +260,6 @@ impl Handler<Run> for Worker {
             return msg
                 .client
                 .error(ErrorCode::ShuttingDown, "the pod is shutting down");
-        }
-        if let Err(e) = input::check(&msg.segments, &self.env.workspace) {
-            return msg.client.error(e.code, e.message);
         }
         let ahead = self.queue.len() + usize::from(self.running.is_some());
         msg.client.respond(Response {

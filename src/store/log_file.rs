@@ -9,9 +9,16 @@
 //!   cut off with a warning.
 //! - **Corruption is loud.** A bad line in the middle stops startup with the
 //!   file and line number; nothing is silently dropped.
+//! - **Only into the file others will read.** Before each append the path is
+//!   checked to still name the open file, at the length this writer left it;
+//!   a log deleted, replaced or truncated behind the pod's back fails the
+//!   append instead of taking entries nobody could ever read back.
+//!
+//! Logs are created `0600`: they hold everything said to the model.
 
-use std::fs::{File, OpenOptions};
+use std::fs::{File, Permissions};
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
@@ -25,6 +32,8 @@ pub struct LogFile {
     file: File,
     /// Length of the file up to its last durable, complete line.
     len: u64,
+    /// Device and inode of the open file, to tell whether `path` still names it.
+    identity: (u64, u64),
 }
 
 /// What was in the file when it was opened.
@@ -73,7 +82,7 @@ impl LogFile {
             path: path.to_owned(),
             source,
         };
-        let file = OpenOptions::new()
+        let file = crate::private::file_options()
             .read(true)
             .append(true)
             .create_new(true)
@@ -83,10 +92,12 @@ impl LogFile {
         if let Some(dir) = path.parent() {
             sync_dir(dir).map_err(io)?;
         }
+        let identity = identity(&file.metadata().map_err(io)?);
         Ok(LogFile {
             path: path.to_owned(),
             file,
             len: 0,
+            identity,
         })
     }
 
@@ -96,12 +107,19 @@ impl LogFile {
             path: path.to_owned(),
             source,
         };
-        let mut file = OpenOptions::new()
+        let mut file = File::options()
             .read(true)
             .append(true)
             .open(path)
             .map_err(io)?;
         lock(&file, path)?;
+        let meta = file.metadata().map_err(io)?;
+        // A log written by an older pod (or copied in) may be readable by
+        // others; it is the pod's own file, so it is made private.
+        if meta.mode() & 0o077 != 0 {
+            file.set_permissions(Permissions::from_mode(crate::private::FILE_MODE))
+                .map_err(io)?;
+        }
         let mut data = Vec::new();
         file.read_to_end(&mut data).map_err(io)?;
         let data = Bytes::from(data);
@@ -116,6 +134,7 @@ impl LogFile {
                 path: path.to_owned(),
                 file,
                 len: good_len,
+                identity: identity(&meta),
             },
             recovered,
         ))
@@ -130,6 +149,7 @@ impl LogFile {
     /// newline is added to `line` for the write and removed again, so the
     /// line is written with one syscall and without a copy.
     pub fn write_line(&mut self, line: &mut Vec<u8>) -> std::io::Result<()> {
+        self.check_in_place()?;
         line.push(b'\n');
         let result = self.file.write_all(line);
         line.pop();
@@ -145,6 +165,25 @@ impl LogFile {
                 Err(e)
             }
         }
+    }
+
+    /// Fails unless `path` still names the open file at the length this
+    /// writer left it. One `stat` per append: the price of never appending
+    /// to a file that was deleted, replaced or cut behind the pod's back.
+    fn check_in_place(&self) -> std::io::Result<()> {
+        let what = match std::fs::metadata(&self.path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => "was deleted",
+            Err(e) => return Err(e),
+            Ok(meta) if identity(&meta) != self.identity => "was replaced by another file",
+            Ok(meta) if meta.len() < self.len => "was truncated",
+            Ok(meta) if meta.len() > self.len => "was written to by another program",
+            Ok(_) => return Ok(()),
+        };
+        Err(std::io::Error::other(format!(
+            "the log {what} while the pod was using it; nothing more is appended to it, so \
+             no entry is accepted that could not be read back. Restore the file and restart \
+             the pod, or start a new session with `pod serve --new-session`"
+        )))
     }
 
     /// Makes every written line durable (fdatasync).
@@ -168,6 +207,10 @@ impl LogFile {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+}
+
+fn identity(meta: &std::fs::Metadata) -> (u64, u64) {
+    (meta.dev(), meta.ino())
 }
 
 fn lock(file: &File, path: &Path) -> Result<(), LogError> {
@@ -383,6 +426,45 @@ mod tests {
             LogFile::open(&path),
             Err(LogError::Corrupt { line: 2, .. })
         ));
+    }
+
+    #[test]
+    fn appends_stop_once_the_file_is_deleted_truncated_or_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let mut log = LogFile::create(&path).unwrap();
+        log.write_line(&mut line(0, &start())).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let err = log.write_line(&mut line(1, &input("x"))).unwrap_err();
+        assert!(err.to_string().contains("was deleted"), "{err}");
+
+        let mut log = LogFile::create(&path).unwrap();
+        log.write_line(&mut line(0, &start())).unwrap();
+        File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(3)
+            .unwrap();
+        let err = log.write_line(&mut line(1, &input("x"))).unwrap_err();
+        assert!(err.to_string().contains("was truncated"), "{err}");
+
+        drop(log);
+        std::fs::remove_file(&path).unwrap();
+        let mut log = LogFile::create(&path).unwrap();
+        std::fs::rename(&path, dir.path().join("aside")).unwrap();
+        std::fs::write(&path, "").unwrap();
+        let err = log.write_line(&mut line(0, &start())).unwrap_err();
+        assert!(err.to_string().contains("replaced"), "{err}");
+    }
+
+    #[test]
+    fn logs_are_created_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        LogFile::create(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
     }
 
     #[test]

@@ -15,12 +15,18 @@ pub fn path(pods_dir: &Path, name: &str) -> PathBuf {
 }
 
 /// Records `socket` (made absolute) as the socket of pod `name`, replacing
-/// the file atomically so a reader never sees half a path.
+/// the file atomically so a reader never sees half a path. The caller holds
+/// the pod's lock, so no one else writes this record meanwhile; the file is
+/// private (`0600`) like everything in the data directory.
 pub fn record(pods_dir: &Path, name: &str, socket: &Path) -> std::io::Result<()> {
     let socket = std::path::absolute(socket)?;
     let target = path(pods_dir, name);
     let tmp = target.with_extension("socket.tmp");
-    let mut file = std::fs::File::create(&tmp)?;
+    let mut file = crate::private::file_options()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)?;
     file.write_all(socket.as_os_str().as_encoded_bytes())?;
     file.write_all(b"\n")?;
     std::fs::rename(&tmp, &target)

@@ -36,14 +36,54 @@ pub fn read(path: &Path) -> anyhow::Result<Option<Pointer>> {
     }
 }
 
+/// Replaces the pointer atomically. The temporary file has a name of its
+/// own (a pod holds its name's lock, but a crash can leave a temporary file
+/// behind, and two writers must never share one), is created `0600`, and is
+/// removed if anything fails before the rename.
 pub fn write(path: &Path, pointer: Pointer) -> std::io::Result<()> {
-    let tmp = path.with_extension("json.tmp");
-    let mut file = std::fs::File::create(&tmp)?;
-    file.write_all(&serde_json::to_vec(&pointer)?)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", Uuid::new_v4()));
+    let written = write_new(&tmp, pointer).and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     if let Some(dir) = path.parent() {
         sync_dir(dir)?;
     }
     Ok(())
+}
+
+fn write_new(tmp: &Path, pointer: Pointer) -> std::io::Result<()> {
+    let mut file = crate::private::file_options()
+        .write(true)
+        .create_new(true)
+        .open(tmp)?;
+    file.write_all(&serde_json::to_vec(&pointer)?)?;
+    file.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn writes_replace_the_pointer_privately_and_leave_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = path(dir.path(), "p");
+        for _ in 0..2 {
+            let pointer = Pointer {
+                session_id: Uuid::new_v4(),
+            };
+            write(&at, pointer).unwrap();
+            assert_eq!(read(&at).unwrap(), Some(pointer));
+        }
+        let mode = std::fs::metadata(&at).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
 }
