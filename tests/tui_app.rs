@@ -33,11 +33,12 @@ fn methods(app: &mut App) -> Vec<Value> {
         .collect()
 }
 
-/// What was sent besides the menus' `list_completions`.
+/// What was sent besides the menus' `list_completions` and the `hello`
+/// of each connection.
 fn actions(app: &mut App) -> Vec<Value> {
     methods(app)
         .into_iter()
-        .filter(|m| m["type"] != "list_completions")
+        .filter(|m| m["type"] != "list_completions" && m["type"] != "hello")
         .collect()
 }
 
@@ -313,7 +314,6 @@ fn session_and_mode_commands_send_their_methods() {
 fn local_commands_send_nothing() {
     let mut app = attached(vec![assistant_text("earlier")]);
     assert!(command(&mut app, "/model").is_empty());
-    assert!(command(&mut app, "/approval").is_empty());
     assert!(command(&mut app, "/status").is_empty());
     let notices: Vec<String> = app
         .conversation()
@@ -324,16 +324,15 @@ fn local_commands_send_nothing() {
             _ => None,
         })
         .collect();
-    assert_eq!(notices.len(), 3, "{notices:?}");
+    assert_eq!(notices.len(), 2, "{notices:?}");
     assert!(notices[0].contains("offline/offline"), "{notices:?}");
-    assert!(notices[1].contains("[approval] ask"), "{notices:?}");
     for line in [
         "state     idle",
         "session   0b5e551d",
         "sandbox",
         "MCP       git ready, 12 tools; web failed (exited with status 1)",
     ] {
-        assert!(notices[2].contains(line), "{line} not in {}", notices[2]);
+        assert!(notices[1].contains(line), "{line} not in {}", notices[1]);
     }
 
     assert!(command(&mut app, "/help").is_empty());
@@ -367,9 +366,16 @@ fn workflows_are_known_from_the_pod_and_called_with_args() {
     app.on_connection(ConnEvent::Connected);
     app.on_pod_event(snapshot(vec![], Value::Null, "idle"));
     let sent = app.take_outgoing();
-    let Some(Outgoing::Request(listing)) = sent.first() else {
+    let Some(Outgoing::Request(listing)) = sent.get(1) else {
         panic!("no workflow listing on attach: {sent:?}")
     };
+    let Some(Outgoing::Request(hello)) = sent.first() else {
+        panic!("no hello on connecting: {sent:?}")
+    };
+    let Method::Hello { client } = &hello.method else {
+        panic!("the first request is not hello: {hello:?}")
+    };
+    assert!(client.starts_with("tui@"), "{client}");
     assert_eq!(
         serde_json::to_value(&listing.method).unwrap(),
         json!({"type":"list_completions","kind":"workflow","prefix":""})

@@ -132,7 +132,7 @@ fn compaction_notices_and_divider() {
         "entry":{"kind":"hook_injected_items","items":[
             {"source":"compact_summary","text":"We talked about the plan."}]}}),
     ));
-    let text = screen(&mut app, 60, 16);
+    let text = screen(&mut app, 90, 16);
     assert!(text.contains("[compact] starting"));
     assert!(text.contains("[compact error] summary was empty"));
     assert!(text.contains("[compact] done (new session c0ffee00)"));

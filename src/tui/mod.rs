@@ -18,6 +18,7 @@
 //! a loop that applies what they send and draws at most once per frame.
 
 pub mod app;
+pub mod approval;
 pub mod commands;
 pub mod composer;
 pub mod connection;
@@ -110,7 +111,7 @@ async fn event_loop(
             _ = frame.tick() => {
                 app.on_tick(Instant::now());
                 if app.take_dirty() {
-                    terminal.draw(|f| app.draw(f)).context("drawing failed")?;
+                    terminal.draw(|f| render::draw(f, app)).context("drawing failed")?;
                 }
             }
         }

@@ -65,7 +65,7 @@ pub fn entry(seq: u64, entry: Value) -> Event {
 
 pub fn draw(app: &mut App, width: u16, height: u16) -> Terminal<TestBackend> {
     let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
-    terminal.draw(|f| app.draw(f)).unwrap();
+    terminal.draw(|f| pod::tui::render::draw(f, app)).unwrap();
     terminal
 }
 
