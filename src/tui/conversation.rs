@@ -98,6 +98,8 @@ pub struct ToolBlock {
     pub output_tail: Option<String>,
     /// Whole seconds it has been running, when this client saw it start.
     pub elapsed_secs: Option<u64>,
+    /// An `approval_request` for it waits for an answer.
+    pub awaiting_approval: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -254,6 +256,25 @@ impl Conversation {
     /// client answered it, or the turn ended).
     pub fn drop_pending(&mut self, call_id: &str) {
         self.pending.retain(|p| p.call_id != call_id);
+        self.set_awaiting(call_id, false);
+    }
+
+    /// Marks the call's block as waiting for an answer, or not.
+    fn set_awaiting(&mut self, call_id: &str, awaiting: bool) {
+        let Some(&i) = self.tools.get(call_id) else {
+            return;
+        };
+        let rev = self.rev();
+        if let Some(Block {
+            rev: block_rev,
+            kind: BlockKind::Tool(t),
+        }) = self.blocks.get_mut(i)
+        {
+            if t.awaiting_approval != awaiting {
+                t.awaiting_approval = awaiting;
+                *block_rev = rev;
+            }
+        }
     }
 
     /// Empties the view (`/clear`) without touching what the stream
@@ -288,7 +309,15 @@ impl Conversation {
             *s = switch;
         }
         let listed = &snapshot.status.pending_approvals;
-        self.pending.retain(|p| listed.contains(&p.call_id));
+        let stale: Vec<String> = self
+            .pending
+            .iter()
+            .filter(|p| !listed.contains(&p.call_id))
+            .map(|p| p.call_id.clone())
+            .collect();
+        for call_id in stale {
+            self.drop_pending(&call_id);
+        }
         self.in_flight = snapshot.in_flight.clone();
         self.show_tool_output();
         self.live_rev = self.rev();
@@ -446,6 +475,7 @@ impl Conversation {
                             expanded: false,
                             output_tail: None,
                             elapsed_secs: now.map(|_| 0),
+                            awaiting_approval: false,
                         }),
                     });
                     if let Some(now) = now {
@@ -484,6 +514,7 @@ impl Conversation {
                             expanded: false,
                             output_tail: None,
                             elapsed_secs: None,
+                            awaiting_approval: false,
                         })),
                     }
                 }
@@ -495,6 +526,7 @@ impl Conversation {
                 preview,
                 reason,
             } => {
+                self.set_awaiting(call_id, true);
                 self.pending.push(PendingApproval {
                     call_id: call_id.clone(),
                     tool: tool.clone(),
@@ -552,7 +584,14 @@ impl Conversation {
                 turn_id,
                 ..
             } => {
-                self.pending.clear();
+                for call_id in self
+                    .pending
+                    .drain(..)
+                    .map(|p| p.call_id)
+                    .collect::<Vec<_>>()
+                {
+                    self.set_awaiting(&call_id, false);
+                }
                 let started = self.turn.take().and_then(|(id, at)| {
                     let same = id.is_none() || turn_id.is_none() || id == *turn_id;
                     same.then_some(at)

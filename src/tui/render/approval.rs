@@ -129,7 +129,7 @@ pub fn lines(
         let end = panel.scroll + shown;
         header[0].spans.push(Span::styled(
             format!(
-                "  preview {}–{end} of {} · ↑↓ PgUp PgDn scroll",
+                "  lines {}–{end} of {} · ↑↓ PgUp PgDn",
                 panel.scroll + 1,
                 preview.len()
             ),

@@ -420,7 +420,9 @@ fn tool_block(tool: &ToolBlock, width: usize, selected: bool, out: &mut Vec<Line
             wrap_text(line, style, width, &branch("  │ "), &branch("  │ "), out);
         }
         if shown < lines.len() {
-            let more = format!("… {} more (Ctrl+O)", count_lines(lines.len() - shown));
+            let n = lines.len() - shown;
+            let unit = if n == 1 { "line" } else { "lines" };
+            let more = format!("… {n} more {unit} (Ctrl+O)");
             wrap_text(&more, DIM, width, &branch("  │ "), &[], out);
         }
     }
@@ -429,6 +431,7 @@ fn tool_block(tool: &ToolBlock, width: usize, selected: bool, out: &mut Vec<Line
             wrap_text(tail, DIM, width, &branch("  │ "), &branch("  │ "), out);
         }
         let running = match tool.elapsed_secs {
+            _ if tool.awaiting_approval => "waiting for approval".to_owned(),
             Some(secs @ 1..) => format!("running… {}", short_duration(Duration::from_secs(secs))),
             _ => "running…".to_owned(),
         };
