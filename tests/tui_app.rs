@@ -454,3 +454,75 @@ fn the_session_picker_resumes_and_forks() {
         "another session is forked once it is current"
     );
 }
+
+/// This client's queued messages are listed under the conversation until
+/// their turn starts, and Esc on an empty input box takes the last back.
+#[test]
+fn queued_messages_are_listed_and_can_be_taken_back() {
+    let mut app = attached_with(vec![], Value::Null, "running");
+    let mut queue = |app: &mut App, text: &str| {
+        type_str(app, text);
+        enter(app);
+        let Some(Outgoing::Request(run)) = app.take_outgoing().pop() else {
+            panic!("no run sent")
+        };
+        let id = run.request_id.unwrap();
+        app.on_pod_event(event(json!({"type":"response","request_id":id,"queued":1})));
+        id
+    };
+    let first = queue(&mut app, "first");
+    let second = queue(&mut app, "second one");
+    let text = screen(&mut app, 60, 10);
+    assert!(text.contains("queued: first "), "{text}");
+    assert!(
+        text.contains("queued: second one · Esc takes it back"),
+        "{text}"
+    );
+
+    app.on_pod_event(event(
+        json!({"type":"turn_start","turn_id":"t2","request_id":first}),
+    ));
+    assert!(!screen(&mut app, 60, 10).contains("queued: first"));
+
+    key(&mut app, KeyCode::Esc, KeyModifiers::NONE);
+    let Some(Outgoing::Request(cancel)) = app.take_outgoing().pop() else {
+        panic!("no cancel sent")
+    };
+    assert_eq!(
+        serde_json::to_value(&cancel.method).unwrap(),
+        json!({"type":"cancel","run":second})
+    );
+    app.on_pod_event(event(json!({"type":"response",
+        "request_id":cancel.request_id,"removed":true})));
+    assert_eq!(app.composer().plain_text().as_deref(), Some("second one"));
+    assert!(app.queued().is_empty());
+    assert!(!screen(&mut app, 60, 10).contains("queued:"));
+
+    key(&mut app, KeyCode::Char('u'), KeyModifiers::CONTROL);
+    key(&mut app, KeyCode::Esc, KeyModifiers::NONE);
+    assert_eq!(
+        actions(&mut app),
+        [json!({"type":"cancel"})],
+        "with nothing queued, Esc cancels the running turn"
+    );
+}
+
+/// After a reconnect the status bar shows the connection, not a hint
+/// left over from while it was lost.
+#[test]
+fn reconnecting_leaves_no_stale_hint() {
+    let mut app = attached(vec![]);
+    app.on_connection(ConnEvent::Retrying {
+        retry_in: Duration::from_millis(100),
+        error: "gone".into(),
+    });
+    type_str(&mut app, "hello");
+    enter(&mut app);
+    assert!(screen(&mut app, 120, 3).contains("not connected"));
+    app.on_connection(ConnEvent::Connected);
+    app.on_pod_event(snapshot(vec![], Value::Null, "idle"));
+    let text = screen(&mut app, 120, 3);
+    assert!(!text.contains("not connected"), "{text}");
+    assert!(!text.contains("reconnecting"), "{text}");
+    assert!(text.contains("● connected"), "{text}");
+}
