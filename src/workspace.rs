@@ -323,10 +323,24 @@ impl Workspace {
     /// name starts with `.`; ignored ones (`.gitignore`, `.ignore`) only when
     /// nothing else matches, i.e. when the prefix can only mean them. A
     /// prefix that resolves outside the workspace completes to nothing.
+    ///
+    /// An absolute prefix inside the workspace (pasted from a shell)
+    /// completes to workspace-relative paths like any other: every value a
+    /// client gets is a path it can send back in a `file_ref`.
     pub fn completions(&self, prefix: &str, limit: usize) -> Vec<String> {
         let (dir_part, name_part) = match prefix.rfind('/') {
             Some(i) => prefix.split_at(i + 1),
             None => ("", prefix),
+        };
+        let relative;
+        let dir_part = if Path::new(dir_part).is_absolute() {
+            let Some(rel) = self.relative_dir(dir_part) else {
+                return Vec::new();
+            };
+            relative = rel;
+            relative.as_str()
+        } else {
+            dir_part
         };
         let dir = match self.resolve(if dir_part.is_empty() { "." } else { dir_part }) {
             Ok(dir) if dir.is_dir() => dir,
@@ -340,6 +354,18 @@ impl Workspace {
         found.sort();
         found.truncate(limit);
         found
+    }
+
+    /// The workspace-relative form of an absolute directory inside the
+    /// workspace: `""` for the root, else ending in `/`.
+    fn relative_dir(&self, absolute: &str) -> Option<String> {
+        let real = self.resolve(absolute).ok()?;
+        let rel = real.strip_prefix(&self.root).ok()?.to_str()?;
+        Some(if rel.is_empty() {
+            String::new()
+        } else {
+            format!("{rel}/")
+        })
     }
 
     /// One directory level of candidates for [`Self::completions`]. Each is
@@ -504,6 +530,25 @@ mod tests {
         assert_eq!(ws.completions("src/", 2), vec!["src/lib.rs", "src/main.rs"]);
         assert!(ws.completions("nope/", 10).is_empty());
         assert!(ws.completions("src/main.rs/", 10).is_empty());
+    }
+
+    #[test]
+    fn absolute_prefixes_complete_to_workspace_relative_paths() {
+        let (_d, ws) = setup();
+        touch(&ws, "src/main.rs");
+        touch(&ws, "README.md");
+        let root = ws.root().display().to_string();
+        assert_eq!(
+            ws.completions(&format!("{root}/src/ma"), 10),
+            vec!["src/main.rs"]
+        );
+        assert_eq!(
+            ws.completions(&format!("{root}/"), 10),
+            vec!["README.md", "src/"]
+        );
+        assert_eq!(ws.completions(&format!("{root}/R"), 10), vec!["README.md"]);
+        assert!(ws.completions("/etc/pass", 10).is_empty());
+        assert!(ws.completions(&format!("{root}/../"), 10).is_empty());
     }
 
     #[test]

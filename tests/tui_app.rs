@@ -460,7 +460,7 @@ fn the_session_picker_resumes_and_forks() {
 #[test]
 fn queued_messages_are_listed_and_can_be_taken_back() {
     let mut app = attached_with(vec![], Value::Null, "running");
-    let mut queue = |app: &mut App, text: &str| {
+    let queue = |app: &mut App, text: &str| {
         type_str(app, text);
         enter(app);
         let Some(Outgoing::Request(run)) = app.take_outgoing().pop() else {

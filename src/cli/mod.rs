@@ -8,6 +8,7 @@ mod log;
 mod paths;
 mod send;
 mod serve;
+mod sessions;
 mod status;
 mod transcript;
 
@@ -34,6 +35,7 @@ pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
         Some(Command::Stop) => status::stop(&paths),
         Some(Command::List) => status::list(&paths),
         Some(Command::Log(args)) => log::run(&cli.global.name, &paths, args),
+        Some(Command::Sessions { json }) => sessions::run(&cli.global.name, &paths, json),
         Some(Command::Attach) => {
             // Checked here so that every client command words a missing pod
             // alike; the TUI itself keeps reconnecting to a pod that goes away.

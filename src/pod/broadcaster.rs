@@ -33,7 +33,7 @@ use uuid::Uuid;
 use super::frames;
 use super::outbox::Outbox;
 use crate::mcp::McpChange;
-use crate::protocol::{Event, Greeting, InFlight, Status, Usage};
+use crate::protocol::{Event, Greeting, InFlight, Status, SwitchReason, Usage};
 
 pub type ConnId = u64;
 
@@ -101,6 +101,24 @@ impl Broadcaster {
         self.connections
             .retain(|_, outbox| outbox.push(frame.clone()));
     }
+
+    /// Tells every connection the current session changed and sends it the
+    /// new session's snapshot. Nothing is in flight across a switch (the
+    /// pod switches only when idle), so the snapshot's `in_flight` is null.
+    fn switch_to(&mut self, new_session_id: Uuid, reason: SwitchReason, entries: &[Bytes]) {
+        self.in_flight = None;
+        self.greeting.session_id = new_session_id;
+        let announce = Event::SessionSwitched {
+            new_session_id,
+            reason,
+        }
+        .to_frame();
+        let parts =
+            frames::snapshot_parts(&self.greeting, &self.status, new_session_id, entries, None);
+        self.connections.retain(|_, outbox| {
+            outbox.push(announce.clone()) && outbox.push_snapshot(parts.clone())
+        });
+    }
 }
 
 impl Actor for Broadcaster {
@@ -164,12 +182,23 @@ pub enum Published {
         session_id: Uuid,
         line: Bytes,
     },
-    /// The pod moved to a new session (compaction); sent by `SessionLog`
-    /// immediately before the new session's first entry.
-    SessionSwitched {
+    /// The pod moved to a new session by compaction; sent by `SessionLog`
+    /// immediately before the new session's first entry (`compact_done`).
+    Compacted {
         new_session_id: Uuid,
         tokens_before: u64,
         tokens_after: u64,
+    },
+    /// The pod moved to another session (`new_session`, `fork`,
+    /// `resume_session`): every connection gets `session_switched` and then
+    /// a snapshot of that session, as if it had just connected. Sent by
+    /// `SessionLog` in its mailbox order, like [`Register`], so the snapshot
+    /// holds exactly the entries published before the next `Entry`.
+    SessionSwitched {
+        new_session_id: Uuid,
+        reason: SwitchReason,
+        /// The new session's log lines (shared with the mirror).
+        entries: Vec<Bytes>,
     },
     /// A streaming hint or any other event.
     Event(Box<Event>),
@@ -201,6 +230,14 @@ impl Handler<Published> for Broadcaster {
                 frames::entry_frame(session_id, &line)
             }
             Published::SessionSwitched {
+                new_session_id,
+                reason,
+                entries,
+            } => {
+                self.switch_to(new_session_id, reason, &entries);
+                return;
+            }
+            Published::Compacted {
                 new_session_id,
                 tokens_before,
                 tokens_after,

@@ -15,12 +15,11 @@ use tokio_util::codec::{Decoder, FramedRead};
 
 use super::broadcaster::{ConnId, Unregister};
 use super::outbox::Outbox;
-use super::session_log::{GetSession, SessionLookupError, Subscribe};
+use super::session_log::{GetSession, ListSessions, SessionLookupError, Subscribe};
 use super::worker;
 use super::{Client, Hub};
 use crate::input;
 use crate::protocol::{ErrorCode, Event, Method, Request, Response};
-use crate::store::sessions::LookupError;
 
 /// How often a client that closed its write half is checked for having
 /// hung up altogether.
@@ -156,7 +155,7 @@ impl Connection {
                                 &entries,
                             ),
                             Ok(Err(SessionLookupError::Lookup(e))) => {
-                                Event::error(lookup_code(&e), e.to_string(), request_id).to_frame()
+                                Event::error(e.code(), e.to_string(), request_id).to_frame()
                             }
                             Ok(Err(e)) => {
                                 Event::error(ErrorCode::StorageError, e.to_string(), request_id)
@@ -173,21 +172,36 @@ impl Connection {
                     })
                     .spawn(ctx);
             }
+            Method::ListSessions => {
+                let outbox = self.outbox.clone();
+                self.hub
+                    .session_log
+                    .send(ListSessions)
+                    .into_actor(self)
+                    .map(move |result, _, _| {
+                        let event = match result {
+                            Ok(Ok(sessions)) => Event::Response(Response {
+                                request_id,
+                                sessions: Some(sessions),
+                                ..Response::default()
+                            }),
+                            Ok(Err(e)) => Event::error(ErrorCode::StorageError, e, request_id),
+                            Err(e) => Event::error(
+                                ErrorCode::ShuttingDown,
+                                format!("the pod is stopping: {e}"),
+                                request_id,
+                            ),
+                        };
+                        outbox.push_event(&event);
+                    })
+                    .spawn(ctx);
+            }
             _ => self.error(
                 ErrorCode::UnknownMethod,
                 "this pod does not implement that method yet",
                 request_id,
             ),
         }
-    }
-}
-
-/// The error code for a session id that names no single session.
-fn lookup_code(e: &LookupError) -> ErrorCode {
-    match e {
-        LookupError::Ambiguous { .. } => ErrorCode::SessionAmbiguous,
-        LookupError::Unreadable(..) => ErrorCode::StorageError,
-        LookupError::NotFound(..) | LookupError::Invalid(_) => ErrorCode::SessionNotFound,
     }
 }
 
