@@ -283,3 +283,38 @@ fn file_edits_show_their_diff_not_json() {
     assert!(expanded.contains("+9"), "{expanded}");
     assert!(!expanded.contains("\"content\""), "{expanded}");
 }
+
+/// A panel that appears while the user is typing a message does not take
+/// the rest of that message as answers: keys are held back until a pause.
+#[test]
+fn typing_never_answers_a_panel_that_appears_mid_word() {
+    let t0 = std::time::Instant::now();
+    let mut app = attached_with(vec![], Value::Null, "running");
+    app.on_tick(t0);
+    for c in "ye".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    app.on_tick(t0 + std::time::Duration::from_millis(100));
+    app.on_pod_event(entry(
+        1,
+        tool_call("c1", "bash", json!({"command":"rm -rf build"})),
+    ));
+    app.on_pod_event(entry(
+        2,
+        approval_request("c1", "bash", "rm -rf build", "rm -rf build"),
+    ));
+    app.on_tick(t0 + std::time::Duration::from_millis(200));
+    key(&mut app, KeyCode::Char('y'));
+    app.on_tick(t0 + std::time::Duration::from_millis(400));
+    key(&mut app, KeyCode::Char('a'));
+    assert!(methods(&mut app).is_empty(), "nothing answered mid-burst");
+    assert!(screen(&mut app, 90, 12).contains("pause, then y, a, n or N"));
+
+    app.on_tick(t0 + std::time::Duration::from_secs(2));
+    key(&mut app, KeyCode::Char('n'));
+    assert_eq!(
+        methods(&mut app),
+        [json!({"type":"approve","call_id":"c1","decision":"deny"})]
+    );
+    assert_eq!(app.composer().plain_text().as_deref(), Some("ye"));
+}

@@ -708,3 +708,30 @@ fn composer_wraps_at_words() {
     assert!(text.contains("  tokenizer module "), "{text}");
     assert!(text.contains("  carefully"), "{text}");
 }
+
+/// Attached in the middle of a turn: its running time comes from its
+/// input's timestamp; its end records no duration (this client did not
+/// see it start).
+#[test]
+fn a_turn_joined_mid_way_is_timed_from_its_input() {
+    let at = humantime::format_rfc3339_millis(
+        std::time::SystemTime::now() - std::time::Duration::from_secs(95),
+    )
+    .to_string();
+    let mut app = App::new("default", Instant::now());
+    app.on_connection(ConnEvent::Connected);
+    app.on_pod_event(snapshot_with_status(
+        vec![json!({"kind":"user_input","at":at,"turn_id":"t7",
+            "segments":[{"type":"text","text":"long job"}]})],
+        Value::Null,
+        json!({"state":"running","queued":0,"turn":{"turn_id":"t7","request_id":null}}),
+    ));
+    let text = screen(&mut app, 100, 4);
+    assert!(text.contains("running 1m 3"), "{text}");
+    app.on_pod_event(entry(
+        2,
+        json!({"kind":"turn_end","reason":"completed","usage":null,
+        "turn_id":"t7","request_id":null}),
+    ));
+    assert!(!screen(&mut app, 100, 6).contains("done in"));
+}

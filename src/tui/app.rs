@@ -29,6 +29,10 @@ mod command;
 const DOUBLE_CTRL_C: Duration = Duration::from_secs(1);
 const SPINNER_STEP: Duration = Duration::from_millis(80);
 const WHEEL_ROWS: usize = 3;
+/// Keys closer together than this are one burst of typing: a burst that
+/// began in the input box never answers an approval panel that appeared
+/// in the middle of it.
+const TYPING_PAUSE: Duration = Duration::from_millis(500);
 
 pub struct App {
     pub(crate) conversation: Conversation,
@@ -78,6 +82,14 @@ pub struct App {
     /// The approval panel shown in the input box's place while a tool call
     /// waits for an answer.
     pub(crate) approval: ApprovalPanel,
+    /// The call the panel shows, to notice when another takes its place.
+    approval_shown: Option<String>,
+    /// When a key last went into the input box (or was held back from the
+    /// panel as part of the same burst).
+    last_typed: Option<Instant>,
+    /// The panel appeared while the user was typing: their keys are held
+    /// back until they pause.
+    hold_keys: bool,
 }
 
 /// One of this client's messages waiting in the pod's queue.
@@ -118,6 +130,9 @@ impl App {
             queued: Vec::new(),
             taking_back: HashMap::new(),
             approval: ApprovalPanel::default(),
+            approval_shown: None,
+            last_typed: None,
+            hold_keys: false,
         }
     }
 
@@ -259,6 +274,18 @@ impl App {
     /// Applies one pod event. Until this connection's snapshot arrives,
     /// nothing else is applied: the view is snapshot-then-live, always.
     pub fn on_pod_event(&mut self, event: Event) {
+        self.apply_pod_event(event);
+        let shown = self.current_approval().map(|(p, _)| p.call_id.clone());
+        if shown != self.approval_shown {
+            self.hold_keys = shown.is_some()
+                && self
+                    .last_typed
+                    .is_some_and(|t| self.now.saturating_duration_since(t) < TYPING_PAUSE);
+            self.approval_shown = shown;
+        }
+    }
+
+    fn apply_pod_event(&mut self, event: Event) {
         self.dirty = true;
         if let Event::Snapshot(snapshot) = &event {
             self.connection = ConnectionState::Connected;
@@ -268,7 +295,7 @@ impl App {
                 LogEntry::TurnEnd { usage, .. } => usage,
                 _ => None,
             });
-            self.conversation.load_snapshot(snapshot);
+            self.conversation.load_snapshot(snapshot, self.now);
             self.approval.reset();
             // Whatever the last hint said about the connection is over.
             self.flash = None;
@@ -482,6 +509,18 @@ impl App {
         }
         if let Some((request, _)) = self.current_approval() {
             let request = request.clone();
+            if self.hold_keys && !ctrl {
+                let typing = self
+                    .last_typed
+                    .is_some_and(|t| self.now.saturating_duration_since(t) < TYPING_PAUSE);
+                if typing {
+                    self.last_typed = Some(self.now);
+                    self.flash =
+                        Some("a tool call waits for your answer: pause, then y, a, n or N".into());
+                    return;
+                }
+                self.hold_keys = false;
+            }
             match key.code {
                 KeyCode::Char('c') if ctrl => self.ctrl_c(),
                 KeyCode::Char('d') if ctrl => self.quit = true,
@@ -545,7 +584,10 @@ impl App {
                 self.viewport.home(&mut rows, usize::from(height));
             }
             KeyCode::End => self.viewport.end(),
-            KeyCode::Char(c) if !ctrl => self.composer.insert_char(c),
+            KeyCode::Char(c) if !ctrl => {
+                self.composer.insert_char(c);
+                self.last_typed = Some(self.now);
+            }
             _ => return,
         }
         self.refresh_completion();

@@ -138,6 +138,17 @@ pub struct RetryView {
     pub error: String,
 }
 
+/// When the running turn started.
+#[derive(Debug, Clone)]
+struct TurnClock {
+    turn_id: Option<String>,
+    started: Instant,
+    /// This client saw its `turn_start`; otherwise `started` is estimated
+    /// from its `user_input` (a view rebuilt mid-turn), good for showing
+    /// the time it has run but not for recording its duration.
+    seen: bool,
+}
+
 /// What applying an event did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Applied {
@@ -164,8 +175,8 @@ pub struct Conversation {
     /// The block showing a running tool's output tail.
     tailing: Option<usize>,
     pending: Vec<PendingApproval>,
-    /// The running turn as this client saw it start.
-    turn: Option<(Option<String>, Instant)>,
+    /// The running turn's clock.
+    turn: Option<TurnClock>,
     /// Set by `session_switched`, consumed by the snapshot that follows.
     switch: Option<SwitchReason>,
     selected: Option<usize>,
@@ -226,9 +237,9 @@ impl Conversation {
         &self.pending
     }
 
-    /// When the running turn started, if this client saw it start.
+    /// When the running turn started, if known.
     pub fn turn_started(&self) -> Option<Instant> {
-        self.turn.as_ref().map(|(_, at)| *at)
+        self.turn.as_ref().map(|t| t.started)
     }
 
     fn rev(&mut self) -> u64 {
@@ -290,11 +301,29 @@ impl Conversation {
 
     /// Replaces everything with what a (re)connect's snapshot says. The
     /// pending approvals are the requests without a decision that the
-    /// pod's status also lists.
-    pub fn load_snapshot(&mut self, snapshot: &Snapshot) {
+    /// pod's status also lists; a running turn is timed from its input.
+    pub fn load_snapshot(&mut self, snapshot: &Snapshot, now: Instant) {
         self.clear();
         self.pending.clear();
-        self.turn = None;
+        self.turn = snapshot.status.turn.as_ref().and_then(|turn| {
+            let started = snapshot
+                .entries
+                .iter()
+                .rev()
+                .find_map(|line| match &line.entry {
+                    LogEntry::UserInput {
+                        turn_id: Some(id),
+                        at,
+                        ..
+                    } if *id == turn.turn_id => started_at(at, now),
+                    _ => None,
+                })?;
+            Some(TurnClock {
+                turn_id: Some(turn.turn_id.clone()),
+                started,
+                seen: false,
+            })
+        });
         self.retry = None;
         self.session_id = Some(snapshot.session_id);
         self.last_seq = None;
@@ -326,7 +355,7 @@ impl Conversation {
     /// Applies one pod event to the view; `now` times turns and tools.
     pub fn apply(&mut self, event: &Event, now: Instant) -> Applied {
         if let Event::Snapshot(s) = event {
-            self.load_snapshot(s);
+            self.load_snapshot(s, now);
             return Applied::Changed;
         }
         let live_before = (self.in_flight.clone(), self.retry.clone());
@@ -371,7 +400,13 @@ impl Conversation {
                 seq,
                 entry,
             } => return self.apply_entry(*session_id, *seq, entry, now),
-            Event::TurnStart { turn_id, .. } => self.turn = Some((Some(turn_id.clone()), now)),
+            Event::TurnStart { turn_id, .. } => {
+                self.turn = Some(TurnClock {
+                    turn_id: Some(turn_id.clone()),
+                    started: now,
+                    seen: true,
+                })
+            }
             Event::Notification {
                 level,
                 source,
@@ -592,9 +627,9 @@ impl Conversation {
                 {
                     self.set_awaiting(&call_id, false);
                 }
-                let started = self.turn.take().and_then(|(id, at)| {
-                    let same = id.is_none() || turn_id.is_none() || id == *turn_id;
-                    same.then_some(at)
+                let started = self.turn.take().and_then(|clock| {
+                    let same = turn_id.is_none() || clock.turn_id == *turn_id;
+                    (same && clock.seen).then_some(clock.started)
                 });
                 let duration = now
                     .zip(started)
@@ -722,6 +757,14 @@ impl Conversation {
             block.rev = rev;
         }
     }
+}
+
+/// The instant that corresponds to the wall-clock time `at` (RFC 3339),
+/// when it is in the past.
+fn started_at(at: &str, now: Instant) -> Option<Instant> {
+    let at = humantime::parse_rfc3339_weak(at).ok()?;
+    let age = std::time::SystemTime::now().duration_since(at).ok()?;
+    now.checked_sub(age)
 }
 
 /// The last [`OUTPUT_TAIL_LINES`] lines of a running tool's output.
