@@ -119,40 +119,6 @@ impl Broadcaster {
             outbox.push(announce.clone()) && outbox.push_snapshot(parts.clone())
         });
     }
-
-    fn track_hint(&mut self, event: &Event) {
-        match event {
-            Event::TextDelta { text } => match &mut self.in_flight {
-                Some(InFlight::Text { text: so_far }) => so_far.push_str(text),
-                _ => self.in_flight = Some(InFlight::Text { text: text.clone() }),
-            },
-            Event::ReasoningDelta { text } => match &mut self.in_flight {
-                Some(InFlight::Reasoning { text: so_far }) => so_far.push_str(text),
-                _ => self.in_flight = Some(InFlight::Reasoning { text: text.clone() }),
-            },
-            Event::ToolCallStart { call_id, name } => {
-                self.in_flight = Some(InFlight::ToolCall {
-                    call_id: call_id.clone(),
-                    name: name.clone(),
-                    arguments_so_far: String::new(),
-                })
-            }
-            Event::ToolCallArgsDelta { call_id, delta } => {
-                if let Some(InFlight::ToolCall {
-                    call_id: current,
-                    arguments_so_far,
-                    ..
-                }) = &mut self.in_flight
-                {
-                    if current == call_id {
-                        arguments_so_far.push_str(delta);
-                    }
-                }
-            }
-            Event::TurnStart { .. } => self.in_flight = None,
-            _ => {}
-        }
-    }
 }
 
 impl Actor for Broadcaster {
@@ -256,7 +222,7 @@ impl Handler<Published> for Broadcaster {
                     | Event::ReasoningDelta { .. }
                     | Event::ToolCallArgsDelta { .. }
             ) {
-                self.track_hint(event);
+                InFlight::apply(&mut self.in_flight, event);
                 let frame = event.to_frame();
                 self.fan_out_delta(frame, ctx);
                 return;
@@ -294,7 +260,7 @@ impl Handler<Published> for Broadcaster {
                 .to_frame()
             }
             Published::Event(event) => {
-                self.track_hint(&event);
+                InFlight::apply(&mut self.in_flight, &event);
                 event.to_frame()
             }
             Published::Status(status) => {
