@@ -230,11 +230,15 @@ impl Actor for Connection {
                 _ => ctx.stop(),
             })
             .wait(ctx);
-        // Stop reading when the outbox closes (lag, shutdown, socket error).
+        // Stop reading when the outbox closes (lag, shutdown, socket error)
+        // — after a moment, so frames the client sent before it hung up
+        // (a last `cancel`, say) are still read and carried out.
         let outbox = self.outbox.clone();
         async move { outbox.closed().await }
             .into_actor(self)
-            .map(|(), _, ctx| ctx.stop())
+            .map(|(), _, ctx| {
+                ctx.run_later(LAST_FRAMES_GRACE, |_, ctx| ctx.stop());
+            })
             .spawn(ctx);
     }
 
@@ -277,6 +281,10 @@ impl StreamHandler<Result<Inbound, std::io::Error>> for Connection {
         });
     }
 }
+
+/// How long a connection whose writes failed goes on reading what its
+/// client had already sent.
+const LAST_FRAMES_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// One inbound frame, or the fact that one was too long and skipped.
 pub enum Inbound {
