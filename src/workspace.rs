@@ -314,6 +314,23 @@ impl Workspace {
         }
     }
 
+    /// Whether the `ignore` crate may walk from `start` (a directory, or a
+    /// file whose directory is walked): see [`ignore_files_are_plain`].
+    /// The crate reads the ignore files of every directory above the start
+    /// too; those inside the workspace are checked here, the ones above it
+    /// are the user's own.
+    pub fn check_walk(&self, start: &Path) -> Result<(), String> {
+        let dir = if start.is_dir() {
+            start
+        } else {
+            start.parent().unwrap_or(start)
+        };
+        for dir in dir.ancestors().take_while(|d| d.starts_with(&self.root)) {
+            ignore_files_are_plain(dir)?;
+        }
+        Ok(())
+    }
+
     /// Completions for a `list_completions` request of kind `file`: the
     /// workspace-relative paths that start with `prefix`, directories ending
     /// in `/`, sorted, at most `limit`.
@@ -346,6 +363,9 @@ impl Workspace {
             Ok(dir) if dir.is_dir() => dir,
             _ => return Vec::new(),
         };
+        if self.check_walk(&dir).is_err() {
+            return Vec::new();
+        }
         let show_hidden = name_part.starts_with('.');
         let mut found = self.list_matching(&dir, dir_part, name_part, show_hidden, true);
         if found.is_empty() && !name_part.is_empty() {
@@ -408,6 +428,31 @@ impl Workspace {
         }
         out
     }
+}
+
+/// What the `ignore` crate opens in a directory it walks.
+const IGNORE_FILES: &[&str] = &[".gitignore", ".ignore", ".git", ".git/info/exclude"];
+
+/// Whether the ignore files in `dir` are safe to open: none is a FIFO,
+/// socket or device. The `ignore` crate opens them with a plain blocking
+/// `open`, and a FIFO named `.gitignore` would block a walk (`grep`, `glob`,
+/// completions) forever — past cancellation, holding up shutdown. `stat`
+/// of such a file does not block.
+pub fn ignore_files_are_plain(dir: &Path) -> Result<(), String> {
+    for name in IGNORE_FILES {
+        let path = dir.join(name);
+        if let Ok(meta) = fs::metadata(&path) {
+            let kind = meta.file_type();
+            if !kind.is_file() && !kind.is_dir() {
+                return Err(format!(
+                    "{} is {}, not a file: walking there would block on opening it",
+                    path.display(),
+                    describe(kind)
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -236,6 +236,10 @@ fn play() -> Vec<(String, Vec<String>)> {
     );
     a.until(&mut t, is("response"));
 
+    t.section("fork");
+    a.send(&mut t, r#"{"type":"fork","request_id":"f1"}"#);
+    a.until(&mut t, is("response"));
+
     t.section("reconnect");
     a.send(
         &mut t,

@@ -231,7 +231,7 @@ fn expect_switch(c: &mut Client, reason: &str) -> (String, Value) {
 }
 
 #[test]
-#[ignore = "needs the worker glue"]
+
 fn new_session_switches_every_client_and_leaves_the_old_log_alone() {
     let pod = Pod::start();
     let mut a = attach(&pod);
@@ -258,7 +258,7 @@ fn new_session_switches_every_client_and_leaves_the_old_log_alone() {
 }
 
 #[test]
-#[ignore = "needs the worker glue"]
+
 fn fork_at_an_earlier_turn_end_and_resume_the_original() {
     let pod = Pod::start();
     let mut a = attach(&pod);
@@ -299,7 +299,7 @@ fn fork_at_an_earlier_turn_end_and_resume_the_original() {
 }
 
 #[test]
-#[ignore = "needs the worker glue"]
+
 fn switching_while_a_turn_runs_is_busy() {
     let pod = Pod::builder()
         .script(&format!("{}\n", harness::slow_text_reply(50, 20)))
@@ -325,7 +325,7 @@ fn switching_while_a_turn_runs_is_busy() {
 }
 
 #[test]
-#[ignore = "needs the worker glue"]
+
 fn the_turn_after_a_fork_sends_exactly_the_forked_history() {
     let reply = |text: &str| {
         Reply::sse(&data_frames(&[
@@ -378,7 +378,7 @@ fn the_turn_after_a_fork_sends_exactly_the_forked_history() {
 }
 
 #[test]
-#[ignore = "needs the worker glue"]
+
 fn kill_9_between_the_new_log_and_the_pointer_resumes_a_consistent_session() {
     for (step, moves) in [("new_session_written", false), ("pointer_moved", true)] {
         let mut pod = Pod::builder()
@@ -405,4 +405,43 @@ fn kill_9_between_the_new_log_and_the_pointer_resumes_a_consistent_session() {
         let mut b = attach(&pod);
         turn(&mut b, "still there?");
     }
+}
+
+#[test]
+fn set_model_names_the_model_of_the_next_request_and_survives_a_restart() {
+    let script = json!({"events":[{"echo_model":{}}]}).to_string();
+    let pod = Pod::builder().script(&script).start();
+    let mut c = attach(&pod);
+    let answer = request(
+        &mut c,
+        json!({"type":"set_model","model":"big-model","request_id":"m"}),
+    );
+    assert_eq!(answer["ok"], true, "{answer}");
+    let change = c.until_entry("model_change");
+    assert_eq!(change["entry"]["model"], "big-model");
+    assert_eq!(change["entry"]["provider"], "script");
+    let status = c.until_with("the new model", |v| {
+        v["type"] == "status" && v["model"] == "big-model"
+    });
+    assert_eq!(status["model"], "big-model");
+    c.run("which model?");
+    c.until_entry("turn_end");
+    let text = |pod: &Pod| {
+        pod.log_lines()
+            .iter()
+            .rev()
+            .find(|l| l["entry"]["kind"] == "assistant_items")
+            .map(|l| l["entry"]["items"][0]["text"].as_str().unwrap().to_owned())
+            .unwrap()
+    };
+    assert!(text(&pod).contains("big-model"), "{}", text(&pod));
+    drop(c);
+    let dir = pod.into_dir();
+    let pod = Pod::builder().in_dir(dir).script(&script).start();
+    let mut c = pod.client();
+    let snapshot = c.until_type("snapshot");
+    assert_eq!(snapshot["status"]["model"], "big-model");
+    c.run("and now?");
+    c.until_entry("turn_end");
+    assert!(text(&pod).contains("big-model"), "{}", text(&pod));
 }

@@ -204,6 +204,11 @@ pub enum Published {
     Event(Box<Event>),
     Status(Status),
     Usage(Usage),
+    /// A frame for one client, in the pod's order: the answer to a session
+    /// switch goes this way so it follows the `session_switched` and
+    /// snapshot its switch published (`SessionLog` sent those before it
+    /// answered, so they are ahead of this in the mailbox).
+    Reply(Outbox, Bytes),
 }
 
 impl Handler<Published> for Broadcaster {
@@ -224,6 +229,10 @@ impl Handler<Published> for Broadcaster {
             }
         }
         self.flush_held();
+        if let Published::Reply(outbox, frame) = msg {
+            outbox.push(frame);
+            return;
+        }
         let frame = match msg {
             Published::Entry { session_id, line } => {
                 self.in_flight = None;
@@ -263,6 +272,7 @@ impl Handler<Published> for Broadcaster {
                 frame
             }
             Published::Usage(usage) => Event::Usage(usage).to_frame(),
+            Published::Reply(..) => return,
         };
         self.fan_out(frame);
     }

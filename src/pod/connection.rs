@@ -15,7 +15,7 @@ use tokio_util::codec::{Decoder, FramedRead};
 
 use super::broadcaster::{ConnId, Unregister};
 use super::outbox::Outbox;
-use super::session_log::{GetSession, ListSessions, SessionLookupError, Subscribe};
+use super::session_log::{GetSession, ListSessions, SessionLookupError, Subscribe, SwitchTo};
 use super::worker;
 use super::{Client, Hub};
 use crate::input;
@@ -196,11 +196,14 @@ impl Connection {
                     })
                     .spawn(ctx);
             }
-            _ => self.error(
-                ErrorCode::UnknownMethod,
-                "this pod does not implement that method yet",
-                request_id,
-            ),
+            Method::NewSession => worker.do_send(worker::Control::Switch(client, SwitchTo::New)),
+            Method::Fork { at_seq } => {
+                worker.do_send(worker::Control::Switch(client, SwitchTo::Fork { at_seq }))
+            }
+            Method::ResumeSession { session_id } => worker.do_send(worker::Control::Switch(
+                client,
+                SwitchTo::Resume { session_id },
+            )),
         }
     }
 }
