@@ -318,3 +318,25 @@ fn typing_never_answers_a_panel_that_appears_mid_word() {
     );
     assert_eq!(app.composer().plain_text().as_deref(), Some("ye"));
 }
+
+/// A message sent with Enter ends the burst: a panel that appears right
+/// after takes the next key.
+#[test]
+fn a_sent_message_ends_the_burst() {
+    let t0 = std::time::Instant::now();
+    let mut app = attached_with(vec![], Value::Null, "running");
+    app.on_tick(t0);
+    for c in "go".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    key(&mut app, KeyCode::Enter);
+    app.take_outgoing();
+    app.on_pod_event(entry(1, tool_call("c1", "bash", json!({"command":"make"}))));
+    app.on_pod_event(entry(2, approval_request("c1", "bash", "make", "make")));
+    app.on_tick(t0 + std::time::Duration::from_millis(100));
+    key(&mut app, KeyCode::Char('y'));
+    assert_eq!(
+        methods(&mut app),
+        [json!({"type":"approve","call_id":"c1","decision":"allow"})]
+    );
+}

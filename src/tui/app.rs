@@ -551,7 +551,12 @@ impl App {
                     }
                 }
             }
-            KeyCode::Enter => self.submit(),
+            KeyCode::Enter => {
+                // A sent message ends the burst: what follows is meant
+                // for whatever appears next.
+                self.last_typed = None;
+                self.submit();
+            }
             KeyCode::Char('?') if self.composer.is_empty() => {
                 self.overlay = Some(Overlay::Help { scroll: 0 })
             }
