@@ -7,9 +7,11 @@
 //! values are installed as clap defaults (see [`with_config_file`]), so clap
 //! itself applies that precedence.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::protocol::SandboxMode;
 use crate::tools::Switch;
@@ -19,9 +21,80 @@ use crate::tools::Switch;
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,
+    /// Plain `pod`'s flags for the pod it starts: those of `pod serve`.
+    #[command(flatten, next_help_heading = "Without a subcommand: the pod it starts (as `pod serve`)")]
+    pub serve: ServeArgs,
+    /// Which of `serve`'s flags were typed; filled by [`parse`].
+    #[arg(skip)]
+    pub given: Given,
     /// Without a subcommand: attach to the pod, starting it when none runs.
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// The `serve` flags typed on plain `pod`'s command line. Only these are
+/// handed to the pod it starts: that pod reads the environment and the
+/// config file itself, and clap's defaults must not pass for wishes when
+/// plain `pod` compares them with a running pod.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Given {
+    /// Their clap ids (`model`, `base_url`, …), in the order clap lists them.
+    pub ids: Vec<String>,
+    /// As `pod serve` takes them: `--model=gpt-4o`, `--new-session`, …
+    pub argv: Vec<OsString>,
+}
+
+impl Given {
+    pub fn has(&self, id: &str) -> bool {
+        self.ids.iter().any(|given| given == id)
+    }
+}
+
+/// Parses the command line with the config file's values (`table`) as
+/// defaults, and records which `serve` flags plain `pod` was given.
+pub fn parse(
+    args: impl IntoIterator<Item = OsString>,
+    table: &toml::Table,
+) -> Result<Cli, clap::Error> {
+    let mut cmd = with_config_file(Cli::command(), table);
+    let matches = cmd.try_get_matches_from_mut(args)?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    cli.given = given(&matches);
+    if let (Some(id), Some(sub)) = (cli.given.ids.first(), matches.subcommand_name()) {
+        let flag = format!("--{}", id.replace('_', "-"));
+        return Err(cmd.error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!(
+                "{flag} belongs to `pod serve` and plain `pod`, not to `pod {sub}`; \
+                 to start a pod with it, write `pod serve {flag} …` or `pod {flag} …`"
+            ),
+        ));
+    }
+    Ok(cli)
+}
+
+/// The `serve` flags that came from the command line itself.
+fn given(matches: &ArgMatches) -> Given {
+    let mut given = Given::default();
+    for arg in ServeArgs::augment_args(clap::Command::new("serve")).get_arguments() {
+        let id = arg.get_id().as_str();
+        if matches.value_source(id) != Some(ValueSource::CommandLine) {
+            continue;
+        }
+        let Some(long) = arg.get_long() else { continue };
+        given.ids.push(id.to_owned());
+        if !arg.get_action().takes_values() {
+            given.argv.push(format!("--{long}").into());
+            continue;
+        }
+        // `--flag=value`, so that a value starting with `-` stays a value.
+        for value in matches.get_raw_occurrences(id).into_iter().flatten().flatten() {
+            let mut flag = OsString::from(format!("--{long}="));
+            flag.push(value);
+            given.argv.push(flag);
+        }
+    }
+    given
 }
 
 #[derive(Debug, Args)]

@@ -6,6 +6,7 @@ pub mod config;
 mod connect;
 mod log;
 mod paths;
+mod plain;
 mod send;
 mod serve;
 mod sessions;
@@ -42,9 +43,9 @@ pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
             if connect::nobody_listens(&paths.socket) {
                 return Ok(connect::no_pod(&paths.socket));
             }
-            serve::attach(&cli.global.name, &paths, false, None)
+            serve::attach(&cli.global.name, &paths)
         }
-        None => serve::attach(&cli.global.name, &paths, true, cli.global.config.as_deref()),
+        None => plain::run(&cli, &paths),
     }
 }
 
