@@ -22,7 +22,10 @@ pub struct Cli {
     #[command(flatten)]
     pub global: Global,
     /// Plain `pod`'s flags for the pod it starts: those of `pod serve`.
-    #[command(flatten, next_help_heading = "Without a subcommand: the pod it starts (as `pod serve`)")]
+    #[command(
+        flatten,
+        next_help_heading = "Without a subcommand: the pod it starts (as `pod serve`)"
+    )]
     pub serve: ServeArgs,
     /// Which of `serve`'s flags were typed; filled by [`parse`].
     #[arg(skip)]
@@ -88,7 +91,12 @@ fn given(matches: &ArgMatches) -> Given {
             continue;
         }
         // `--flag=value`, so that a value starting with `-` stays a value.
-        for value in matches.get_raw_occurrences(id).into_iter().flatten().flatten() {
+        for value in matches
+            .get_raw_occurrences(id)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             let mut flag = OsString::from(format!("--{long}="));
             flag.push(value);
             given.argv.push(flag);
