@@ -22,7 +22,7 @@ fn send_prints_the_reply_and_exits_0() {
 }
 
 #[test]
-fn send_json_prints_every_frame_and_no_wait_returns_at_once() {
+fn send_json_prints_its_turn_and_no_wait_returns_at_once() {
     let pod = Pod::start();
     let output = pod
         .command("send")
@@ -36,6 +36,7 @@ fn send_json_prints_every_frame_and_no_wait_returns_at_once() {
         .collect();
     assert_eq!(frames[0]["type"], "response");
     assert!(frames.iter().all(|f| f["type"] != "snapshot"));
+    assert_eq!(frames[1]["type"], "turn_start");
     assert!(frames.iter().any(|f| f["type"] == "text_delta"));
     assert_eq!(frames.last().unwrap()["entry"]["kind"], "turn_end");
 
@@ -78,17 +79,90 @@ fn send_reads_stdin_and_refuses_files_outside_the_workspace() {
 }
 
 #[test]
-fn send_without_a_pod_fails_naming_the_socket() {
+fn every_client_command_words_a_missing_pod_alike_and_exits_3() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("nobody-home.sock");
+    let expected = format!(
+        "no pod is listening on {}; start one with `pod serve` (or just `pod`)",
+        socket.display()
+    );
+    for args in [
+        &["send", "--text", "hi"][..],
+        &["status"],
+        &["stop"],
+        &["attach"],
+        &["pending"],
+    ] {
+        let output = std::process::Command::new(POD)
+            .args(args)
+            .arg("--socket")
+            .arg(&socket)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(3), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(&expected), "{args:?}: {stderr}");
+        assert!(!stderr.contains("offline"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn serve_refuses_a_base_url_without_scheme_or_host_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    for bad in ["not a url", "localhost:11434"] {
+        let output = std::process::Command::new(POD)
+            .args(["serve", "--base-url", bad, "--socket"])
+            .arg(dir.path().join("s.sock"))
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{bad}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("--base-url"), "{bad}: {stderr}");
+        assert!(stderr.contains(bad), "{bad}: {stderr}");
+        assert!(stderr.contains("http://"), "says what would do: {stderr}");
+        assert!(!dir.path().join("s.sock").exists(), "the pod never started");
+    }
+}
+
+#[test]
+fn list_has_a_header_and_finds_a_pod_started_with_socket() {
+    let pod = Pod::start();
+    let runtime = tempfile::tempdir().unwrap();
     let output = std::process::Command::new(POD)
-        .args(["send", "--text", "hi", "--socket"])
-        .arg(&socket)
+        .arg("list")
+        .arg("--data-dir")
+        .arg(&pod.data_dir)
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .env("XDG_CONFIG_HOME", pod.dir.path().join("config"))
         .output()
         .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains(&socket.display().to_string()), "{stderr}");
+    let stdout = succeeded(output);
+    let mut lines = stdout.lines();
+    let header = lines.next().unwrap();
+    assert!(
+        header.starts_with("NAME") && header.ends_with("SOCKET"),
+        "{stdout}"
+    );
+    let row = lines
+        .next()
+        .unwrap_or_else(|| panic!("no pod listed: {stdout}"));
+    assert!(row.starts_with("default "), "{row}");
+    assert!(row.ends_with(&pod.socket.display().to_string()), "{row}");
+    assert!(row.contains("idle"), "{row}");
+
+    let empty = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(POD)
+        .arg("list")
+        .arg("--data-dir")
+        .arg(empty.path())
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .output()
+        .unwrap();
+    let stdout = succeeded(output);
+    assert!(stdout.starts_with("no pod is running"), "{stdout}");
 }
 
 #[test]

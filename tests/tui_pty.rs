@@ -473,3 +473,76 @@ fn workflow_and_knowledge_from_the_menus_reach_the_model() {
         child.try_wait().unwrap().is_some()
     });
 }
+
+/// The approval round trip in a real terminal: a pod in mode `ask` whose
+/// scripted model calls `bash touch marker`; the attached TUI shows the
+/// panel, `y` answers it, the command runs and the turn completes.
+#[test]
+fn approving_a_command_with_y_runs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket: PathBuf = dir.path().join("run").join("pod.sock");
+    let data = dir.path().join("data");
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let script = dir.path().join("script.jsonl");
+    std::fs::write(
+        &script,
+        concat!(
+            r#"{"events":[{"text":"Creating it."},{"tool_call":{"id":"call-1","name":"bash","arguments":{"command":"touch marker"}}}]}"#,
+            "\n",
+            r#"{"events":[{"text":"The marker is there."}]}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let _server = Server(
+        Command::new(POD)
+            .arg("serve")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--data-dir")
+            .arg(&data)
+            .arg("--workspace")
+            .arg(&workspace)
+            .args(["--approval", "ask", "--provider", "script", "--script"])
+            .arg(&script)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_until("the pod's socket", || socket.exists());
+
+    let mut attach = CommandBuilder::new(POD);
+    attach.arg("attach");
+    attach.arg("--socket");
+    attach.arg(&socket);
+    let (parser, mut child, mut keys) = in_pty(attach);
+    let mut press = |bytes: &[u8]| {
+        keys.write_all(bytes).unwrap();
+        keys.flush().unwrap();
+    };
+    wait_for_screen(&parser, "● connected");
+    press(b"make the marker\r");
+    wait_for_screen(&parser, "bash wants to run");
+    wait_for_screen(&parser, "y allow once");
+    let marker = workspace.join("marker");
+    assert!(!marker.exists(), "nothing runs before the answer");
+
+    press(b"y");
+    wait_until("the marker file", || marker.exists());
+    wait_for_screen(&parser, "The marker is there.");
+    wait_for_screen(&parser, "done in");
+    let screen = flat(&parser);
+    assert!(screen.contains("✓ allowed by tui@"), "{screen}");
+    assert!(
+        !screen.contains("wants to run"),
+        "the panel is gone: {screen}"
+    );
+
+    press(b"\x04");
+    wait_until("pod attach to exit on Ctrl+D", || {
+        child.try_wait().unwrap().is_some()
+    });
+}

@@ -7,6 +7,7 @@ mod attach;
 mod clients;
 mod durable;
 mod fanout;
+mod sessions;
 mod sse;
 mod startup;
 mod turn;
@@ -23,7 +24,7 @@ pub struct Config {
     /// Fewer repetitions and shorter streams (about a minute in all).
     #[arg(long)]
     quick: bool,
-    /// Run only these scenarios: durable, attach, fanout, startup, turn.
+    /// Run only these scenarios: durable, attach, fanout, startup, turn, sessions.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Where the logs are written; the durable baseline syncs to the same
@@ -34,12 +35,13 @@ pub struct Config {
 
 type Scenario = fn(&Config) -> anyhow::Result<Vec<util::Row>>;
 
-const SCENARIOS: [(&str, Scenario); 5] = [
+const SCENARIOS: [(&str, Scenario); 6] = [
     ("durable", durable::run),
     ("attach", attach::run),
     ("fanout", fanout::run),
     ("startup", startup::run),
     ("turn", turn::run),
+    ("sessions", sessions::run),
 ];
 
 fn main() -> ExitCode {

@@ -22,7 +22,10 @@ pub struct Cli {
     #[command(flatten)]
     pub global: Global,
     /// Plain `pod`'s flags for the pod it starts: those of `pod serve`.
-    #[command(flatten, next_help_heading = "Without a subcommand: the pod it starts (as `pod serve`)")]
+    #[command(
+        flatten,
+        next_help_heading = "Without a subcommand: the pod it starts (as `pod serve`)"
+    )]
     pub serve: ServeArgs,
     /// Which of `serve`'s flags were typed; filled by [`parse`].
     #[arg(skip)]
@@ -88,7 +91,12 @@ fn given(matches: &ArgMatches) -> Given {
             continue;
         }
         // `--flag=value`, so that a value starting with `-` stays a value.
-        for value in matches.get_raw_occurrences(id).into_iter().flatten().flatten() {
+        for value in matches
+            .get_raw_occurrences(id)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             let mut flag = OsString::from(format!("--{long}="));
             flag.push(value);
             given.argv.push(flag);
@@ -141,6 +149,12 @@ pub enum Command {
     },
     /// Print a session log readably (the pod's current session by default).
     Log(LogArgs),
+    /// List the sessions of the data directory (`*` marks the pod's current one).
+    Sessions {
+        /// Print one JSON array of the `list_sessions` objects.
+        #[arg(long, env = "POD_JSON")]
+        json: bool,
+    },
     /// Stop the pod cleanly.
     Stop,
     /// List pods with a live socket.
@@ -164,8 +178,12 @@ pub struct ServeArgs {
     #[arg(long, env = "POD_SCRIPT", value_name = "FILE")]
     pub script: Option<PathBuf>,
     /// Start a new session instead of resuming the current one.
-    #[arg(long, env = "POD_NEW_SESSION")]
+    #[arg(long, env = "POD_NEW_SESSION", conflicts_with = "session")]
     pub new_session: bool,
+    /// Start on this session (full id or a unique prefix of at least 4
+    /// characters); it becomes the pod's current session.
+    #[arg(long, env = "POD_SESSION", value_name = "ID")]
+    pub session: Option<String>,
     /// The model's context window, in tokens.
     #[arg(
         long,
@@ -275,8 +293,9 @@ pub struct DenyArgs {
 
 #[derive(Debug, Args)]
 pub struct LogArgs {
-    /// The session id [default: the pod's current session].
-    pub session: Option<uuid::Uuid>,
+    /// The session: full id or a unique prefix of at least 4 characters
+    /// [default: the pod's current session].
+    pub session: Option<String>,
     /// Print the raw JSON lines.
     #[arg(long, env = "POD_JSON")]
     pub json: bool,
@@ -301,14 +320,14 @@ fn parse_fraction(s: &str) -> Result<f64, String> {
 pub fn parse_base_url(s: &str) -> Result<String, String> {
     let example = "e.g. http://localhost:11434/v1 or https://api.openai.com/v1";
     let url = reqwest::Url::parse(s.trim())
-        .map_err(|e| format!("{s:?} is not a URL ({e}); give a full URL, {example}"))?;
+        .map_err(|e| format!("not a URL ({e}); give a full URL, {example}"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!(
-            "{s:?} has no http:// or https:// scheme; give a full URL, {example}"
+            "no http:// or https:// scheme; give a full URL, {example}"
         ));
     }
     if url.host_str().is_none_or(str::is_empty) {
-        return Err(format!("{s:?} names no host; {example}"));
+        return Err(format!("no host; give a full URL, {example}"));
     }
     Ok(s.trim().to_owned())
 }
@@ -401,11 +420,11 @@ mod tests {
             assert_eq!(parse_base_url(good).as_deref(), Ok(good));
         }
         for (bad, says) in [
-            ("not a url", "is not a URL"),
+            ("not a url", "not a URL"),
             ("localhost:11434", "no http:// or https:// scheme"),
             ("localhost:11434/v1", "no http:// or https:// scheme"),
             ("ftp://example.com", "no http:// or https:// scheme"),
-            ("http://", "is not a URL"),
+            ("http://", "not a URL"),
         ] {
             let error = parse_base_url(bad).unwrap_err();
             assert!(error.contains(says), "{bad}: {error}");

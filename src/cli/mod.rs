@@ -9,6 +9,7 @@ mod paths;
 mod plain;
 mod send;
 mod serve;
+mod sessions;
 mod status;
 mod transcript;
 
@@ -35,6 +36,7 @@ pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
         Some(Command::Stop) => status::stop(&paths),
         Some(Command::List) => status::list(&paths),
         Some(Command::Log(args)) => log::run(&cli.global.name, &paths, args),
+        Some(Command::Sessions { json }) => sessions::run(&cli.global.name, &paths, json),
         Some(Command::Attach) => {
             // Checked here so that every client command words a missing pod
             // alike; the TUI itself keeps reconnecting to a pod that goes away.

@@ -18,12 +18,7 @@ use crate::tools::Switch;
 pub fn run(cli: &Cli, paths: &Paths) -> anyhow::Result<ExitCode> {
     let name = &cli.global.name;
     if nobody_listens(&paths.socket) {
-        serve::start_background(
-            name,
-            paths,
-            cli.global.config.as_deref(),
-            &cli.given.argv,
-        )?;
+        serve::start_background(name, paths, cli.global.config.as_deref(), &cli.given.argv)?;
     } else if let Some(snapshot) = super::runtime()?.block_on(running(&paths.socket)) {
         let asked = Asked {
             serve: &cli.serve,
@@ -119,7 +114,12 @@ pub fn differences(asked: &Asked, greeting: &Greeting, status: &Status) -> Vec<D
         None,
     );
     if let (true, Some(kind)) = (given.has("provider"), serve.provider) {
-        compare("--provider", greeting.provider.clone(), value_name(kind), None);
+        compare(
+            "--provider",
+            greeting.provider.clone(),
+            value_name(kind),
+            None,
+        );
     }
     if let (true, Some(model)) = (given.has("model"), &serve.model) {
         let running = if status.model.is_empty() {

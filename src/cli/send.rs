@@ -7,6 +7,7 @@
 
 use std::io::{IsTerminal, Read, Write};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::signal::unix::{signal, SignalKind};
@@ -15,6 +16,7 @@ use super::args::SendArgs;
 use super::connect::{connect, exit, no_pod};
 use super::transcript::Transcript;
 use super::Paths;
+use crate::client::EventStream;
 use crate::protocol::{
     AssistantItem, DecidedBy, Decision, ErrorCode, Event, LogEntry, Method, PodState, Request,
     Segment, TurnEndReason, TurnError,
@@ -106,15 +108,44 @@ async fn send(paths: &Paths, segments: Vec<Segment>, options: Options) -> anyhow
                 None => Flow::Exit(ExitCode::from(exit::DETACHED)),
             },
         };
-        if let Flow::Exit(code) = flow {
-            return Ok(code);
+        match flow {
+            Flow::Continue => {}
+            Flow::Exit(code) => return Ok(code),
+            Flow::CancelledElsewhere => {
+                let shut_down = shutdown_follows(&mut events).await;
+                return Ok(turn.cancelled_elsewhere(shut_down));
+            }
         }
     }
+}
+
+/// How long after a turn that ended `cancelled` without our asking a
+/// `shutdown` may follow for the cancel to count as the pod's stop.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+
+/// Whether the pod is stopping: a stop cancels the running turn, commits its
+/// `turn_end`, and only then says `shutdown` and closes.
+async fn shutdown_follows(events: &mut EventStream) -> bool {
+    let watch = async {
+        loop {
+            match events.next().await {
+                None | Some(Err(_)) | Some(Ok(Event::Shutdown { .. })) => return true,
+                Some(Ok(_)) => {}
+            }
+        }
+    };
+    tokio::time::timeout(SHUTDOWN_GRACE, watch)
+        .await
+        .unwrap_or(false)
 }
 
 enum Flow {
     Continue,
     Exit(ExitCode),
+    /// Our turn ended `cancelled` though we did not cancel it: another
+    /// client did, or the pod is shutting down — which one decides the exit
+    /// code.
+    CancelledElsewhere,
 }
 
 /// What `pod send` knows about its run and its turn, frame by frame.
@@ -314,6 +345,9 @@ impl<O: Write, E: Write> Turn<O, E> {
         self.finish_output()?;
         let code = match reason {
             TurnEndReason::Completed => return Ok(Flow::Exit(ExitCode::SUCCESS)),
+            TurnEndReason::Cancelled if self.interrupts == 0 => {
+                return Ok(Flow::CancelledElsewhere)
+            }
             TurnEndReason::Cancelled => {
                 eprintln!("pod: the turn was cancelled");
                 exit::CANCELLED
@@ -338,6 +372,17 @@ impl<O: Write, E: Write> Turn<O, E> {
             }
         };
         Ok(Flow::Exit(ExitCode::from(code)))
+    }
+
+    /// The end of a turn cancelled by someone else, or by the pod stopping.
+    fn cancelled_elsewhere(&self, pod_shut_down: bool) -> ExitCode {
+        if pod_shut_down {
+            eprintln!("pod: the pod shut down before the turn ended");
+            ExitCode::from(exit::DETACHED)
+        } else {
+            eprintln!("pod: the turn was cancelled (by another client)");
+            ExitCode::from(exit::CANCELLED)
+        }
     }
 
     /// The first Ctrl+C: the `cancel` to send for our run. The second: `None`,

@@ -41,6 +41,7 @@ pub fn run(
         workspace: paths.workspace.clone(),
         provider,
         new_session: args.new_session,
+        session: args.session,
         max_steps: args.max_steps.max(1),
         thresholds: Thresholds {
             context_window: args.context_window,

@@ -183,9 +183,10 @@ impl Outbox {
         self.tx.send(frame).is_ok()
     }
 
-    /// Queues the snapshot, the first frame of every connection, as the
-    /// pieces it is made of (its log lines are the mirror's own bytes). It
-    /// counts as one frame, so however long the session, it is not lag.
+    /// Queues a snapshot — the first frame of every connection, and the one
+    /// after `session_switched` — as the pieces it is made of (its log lines
+    /// are the mirror's own bytes). It counts as one frame, so however long
+    /// the session, it is not lag.
     pub fn push_snapshot(&self, parts: Vec<Bytes>) -> bool {
         let len = parts.iter().map(Bytes::len).sum();
         self.shared.pending().add(len, len > self.shared.limit);

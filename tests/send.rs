@@ -1,0 +1,417 @@
+//! `pod send` against a real `pod serve` with the script provider: what a
+//! script sees on stdout and stderr, and the exit code that tells it how the
+//! turn ended.
+
+mod harness;
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Output, Stdio};
+use std::time::Duration;
+
+use harness::{slow_text_reply, Pod, POD};
+use rustix::process::{kill_process, Pid, Signal};
+use serde_json::{json, Value};
+
+fn text(output: &[u8]) -> String {
+    String::from_utf8_lossy(output).into_owned()
+}
+
+/// `pod send --text TEXT ARGS…`, run to its end.
+fn send(pod: &Pod, message: &str, args: &[&str]) -> Output {
+    pod.command("send")
+        .args(["--text", message])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `pod send --text TEXT ARGS…`, running in the background.
+fn spawn_send(pod: &Pod, message: &str, args: &[&str]) -> Child {
+    pod.command("send")
+        .args(["--text", message])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn interrupt(child: &Child) {
+    kill_process(Pid::from_child(child), Signal::Int).unwrap();
+}
+
+/// Parses `--json` output, one frame a line.
+fn frames(output: &Output) -> Vec<Value> {
+    text(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// The script line of one model reply.
+fn reply(events: Value) -> String {
+    json!({ "events": events }).to_string()
+}
+
+#[test]
+fn text_of_different_model_calls_is_separated_and_tool_calls_are_shown_on_stderr() {
+    let script = [
+        reply(json!([{"text": "Let me look "}, {"text": "first."},
+            {"tool_call": {"id": "c1", "name": "grep", "arguments": {"pattern": "TODO"}}}])),
+        reply(json!([{"text": "Now I know."}])),
+    ]
+    .join("\n");
+    let pod = Pod::builder().script(&script).start();
+    let output = send(&pod, "look", &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    // stdout is not a terminal here: it holds the answer alone.
+    assert_eq!(text(&output.stdout), "Let me look first.\n\nNow I know.\n");
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.lines().any(|l| l == "⚙ grep TODO"),
+        "the tool call is on a line of its own: {stderr}"
+    );
+}
+
+#[test]
+fn json_is_the_response_then_its_own_turn_only() {
+    let script = [slow_text_reply(6, 50), reply(json!([{"text": "mine"}]))].join("\n");
+    let pod = Pod::builder().script(&script).start();
+    // Another client's turn is running: ours queues behind it.
+    let mut other = pod.client();
+    other.until_type("snapshot");
+    other.run("first");
+    other.until_type("turn_start");
+    let output = send(&pod, "second", &["--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let frames = frames(&output);
+
+    let first = &frames[0];
+    assert_eq!(first["type"], "response", "{first}");
+    assert_eq!(first["queued"], 1, "{first}");
+    let request_id = first["request_id"].as_str().unwrap();
+    assert_eq!(frames[1]["type"], "turn_start");
+    assert_eq!(frames[1]["request_id"], request_id);
+    let last = frames.last().unwrap();
+    assert_eq!(last["type"], "entry");
+    assert_eq!(last["entry"]["kind"], "turn_end");
+    assert_eq!(last["entry"]["request_id"], request_id);
+
+    assert!(frames.iter().all(|f| f["type"] != "snapshot"));
+    let texts: Vec<&str> = frames
+        .iter()
+        .filter(|f| f["type"] == "text_delta")
+        .filter_map(|f| f["text"].as_str())
+        .collect();
+    assert_eq!(texts, ["mine"], "nothing of the other client's turn");
+    let turn_starts = frames.iter().filter(|f| f["type"] == "turn_start").count();
+    assert_eq!(turn_starts, 1);
+}
+
+#[test]
+fn no_wait_returns_once_the_run_is_accepted() {
+    let pod = Pod::builder().script(&slow_text_reply(40, 100)).start();
+    let started = std::time::Instant::now();
+    let output = send(&pod, "later", &["--no-wait", "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let frames = frames(&output);
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert_eq!(frames[0]["type"], "response");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "it did not wait"
+    );
+}
+
+#[test]
+fn ctrl_c_cancels_its_running_turn_and_exits_4() {
+    let pod = Pod::builder().script(&slow_text_reply(100, 100)).start();
+    let mut watcher = pod.client();
+    watcher.until_type("snapshot");
+    let child = spawn_send(&pod, "talk slowly", &[]);
+    watcher.until_type("text_delta");
+    interrupt(&child);
+    let turn_end = watcher.until_entry("turn_end");
+    assert_eq!(turn_end["entry"]["reason"], "cancelled");
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(4), "{}", text(&output.stderr));
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("cancelling your message"), "{stderr}");
+    assert!(stderr.contains("the turn was cancelled"), "{stderr}");
+    assert!(text(&output.stdout).starts_with("w0 "));
+}
+
+#[test]
+fn a_second_ctrl_c_stops_waiting_and_exits_5() {
+    let pod = Pod::builder().script(&slow_text_reply(100, 100)).start();
+    let mut watcher = pod.client();
+    watcher.until_type("snapshot");
+    let mut child = spawn_send(&pod, "talk slowly", &[]);
+    watcher.until_type("text_delta");
+    // A pod that does not act on the cancel (stopped): only the second
+    // Ctrl+C can end the wait.
+    let pod_pid = Pid::from_raw(pod.pid() as i32).unwrap();
+    kill_process(pod_pid, Signal::Stop).unwrap();
+    interrupt(&child);
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("cancelling your message") {
+        assert_ne!(stderr.read_line(&mut seen).unwrap(), 0, "{seen}");
+    }
+    interrupt(&child);
+    let status = child.wait().unwrap();
+    stderr.read_to_string(&mut seen).unwrap();
+    kill_process(pod_pid, Signal::Cont).unwrap();
+    assert_eq!(status.code(), Some(5), "{seen}");
+    assert!(seen.contains("stopped waiting"), "{seen}");
+    // The cancel reaches the pod once it runs again: the turn ends.
+    let turn_end = watcher.until_entry("turn_end");
+    assert_eq!(turn_end["entry"]["reason"], "cancelled");
+}
+
+#[test]
+fn ctrl_c_while_queued_removes_the_run_and_leaves_the_other_turn_running() {
+    let script = [slow_text_reply(30, 100), reply(json!([{"text": "never"}]))].join("\n");
+    let pod = Pod::builder().script(&script).start();
+    let mut other = pod.client();
+    other.until_type("snapshot");
+    other.run("first");
+    other.until_type("turn_start");
+    let child = spawn_send(&pod, "second", &[]);
+    other.until(|f| f["type"] == "status" && f["queued"] == 1);
+    interrupt(&child);
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(4), "{}", text(&output.stderr));
+    assert!(text(&output.stderr).contains("removed"));
+    let turn_end = other.until_entry("turn_end");
+    assert_eq!(
+        turn_end["entry"]["reason"], "completed",
+        "the other turn went on"
+    );
+    assert!(pod.log_lines().iter().all(
+        |l| l["entry"]["kind"] != "user_input" || l["entry"]["segments"][0]["text"] != "second"
+    ));
+}
+
+#[test]
+fn a_model_error_exits_1_with_the_code_and_message() {
+    let script =
+        reply(json!([{"http_error": {"status": 401, "message": "Incorrect API key provided"}}]));
+    let pod = Pod::builder().script(&script).start();
+    let output = send(&pod, "hi", &[]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains(
+            "the turn ended with error: provider_http: script: HTTP 401 Unauthorized: \
+             Incorrect API key provided"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn max_steps_exits_1_and_says_so() {
+    let call = reply(json!([{"tool_call": {"name": "list_dir", "arguments": {"path": "."}}}]));
+    let pod = Pod::builder()
+        .script(&call)
+        .args(["--max-steps", "1"])
+        .start();
+    let output = send(&pod, "loop", &[]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(text(&output.stderr).contains("max_steps"));
+}
+
+#[test]
+fn a_refused_run_exits_1() {
+    let pod = Pod::start();
+    let output = send(&pod, "x", &["--file", "../../etc/passwd"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(text(&output.stderr).contains("refused"));
+}
+
+#[test]
+fn no_pod_exits_3_naming_the_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("nobody-home.sock");
+    let output = std::process::Command::new(POD)
+        .args(["send", "--text", "hi", "--socket"])
+        .arg(&socket)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains(&format!("no pod is listening on {}", socket.display())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("pod serve"), "{stderr}");
+}
+
+#[test]
+fn the_pod_shutting_down_mid_turn_exits_5() {
+    let pod = Pod::builder().script(&slow_text_reply(100, 100)).start();
+    let mut watcher = pod.client();
+    watcher.until_type("snapshot");
+    let child = spawn_send(&pod, "talk slowly", &[]);
+    watcher.until_type("text_delta");
+    watcher.send(json!({"type": "shutdown"}));
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(5), "{}", text(&output.stderr));
+    assert!(text(&output.stderr).contains("shut down before the turn ended"));
+    assert!(
+        text(&output.stdout).ends_with('\n'),
+        "the partial answer ends its line"
+    );
+}
+
+#[test]
+fn retries_are_reported_on_stderr() {
+    let script = [
+        reply(json!([{"http_error": {"status": 429, "message": "slow down"}}])),
+        reply(json!([{"text": "answered"}])),
+    ]
+    .join("\n");
+    let pod = Pod::builder().script(&script).start();
+    let output = send(&pod, "hi", &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout), "answered\n");
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("HTTP 429 Too Many Requests: slow down"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("retrying in"), "{stderr}");
+    assert!(stderr.contains("(1/4)"), "{stderr}");
+}
+
+/// A pod whose model wants to run `echo approved-ran`, then answers
+/// `after`, then (a second turn) `second answer`; in approval mode `ask`.
+fn asking_pod() -> Pod {
+    let script = [
+        reply(json!([{"tool_call": {"id": "c1", "name": "bash",
+            "arguments": {"command": "echo approved-ran"}}}])),
+        reply(json!([{"text": "after"}])),
+        reply(json!([{"text": "second answer"}])),
+    ]
+    .join("\n");
+    Pod::builder()
+        .script(&script)
+        .args(["--approval", "ask"])
+        .start()
+}
+
+#[test]
+fn a_turn_waiting_for_approval_is_shown_and_answered_with_pod_approve() {
+    let pod = asking_pod();
+    let mut watcher = pod.client();
+    watcher.until_type("snapshot");
+    let child = spawn_send(&pod, "run it", &[]);
+    watcher.until_entry("approval_request");
+
+    let pending = pod.command("pending").output().unwrap();
+    assert_eq!(pending.status.code(), Some(0));
+    let listed = text(&pending.stdout);
+    assert!(
+        listed.contains("c1") && listed.contains("echo approved-ran"),
+        "{listed}"
+    );
+
+    let approved = pod.command("approve").output().unwrap();
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        text(&approved.stderr)
+    );
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout), "after\n");
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("waiting for approval"), "{stderr}");
+    assert!(stderr.contains("pod approve c1"), "{stderr}");
+    let decision = watcher.until_entry("approval_decision");
+    assert_eq!(decision["entry"]["decision"], "allow");
+    assert_eq!(decision["entry"]["client"], "pod approve");
+}
+
+#[test]
+fn pod_deny_sends_the_message_and_a_second_answer_is_refused() {
+    let pod = asking_pod();
+    let mut watcher = pod.client();
+    watcher.until_type("snapshot");
+    let child = spawn_send(&pod, "run it", &[]);
+    watcher.until_entry("approval_request");
+    let denied = pod
+        .command("deny")
+        .args(["c", "--message", "not now"])
+        .output()
+        .unwrap();
+    assert_eq!(denied.status.code(), Some(0), "{}", text(&denied.stderr));
+    let decision = watcher.until_entry("approval_decision");
+    assert_eq!(decision["entry"]["decision"], "deny");
+    assert_eq!(decision["entry"]["message"], "not now");
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let again = pod.command("approve").arg("c1").output().unwrap();
+    assert_eq!(again.status.code(), Some(1));
+}
+
+#[test]
+fn a_run_queued_behind_a_waiting_turn_says_so_once() {
+    let pod = asking_pod();
+    let mut other = pod.client();
+    other.until_type("snapshot");
+    other.run("first");
+    other.until_entry("approval_request");
+    let child = spawn_send(&pod, "second", &[]);
+    other.until(|f| f["type"] == "status" && f["queued"] == 1);
+    let approved = pod.command("approve").arg("c1").output().unwrap();
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        text(&approved.stderr)
+    );
+    let output = child.wait_with_output().unwrap();
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(text(&output.stdout), "second answer\n");
+    assert_eq!(
+        stderr
+            .matches("queued behind a turn that is waiting for approval")
+            .count(),
+        1,
+        "{stderr}"
+    );
+}
+
+#[test]
+fn approve_with_nothing_pending_exits_1_and_pending_says_so() {
+    let pod = Pod::start();
+    let pending = pod.command("pending").output().unwrap();
+    assert_eq!(pending.status.code(), Some(0));
+    assert_eq!(text(&pending.stdout), "nothing pending\n");
+    for command in ["approve", "deny"] {
+        let output = pod.command(command).output().unwrap();
+        assert_eq!(output.status.code(), Some(1), "{command}");
+        assert!(text(&output.stderr).contains("nothing is pending"));
+    }
+}
+
+#[test]
+fn approve_without_a_pod_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("none.sock");
+    for command in ["approve", "deny", "pending"] {
+        let output = std::process::Command::new(POD)
+            .arg(command)
+            .arg("--socket")
+            .arg(&socket)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(3), "{command}");
+        assert!(text(&output.stderr).contains("no pod is listening"));
+    }
+}
