@@ -275,19 +275,27 @@ fn status_shows_the_settings_the_context_and_what_waits_for_approval() {
     }
     assert!(text.contains("sandbox    read-only, "), "{text}");
     let workspace = pod.workspace.canonicalize().unwrap();
-    assert!(text.contains(&format!("workspace  {}", workspace.display())), "{text}");
+    assert!(
+        text.contains(&format!("workspace  {}", workspace.display())),
+        "{text}"
+    );
 
     let mut c = pod.client();
     c.until_type("snapshot");
     c.run("run it");
-    c.until_with("waiting", |v| v["type"] == "status" && v["state"] == "waiting");
+    c.until_with("waiting", |v| {
+        v["type"] == "status" && v["state"] == "waiting"
+    });
     let text = succeeded(pod.command("status").output().unwrap());
     assert!(text.contains("state      waiting"), "{text}");
     assert!(
         text.contains("pending    1 tool call waits for approval (`pod pending` shows it)"),
         "{text}"
     );
-    assert!(text.contains("context    30000 of 100000 tokens (30%)"), "{text}");
+    assert!(
+        text.contains("context    30000 of 100000 tokens (30%)"),
+        "{text}"
+    );
 
     let json = succeeded(pod.command("status").arg("--json").output().unwrap());
     let json: serde_json::Value = serde_json::from_str(&json).unwrap();

@@ -209,7 +209,16 @@ fn plain_pod_passes_serve_flags_and_asks_when_the_running_pod_differs() {
     let script = script.to_str().unwrap();
     let first = pod(
         &workspace,
-        &["--provider", "script", "--script", script, "--model", "first", "--approval", "auto"],
+        &[
+            "--provider",
+            "script",
+            "--script",
+            script,
+            "--model",
+            "first",
+            "--approval",
+            "auto",
+        ],
     );
     wait_for_screen(&first.0, "● connected");
     wait_for_screen(&first.0, "script/first");
@@ -219,7 +228,10 @@ fn plain_pod_passes_serve_flags_and_asks_when_the_running_pod_differs() {
         .envs(env.0.iter().map(|(k, v)| (k, v)))
         .output()
         .unwrap();
-    assert!(status.status.success(), "the pod runs on after the TUI quits");
+    assert!(
+        status.status.success(),
+        "the pod runs on after the TUI quits"
+    );
     let status: Value = serde_json::from_slice(&status.stdout).unwrap();
     let greeting = &status["greeting"];
     assert_eq!(greeting["provider"], "script");
@@ -244,7 +256,10 @@ fn plain_pod_passes_serve_flags_and_asks_when_the_running_pod_differs() {
     keys.write_all(b"n\r").unwrap();
     keys.flush().unwrap();
     wait_until("pod to exit on `n`", || child.try_wait().unwrap().is_some());
-    assert!(!child.wait().unwrap().success(), "declining is not a success");
+    assert!(
+        !child.wait().unwrap().success(),
+        "declining is not a success"
+    );
 
     let second = pod(&workspace, &["--model", "other"]);
     wait_for_screen(&second.0, "Attach to it as it is? [Y/n]");

@@ -381,7 +381,10 @@ mod tests {
         )
         .unwrap();
         assert!(cli.command.is_none());
-        assert_eq!(cli.serve.max_steps, 3, "the config file still sets defaults");
+        assert_eq!(
+            cli.serve.max_steps, 3,
+            "the config file still sets defaults"
+        );
         assert_eq!(
             cli.given.ids,
             ["provider", "model", "new_session", "allow"],
@@ -407,7 +410,9 @@ mod tests {
         assert!(error.to_string().contains("`pod status`"), "{error}");
         let cli = parse_args(&["pod", "--name", "x", "serve", "--model", "m"], "").unwrap();
         assert!(cli.given.ids.is_empty(), "`serve`'s own flags are its own");
-        assert!(matches!(cli.command, Some(Command::Serve(ref a)) if a.model.as_deref() == Some("m")));
+        assert!(
+            matches!(cli.command, Some(Command::Serve(ref a)) if a.model.as_deref() == Some("m"))
+        );
     }
 
     #[test]

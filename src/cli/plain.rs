@@ -168,6 +168,25 @@ pub fn differences(asked: &Asked, greeting: &Greeting, status: &Status) -> Vec<D
             None,
         );
     }
+    let session = greeting.session_id.to_string();
+    if let (true, Some(wanted)) = (given.has("session"), &serve.session) {
+        if !session.starts_with(wanted.as_str()) {
+            compare(
+                "--session",
+                short(&session),
+                wanted.clone(),
+                Some("`/sessions` in the TUI resumes another one".to_owned()),
+            );
+        }
+    }
+    if given.has("new_session") {
+        compare(
+            "--new-session",
+            format!("session {}", short(&session)),
+            "a new one".to_owned(),
+            Some("`/new` in the TUI starts one".to_owned()),
+        );
+    }
     if let Some(workspace) = found.iter_mut().find(|d| d.setting == "workspace") {
         workspace.asked = format!("{} ({place})", workspace.asked);
     }
@@ -177,9 +196,11 @@ pub fn differences(asked: &Asked, greeting: &Greeting, status: &Status) -> Vec<D
 /// The flags given that a running pod does not report, so that nobody can
 /// tell whether they match it (`--base-url`, `--max-steps`, …).
 pub fn unchecked(given: &Given) -> Vec<String> {
-    const CHECKED: [&str; 6] = [
+    const CHECKED: [&str; 8] = [
         "provider",
         "model",
+        "session",
+        "new_session",
         "approval",
         "sandbox",
         "sandbox_network",
@@ -227,6 +248,11 @@ pub fn mismatch(name: &str, asked: &Asked, greeting: &Greeting, status: &Status)
         name_flag(name)
     );
     Some(text)
+}
+
+/// A session id as the TUI and `pod sessions` show it.
+fn short(session: &str) -> String {
+    session.chars().take(8).collect()
 }
 
 fn name_flag(name: &str) -> String {
@@ -289,10 +315,26 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let here = dir.path().canonicalize().unwrap();
         let plain = cli(&[]);
-        assert_eq!(differences(&asked(&plain, &here), &greeting(&here), &status()), []);
-        let same = cli(&["--provider", "script", "--approval", "auto", "--model", "script-model"]);
-        assert_eq!(differences(&asked(&same, &here), &greeting(&here), &status()), []);
-        assert_eq!(mismatch("default", &asked(&same, &here), &greeting(&here), &status()), None);
+        assert_eq!(
+            differences(&asked(&plain, &here), &greeting(&here), &status()),
+            []
+        );
+        let same = cli(&[
+            "--provider",
+            "script",
+            "--approval",
+            "auto",
+            "--model",
+            "script-model",
+        ]);
+        assert_eq!(
+            differences(&asked(&same, &here), &greeting(&here), &status()),
+            []
+        );
+        assert_eq!(
+            mismatch("default", &asked(&same, &here), &greeting(&here), &status()),
+            None
+        );
     }
 
     #[test]
@@ -332,10 +374,40 @@ mod tests {
             ]
         );
         let text = mismatch("work", &asked(&other, &here), &greeting(&here), &status()).unwrap();
-        assert!(text.contains("--model is script-model, not other (`/model other` in the TUI switches it)"), "{text}");
+        assert!(
+            text.contains(
+                "--model is script-model, not other (`/model other` in the TUI switches it)"
+            ),
+            "{text}"
+        );
         assert!(text.contains("--max-steps: not checked"), "{text}");
         assert!(text.contains("`pod --name work stop`"), "{text}");
         assert!(text.contains("--name NEW_NAME"), "{text}");
+    }
+
+    #[test]
+    fn another_session_or_a_new_one_is_a_difference() {
+        let dir = tempfile::tempdir().unwrap();
+        let here = dir.path().canonicalize().unwrap();
+        let running = greeting(&here);
+        let same = cli(&["--session", "0000"]);
+        assert_eq!(differences(&asked(&same, &here), &running, &status()), []);
+        let named = |args: &[&str]| {
+            let cli = cli(args);
+            let found = differences(&asked(&cli, &here), &running, &status());
+            found
+                .iter()
+                .map(|d| format!("{} is {}, not {}", d.setting, d.running, d.asked))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            named(&["--session", "abcd"]),
+            ["--session is 00000000, not abcd"]
+        );
+        assert_eq!(
+            named(&["--new-session"]),
+            ["--new-session is session 00000000, not a new one"]
+        );
     }
 
     #[test]
@@ -348,7 +420,10 @@ mod tests {
             ..status()
         };
         let asked_for = cli(&["--model", "other", "--approval", "ask"]);
-        assert_eq!(differences(&asked(&asked_for, &here), &greeting(&here), &switched), []);
+        assert_eq!(
+            differences(&asked(&asked_for, &here), &greeting(&here), &switched),
+            []
+        );
     }
 
     #[test]
@@ -358,7 +433,13 @@ mod tests {
         std::fs::create_dir(&here).unwrap();
         let there = dir.path().canonicalize().unwrap();
         let plain = cli(&[]);
-        let text = mismatch("default", &asked(&plain, &here), &greeting(&there), &status()).unwrap();
+        let text = mismatch(
+            "default",
+            &asked(&plain, &here),
+            &greeting(&there),
+            &status(),
+        )
+        .unwrap();
         let here = here.canonicalize().unwrap();
         assert!(
             text.contains(&format!(

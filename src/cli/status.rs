@@ -68,7 +68,10 @@ fn report(s: &Snapshot, socket: &Path) -> String {
         if g.sandbox.network { "on" } else { "off" }
     );
     let mut lines = vec![
-        format!("pod        {} (pid {}, version {})", g.pod, g.pid, g.version),
+        format!(
+            "pod        {} (pid {}, version {})",
+            g.pod, g.pid, g.version
+        ),
         format!(
             "state      {} ({} queued)",
             status.state.as_str(),
