@@ -1,8 +1,6 @@
 use std::process::ExitCode;
 
-use clap::{CommandFactory, FromArgMatches};
 use pod::cli::config::ConfigFile;
-use pod::cli::{args::with_config_file, Cli};
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -21,7 +19,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let cli = match parse(args, &config) {
+    let cli = match pod::cli::args::parse(args, &config.table) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
@@ -32,10 +30,4 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// Parses the command line with the config file's values as defaults.
-fn parse(args: Vec<std::ffi::OsString>, config: &ConfigFile) -> Result<Cli, clap::Error> {
-    let cmd = with_config_file(Cli::command(), &config.table);
-    Cli::from_arg_matches(&cmd.try_get_matches_from(args)?)
 }

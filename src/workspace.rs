@@ -314,6 +314,23 @@ impl Workspace {
         }
     }
 
+    /// Whether the `ignore` crate may walk from `start` (a directory, or a
+    /// file whose directory is walked): see [`ignore_files_are_plain`].
+    /// The crate reads the ignore files of every directory above the start
+    /// too; those inside the workspace are checked here, the ones above it
+    /// are the user's own.
+    pub fn check_walk(&self, start: &Path) -> Result<(), String> {
+        let dir = if start.is_dir() {
+            start
+        } else {
+            start.parent().unwrap_or(start)
+        };
+        for dir in dir.ancestors().take_while(|d| d.starts_with(&self.root)) {
+            ignore_files_are_plain(dir)?;
+        }
+        Ok(())
+    }
+
     /// Completions for a `list_completions` request of kind `file`: the
     /// workspace-relative paths that start with `prefix`, directories ending
     /// in `/`, sorted, at most `limit`.
@@ -323,15 +340,32 @@ impl Workspace {
     /// name starts with `.`; ignored ones (`.gitignore`, `.ignore`) only when
     /// nothing else matches, i.e. when the prefix can only mean them. A
     /// prefix that resolves outside the workspace completes to nothing.
+    ///
+    /// An absolute prefix inside the workspace (pasted from a shell)
+    /// completes to workspace-relative paths like any other: every value a
+    /// client gets is a path it can send back in a `file_ref`.
     pub fn completions(&self, prefix: &str, limit: usize) -> Vec<String> {
         let (dir_part, name_part) = match prefix.rfind('/') {
             Some(i) => prefix.split_at(i + 1),
             None => ("", prefix),
         };
+        let relative;
+        let dir_part = if Path::new(dir_part).is_absolute() {
+            let Some(rel) = self.relative_dir(dir_part) else {
+                return Vec::new();
+            };
+            relative = rel;
+            relative.as_str()
+        } else {
+            dir_part
+        };
         let dir = match self.resolve(if dir_part.is_empty() { "." } else { dir_part }) {
             Ok(dir) if dir.is_dir() => dir,
             _ => return Vec::new(),
         };
+        if self.check_walk(&dir).is_err() {
+            return Vec::new();
+        }
         let show_hidden = name_part.starts_with('.');
         let mut found = self.list_matching(&dir, dir_part, name_part, show_hidden, true);
         if found.is_empty() && !name_part.is_empty() {
@@ -340,6 +374,18 @@ impl Workspace {
         found.sort();
         found.truncate(limit);
         found
+    }
+
+    /// The workspace-relative form of an absolute directory inside the
+    /// workspace: `""` for the root, else ending in `/`.
+    fn relative_dir(&self, absolute: &str) -> Option<String> {
+        let real = self.resolve(absolute).ok()?;
+        let rel = real.strip_prefix(&self.root).ok()?.to_str()?;
+        Some(if rel.is_empty() {
+            String::new()
+        } else {
+            format!("{rel}/")
+        })
     }
 
     /// One directory level of candidates for [`Self::completions`]. Each is
@@ -382,6 +428,31 @@ impl Workspace {
         }
         out
     }
+}
+
+/// What the `ignore` crate opens in a directory it walks.
+const IGNORE_FILES: &[&str] = &[".gitignore", ".ignore", ".git", ".git/info/exclude"];
+
+/// Whether the ignore files in `dir` are safe to open: none is a FIFO,
+/// socket or device. The `ignore` crate opens them with a plain blocking
+/// `open`, and a FIFO named `.gitignore` would block a walk (`grep`, `glob`,
+/// completions) forever — past cancellation, holding up shutdown. `stat`
+/// of such a file does not block.
+pub fn ignore_files_are_plain(dir: &Path) -> Result<(), String> {
+    for name in IGNORE_FILES {
+        let path = dir.join(name);
+        if let Ok(meta) = fs::metadata(&path) {
+            let kind = meta.file_type();
+            if !kind.is_file() && !kind.is_dir() {
+                return Err(format!(
+                    "{} is {}, not a file: walking there would block on opening it",
+                    path.display(),
+                    describe(kind)
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -504,6 +575,25 @@ mod tests {
         assert_eq!(ws.completions("src/", 2), vec!["src/lib.rs", "src/main.rs"]);
         assert!(ws.completions("nope/", 10).is_empty());
         assert!(ws.completions("src/main.rs/", 10).is_empty());
+    }
+
+    #[test]
+    fn absolute_prefixes_complete_to_workspace_relative_paths() {
+        let (_d, ws) = setup();
+        touch(&ws, "src/main.rs");
+        touch(&ws, "README.md");
+        let root = ws.root().display().to_string();
+        assert_eq!(
+            ws.completions(&format!("{root}/src/ma"), 10),
+            vec!["src/main.rs"]
+        );
+        assert_eq!(
+            ws.completions(&format!("{root}/"), 10),
+            vec!["README.md", "src/"]
+        );
+        assert_eq!(ws.completions(&format!("{root}/R"), 10), vec!["README.md"]);
+        assert!(ws.completions("/etc/pass", 10).is_empty());
+        assert!(ws.completions(&format!("{root}/../"), 10).is_empty());
     }
 
     #[test]

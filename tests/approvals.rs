@@ -30,6 +30,15 @@ fn done() -> String {
     json!({"events":[{"text":"done"}]}).to_string()
 }
 
+/// The pod of `dir` started again, in mode `ask`, on `script`.
+fn restart_asking(dir: tempfile::TempDir, script: &str) -> Pod {
+    Pod::builder()
+        .in_dir(dir)
+        .script(script)
+        .args(["--approval", "ask"])
+        .start()
+}
+
 fn ask_pod(script: &str) -> Pod {
     Pod::builder()
         .script(script)
@@ -176,11 +185,7 @@ fn kill_9_while_waiting_then_restart_and_approve_runs_it_and_completes() {
     run_until_waiting(&mut c, "make a marker");
     pod.kill9();
     let dir = pod.into_dir();
-    let pod = Pod::builder()
-        .in_dir(dir)
-        .script(&done())
-        .args(["--approval", "ask"])
-        .start();
+    let pod = restart_asking(dir, &done());
     let mut c = pod.client();
     let snapshot = c.until_type("snapshot");
     assert_eq!(
@@ -221,11 +226,7 @@ fn a_stop_while_waiting_keeps_the_request_pending_for_the_next_start() {
     let lines = pod.log_lines();
     assert_eq!(kinds(&lines).last().unwrap(), "approval_request");
     let dir = pod.into_dir();
-    let pod = Pod::builder()
-        .in_dir(dir)
-        .script(&done())
-        .args(["--approval", "ask"])
-        .start();
+    let pod = restart_asking(dir, &done());
     let mut c = pod.client();
     assert_eq!(c.until_type("snapshot")["status"]["state"], "waiting");
     approve(&mut c, "c1", "allow", json!({}));
@@ -250,11 +251,7 @@ fn a_session_allow_runs_the_same_command_unasked_after_a_restart() {
     std::fs::remove_file(pod.workspace.join("marker")).unwrap();
     drop(c);
     let dir = pod.into_dir();
-    let pod = Pod::builder()
-        .in_dir(dir)
-        .script(&script)
-        .args(["--approval", "ask"])
-        .start();
+    let pod = restart_asking(dir, &script);
     let mut c = pod.client();
     c.until_type("snapshot");
     c.run("again");

@@ -46,7 +46,7 @@ fn each_bad_frame_gets_its_error_code_and_the_connection_keeps_working() {
         (long.as_bytes(), "frame_too_large"),
     ];
     for (i, (frame, code)) in cases.iter().enumerate() {
-        c.send_raw(frame);
+        c.send_unchecked(frame);
         let err = c.until_type("error");
         assert_eq!(
             err["code"],

@@ -5,6 +5,7 @@ mod harness;
 use std::os::unix::fs::PermissionsExt;
 
 use harness::{succeeded, Pod, POD};
+use serde_json::json;
 
 #[test]
 fn send_prints_the_reply_and_exits_0() {
@@ -243,4 +244,64 @@ fn send_file_attaches_a_workspace_file_from_anywhere() {
         );
         assert!(stdout.contains("notes.txt (2 lines)"), "{stdout}");
     }
+}
+
+#[test]
+fn status_shows_the_settings_the_context_and_what_waits_for_approval() {
+    let usage = |n| json!({"usage":{"input_tokens":n,"output_tokens":9}});
+    let script = [
+        json!({"events":[{"text":"sized"}, usage(25_000)]}),
+        json!({"events":[{"tool_call":{"id":"c1","name":"bash","arguments":{"command":"true"}}}, usage(30_000)]}),
+        json!({"events":[{"text":"done"}]}),
+    ]
+    .map(|line| line.to_string())
+    .join("\n");
+    let pod = Pod::builder()
+        .script(&script)
+        .args(["--approval", "ask", "--sandbox", "read-only"])
+        .args(["--sandbox-network", "off", "--context-window", "100000"])
+        .start();
+    succeeded(pod.command("send").args(["--text", "hi"]).output().unwrap());
+    let text = succeeded(pod.command("status").output().unwrap());
+    for line in [
+        "pending    no tool call waits for approval",
+        "model      script / script",
+        "context    25000 of 100000 tokens (25%)",
+        "approval   ask",
+        "network off",
+        "mcp        no servers",
+    ] {
+        assert!(text.contains(line), "{line:?} in:\n{text}");
+    }
+    assert!(text.contains("sandbox    read-only, "), "{text}");
+    let workspace = pod.workspace.canonicalize().unwrap();
+    assert!(
+        text.contains(&format!("workspace  {}", workspace.display())),
+        "{text}"
+    );
+
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.run("run it");
+    c.until_with("waiting", |v| {
+        v["type"] == "status" && v["state"] == "waiting"
+    });
+    let text = succeeded(pod.command("status").output().unwrap());
+    assert!(text.contains("state      waiting"), "{text}");
+    assert!(
+        text.contains("pending    1 tool call waits for approval (`pod pending` shows it)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("context    30000 of 100000 tokens (30%)"),
+        "{text}"
+    );
+
+    let json = succeeded(pod.command("status").arg("--json").output().unwrap());
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["greeting"]["approval"], "ask");
+    assert_eq!(json["greeting"]["sandbox"]["mode"], "read-only");
+    assert_eq!(json["greeting"]["sandbox"]["network"], false);
+    assert_eq!(json["status"]["pending_approvals"], json!(["c1"]));
+    assert_eq!(json["status"]["context_window"], 100_000);
 }

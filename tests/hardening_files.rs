@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use harness::Pod;
 use pod::input::{check, flatten, Resolvers};
 use pod::protocol::{ErrorCode, Segment};
-use pod::tools::{ToolLimits, ToolOutcome, Toolbox};
+use pod::tools::{OutputSink, ToolLimits, ToolOutcome, Toolbox};
 use pod::workspace::Workspace;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
@@ -48,9 +48,8 @@ impl Fixture {
     }
 
     async fn call_with(&self, name: &str, args: Value, cancel: CancellationToken) -> ToolOutcome {
-        self.toolbox
-            .call(name, &args, cancel, std::sync::Arc::new(|_: &str| {}))
-            .await
+        let no_output: OutputSink = Arc::new(|_: &str| {});
+        self.toolbox.call(name, &args, cancel, no_output).await
     }
 }
 
@@ -457,4 +456,70 @@ fn completions_of_a_huge_directory_do_not_hold_up_other_clients() {
         ("b", "a"),
         "B's quick answer waited for A's walk"
     );
+}
+
+// Item 12: the walkers (grep, glob, completions) open every `.gitignore` on
+// their way with a blocking open; a FIFO there must not hang them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_named_like_an_ignore_file_does_not_hang_a_walk() {
+    let f = fixture();
+    fs::create_dir_all(f.path("sub")).unwrap();
+    fs::write(f.path("a.txt"), "needle\n").unwrap();
+    fs::write(f.path("sub/b.txt"), "needle\n").unwrap();
+    mkfifo(&f.path("sub/.gitignore"));
+
+    let prompt = |what: &'static str, fifo: PathBuf| {
+        move |result: Result<ToolOutcome, tokio::time::error::Elapsed>| match result {
+            Ok(out) => out,
+            Err(_) => {
+                release_fifo(fifo);
+                panic!("{what} blocked on a FIFO .gitignore");
+            }
+        }
+    };
+    let limit = Duration::from_secs(5);
+    let grep = f.call("grep", json!({"pattern":"needle"}));
+    let out = prompt("grep", f.path("sub/.gitignore"))(tokio::time::timeout(limit, grep).await);
+    assert_eq!(out.output.trim(), "a.txt:1:needle", "sub/ is skipped");
+    let glob = f.call("glob", json!({"pattern":"*.txt"}));
+    let out = prompt("glob", f.path("sub/.gitignore"))(tokio::time::timeout(limit, glob).await);
+    assert_eq!(out.output.trim(), "a.txt");
+    let grep = f.call("grep", json!({"pattern":"needle","path":"sub"}));
+    let out =
+        prompt("grep in sub", f.path("sub/.gitignore"))(tokio::time::timeout(limit, grep).await);
+    assert!(
+        out.is_error && out.output.contains("is a FIFO"),
+        "{}",
+        out.output
+    );
+
+    let ws = f.ws.clone();
+    let completions = tokio::task::spawn_blocking(move || ws.completions("sub/", 10));
+    match tokio::time::timeout(limit, completions).await {
+        Ok(found) => assert!(found.unwrap().is_empty()),
+        Err(_) => {
+            release_fifo(f.path("sub/.gitignore"));
+            panic!("completions blocked on a FIFO .gitignore");
+        }
+    }
+}
+
+// Item 12: the check a `run` needs, as a future that owns what it needs and
+// runs the file I/O on the blocking pool, for a caller on an actor thread.
+#[tokio::test]
+async fn check_async_answers_like_check_from_the_blocking_pool() {
+    let f = fixture();
+    fs::write(f.path("ok.rs"), "fn main() {}\n").unwrap();
+    mkfifo(&f.path("pipe"));
+    for (path, code) in [
+        ("ok.rs", None),
+        ("pipe", Some(ErrorCode::FileRefUnreadable)),
+        ("../x", Some(ErrorCode::FileRefOutOfScope)),
+    ] {
+        let segments = vec![Segment::text("see "), Segment::file_ref(path)];
+        let pending = pod::input::check_async(&segments, &f.ws);
+        drop(segments);
+        let result = tokio::spawn(pending).await.unwrap();
+        assert_eq!(result.map_err(|e| e.code).err(), code, "{path}");
+    }
 }

@@ -12,8 +12,8 @@ use std::path::Path;
 
 type Graph = BTreeMap<String, BTreeSet<String>>;
 
-/// Each module of `src/pod/` (a file, or a directory with its files) and the
-/// sibling modules it names.
+/// Each module of `src/pod/` (a file, with its directory of submodules if
+/// it has one) and the sibling modules it names.
 fn graph_of_code() -> Graph {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/pod");
     let mut sources: BTreeMap<String, Vec<(usize, String)>> = BTreeMap::new();
@@ -23,16 +23,7 @@ fn graph_of_code() -> Graph {
         if name == "mod" {
             continue;
         }
-        if path.is_dir() {
-            for file in std::fs::read_dir(&path).unwrap() {
-                let file = file.unwrap().path();
-                let text = std::fs::read_to_string(&file).unwrap();
-                sources.entry(name.clone()).or_default().push((1, text));
-            }
-        } else {
-            let text = std::fs::read_to_string(&path).unwrap();
-            sources.entry(name).or_default().push((0, text));
-        }
+        collect(&path, 0, sources.entry(name).or_default());
     }
     let modules: BTreeSet<String> = sources.keys().cloned().collect();
     let mut graph = Graph::new();
@@ -40,17 +31,20 @@ fn graph_of_code() -> Graph {
         let deps = graph.entry(name.clone()).or_default();
         for (depth, text) in files {
             let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-            // From a file one directory down, `super::` is its own module
-            // and the siblings are behind `super::super::`.
+            // From a file `depth` directories down, the siblings are behind
+            // one more `super::` each; from anywhere, behind `crate::pod::`.
             let prefix = "super::".repeat(depth + 1);
-            for first in names_after(code, &prefix) {
+            let named = names_after(code, &prefix)
+                .into_iter()
+                .chain(names_after(code, "crate::pod::"));
+            for first in named {
                 if first == "super" {
                     continue;
                 }
                 assert!(
                     modules.contains(&first),
-                    "{name} uses `{prefix}{first}`, an item of src/pod/mod.rs: name the \
-                     module that defines it instead"
+                    "{name} uses `{first}`, an item of src/pod/mod.rs: name the module that \
+                     defines it instead"
                 );
                 if first != *name {
                     deps.insert(first);
@@ -59,6 +53,20 @@ fn graph_of_code() -> Graph {
         }
     }
     graph
+}
+
+/// The source files of the module at `path` (a file or a directory), with
+/// how deep below `src/pod/` each is; test files are left out.
+fn collect(path: &Path, depth: usize, files: &mut Vec<(usize, String)>) {
+    if path.is_dir() {
+        for entry in std::fs::read_dir(path).unwrap() {
+            collect(&entry.unwrap().path(), depth + 1, files);
+        }
+    } else if path.extension().is_some_and(|e| e == "rs")
+        && path.file_stem().is_some_and(|s| s != "tests")
+    {
+        files.push((depth, std::fs::read_to_string(path).unwrap()));
+    }
 }
 
 /// The first path segment of everything named after `prefix`: `prefix::a`,
@@ -94,6 +102,9 @@ fn names_after(code: &str, prefix: &str) -> Vec<String> {
                 break;
             }
             if depth == 1 && c == ',' {
+                if !item.is_empty() {
+                    names.push(std::mem::take(&mut item));
+                }
                 at_start = true;
                 continue;
             }

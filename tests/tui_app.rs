@@ -33,11 +33,12 @@ fn methods(app: &mut App) -> Vec<Value> {
         .collect()
 }
 
-/// What was sent besides the menus' `list_completions`.
+/// What was sent besides the menus' `list_completions` and the `hello`
+/// of each connection.
 fn actions(app: &mut App) -> Vec<Value> {
     methods(app)
         .into_iter()
-        .filter(|m| m["type"] != "list_completions")
+        .filter(|m| m["type"] != "list_completions" && m["type"] != "hello")
         .collect()
 }
 
@@ -313,7 +314,6 @@ fn session_and_mode_commands_send_their_methods() {
 fn local_commands_send_nothing() {
     let mut app = attached(vec![assistant_text("earlier")]);
     assert!(command(&mut app, "/model").is_empty());
-    assert!(command(&mut app, "/approval").is_empty());
     assert!(command(&mut app, "/status").is_empty());
     let notices: Vec<String> = app
         .conversation()
@@ -324,16 +324,15 @@ fn local_commands_send_nothing() {
             _ => None,
         })
         .collect();
-    assert_eq!(notices.len(), 3, "{notices:?}");
+    assert_eq!(notices.len(), 2, "{notices:?}");
     assert!(notices[0].contains("offline/offline"), "{notices:?}");
-    assert!(notices[1].contains("[approval] ask"), "{notices:?}");
     for line in [
         "state     idle",
         "session   0b5e551d",
         "sandbox",
         "MCP       git ready, 12 tools; web failed (exited with status 1)",
     ] {
-        assert!(notices[2].contains(line), "{line} not in {}", notices[2]);
+        assert!(notices[1].contains(line), "{line} not in {}", notices[1]);
     }
 
     assert!(command(&mut app, "/help").is_empty());
@@ -367,9 +366,16 @@ fn workflows_are_known_from_the_pod_and_called_with_args() {
     app.on_connection(ConnEvent::Connected);
     app.on_pod_event(snapshot(vec![], Value::Null, "idle"));
     let sent = app.take_outgoing();
-    let Some(Outgoing::Request(listing)) = sent.first() else {
+    let Some(Outgoing::Request(listing)) = sent.get(1) else {
         panic!("no workflow listing on attach: {sent:?}")
     };
+    let Some(Outgoing::Request(hello)) = sent.first() else {
+        panic!("no hello on connecting: {sent:?}")
+    };
+    let Method::Hello { client } = &hello.method else {
+        panic!("the first request is not hello: {hello:?}")
+    };
+    assert!(client.starts_with("tui@"), "{client}");
     assert_eq!(
         serde_json::to_value(&listing.method).unwrap(),
         json!({"type":"list_completions","kind":"workflow","prefix":""})
@@ -447,4 +453,76 @@ fn the_session_picker_resumes_and_forks() {
         [json!({"type":"fork"})],
         "another session is forked once it is current"
     );
+}
+
+/// This client's queued messages are listed under the conversation until
+/// their turn starts, and Esc on an empty input box takes the last back.
+#[test]
+fn queued_messages_are_listed_and_can_be_taken_back() {
+    let mut app = attached_with(vec![], Value::Null, "running");
+    let queue = |app: &mut App, text: &str| {
+        type_str(app, text);
+        enter(app);
+        let Some(Outgoing::Request(run)) = app.take_outgoing().pop() else {
+            panic!("no run sent")
+        };
+        let id = run.request_id.unwrap();
+        app.on_pod_event(event(json!({"type":"response","request_id":id,"queued":1})));
+        id
+    };
+    let first = queue(&mut app, "first");
+    let second = queue(&mut app, "second one");
+    let text = screen(&mut app, 60, 10);
+    assert!(text.contains("queued: first "), "{text}");
+    assert!(
+        text.contains("queued: second one · Esc takes it back"),
+        "{text}"
+    );
+
+    app.on_pod_event(event(
+        json!({"type":"turn_start","turn_id":"t2","request_id":first}),
+    ));
+    assert!(!screen(&mut app, 60, 10).contains("queued: first"));
+
+    key(&mut app, KeyCode::Esc, KeyModifiers::NONE);
+    let Some(Outgoing::Request(cancel)) = app.take_outgoing().pop() else {
+        panic!("no cancel sent")
+    };
+    assert_eq!(
+        serde_json::to_value(&cancel.method).unwrap(),
+        json!({"type":"cancel","run":second})
+    );
+    app.on_pod_event(event(json!({"type":"response",
+        "request_id":cancel.request_id,"removed":true})));
+    assert_eq!(app.composer().plain_text().as_deref(), Some("second one"));
+    assert!(app.queued().is_empty());
+    assert!(!screen(&mut app, 60, 10).contains("queued:"));
+
+    key(&mut app, KeyCode::Char('u'), KeyModifiers::CONTROL);
+    key(&mut app, KeyCode::Esc, KeyModifiers::NONE);
+    assert_eq!(
+        actions(&mut app),
+        [json!({"type":"cancel"})],
+        "with nothing queued, Esc cancels the running turn"
+    );
+}
+
+/// After a reconnect the status bar shows the connection, not a hint
+/// left over from while it was lost.
+#[test]
+fn reconnecting_leaves_no_stale_hint() {
+    let mut app = attached(vec![]);
+    app.on_connection(ConnEvent::Retrying {
+        retry_in: Duration::from_millis(100),
+        error: "gone".into(),
+    });
+    type_str(&mut app, "hello");
+    enter(&mut app);
+    assert!(screen(&mut app, 120, 3).contains("not connected"));
+    app.on_connection(ConnEvent::Connected);
+    app.on_pod_event(snapshot(vec![], Value::Null, "idle"));
+    let text = screen(&mut app, 120, 3);
+    assert!(!text.contains("not connected"), "{text}");
+    assert!(!text.contains("reconnecting"), "{text}");
+    assert!(text.contains("● connected"), "{text}");
 }

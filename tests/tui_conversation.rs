@@ -1,7 +1,9 @@
 //! The view model: from snapshot and frames to blocks, with no terminal.
 
-use pod::protocol::Event;
-use pod::tui::conversation::{Applied, BlockKind, Conversation, Draft};
+use std::time::Instant;
+
+use pod::protocol::{Event, InFlight};
+use pod::tui::conversation::{Applied, BlockKind, Conversation};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -36,22 +38,39 @@ fn texts(c: &Conversation) -> Vec<String> {
 fn in_flight_then_deltas_then_entry_shows_the_text_once() {
     let id = Uuid::new_v4();
     let mut c = Conversation::new();
-    c.apply(&snapshot(
-        id,
-        json!([start(id), {"seq":1,"entry":{"kind":"user_input","at":"x",
+    c.apply(
+        &snapshot(
+            id,
+            json!([start(id), {"seq":1,"entry":{"kind":"user_input","at":"x",
             "segments":[{"type":"text","text":"hi"}]}}]),
-        json!({"type":"text","text":"Hel"}),
-    ));
-    assert_eq!(c.draft(), Some(&Draft::Text("Hel".into())));
-    c.apply(&event(json!({"type":"text_delta","text":"lo"})));
-    assert_eq!(c.draft(), Some(&Draft::Text("Hello".into())));
-    let applied = c.apply(&event(json!({"type":"entry","session_id":id,"seq":2,
-        "entry":{"kind":"assistant_items","items":[{"type":"text","text":"Hello"}]}})));
+            json!({"type":"text","text":"Hel"}),
+        ),
+        Instant::now(),
+    );
+    assert_eq!(c.in_flight(), Some(&InFlight::Text { text: "Hel".into() }));
+    c.apply(
+        &event(json!({"type":"text_delta","text":"lo"})),
+        Instant::now(),
+    );
+    assert_eq!(
+        c.in_flight(),
+        Some(&InFlight::Text {
+            text: "Hello".into()
+        })
+    );
+    let applied = c.apply(
+        &event(json!({"type":"entry","session_id":id,"seq":2,
+        "entry":{"kind":"assistant_items","items":[{"type":"text","text":"Hello"}]}})),
+        Instant::now(),
+    );
     assert_eq!(applied, Applied::Changed);
-    assert_eq!(c.draft(), None);
+    assert_eq!(c.in_flight(), None);
     assert_eq!(texts(&c), ["Hello"]);
-    let dup = c.apply(&event(json!({"type":"entry","session_id":id,"seq":2,
-        "entry":{"kind":"assistant_items","items":[{"type":"text","text":"Hello"}]}})));
+    let dup = c.apply(
+        &event(json!({"type":"entry","session_id":id,"seq":2,
+        "entry":{"kind":"assistant_items","items":[{"type":"text","text":"Hello"}]}})),
+        Instant::now(),
+    );
     assert_eq!(dup, Applied::Unchanged);
     assert_eq!(texts(&c), ["Hello"]);
 }
@@ -60,9 +79,15 @@ fn in_flight_then_deltas_then_entry_shows_the_text_once() {
 fn a_gap_asks_for_a_resync() {
     let id = Uuid::new_v4();
     let mut c = Conversation::new();
-    c.apply(&snapshot(id, json!([start(id)]), Value::Null));
-    let r = c.apply(&event(json!({"type":"entry","session_id":id,"seq":3,
-        "entry":{"kind":"turn_end","reason":"completed","usage":null}})));
+    c.apply(
+        &snapshot(id, json!([start(id)]), Value::Null),
+        Instant::now(),
+    );
+    let r = c.apply(
+        &event(json!({"type":"entry","session_id":id,"seq":3,
+        "entry":{"kind":"turn_end","reason":"completed","usage":null}})),
+        Instant::now(),
+    );
     assert!(matches!(r, Applied::Resync(_)));
 }
 
@@ -71,12 +96,24 @@ fn compaction_keeps_old_blocks_and_follows_the_new_session() {
     let id = Uuid::new_v4();
     let new = Uuid::new_v4();
     let mut c = Conversation::new();
-    c.apply(&snapshot(id, json!([start(id)]), Value::Null));
-    c.apply(&event(json!({"type":"compact_start","reason":"manual"})));
-    c.apply(&event(json!({"type":"compact_done","new_session_id":new})));
-    let r = c.apply(&event(json!({"type":"entry","session_id":new,"seq":0,
+    c.apply(
+        &snapshot(id, json!([start(id)]), Value::Null),
+        Instant::now(),
+    );
+    c.apply(
+        &event(json!({"type":"compact_start","reason":"manual"})),
+        Instant::now(),
+    );
+    c.apply(
+        &event(json!({"type":"compact_done","new_session_id":new})),
+        Instant::now(),
+    );
+    let r = c.apply(
+        &event(json!({"type":"entry","session_id":new,"seq":0,
         "entry":{"kind":"session_start","session_id":new,"created_at":"x",
-                 "compacted_from":id,"forked_from":null}})));
+                 "compacted_from":id,"forked_from":null}})),
+        Instant::now(),
+    );
     assert_eq!(r, Applied::Changed);
     assert_eq!(c.session_id(), Some(new));
     assert_eq!(c.blocks().len(), 4);
@@ -86,15 +123,18 @@ fn compaction_keeps_old_blocks_and_follows_the_new_session() {
 fn tool_results_attach_to_their_call_and_toggle() {
     let id = Uuid::new_v4();
     let mut c = Conversation::new();
-    c.apply(&snapshot(
-        id,
-        json!([start(id),
+    c.apply(
+        &snapshot(
+            id,
+            json!([start(id),
             {"seq":1,"entry":{"kind":"assistant_items","items":[
                 {"type":"tool_call","call_id":"c1","name":"bash","arguments":{"command":"ls"}}]}},
             {"seq":2,"entry":{"kind":"tool_results","results":[
                 {"call_id":"c1","output":"a\nb","is_error":false}]}}]),
-        Value::Null,
-    ));
+            Value::Null,
+        ),
+        Instant::now(),
+    );
     assert_eq!(c.blocks().len(), 2);
     let BlockKind::Tool(t) = &c.blocks()[1].kind else {
         panic!()

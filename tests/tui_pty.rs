@@ -157,6 +157,124 @@ fn plain_pod_starts_a_pod_in_the_background_and_attaches() {
     assert!(status("stop").status.success());
 }
 
+/// Stops the background pod of a plain-`pod` test, however the test ends.
+struct StopPod(Vec<(&'static str, PathBuf)>);
+
+impl Drop for StopPod {
+    fn drop(&mut self) {
+        let _ = Command::new(POD)
+            .arg("stop")
+            .envs(self.0.iter().map(|(k, v)| (k, v)))
+            .output();
+    }
+}
+
+/// Plain `pod` hands the `serve` flags typed to the pod it starts. Typed
+/// again, against that pod from another directory, it names each
+/// difference and asks before the TUI takes the screen: `n` leaves, Enter
+/// attaches to the pod as it is. Flags that match attach without a word.
+#[test]
+fn plain_pod_passes_serve_flags_and_asks_when_the_running_pod_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let script = dir.path().join("script.jsonl");
+    std::fs::write(&script, "{\"events\":[{\"echo_model\":{}}]}\n").unwrap();
+    let env = StopPod(vec![
+        ("XDG_RUNTIME_DIR", dir.path().join("run")),
+        ("XDG_DATA_HOME", dir.path().join("data")),
+        ("XDG_CONFIG_HOME", dir.path().join("config")),
+    ]);
+    let pod = |cwd: &Path, args: &[&str]| {
+        let mut pod = CommandBuilder::new(POD);
+        pod.cwd(cwd);
+        pod.env_remove("OPENAI_API_KEY");
+        pod.env_remove("ANTHROPIC_API_KEY");
+        for (k, v) in &env.0 {
+            pod.env(k, v);
+        }
+        pod.args(args);
+        in_pty(pod)
+    };
+    let quit = |(_, mut child, mut keys): InPty| {
+        keys.write_all(b"\x04").unwrap();
+        keys.flush().unwrap();
+        wait_until("pod to exit on Ctrl+D", || {
+            child.try_wait().unwrap().is_some()
+        });
+    };
+
+    let script = script.to_str().unwrap();
+    let first = pod(
+        &workspace,
+        &[
+            "--provider",
+            "script",
+            "--script",
+            script,
+            "--model",
+            "first",
+            "--approval",
+            "auto",
+        ],
+    );
+    wait_for_screen(&first.0, "● connected");
+    wait_for_screen(&first.0, "script/first");
+    quit(first);
+    let status = Command::new(POD)
+        .args(["status", "--json"])
+        .envs(env.0.iter().map(|(k, v)| (k, v)))
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "the pod runs on after the TUI quits"
+    );
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    let greeting = &status["greeting"];
+    assert_eq!(greeting["provider"], "script");
+    assert_eq!(greeting["model"], "first");
+    assert_eq!(greeting["approval"], "auto");
+    let here = workspace.canonicalize().unwrap();
+    assert_eq!(greeting["workspace"], here.to_str().unwrap());
+
+    let (parser, mut child, mut keys) = pod(&elsewhere, &["--model", "other"]);
+    wait_for_screen(&parser, "Attach to it as it is? [Y/n]");
+    let screen = flat(&parser);
+    for said in [
+        "already running, not as asked:",
+        "--model is first, not other (`/model other` in the TUI switches it)",
+        "workspace is",
+        "(the current directory)",
+        "`pod stop`",
+        "--name NEW_NAME",
+    ] {
+        assert!(screen.contains(said), "{said:?} on screen:\n{screen}");
+    }
+    keys.write_all(b"n\r").unwrap();
+    keys.flush().unwrap();
+    wait_until("pod to exit on `n`", || child.try_wait().unwrap().is_some());
+    assert!(
+        !child.wait().unwrap().success(),
+        "declining is not a success"
+    );
+
+    let second = pod(&workspace, &["--model", "other"]);
+    wait_for_screen(&second.0, "Attach to it as it is? [Y/n]");
+    let mut keys = second.2;
+    keys.write_all(b"\r").unwrap();
+    keys.flush().unwrap();
+    wait_for_screen(&second.0, "● connected");
+    wait_for_screen(&second.0, "script/first");
+    quit((second.0, second.1, keys));
+
+    let same = pod(&workspace, &["--model", "first", "--approval", "auto"]);
+    wait_for_screen(&same.0, "● connected");
+    quit(same);
+}
+
 #[test]
 fn attach_send_paste_and_detach() {
     let dir = tempfile::tempdir().unwrap();
@@ -364,6 +482,79 @@ fn workflow_and_knowledge_from_the_menus_reach_the_model() {
     );
     assert_eq!(log_line_count(&data), before, "nothing was committed");
     assert_eq!(model.requests().len(), 1, "nothing reached the model");
+
+    press(b"\x04");
+    wait_until("pod attach to exit on Ctrl+D", || {
+        child.try_wait().unwrap().is_some()
+    });
+}
+
+/// The approval round trip in a real terminal: a pod in mode `ask` whose
+/// scripted model calls `bash touch marker`; the attached TUI shows the
+/// panel, `y` answers it, the command runs and the turn completes.
+#[test]
+fn approving_a_command_with_y_runs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket: PathBuf = dir.path().join("run").join("pod.sock");
+    let data = dir.path().join("data");
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let script = dir.path().join("script.jsonl");
+    std::fs::write(
+        &script,
+        concat!(
+            r#"{"events":[{"text":"Creating it."},{"tool_call":{"id":"call-1","name":"bash","arguments":{"command":"touch marker"}}}]}"#,
+            "\n",
+            r#"{"events":[{"text":"The marker is there."}]}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let _server = Server(
+        Command::new(POD)
+            .arg("serve")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--data-dir")
+            .arg(&data)
+            .arg("--workspace")
+            .arg(&workspace)
+            .args(["--approval", "ask", "--provider", "script", "--script"])
+            .arg(&script)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_until("the pod's socket", || socket.exists());
+
+    let mut attach = CommandBuilder::new(POD);
+    attach.arg("attach");
+    attach.arg("--socket");
+    attach.arg(&socket);
+    let (parser, mut child, mut keys) = in_pty(attach);
+    let mut press = |bytes: &[u8]| {
+        keys.write_all(bytes).unwrap();
+        keys.flush().unwrap();
+    };
+    wait_for_screen(&parser, "● connected");
+    press(b"make the marker\r");
+    wait_for_screen(&parser, "bash wants to run");
+    wait_for_screen(&parser, "y allow once");
+    let marker = workspace.join("marker");
+    assert!(!marker.exists(), "nothing runs before the answer");
+
+    press(b"y");
+    wait_until("the marker file", || marker.exists());
+    wait_for_screen(&parser, "The marker is there.");
+    wait_for_screen(&parser, "done in");
+    let screen = flat(&parser);
+    assert!(screen.contains("✓ allowed by tui@"), "{screen}");
+    assert!(
+        !screen.contains("wants to run"),
+        "the panel is gone: {screen}"
+    );
 
     press(b"\x04");
     wait_until("pod attach to exit on Ctrl+D", || {

@@ -132,7 +132,7 @@ fn compaction_notices_and_divider() {
         "entry":{"kind":"hook_injected_items","items":[
             {"source":"compact_summary","text":"We talked about the plan."}]}}),
     ));
-    let text = screen(&mut app, 60, 16);
+    let text = screen(&mut app, 90, 16);
     assert!(text.contains("[compact] starting"));
     assert!(text.contains("[compact error] summary was empty"));
     assert!(text.contains("[compact] done (new session c0ffee00)"));
@@ -489,4 +489,249 @@ fn streaming_code_is_highlighted_once_closed() {
     let closed = buffer(&mut app, 40, 8);
     assert_eq!(find(&closed, "fn main"), Some(at), "nothing moved");
     assert_eq!(closed[at].fg, Color::Magenta);
+}
+
+/// A `bash` call this client saw start: the tail of its streamed output
+/// under it, dim, and how long it has run; the status bar times the turn.
+#[test]
+fn running_tool_with_streamed_output() {
+    let t0 = Instant::now();
+    let mut app = attached_with(vec![], Value::Null, "running");
+    app.on_tick(t0);
+    app.on_pod_event(event(
+        json!({"type":"turn_start","turn_id":"t1","request_id":null}),
+    ));
+    app.on_pod_event(entry(
+        1,
+        user_input(json!([{"type":"text","text":"build it"}])),
+    ));
+    app.on_pod_event(entry(
+        2,
+        tool_call("c1", "bash", json!({"command":"cargo build"})),
+    ));
+    for i in 1..=6 {
+        app.on_pod_event(event(
+            json!({"type":"tool_output_delta","call_id":"c1","text":format!("Compiling crate{i}\n")}),
+        ));
+    }
+    app.on_tick(t0 + std::time::Duration::from_secs(12));
+    let buffer = buffer(&mut app, 60, 14);
+    let at = find(&buffer, "Compiling crate6").expect("the newest line");
+    assert!(buffer[at].modifier.contains(ratatui::style::Modifier::DIM));
+    let text = screen(&mut app, 60, 14);
+    assert!(!text.contains("crate2"), "only the tail:\n{text}");
+    assert!(text.contains("running… 12s"), "{text}");
+    assert!(text.contains("running 12s"), "the turn's time:\n{text}");
+    assert_snapshot!(text);
+
+    app.on_pod_event(entry(
+        3,
+        tool_result("c1", "Finished\n[exit code: 0]", false),
+    ));
+    app.on_pod_event(entry(
+        4,
+        json!({"kind":"turn_end","reason":"completed","usage":null,
+        "turn_id":"t1","request_id":null}),
+    ));
+    let done = screen(&mut app, 60, 14);
+    assert!(!done.contains("Compiling"), "{done}");
+    assert!(done.contains("done in 12s"), "{done}");
+}
+
+/// A model call being retried shows why and when, and drops the partial
+/// block its hints built; the next text replaces the line.
+#[test]
+fn retry_line() {
+    let mut app = attached_with(vec![], Value::Null, "running");
+    app.on_pod_event(event(json!({"type":"text_delta","text":"Partial answ"})));
+    app.on_pod_event(event(json!({"type":"retry","attempt":2,"max_attempts":4,
+        "delay_ms":2000,"error":"HTTP 429 Too Many Requests\nretry-after: 2"})));
+    let text = screen(&mut app, 60, 8);
+    assert!(
+        text.contains("HTTP 429 Too Many Requests · retrying in 2s (2/4)"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("Partial"),
+        "the partial block is void:\n{text}"
+    );
+    assert_snapshot!(text);
+    app.on_pod_event(event(json!({"type":"text_delta","text":"Fresh"})));
+    let text = screen(&mut app, 60, 8);
+    assert!(!text.contains("retrying"), "{text}");
+    assert!(text.contains("Fresh"), "{text}");
+}
+
+/// The context gauge: how full the last request was, yellow past 70%,
+/// red past 80%.
+#[test]
+fn context_gauge() {
+    let mut app = attached(vec![]);
+    let mut gauge_at = |tokens: u64| {
+        app.on_pod_event(event(json!({"type":"status","state":"idle","queued":0,
+            "context_tokens":tokens,"context_window":128000})));
+        let buffer = buffer(&mut app, 120, 3);
+        let at = find(&buffer, "% of 128k").expect("the gauge");
+        (screen(&mut app, 120, 3), buffer[at].fg)
+    };
+    let (text, fine) = gauge_at(55_040);
+    assert!(text.contains("43% of 128k"), "{text}");
+    assert_eq!(gauge_at(92_000).1, Color::Yellow);
+    assert_eq!(gauge_at(110_000).1, Color::LightRed);
+    assert_ne!(fine, Color::Yellow);
+    assert_snapshot!(text);
+}
+
+/// A turn that failed after part of its answer, seen by a client that
+/// attached afterwards: the error is in place, after the partial text,
+/// because it comes from the `turn_end` entry; no duration, since this
+/// client did not see the turn start.
+#[test]
+fn error_after_partial_answer_from_a_snapshot() {
+    let mut app = attached(vec![
+        user_input(json!([{"type":"text","text":"explain the parser"}])),
+        assistant_text("The parser reads tokens and"),
+        json!({"kind":"turn_end","reason":"error","usage":null,"turn_id":"t1","request_id":null,
+            "error":{"code":"provider_http","message":"HTTP 500 Internal Server Error: \"upstream exploded\""}}),
+    ]);
+    let text = screen(&mut app, 60, 12);
+    let partial = text.find("tokens and").expect("partial text");
+    let error = text.find("provider_http").expect("the error");
+    assert!(partial < error, "{text}");
+    assert!(!text.contains(" after "), "{text}");
+    assert_snapshot!(text);
+}
+
+/// `session_switched` then the new session's snapshot: the view is
+/// rebuilt from it, with a divider saying what happened.
+#[test]
+fn session_switch_dividers() {
+    let mut app = attached(vec![assistant_text("old conversation")]);
+    let switch_to = |app: &mut App, reason: &str, start: Value| {
+        app.on_pod_event(event(json!({"type":"session_switched",
+            "new_session_id":NEW_SESSION,"reason":reason})));
+        let mut frame = serde_json::to_value(snapshot(vec![], Value::Null, "idle")).unwrap();
+        frame["session_id"] = json!(NEW_SESSION);
+        frame["entries"][0]["entry"] = start;
+        app.on_pod_event(event(frame));
+        screen(app, 70, 6)
+    };
+    let start = |forked_from: Value| {
+        json!({"kind":"session_start","session_id":NEW_SESSION,"created_at":"x",
+            "compacted_from":null,"forked_from":forked_from})
+    };
+    let new = switch_to(&mut app, "new", start(Value::Null));
+    assert!(!new.contains("old conversation"), "{new}");
+    assert!(new.contains("── new session c0ffee00 ──"), "{new}");
+    assert_snapshot!("session_switch_new", new);
+    let fork = switch_to(
+        &mut app,
+        "fork",
+        start(json!({"session_id":SESSION,"seq":14})),
+    );
+    assert!(
+        fork.contains("forked from 0b5e551d at 14 · session c0ffee00"),
+        "{fork}"
+    );
+    assert_snapshot!("session_switch_fork", fork);
+    let resumed = switch_to(&mut app, "resume", start(Value::Null));
+    assert!(
+        resumed.contains("── resumed session c0ffee00 ──"),
+        "{resumed}"
+    );
+    let reconnected = screen(&mut app, 70, 6);
+    assert_eq!(reconnected, resumed);
+}
+
+/// Compaction says how much smaller the context became.
+#[test]
+fn compaction_reports_its_sizes() {
+    let mut app = attached(vec![]);
+    app.on_pod_event(event(
+        json!({"type":"compact_done","new_session_id":NEW_SESSION,
+        "tokens_before":98200,"tokens_after":4100}),
+    ));
+    let text = screen(&mut app, 90, 6);
+    assert!(text.contains("context 98200 → 4100 tokens"), "{text}");
+}
+
+/// Smaller things a user reads: `1 line`, a search's pattern, a failed
+/// command's exit code, the workspace and sandbox above the input box.
+#[test]
+fn tool_lines_read_naturally() {
+    let mut app = attached(vec![
+        tool_call("c1", "grep", json!({"pattern":"fn main","path":"src"})),
+        tool_result("c1", "src/main.rs:1:fn main() {}", false),
+        tool_call("c2", "bash", json!({"command":"cargo test"})),
+        tool_result("c2", "test failed: parser\nmore\n[exit code: 101]", true),
+        tool_call("c3", "bash", json!({"command":"false"})),
+        tool_result("c3", "[exit code: 1]", true),
+    ]);
+    let text = screen(&mut app, 60, 14);
+    assert!(text.contains("⚙ grep fn main in src"), "{text}");
+    assert!(
+        text.contains("error: exit code 101 · test failed: parser (3 lines)"),
+        "{text}"
+    );
+    assert!(text.contains("error: exit code 1 "), "{text}");
+    assert_snapshot!(text);
+    key(&mut app, KeyCode::Up, KeyModifiers::ALT);
+    key(&mut app, KeyCode::Up, KeyModifiers::ALT);
+    key(&mut app, KeyCode::Up, KeyModifiers::ALT);
+    key(&mut app, KeyCode::Char('o'), KeyModifiers::CONTROL);
+    assert!(screen(&mut app, 60, 20).contains("├ 1 line"));
+}
+
+/// The sandbox shows red when nothing confines `bash`.
+#[test]
+fn an_unenforced_sandbox_is_red() {
+    let mut frame = serde_json::to_value(snapshot(vec![], Value::Null, "idle")).unwrap();
+    frame["greeting"]["sandbox"] =
+        json!({"mode":"workspace-write","available":false,"network":true});
+    let mut app = App::new("default", Instant::now());
+    app.on_connection(ConnEvent::Connected);
+    app.on_pod_event(event(frame));
+    let buffer = buffer(&mut app, 80, 4);
+    let at = find(&buffer, "sandbox: workspace-write NOT enforced").expect("the warning");
+    assert_eq!(buffer[at].fg, Color::Red);
+}
+
+/// The composer breaks lines between words, not inside them.
+#[test]
+fn composer_wraps_at_words() {
+    let mut app = attached(vec![]);
+    for c in "please refactor the tokenizer module carefully".chars() {
+        key(&mut app, KeyCode::Char(c), KeyModifiers::NONE);
+    }
+    let text = screen(&mut app, 24, 6);
+    assert!(text.contains("› please refactor the "), "{text}");
+    assert!(text.contains("  tokenizer module "), "{text}");
+    assert!(text.contains("  carefully"), "{text}");
+}
+
+/// Attached in the middle of a turn: its running time comes from its
+/// input's timestamp; its end records no duration (this client did not
+/// see it start).
+#[test]
+fn a_turn_joined_mid_way_is_timed_from_its_input() {
+    let at = humantime::format_rfc3339_millis(
+        std::time::SystemTime::now() - std::time::Duration::from_secs(95),
+    )
+    .to_string();
+    let mut app = App::new("default", Instant::now());
+    app.on_connection(ConnEvent::Connected);
+    app.on_pod_event(snapshot_with_status(
+        vec![json!({"kind":"user_input","at":at,"turn_id":"t7",
+            "segments":[{"type":"text","text":"long job"}]})],
+        Value::Null,
+        json!({"state":"running","queued":0,"turn":{"turn_id":"t7","request_id":null}}),
+    ));
+    let text = screen(&mut app, 100, 4);
+    assert!(text.contains("running 1m 3"), "{text}");
+    app.on_pod_event(entry(
+        2,
+        json!({"kind":"turn_end","reason":"completed","usage":null,
+        "turn_id":"t7","request_id":null}),
+    ));
+    assert!(!screen(&mut app, 100, 6).contains("done in"));
 }

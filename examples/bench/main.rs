@@ -8,6 +8,7 @@ mod clients;
 mod durable;
 mod fanout;
 mod later;
+mod sessions;
 mod sse;
 mod startup;
 mod stream;
@@ -26,7 +27,7 @@ pub struct Config {
     #[arg(long)]
     quick: bool,
     /// Run only these scenarios: durable, attach, fanout, startup, turn,
-    /// later, stream.
+    /// later, stream, sessions.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Run this program's `serve` (another build of the bench) as the pod,
@@ -41,7 +42,7 @@ pub struct Config {
 
 type Scenario = fn(&Config) -> anyhow::Result<Vec<util::Row>>;
 
-const SCENARIOS: [(&str, Scenario); 7] = [
+const SCENARIOS: [(&str, Scenario); 8] = [
     ("durable", durable::run),
     ("attach", attach::run),
     ("fanout", fanout::run),
@@ -49,6 +50,7 @@ const SCENARIOS: [(&str, Scenario); 7] = [
     ("turn", turn::run),
     ("later", later::run),
     ("stream", stream::run),
+    ("sessions", sessions::run),
 ];
 
 fn main() -> ExitCode {

@@ -7,9 +7,11 @@
 //! values are installed as clap defaults (see [`with_config_file`]), so clap
 //! itself applies that precedence.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::protocol::SandboxMode;
 use crate::tools::Switch;
@@ -19,9 +21,88 @@ use crate::tools::Switch;
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,
+    /// Plain `pod`'s flags for the pod it starts: those of `pod serve`.
+    #[command(
+        flatten,
+        next_help_heading = "Without a subcommand: the pod it starts (as `pod serve`)"
+    )]
+    pub serve: ServeArgs,
+    /// Which of `serve`'s flags were typed; filled by [`parse`].
+    #[arg(skip)]
+    pub given: Given,
     /// Without a subcommand: attach to the pod, starting it when none runs.
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// The `serve` flags typed on plain `pod`'s command line. Only these are
+/// handed to the pod it starts: that pod reads the environment and the
+/// config file itself, and clap's defaults must not pass for wishes when
+/// plain `pod` compares them with a running pod.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Given {
+    /// Their clap ids (`model`, `base_url`, …), in the order clap lists them.
+    pub ids: Vec<String>,
+    /// As `pod serve` takes them: `--model=gpt-4o`, `--new-session`, …
+    pub argv: Vec<OsString>,
+}
+
+impl Given {
+    pub fn has(&self, id: &str) -> bool {
+        self.ids.iter().any(|given| given == id)
+    }
+}
+
+/// Parses the command line with the config file's values (`table`) as
+/// defaults, and records which `serve` flags plain `pod` was given.
+pub fn parse(
+    args: impl IntoIterator<Item = OsString>,
+    table: &toml::Table,
+) -> Result<Cli, clap::Error> {
+    let mut cmd = with_config_file(Cli::command(), table);
+    let matches = cmd.try_get_matches_from_mut(args)?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    cli.given = given(&matches);
+    if let (Some(id), Some(sub)) = (cli.given.ids.first(), matches.subcommand_name()) {
+        let flag = format!("--{}", id.replace('_', "-"));
+        return Err(cmd.error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!(
+                "{flag} belongs to `pod serve` and plain `pod`, not to `pod {sub}`; \
+                 to start a pod with it, write `pod serve {flag} …` or `pod {flag} …`"
+            ),
+        ));
+    }
+    Ok(cli)
+}
+
+/// The `serve` flags that came from the command line itself.
+fn given(matches: &ArgMatches) -> Given {
+    let mut given = Given::default();
+    for arg in ServeArgs::augment_args(clap::Command::new("serve")).get_arguments() {
+        let id = arg.get_id().as_str();
+        if matches.value_source(id) != Some(ValueSource::CommandLine) {
+            continue;
+        }
+        let Some(long) = arg.get_long() else { continue };
+        given.ids.push(id.to_owned());
+        if !arg.get_action().takes_values() {
+            given.argv.push(format!("--{long}").into());
+            continue;
+        }
+        // `--flag=value`, so that a value starting with `-` stays a value.
+        for value in matches
+            .get_raw_occurrences(id)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let mut flag = OsString::from(format!("--{long}="));
+            flag.push(value);
+            given.argv.push(flag);
+        }
+    }
+    given
 }
 
 #[derive(Debug, Args)]
@@ -68,6 +149,12 @@ pub enum Command {
     },
     /// Print a session log readably (the pod's current session by default).
     Log(LogArgs),
+    /// List the sessions of the data directory (`*` marks the pod's current one).
+    Sessions {
+        /// Print one JSON array of the `list_sessions` objects.
+        #[arg(long, env = "POD_JSON")]
+        json: bool,
+    },
     /// Stop the pod cleanly.
     Stop,
     /// List pods with a live socket.
@@ -91,8 +178,12 @@ pub struct ServeArgs {
     #[arg(long, env = "POD_SCRIPT", value_name = "FILE")]
     pub script: Option<PathBuf>,
     /// Start a new session instead of resuming the current one.
-    #[arg(long, env = "POD_NEW_SESSION")]
+    #[arg(long, env = "POD_NEW_SESSION", conflicts_with = "session")]
     pub new_session: bool,
+    /// Start on this session (full id or a unique prefix of at least 4
+    /// characters); it becomes the pod's current session.
+    #[arg(long, env = "POD_SESSION", value_name = "ID")]
+    pub session: Option<String>,
     /// The model's context window, in tokens.
     #[arg(
         long,
@@ -202,8 +293,9 @@ pub struct DenyArgs {
 
 #[derive(Debug, Args)]
 pub struct LogArgs {
-    /// The session id [default: the pod's current session].
-    pub session: Option<uuid::Uuid>,
+    /// The session: full id or a unique prefix of at least 4 characters
+    /// [default: the pod's current session].
+    pub session: Option<String>,
     /// Print the raw JSON lines.
     #[arg(long, env = "POD_JSON")]
     pub json: bool,
@@ -266,6 +358,62 @@ pub fn with_config_file(mut cmd: clap::Command, table: &toml::Table) -> clap::Co
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse_args(args: &[&str], config: &str) -> Result<Cli, clap::Error> {
+        parse(args.iter().map(OsString::from), &config.parse().unwrap())
+    }
+
+    #[test]
+    fn plain_pod_records_only_the_serve_flags_typed() {
+        let cli = parse_args(
+            &[
+                "pod",
+                "--provider",
+                "script",
+                "--name=x",
+                "--model=-odd",
+                "--allow",
+                "bash:ls*",
+                "--allow=read:*",
+                "--new-session",
+            ],
+            "max_steps = 3\napproval = \"auto\"\n",
+        )
+        .unwrap();
+        assert!(cli.command.is_none());
+        assert_eq!(
+            cli.serve.max_steps, 3,
+            "the config file still sets defaults"
+        );
+        assert_eq!(
+            cli.given.ids,
+            ["provider", "model", "new_session", "allow"],
+            "neither the config file's max_steps nor clap's defaults count as given"
+        );
+        let argv: Vec<_> = cli.given.argv.iter().map(|a| a.to_str().unwrap()).collect();
+        assert_eq!(
+            argv,
+            [
+                "--provider=script",
+                "--model=-odd",
+                "--new-session",
+                "--allow=bash:ls*",
+                "--allow=read:*"
+            ]
+        );
+    }
+
+    #[test]
+    fn serve_flags_before_another_subcommand_are_refused() {
+        let error = parse_args(&["pod", "--model", "m", "status"], "").unwrap_err();
+        assert_eq!(error.kind(), clap::error::ErrorKind::ArgumentConflict);
+        assert!(error.to_string().contains("`pod status`"), "{error}");
+        let cli = parse_args(&["pod", "--name", "x", "serve", "--model", "m"], "").unwrap();
+        assert!(cli.given.ids.is_empty(), "`serve`'s own flags are its own");
+        assert!(
+            matches!(cli.command, Some(Command::Serve(ref a)) if a.model.as_deref() == Some("m"))
+        );
+    }
 
     #[test]
     fn base_urls_need_a_scheme_and_a_host() {

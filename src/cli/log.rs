@@ -9,12 +9,12 @@ use uuid::Uuid;
 use super::args::LogArgs;
 use super::Paths;
 use crate::protocol::{AssistantItem, LogEntry, SegmentView};
-use crate::store::{log_file, pointer, LogFile};
+use crate::store::{self, log_file, pointer, LogFile};
 
 pub fn run(name: &str, paths: &Paths, args: LogArgs) -> anyhow::Result<ExitCode> {
     let sessions = paths.data_dir.join("sessions");
-    let session = match args.session {
-        Some(id) => id,
+    let session = match &args.session {
+        Some(query) => store::sessions::resolve(&sessions, query)?,
         None => {
             let ptr = pointer::path(&paths.data_dir.join("pods"), name);
             pointer::read(&ptr)?

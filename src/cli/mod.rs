@@ -6,8 +6,10 @@ pub mod config;
 mod connect;
 mod log;
 mod paths;
+mod plain;
 mod send;
 mod serve;
+mod sessions;
 mod status;
 mod transcript;
 
@@ -34,15 +36,16 @@ pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
         Some(Command::Stop) => status::stop(&paths),
         Some(Command::List) => status::list(&paths),
         Some(Command::Log(args)) => log::run(&cli.global.name, &paths, args),
+        Some(Command::Sessions { json }) => sessions::run(&cli.global.name, &paths, json),
         Some(Command::Attach) => {
             // Checked here so that every client command words a missing pod
             // alike; the TUI itself keeps reconnecting to a pod that goes away.
             if connect::nobody_listens(&paths.socket) {
                 return Ok(connect::no_pod(&paths.socket));
             }
-            serve::attach(&cli.global.name, &paths, false, None)
+            serve::attach(&cli.global.name, &paths)
         }
-        None => serve::attach(&cli.global.name, &paths, true, cli.global.config.as_deref()),
+        None => plain::run(&cli, &paths),
     }
 }
 

@@ -1,5 +1,6 @@
 //! `pod serve`, and `pod` / `pod attach`, which start one when needed.
 
+use std::ffi::OsString;
 use std::path::Path;
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
@@ -39,6 +40,7 @@ pub fn run(
         workspace: paths.workspace.clone(),
         provider,
         new_session: args.new_session,
+        session: args.session,
         max_steps: args.max_steps.max(1),
         thresholds: Thresholds {
             context_window: args.context_window,
@@ -75,17 +77,8 @@ pub fn run(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Attaches the TUI; with `start`, first starts a pod in the background when
-/// none is listening (reading `config`, the `--config` file, if given).
-pub fn attach(
-    name: &str,
-    paths: &Paths,
-    start: bool,
-    config: Option<&Path>,
-) -> anyhow::Result<ExitCode> {
-    if start && std::os::unix::net::UnixStream::connect(&paths.socket).is_err() {
-        start_background(name, paths, config)?;
-    }
+/// Attaches the TUI to the pod on `paths.socket`.
+pub fn attach(name: &str, paths: &Paths) -> anyhow::Result<ExitCode> {
     super::runtime()?.block_on(crate::tui::run(crate::tui::AttachOptions {
         socket: paths.socket.clone(),
         pod_name: name.to_owned(),
@@ -94,8 +87,14 @@ pub fn attach(
 }
 
 /// Starts `pod serve` detached from this terminal, its output in
-/// `<data-dir>/pods/NAME.log`, and waits until it listens.
-fn start_background(name: &str, paths: &Paths, config: Option<&Path>) -> anyhow::Result<()> {
+/// `<data-dir>/pods/NAME.log`, and waits until it listens. `config` is the
+/// `--config` file, `given` the `serve` flags typed on plain `pod`.
+pub(super) fn start_background(
+    name: &str,
+    paths: &Paths,
+    config: Option<&Path>,
+    given: &[OsString],
+) -> anyhow::Result<()> {
     use std::os::unix::process::CommandExt;
     let log_dir = paths.data_dir.join("pods");
     crate::private::create_dir(&paths.data_dir, false)
@@ -107,6 +106,7 @@ fn start_background(name: &str, paths: &Paths, config: Option<&Path>) -> anyhow:
         .append(true)
         .open(&log_path)
         .with_context(|| format!("cannot open {}", log_path.display()))?;
+    let start_of_run = log.metadata().map_or(0, |m| m.len());
     let exe = std::env::current_exe().context("cannot find the pod executable")?;
     let mut command = std::process::Command::new(exe);
     if let Some(config) = config {
@@ -122,6 +122,7 @@ fn start_background(name: &str, paths: &Paths, config: Option<&Path>) -> anyhow:
         .arg(&paths.socket)
         .arg("--workspace")
         .arg(&paths.workspace)
+        .args(given)
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
@@ -135,7 +136,8 @@ fn start_background(name: &str, paths: &Paths, config: Option<&Path>) -> anyhow:
         }
         if let Some(status) = child.try_wait()? {
             anyhow::bail!(
-                "`pod serve` exited ({status}) before listening; see {}",
+                "`pod serve` exited ({status}) before listening{}; see {}",
+                said(&log_path, start_of_run),
                 log_path.display()
             );
         }
@@ -146,4 +148,20 @@ fn start_background(name: &str, paths: &Paths, config: Option<&Path>) -> anyhow:
         paths.socket.display(),
         log_path.display()
     )
+}
+
+/// The error a pod that failed to start wrote to its log from `offset` on,
+/// as `: pod: REASON`: the reason (a missing API key, a bad flag) belongs in
+/// front of the user, not only in a file.
+fn said(log_path: &Path, offset: u64) -> String {
+    let Ok(text) = std::fs::read(log_path) else {
+        return String::new();
+    };
+    let text = String::from_utf8_lossy(text.get(offset as usize..).unwrap_or_default());
+    text.lines()
+        .rev()
+        .map(str::trim)
+        .find(|line| line.starts_with("pod: ") || line.starts_with("error: "))
+        .map(|line| format!(": {line}"))
+        .unwrap_or_default()
 }

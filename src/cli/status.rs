@@ -31,27 +31,72 @@ pub fn status(paths: &Paths, json: bool) -> anyhow::Result<ExitCode> {
         println!("{value}");
         return Ok(ExitCode::SUCCESS);
     }
-    let g = &s.greeting;
-    println!(
-        "pod        {} (pid {}, version {})",
-        g.pod, g.pid, g.version
-    );
-    println!(
-        "state      {} ({} queued)",
-        s.status.state.as_str(),
-        s.status.queued
-    );
-    println!("session    {} ({} entries)", s.session_id, s.entries.len());
-    println!("model      {} / {}", g.provider, g.model);
-    println!("workspace  {}", g.workspace);
-    println!("socket     {}", paths.socket.display());
-    if !g.mcp_servers.is_empty() {
-        println!("mcp servers");
-        for line in crate::mcp::format_servers(&g.mcp_servers).lines() {
-            println!("  {line}");
-        }
-    }
+    print!("{}", report(&s, &paths.socket));
     Ok(ExitCode::SUCCESS)
+}
+
+/// `pod status`'s text: what the pod is, what it does and how it is set up
+/// now (the model and approval mode as last changed, not as started).
+fn report(s: &Snapshot, socket: &Path) -> String {
+    let (g, status) = (&s.greeting, &s.status);
+    let model = if status.model.is_empty() {
+        &g.model
+    } else {
+        &status.model
+    };
+    let context = match status.context_window {
+        0 => format!("{} tokens", status.context_tokens),
+        window => format!(
+            "{} of {window} tokens ({}%)",
+            status.context_tokens,
+            status.context_tokens.saturating_mul(100) / window
+        ),
+    };
+    let pending = match status.pending_approvals.len() {
+        0 => "no tool call waits for approval".to_owned(),
+        1 => "1 tool call waits for approval (`pod pending` shows it)".to_owned(),
+        n => format!("{n} tool calls wait for approval (`pod pending` lists them)"),
+    };
+    let sandbox = format!(
+        "{}, {}, network {}",
+        g.sandbox.mode.as_str(),
+        if g.sandbox.available {
+            "enforced"
+        } else {
+            "NOT enforced on this system"
+        },
+        if g.sandbox.network { "on" } else { "off" }
+    );
+    let mut lines = vec![
+        format!(
+            "pod        {} (pid {}, version {})",
+            g.pod, g.pid, g.version
+        ),
+        format!(
+            "state      {} ({} queued)",
+            status.state.as_str(),
+            status.queued
+        ),
+        format!("pending    {pending}"),
+        format!("session    {} ({} entries)", s.session_id, s.entries.len()),
+        format!("model      {} / {model}", g.provider),
+        format!("context    {context}"),
+        format!("approval   {}", status.approval.as_str()),
+        format!("sandbox    {sandbox}"),
+        format!("workspace  {}", g.workspace),
+        format!("socket     {}", socket.display()),
+    ];
+    if g.mcp_servers.is_empty() {
+        lines.push("mcp        no servers".to_owned());
+    } else {
+        lines.push("mcp servers".to_owned());
+        lines.extend(
+            crate::mcp::format_servers(&g.mcp_servers)
+                .lines()
+                .map(|line| format!("  {line}")),
+        );
+    }
+    lines.iter().map(|line| format!("{line}\n")).collect()
 }
 
 pub fn stop(paths: &Paths) -> anyhow::Result<ExitCode> {

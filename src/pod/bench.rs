@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::broadcaster::Broadcaster;
 use super::fault::Faults;
-use super::server::start_session;
+use super::server::{start_session, Start};
 use super::session_log::{self, Dirs, SessionLog};
 use crate::protocol::{Greeting, LogEntry};
 use crate::store::{pointer, LogFile};
@@ -42,8 +42,14 @@ impl DurableLog {
         let session_id = Uuid::new_v4();
         let path = LogFile::path_for(&sessions, session_id);
         let pointer_path = pointer::path(&pods, "bench");
+        let start = Start {
+            new_session: true,
+            session: None,
+            provider: "none".into(),
+            model: "none".into(),
+        };
         let (file, session_id, recovered) =
-            start_session(LogFile::create(&path)?, session_id, &pointer_path)?;
+            start_session(LogFile::create(&path)?, session_id, &pointer_path, &start)?;
         let broadcaster = Broadcaster::spawn(Greeting {
             pod: "bench".into(),
             version: env!("CARGO_PKG_VERSION").into(),

@@ -44,7 +44,7 @@ use uuid::Uuid;
 use super::frames;
 use super::outbox::{ClientSocket, Deliver, Queue};
 use crate::mcp::McpChange;
-use crate::protocol::{Event, Greeting, InFlight, Status, Usage};
+use crate::protocol::{Event, Greeting, InFlight, Status, SwitchReason, Usage};
 
 pub use super::outbox::ConnId;
 
@@ -110,38 +110,21 @@ impl Broadcaster {
             .retain(|_, queue| queue.push(frame.clone()));
     }
 
-    fn track_hint(&mut self, event: &Event) {
-        match event {
-            Event::TextDelta { text } => match &mut self.in_flight {
-                Some(InFlight::Text { text: so_far }) => so_far.push_str(text),
-                _ => self.in_flight = Some(InFlight::Text { text: text.clone() }),
-            },
-            Event::ReasoningDelta { text } => match &mut self.in_flight {
-                Some(InFlight::Reasoning { text: so_far }) => so_far.push_str(text),
-                _ => self.in_flight = Some(InFlight::Reasoning { text: text.clone() }),
-            },
-            Event::ToolCallStart { call_id, name } => {
-                self.in_flight = Some(InFlight::ToolCall {
-                    call_id: call_id.clone(),
-                    name: name.clone(),
-                    arguments_so_far: String::new(),
-                })
-            }
-            Event::ToolCallArgsDelta { call_id, delta } => {
-                if let Some(InFlight::ToolCall {
-                    call_id: current,
-                    arguments_so_far,
-                    ..
-                }) = &mut self.in_flight
-                {
-                    if current == call_id {
-                        arguments_so_far.push_str(delta);
-                    }
-                }
-            }
-            Event::TurnStart { .. } => self.in_flight = None,
-            _ => {}
+    /// Tells every connection the current session changed and sends it the
+    /// new session's snapshot. Nothing is in flight across a switch (the
+    /// pod switches only when idle), so the snapshot's `in_flight` is null.
+    fn switch_to(&mut self, new_session_id: Uuid, reason: SwitchReason, entries: &[Bytes]) {
+        self.in_flight = None;
+        self.greeting.session_id = new_session_id;
+        let announce = Event::SessionSwitched {
+            new_session_id,
+            reason,
         }
+        .to_frame();
+        let parts =
+            frames::snapshot_parts(&self.greeting, &self.status, new_session_id, entries, None);
+        self.connections
+            .retain(|_, queue| queue.push(announce.clone()) && queue.push_snapshot(parts.clone()));
     }
 }
 
@@ -241,12 +224,23 @@ pub enum Published {
         session_id: Uuid,
         line: Bytes,
     },
-    /// The pod moved to a new session (compaction); sent by `SessionLog`
-    /// immediately before the new session's first entry.
-    SessionSwitched {
+    /// The pod moved to a new session by compaction; sent by `SessionLog`
+    /// immediately before the new session's first entry (`compact_done`).
+    Compacted {
         new_session_id: Uuid,
         tokens_before: u64,
         tokens_after: u64,
+    },
+    /// The pod moved to another session (`new_session`, `fork`,
+    /// `resume_session`): every connection gets `session_switched` and then
+    /// a snapshot of that session, as if it had just connected. Sent by
+    /// `SessionLog` in its mailbox order, like [`Register`], so the snapshot
+    /// holds exactly the entries published before the next `Entry`.
+    SessionSwitched {
+        new_session_id: Uuid,
+        reason: SwitchReason,
+        /// The new session's log lines (shared with the mirror).
+        entries: Vec<Bytes>,
     },
     /// A streaming hint or any other event.
     Event(Box<Event>),
@@ -265,7 +259,7 @@ impl Handler<Published> for Broadcaster {
                     | Event::ReasoningDelta { .. }
                     | Event::ToolCallArgsDelta { .. }
             ) {
-                self.track_hint(event);
+                InFlight::apply(&mut self.in_flight, event);
                 self.hold_delta(event, ctx);
                 return;
             }
@@ -277,6 +271,14 @@ impl Handler<Published> for Broadcaster {
                 frames::entry_frame(session_id, &line)
             }
             Published::SessionSwitched {
+                new_session_id,
+                reason,
+                entries,
+            } => {
+                self.switch_to(new_session_id, reason, &entries);
+                return;
+            }
+            Published::Compacted {
                 new_session_id,
                 tokens_before,
                 tokens_after,
@@ -290,7 +292,7 @@ impl Handler<Published> for Broadcaster {
                 .to_frame()
             }
             Published::Event(event) => {
-                self.track_hint(&event);
+                InFlight::apply(&mut self.in_flight, &event);
                 event.to_frame()
             }
             Published::Status(status) => {

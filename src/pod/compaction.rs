@@ -13,7 +13,7 @@
 use super::compactor::Summarise;
 use super::instructions;
 use super::job::{JobEnv, MAX_FAILURES};
-use super::session_log::StartSession;
+use super::session_log::{Switch, SwitchTo};
 use crate::context::Conversation;
 use crate::protocol::{CompactReason, Event, InjectedItem, Level, LogEntry};
 use crate::provider::ModelRequest;
@@ -157,13 +157,17 @@ async fn try_compact(env: &JobEnv, conversation: &mut Conversation) -> Result<()
              {tokens_before})"
         ));
     }
+    let model = env.state.borrow().model.clone();
     let new = env
         .session_log
-        .send(StartSession {
-            compacted_from: conversation.session_id,
-            first_entries,
-            tokens_before,
-            tokens_after,
+        .send(Switch {
+            to: SwitchTo::Compacted {
+                first_entries,
+                tokens_before,
+                tokens_after,
+            },
+            provider: env.provider.name().into(),
+            model,
         })
         .await
         .map_err(|e| format!("the session log is gone: {e}"))?

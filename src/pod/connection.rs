@@ -18,11 +18,12 @@ use tokio_util::codec::{Decoder, FramedRead};
 
 use super::broadcaster::{Broadcaster, ConnId, Unregister};
 use super::outbox::{Client, ClientSocket, Outbox};
-use super::session_log::{GetSession, SessionLog, SessionLookupError, Subscribe};
+use super::session_log::{
+    GetSession, ListSessions, SessionLog, SessionLookupError, Subscribe, SwitchTo,
+};
 use super::worker;
 use crate::input;
 use crate::protocol::{ErrorCode, Event, Method, Request, Response};
-use crate::store::sessions::LookupError;
 use crate::workspace::Workspace;
 
 /// How often a client that closed its write half is checked for having
@@ -209,7 +210,7 @@ impl Connection {
                                 &entries,
                             ),
                             Ok(Err(SessionLookupError::Lookup(e))) => {
-                                Event::error(lookup_code(&e), e.to_string(), request_id).to_frame()
+                                Event::error(e.code(), e.to_string(), request_id).to_frame()
                             }
                             Ok(Err(e)) => {
                                 Event::error(ErrorCode::StorageError, e.to_string(), request_id)
@@ -226,21 +227,39 @@ impl Connection {
                     })
                     .spawn(ctx);
             }
-            _ => self.error(
-                ErrorCode::UnknownMethod,
-                "this pod does not implement that method yet",
-                request_id,
-            ),
+            Method::ListSessions => {
+                let outbox = self.outbox.clone();
+                self.hub
+                    .session_log
+                    .send(ListSessions)
+                    .into_actor(self)
+                    .map(move |result, _, _| {
+                        let event = match result {
+                            Ok(Ok(sessions)) => Event::Response(Response {
+                                request_id,
+                                sessions: Some(sessions),
+                                ..Response::default()
+                            }),
+                            Ok(Err(e)) => Event::error(ErrorCode::StorageError, e, request_id),
+                            Err(e) => Event::error(
+                                ErrorCode::ShuttingDown,
+                                format!("the pod is stopping: {e}"),
+                                request_id,
+                            ),
+                        };
+                        outbox.push_event(&event);
+                    })
+                    .spawn(ctx);
+            }
+            Method::NewSession => worker.do_send(worker::Control::Switch(client, SwitchTo::New)),
+            Method::Fork { at_seq } => {
+                worker.do_send(worker::Control::Switch(client, SwitchTo::Fork { at_seq }))
+            }
+            Method::ResumeSession { session_id } => worker.do_send(worker::Control::Switch(
+                client,
+                SwitchTo::Resume { session_id },
+            )),
         }
-    }
-}
-
-/// The error code for a session id that names no single session.
-fn lookup_code(e: &LookupError) -> ErrorCode {
-    match e {
-        LookupError::Ambiguous { .. } => ErrorCode::SessionAmbiguous,
-        LookupError::Unreadable(..) => ErrorCode::StorageError,
-        LookupError::NotFound(..) | LookupError::Invalid(_) => ErrorCode::SessionNotFound,
     }
 }
 
@@ -268,11 +287,15 @@ impl Actor for Connection {
                 _ => ctx.stop(),
             })
             .wait(ctx);
-        // Stop reading when the outbox closes (lag, shutdown, socket error).
+        // Stop reading when the outbox closes (lag, shutdown, socket error)
+        // — after a moment, so frames the client sent before it hung up
+        // (a last `cancel`, say) are still read and carried out.
         let outbox = self.outbox.clone();
         async move { outbox.closed().await }
             .into_actor(self)
-            .map(|(), _, ctx| ctx.stop())
+            .map(|(), _, ctx| {
+                ctx.run_later(LAST_FRAMES_GRACE, |_, ctx| ctx.stop());
+            })
             .spawn(ctx);
     }
 
@@ -315,6 +338,10 @@ impl StreamHandler<Result<Inbound, std::io::Error>> for Connection {
         });
     }
 }
+
+/// How long a connection whose writes failed goes on reading what its
+/// client had already sent.
+const LAST_FRAMES_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// One inbound frame, or the fact that one was too long and skipped.
 pub enum Inbound {

@@ -1,17 +1,21 @@
 //! Fault injection for tests, driven by the `POD_FAULT` environment variable.
 //!
 //! Durability claims are only worth what their failure tests show, and some
-//! failures (a full disk, a crash between two steps of a compaction) cannot be
-//! caused from outside at the right instant. `POD_FAULT` is a comma-separated
+//! failures (a full disk, a crash between two steps of a session switch) cannot
+//! be caused from outside at the right instant. `POD_FAULT` is a comma-separated
 //! list of:
 //! - `fail_writes_after=N`: every session-log write after the first N fails
 //!   with an I/O error, as on a full disk;
 //! - `fail_writes_while=PATH`: session-log writes fail while the file PATH
 //!   exists — a disk that fills up and is freed again, at instants the test
 //!   chooses (even from inside a tool call);
-//! - `crash_at=STEP`: the process kills itself with SIGKILL when compaction
-//!   reaches STEP (`summarised`, `new_session_partial`, `new_session_written`,
-//!   `pointer_moved`).
+//! - `crash_at=STEP`: the process kills itself with SIGKILL when a session
+//!   switch (compaction, `new_session`, `fork`, `resume_session`) reaches
+//!   STEP: `summarised` (compaction only: the summary is back),
+//!   `new_session_partial` (the first line of a new log is written, not
+//!   synced), `new_session_written` (the new log is durable, or the resumed
+//!   one open and locked; the pointer has not moved), `pointer_moved`
+//!   (nothing announced yet).
 //!
 //! Unset (the normal case) it costs one branch per write.
 
@@ -67,9 +71,9 @@ impl Faults {
         Ok(())
     }
 
-    pub fn compaction_step(&self, step: &str) {
+    pub fn switch_step(&self, step: &str) {
         if self.crash_at.as_deref() == Some(step) {
-            tracing::warn!("POD_FAULT: crashing at compaction step {step}");
+            tracing::warn!("POD_FAULT: crashing at session switch step {step}");
             let _ = rustix::process::kill_process(
                 rustix::process::getpid(),
                 rustix::process::Signal::Kill,

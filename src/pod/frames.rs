@@ -74,10 +74,12 @@ pub fn snapshot_parts(
 
 /// The `response` to `get_session`, with the session's lines spliced in.
 pub fn session_response(request_id: Option<&str>, session_id: Uuid, entries_array: &[u8]) -> Bytes {
-    let head = format!(
-        "{{\"type\":\"response\",\"request_id\":{},\"session_id\":\"{session_id}\",\"entries\":",
-        json(&request_id)
-    );
+    // Like every response: `request_id` only when the method carried one.
+    let echo = request_id
+        .map(|id| format!("\"request_id\":{},", json(&id)))
+        .unwrap_or_default();
+    let head =
+        format!("{{\"type\":\"response\",{echo}\"session_id\":\"{session_id}\",\"entries\":");
     let mut buf = BytesMut::with_capacity(head.len() + entries_array.len() + 2);
     buf.put_slice(head.as_bytes());
     buf.put_slice(entries_array);
@@ -141,6 +143,25 @@ mod tests {
         assert_eq!(snapshot.in_flight, Some(in_flight));
         let empty = snapshot_parts(&greeting, &status, id, &[], None).concat();
         assert!(serde_json::from_slice::<Event>(&empty).is_ok());
+    }
+
+    #[test]
+    fn a_session_response_echoes_the_request_id_only_when_there_is_one() {
+        let id = Uuid::new_v4();
+        for (request_id, echoed) in [
+            (Some("g\"1"), serde_json::json!("g\"1")),
+            (None, serde_json::Value::Null),
+        ] {
+            let frame: serde_json::Value =
+                serde_json::from_slice(&session_response(request_id, id, b"[]")).unwrap();
+            assert_eq!(frame["request_id"], echoed);
+            assert_eq!(
+                frame.get("request_id").is_some(),
+                request_id.is_some(),
+                "{frame}"
+            );
+            assert_eq!(frame["session_id"], id.to_string());
+        }
     }
 
     proptest::proptest! {

@@ -34,6 +34,9 @@ mod turn;
 mod worker;
 
 pub use connection::ConnectionLimits;
+/// For the fuzz targets in `fuzz/`: the frame decoder every connection reads with.
+#[doc(hidden)]
+pub use connection::{FrameDecoder, Inbound};
 pub use job::Thresholds;
 pub use server::{serve, ServeConfig};
 pub use turn::new_turn_id;

@@ -312,9 +312,10 @@ impl Queue {
         self.tx.send(frame).is_ok()
     }
 
-    /// Queues the snapshot, the first frame of every connection, as the
-    /// pieces it is made of (its log lines are the mirror's own bytes). It
-    /// counts as one frame, so however long the session, it is not lag.
+    /// Queues a snapshot — the first frame of every connection, and the one
+    /// after `session_switched` — as the pieces it is made of (its log lines
+    /// are the mirror's own bytes). It counts as one frame, so however long
+    /// the session, it is not lag.
     pub fn push_snapshot(&self, parts: Vec<Bytes>) -> bool {
         if self.shared.closed.is_cancelled() {
             return false;

@@ -44,6 +44,8 @@ pub struct ServeConfig {
     pub workspace: PathBuf,
     pub provider: Arc<dyn Provider>,
     pub new_session: bool,
+    /// Start on this session (full id or unique prefix) and make it current.
+    pub session: Option<String>,
     pub max_steps: usize,
     pub thresholds: Thresholds,
     pub limits: ConnectionLimits,
@@ -81,8 +83,13 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let _lock = PodLock::acquire(&config.data_dir, &pods_dir, &config.name)?;
     prepare_socket_path(&config.socket, config.socket_in_default_dir)?;
     let pointer_path = pointer::path(&pods_dir, &config.name);
-    let (file, session_id, recovered) =
-        open_session(&sessions_dir, &pointer_path, config.new_session)?;
+    let start = Start {
+        new_session: config.new_session,
+        session: config.session.clone(),
+        provider: config.provider.name().into(),
+        model: config.provider.model().into(),
+    };
+    let (file, session_id, recovered) = open_session(&sessions_dir, &pointer_path, &start)?;
     let (mcp, mcp_supervisors) = McpRegistry::new(&config.mcp_servers, workspace.root());
     let toolbox =
         Arc::new(Toolbox::new(workspace.clone(), config.tools.clone()).with_mcp(mcp.clone()));
@@ -210,13 +217,25 @@ fn catch_file_size_signal() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Resumes the pod's current session, or starts a new one.
+/// Which session `pod serve` starts on, and what a new one records.
+pub(super) struct Start {
+    pub new_session: bool,
+    pub session: Option<String>,
+    pub provider: String,
+    pub model: String,
+}
+
+/// Starts on the session `--session` names, or resumes the pod's current
+/// session, or starts a new one.
 fn open_session(
     sessions_dir: &Path,
     pointer_path: &Path,
-    new_session: bool,
+    start: &Start,
 ) -> anyhow::Result<(LogFile, Uuid, crate::store::Recovered)> {
-    if !new_session {
+    if let Some(query) = &start.session {
+        return open_named(sessions_dir, pointer_path, query, start);
+    }
+    if !start.new_session {
         if let Some(current) = pointer::read(pointer_path)? {
             let path = LogFile::path_for(sessions_dir, current.session_id);
             if !path.exists() {
@@ -238,12 +257,43 @@ fn open_session(
                 return Ok((file, current.session_id, recovered));
             }
             // An empty file: a crash right after creating it. Start it properly.
-            return start_session(file, current.session_id, pointer_path);
+            return start_session(file, current.session_id, pointer_path, start);
         }
     }
     let session_id = Uuid::new_v4();
     let file = LogFile::create(&LogFile::path_for(sessions_dir, session_id))?;
-    start_session(file, session_id, pointer_path)
+    start_session(file, session_id, pointer_path, start)
+}
+
+/// `--session ID`: opens that session (refused when another pod holds its
+/// lock) and makes it the pod's current one.
+fn open_named(
+    sessions_dir: &Path,
+    pointer_path: &Path,
+    query: &str,
+    start: &Start,
+) -> anyhow::Result<(LogFile, Uuid, crate::store::Recovered)> {
+    let session_id = crate::store::sessions::resolve(sessions_dir, query)
+        .map_err(|e| anyhow::anyhow!("--session: {e}"))?;
+    let path = LogFile::path_for(sessions_dir, session_id);
+    let (file, recovered) = LogFile::open(&path).map_err(|e| match e {
+        crate::store::LogError::Locked { .. } => anyhow::anyhow!(
+            "--session: session {session_id} is being written by another pod (its log {} is \
+             locked); stop that pod first",
+            path.display()
+        ),
+        e => anyhow::anyhow!("--session: {e}"),
+    })?;
+    if let Some(warning) = &recovered.truncated_tail {
+        tracing::warn!("{warning}");
+        eprintln!("warning: {warning}");
+    }
+    if recovered.entries.is_empty() {
+        return start_session(file, session_id, pointer_path, start);
+    }
+    pointer::write(pointer_path, pointer::Pointer { session_id })
+        .with_context(|| format!("cannot write {}", pointer_path.display()))?;
+    Ok((file, session_id, recovered))
 }
 
 /// Writes a new session's `session_start` durably and points the pod at it.
@@ -251,14 +301,15 @@ pub(super) fn start_session(
     mut file: LogFile,
     session_id: Uuid,
     pointer_path: &Path,
+    start: &Start,
 ) -> anyhow::Result<(LogFile, Uuid, crate::store::Recovered)> {
     let entry = LogEntry::SessionStart {
         session_id,
         created_at: LogEntry::now(),
         compacted_from: None,
         forked_from: None,
-        provider: None,
-        model: None,
+        provider: Some(start.provider.clone()),
+        model: Some(start.model.clone()),
     };
     let line = serde_json::to_vec(&LogLine {
         seq: 0,

@@ -16,6 +16,13 @@
 //!
 //! The actor runs on its own arbiter (thread), so a slow disk stalls
 //! commits — as it must — but never the sockets.
+//!
+//! It also switches the current session ([`Switch`], in `switch.rs`) and
+//! lists the sessions ([`ListSessions`], on a blocking thread).
+
+pub mod switch;
+
+pub use switch::{Switch, SwitchTo};
 
 use std::path::PathBuf;
 
@@ -28,8 +35,8 @@ use super::broadcaster::{Broadcaster, ConnId, Published, Register};
 use super::fault::Faults;
 use super::frames;
 use super::outbox::ClientSocket;
-use crate::protocol::LogEntry;
-use crate::store::{log_file, pointer, sessions, LogFile};
+use crate::protocol::{LogEntry, SessionInfo};
+use crate::store::{index, log_file, sessions, LogFile};
 
 /// A durable write failed. The entry was not published.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -271,91 +278,27 @@ impl Handler<GetSession> for SessionLog {
     }
 }
 
-/// Start a new session (compaction): write its first entries durably, move
-/// the pod pointer to it, switch, and publish `compact_done` followed by the
-/// new entries. Until the pointer moves, a crash leaves the old session
-/// current; after, the new one is complete.
+/// Every session of the data directory, newest first, the current one
+/// marked (see `store::index`). The listing reads files, so it runs on a
+/// blocking thread and commits go on meanwhile.
 #[derive(Message)]
-#[rtype(result = "Result<NewSession, StorageError>")]
-pub struct StartSession {
-    pub compacted_from: Uuid,
-    pub first_entries: Vec<LogEntry>,
-    pub tokens_before: u64,
-    pub tokens_after: u64,
-}
+#[rtype(result = "Result<Vec<SessionInfo>, String>")]
+pub struct ListSessions;
 
-pub struct NewSession {
-    pub session_id: Uuid,
-    /// The new session's entries, starting with `session_start`.
-    pub entries: Vec<LogEntry>,
-}
+impl Handler<ListSessions> for SessionLog {
+    type Result = ResponseFuture<Result<Vec<SessionInfo>, String>>;
 
-impl Handler<StartSession> for SessionLog {
-    type Result = Result<NewSession, StorageError>;
-
-    fn handle(&mut self, msg: StartSession, _: &mut Context<Self>) -> Self::Result {
-        self.faults.compaction_step("summarised");
-        // Anything still pending belongs to the old session: settle it first.
-        self.flush();
-        let session_id = Uuid::new_v4();
-        let mut entries = vec![LogEntry::SessionStart {
-            session_id,
-            created_at: LogEntry::now(),
-            compacted_from: Some(msg.compacted_from),
-            forked_from: None,
-            provider: None,
-            model: None,
-        }];
-        entries.extend(msg.first_entries);
-        let path = LogFile::path_for(&self.dirs.sessions, session_id);
-        let failed = |at: &std::path::Path, e: &dyn std::fmt::Display| StorageError {
-            path: at.display().to_string(),
-            message: e.to_string(),
-        };
-        let mut file = LogFile::create(&path).map_err(|e| failed(&path, &e))?;
-        let mut lines = Vec::with_capacity(entries.len());
-        for (seq, entry) in entries.iter().enumerate() {
-            let mut line = serde_json::to_vec(&LineRef {
-                seq: seq as u64,
-                entry,
-            })
-            .map_err(|e| failed(&path, &e))?;
-            file.write_line(&mut line).map_err(|e| failed(&path, &e))?;
-            lines.push(Bytes::from(line));
-            self.faults.compaction_step("new_session_partial");
-        }
-        file.sync().map_err(|e| failed(&path, &e))?;
-        self.faults.compaction_step("new_session_written");
-        if let Err(e) = pointer::write(&self.dirs.pointer, pointer::Pointer { session_id }) {
-            // The rename may have happened before the error (a failed
-            // directory sync): point back at the session that goes on, so
-            // a restart cannot resume the one just abandoned.
-            let back = pointer::Pointer {
-                session_id: self.session_id,
-            };
-            if let Err(e) = pointer::write(&self.dirs.pointer, back) {
-                tracing::error!("{}", failed(&self.dirs.pointer, &e));
-            }
-            return Err(failed(&self.dirs.pointer, &e));
-        }
-        self.faults.compaction_step("pointer_moved");
-
-        self.file = file;
-        self.synced_len = self.file.len();
-        self.session_id = session_id;
-        self.mirror = lines.clone();
-        self.broadcaster.do_send(Published::SessionSwitched {
-            new_session_id: session_id,
-            tokens_before: msg.tokens_before,
-            tokens_after: msg.tokens_after,
-        });
-        for line in lines {
-            self.broadcaster
-                .do_send(Published::Entry { session_id, line });
-        }
-        Ok(NewSession {
-            session_id,
-            entries,
+    fn handle(&mut self, _: ListSessions, _: &mut Context<Self>) -> Self::Result {
+        let dir = self.dirs.sessions.clone();
+        let current = self.session_id;
+        Box::pin(async move {
+            let listed = tokio::task::spawn_blocking(move || {
+                index::list(&dir, Some(current))
+                    .map_err(|e| format!("cannot list the sessions in {}: {e}", dir.display()))
+            });
+            listed
+                .await
+                .map_err(|e| format!("the session listing failed: {e}"))?
         })
     }
 }

@@ -153,6 +153,9 @@ async fn finish_turn(
         usage,
         error: ending.error,
     };
+    // Whoever sees this `turn_end` may at once ask for what needs the pod
+    // idle (a fork, say): the turn is over from here on.
+    env.state.borrow_mut().turn = None;
     commit(env, conversation, end).await?;
     Ok(())
 }

@@ -22,6 +22,7 @@ use super::compaction;
 use super::job::{Answer, JobEnv, JobState, QueuedRun};
 use super::outbox::Client;
 use super::recovery;
+use super::session_log::{Switch, SwitchTo};
 use super::turn;
 use crate::context::Conversation;
 use crate::protocol::{
@@ -54,6 +55,8 @@ pub enum Control {
     Shutdown(Client),
     SetApproval(Client, ApprovalMode),
     SetModel(Client, String),
+    /// `new_session`, `fork`, `resume_session`: idle only.
+    Switch(Client, SwitchTo),
 }
 
 /// A person's answer to an approval request.
@@ -87,6 +90,9 @@ pub struct Worker {
     /// Cancels the running job.
     running: Option<CancellationToken>,
     paused: watch::Sender<bool>,
+    /// A session switch asked for while a quiet job (the check after a
+    /// turn, a notify) finished: it runs next.
+    switch_next: Option<(Client, SwitchTo)>,
 }
 
 impl Worker {
@@ -98,6 +104,7 @@ impl Worker {
             conversation: Some(conversation),
             running: None,
             paused,
+            switch_next: None,
         }
     }
 
@@ -146,6 +153,9 @@ impl Worker {
             .into_actor(self)
             .wait(ctx);
             return;
+        }
+        if let Some((client, to)) = self.switch_next.take() {
+            return self.switch(ctx, client, to);
         }
         let env = self.env.clone();
         let cancel = CancellationToken::new();
@@ -215,6 +225,71 @@ impl Worker {
         } else {
             self.publish_status();
         }
+    }
+
+    /// Whether the pod is idle as a method that switches sessions needs it
+    /// — no turn running or queued, no compaction, not stopping, no other
+    /// switch waiting; tells `client` `busy` otherwise. A quiet job still
+    /// finishing (the check after a turn) is not busy: the switch waits
+    /// for it.
+    fn idle_for(&mut self, client: &Client) -> bool {
+        let idle = {
+            let state = self.env.state.borrow();
+            state.turn.is_none() && !state.compacting && state.stopping.is_none()
+        } && self.queue.is_empty()
+            && self.switch_next.is_none();
+        if !idle {
+            client.error(
+                ErrorCode::Busy,
+                "the pod is busy (a turn runs or is queued); try again when it is idle",
+            );
+        }
+        idle
+    }
+
+    /// Makes another session current: the session log switches (new log
+    /// durable, pointer moved, every client told), then the conversation
+    /// is settled — rules rebuilt, the model reconciled, an open turn
+    /// closed — before anything else runs.
+    fn switch(&mut self, ctx: &mut Context<Self>, client: Client, to: SwitchTo) {
+        let env = self.env.clone();
+        self.running = Some(CancellationToken::new());
+        self.spawn(ctx, move |mut conversation| {
+            Box::pin(async move {
+                let model = env.state.borrow().model.clone();
+                let switched = env
+                    .session_log
+                    .send(Switch {
+                        to,
+                        provider: env.provider.name().into(),
+                        model,
+                    })
+                    .await;
+                match switched {
+                    Ok(Ok(new)) => {
+                        conversation = Conversation::new(new.session_id, new.entries);
+                        // Through the broadcaster's mailbox, like every
+                        // frame: after the `session_switched` and snapshot
+                        // `SessionLog` published before it answered.
+                        if client.request_id.is_some() {
+                            client.respond(Response {
+                                ok: Some(true),
+                                session_id: Some(new.session_id),
+                                ..Response::default()
+                            });
+                        }
+                        recovery::settle(&env, &mut conversation).await;
+                        recovery::close_open_turn(&env, &mut conversation).await;
+                    }
+                    Ok(Err(e)) => client.error(e.code, e.message),
+                    Err(e) => client.error(
+                        ErrorCode::ShuttingDown,
+                        format!("the session log stopped: {e}"),
+                    ),
+                }
+                conversation
+            })
+        });
     }
 }
 
@@ -418,6 +493,12 @@ impl Handler<Control> for Worker {
                     ok: Some(true),
                     ..Response::default()
                 });
+            }
+            Control::Switch(client, to) => {
+                if self.idle_for(&client) {
+                    self.switch_next = Some((client, to));
+                    self.pump(ctx);
+                }
             }
             Control::SetModel(client, model) => {
                 let model = model.trim().to_owned();

@@ -4,6 +4,7 @@
 //! the single source of truth: the model's context and every client's view are
 //! projections of these entries.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
@@ -11,13 +12,13 @@ use uuid::Uuid;
 use super::Segment;
 
 /// One line of a session log: `{"seq":N,"entry":{...}}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LogLine {
     pub seq: u64,
     pub entry: LogEntry,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum LogEntry {
     SessionStart {
@@ -28,6 +29,7 @@ pub enum LogEntry {
         /// Logs written before forks existed held a bare uuid here; it reads
         /// as a fork point with no `seq`.
         #[serde(default, deserialize_with = "fork_point_compat")]
+        #[schemars(schema_with = "super::schema::legacy_fork_point")]
         forked_from: Option<ForkPoint>,
         /// The provider and model the session started with (null in logs
         /// written before these fields existed).
@@ -102,11 +104,12 @@ pub enum LogEntry {
     /// An entry kind this build does not know. Only clients ever see it (a
     /// newer pod may add kinds); the pod refuses to load a log holding one.
     #[serde(other)]
+    #[schemars(skip)]
     Unknown,
 }
 
 /// One confirmed block of model output.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum AssistantItem {
     Text {
@@ -122,7 +125,7 @@ pub enum AssistantItem {
     },
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolResult {
     pub call_id: String,
     pub output: String,
@@ -131,13 +134,13 @@ pub struct ToolResult {
 
 /// Text the pod itself puts into the conversation (a `notify`, a compaction
 /// summary, a system notice).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct InjectedItem {
     pub source: String,
     pub text: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnEndReason {
     Completed,
@@ -147,11 +150,12 @@ pub enum TurnEndReason {
     Interrupted,
     /// A reason this build does not know (clients treat it generically).
     #[serde(other)]
+    #[schemars(skip)]
     Unknown,
 }
 
 /// Where a forked session branched off: that session, up to that entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ForkPoint {
     pub session_id: Uuid,
     pub seq: Option<u64>,
@@ -176,44 +180,47 @@ fn fork_point_compat<'de, D: serde::Deserializer<'de>>(
     })
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
     Allow,
     Deny,
     #[serde(other)]
+    #[schemars(skip)]
     Unknown,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
     #[default]
     Once,
     Session,
     #[serde(other)]
+    #[schemars(skip)]
     Unknown,
 }
 
 /// Who decided a tool call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DecidedBy {
     User,
     Policy,
     Cancel,
     #[serde(other)]
+    #[schemars(skip)]
     Unknown,
 }
 
 /// Why a turn ended with `error` or `interrupted`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TurnError {
     pub code: TurnErrorCode,
     pub message: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnErrorCode {
     /// The provider answered with an HTTP error; the message names the
@@ -228,11 +235,12 @@ pub enum TurnErrorCode {
     /// The pod died mid-turn (`interrupted`).
     Crashed,
     #[serde(other)]
+    #[schemars(skip)]
     Other,
 }
 
 /// Token usage as reported by a provider (or estimated by the pod).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,

@@ -4,6 +4,7 @@
 //! and `entry`, whose log lines it splices in as the bytes already on disk
 //! (see `pod::frames`); clients deserialise all of them through [`Event`].
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -11,7 +12,7 @@ use super::{ForkPoint, InFlight, LogEntry, LogLine, Usage};
 
 pub const PROTOCOL_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     Snapshot(Box<Snapshot>),
@@ -94,10 +95,11 @@ pub enum Event {
     },
     /// A frame type this build does not know; clients ignore it.
     #[serde(other)]
+    #[schemars(skip)]
     Unknown,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Snapshot {
     pub protocol_version: u32,
     pub greeting: Greeting,
@@ -108,7 +110,7 @@ pub struct Snapshot {
 }
 
 /// Who the client is talking to.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Greeting {
     pub pod: String,
     pub version: String,
@@ -128,7 +130,7 @@ pub struct Greeting {
 }
 
 /// How `bash` is confined, and whether the kernel enforces it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct SandboxInfo {
     pub mode: SandboxMode,
     /// True only when every restriction the mode asks for is enforced.
@@ -137,7 +139,7 @@ pub struct SandboxInfo {
     pub network: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum SandboxMode {
     #[default]
@@ -145,11 +147,12 @@ pub enum SandboxMode {
     ReadOnly,
     Off,
     #[serde(other)]
+    #[schemars(skip)]
     Unknown,
 }
 
 /// One configured MCP server as clients see it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct McpServerInfo {
     pub name: String,
     pub state: McpState,
@@ -158,18 +161,19 @@ pub struct McpServerInfo {
     pub error: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum McpState {
     Starting,
     Ready,
     Failed,
     #[serde(other)]
+    #[schemars(skip)]
     Unknown,
 }
 
 /// When the pod asks before a tool call runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ApprovalMode {
     /// Read-only tools run; everything else is asked.
@@ -182,6 +186,7 @@ pub enum ApprovalMode {
     /// Only the read-only tools run; everything else is denied.
     ReadOnly,
     #[serde(other)]
+    #[schemars(skip)]
     Unknown,
 }
 
@@ -208,7 +213,7 @@ impl SandboxMode {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Status {
     pub state: PodState,
     pub queued: usize,
@@ -229,13 +234,13 @@ pub struct Status {
     pub turn: Option<TurnRef>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TurnRef {
     pub turn_id: String,
     pub request_id: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PodState {
     #[default]
@@ -246,6 +251,7 @@ pub enum PodState {
     /// A tool call waits for a person's approval.
     Waiting,
     #[serde(other)]
+    #[schemars(skip)]
     Unknown,
 }
 
@@ -262,38 +268,41 @@ impl PodState {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SwitchReason {
     New,
     Fork,
     Resume,
     #[serde(other)]
+    #[schemars(skip)]
     Unknown,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Level {
     Info,
     Warn,
     Error,
     #[serde(other)]
+    #[schemars(skip)]
     Unknown,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CompactReason {
     AutoMidTurn,
     AutoPostTurn,
     Manual,
     #[serde(other)]
+    #[schemars(skip)]
     Unknown,
 }
 
 /// Error codes (`docs/protocol.md` has when each is sent and to whom).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     BadFrame,
@@ -325,13 +334,15 @@ pub enum ErrorCode {
     /// A method a tool's own process may not send (only reads are allowed).
     Forbidden,
     #[serde(other)]
+    #[schemars(skip)]
     Other,
 }
 
 /// The answer to one client's method, sent to that client only.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Response {
-    #[serde(default)]
+    /// The method's `request_id`; absent when the method had none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
     /// `run`: how many runs are ahead of this one (0: it started at once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -360,7 +371,7 @@ pub struct Response {
 }
 
 /// One completion with what a menu shows beside it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CompletionItem {
     pub value: String,
     pub kind: String,
@@ -368,7 +379,7 @@ pub struct CompletionItem {
 }
 
 /// One session of the data directory, as `list_sessions` describes it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionInfo {
     pub session_id: Uuid,
     pub created_at: String,
@@ -471,6 +482,8 @@ mod tests {
         }
         round_trip(json!({"type":"compact_failed","error":"summary was empty"}));
         round_trip(json!({"type":"response","request_id":"r","queued":0}));
+        // A method without a request_id gets a response without one.
+        round_trip(json!({"type":"response","queued":0}));
         round_trip(json!({"type":"response","request_id":"r","completions":["src/"]}));
         round_trip(json!({"type":"shutdown","reason":"requested"}));
     }

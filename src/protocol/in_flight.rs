@@ -7,6 +7,7 @@
 //! client that attached mid-block ends up with exactly what a client that
 //! saw every hint built.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::Event;
@@ -21,7 +22,7 @@ pub const TOOL_OUTPUT_CUT: &str = "\n[…]\n";
 
 /// The block the model is streaming right now, or the output of a running
 /// tool: not yet an entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum InFlight {
     Text {

@@ -6,6 +6,7 @@
 //! fields must fit (`invalid_params`). The `request_id` is read before any of
 //! that can fail beyond `bad_frame`, so errors echo it whenever possible.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -18,10 +19,12 @@ pub struct Request {
     pub method: Method,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Method {
     Run {
+        /// At least one: an empty run would send the model an empty message.
+        #[schemars(length(min = 1))]
         segments: Vec<Segment>,
     },
     Notify {
@@ -88,7 +91,7 @@ impl Method {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CompletionKind {
     File,
@@ -219,6 +222,30 @@ impl Request {
             serde_json::from_value::<Method>(Value::Object(object)).map_err(|e| e.to_string())
         };
         match method {
+            Ok(Method::Run { segments }) if segments.is_empty() => Err(fail(
+                ErrorCode::InvalidParams,
+                "`run` has no segments; send at least one, such as \
+                 [{\"type\":\"text\",\"text\":\"...\"}]"
+                    .into(),
+                request_id,
+            )),
+            // An answer the pod cannot read must not be committed as one.
+            Ok(Method::Approve {
+                decision: Decision::Unknown,
+                ..
+            }) => Err(fail(
+                ErrorCode::InvalidParams,
+                "`decision` must be \"allow\" or \"deny\"".into(),
+                request_id,
+            )),
+            Ok(Method::Approve {
+                scope: Some(Scope::Unknown),
+                ..
+            }) => Err(fail(
+                ErrorCode::InvalidParams,
+                "`scope` must be \"once\" or \"session\"".into(),
+                request_id,
+            )),
             Ok(Method::Approve {
                 decision: Decision::Deny,
                 scope: Some(Scope::Session),
@@ -341,6 +368,10 @@ mod tests {
         assert_eq!(code(parse(json!({"type":"fly"}))), ErrorCode::UnknownMethod);
         assert_eq!(code(parse(json!({"type":"run"}))), ErrorCode::InvalidParams);
         assert_eq!(
+            code(parse(json!({"type":"run","segments":[]}))),
+            ErrorCode::InvalidParams
+        );
+        assert_eq!(
             code(parse(json!({"type":"run","segments":"hi"}))),
             ErrorCode::InvalidParams
         );
@@ -355,6 +386,18 @@ mod tests {
         assert_eq!(
             code(parse(
                 json!({"type":"approve","call_id":"c","decision":"deny","scope":"session"})
+            )),
+            ErrorCode::InvalidParams
+        );
+        assert_eq!(
+            code(parse(
+                json!({"type":"approve","call_id":"c","decision":"maybe"})
+            )),
+            ErrorCode::InvalidParams
+        );
+        assert_eq!(
+            code(parse(
+                json!({"type":"approve","call_id":"c","decision":"allow","scope":"forever"})
             )),
             ErrorCode::InvalidParams
         );

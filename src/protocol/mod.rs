@@ -6,6 +6,7 @@ mod event;
 mod in_flight;
 mod limits;
 mod method;
+mod schema;
 mod segment;
 
 pub use entry::{
@@ -20,4 +21,5 @@ pub use event::{
 pub use in_flight::InFlight;
 pub use limits::{json_depth, MAX_JSON_DEPTH};
 pub use method::{CompletionKind, FrameError, Method, Request};
+pub use schema::document as schema_document;
 pub use segment::{Segment, SegmentView};

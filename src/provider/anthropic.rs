@@ -293,7 +293,7 @@ enum Block {
 }
 
 #[derive(Default)]
-struct Decoder {
+pub(super) struct Decoder {
     block: Option<Block>,
     input_tokens: u64,
     done: bool,

@@ -377,7 +377,7 @@ pub(crate) fn parse_data<T: serde::de::DeserializeOwned>(
 /// events in one write would otherwise cost milliseconds before the first
 /// token is seen. A newline never falls inside a UTF-8 sequence, so no
 /// character is split.
-fn split_lines<E>(chunk: Result<Bytes, E>) -> Vec<Result<Bytes, E>> {
+pub(super) fn split_lines<E>(chunk: Result<Bytes, E>) -> Vec<Result<Bytes, E>> {
     let bytes = match chunk {
         Ok(bytes) => bytes,
         Err(e) => return vec![Err(e)],

@@ -8,6 +8,8 @@
 
 mod anthropic;
 mod config;
+#[doc(hidden)]
+pub mod fuzzing;
 mod http;
 mod offline;
 mod openai;

@@ -288,7 +288,7 @@ struct Call {
 }
 
 #[derive(Default)]
-struct Decoder {
+pub(super) struct Decoder {
     open: Option<Open>,
     calls: Vec<Call>,
     done: bool,

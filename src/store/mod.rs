@@ -1,8 +1,9 @@
 //! Durable storage: session log files, the pod's current-session pointer,
-//! and the lock that makes one pod the only user of both. Plain synchronous
-//! file code; the `SessionLog` actor is its only user at run time, which is
-//! what makes it the single writer.
+//! the listing's index, and the lock that makes one pod the only user of
+//! its pointer. Plain synchronous file code; the `SessionLog` actor is its
+//! only user at run time, which is what makes it the single writer.
 
+pub mod index;
 pub mod log_file;
 pub mod pod_lock;
 pub mod pod_socket;

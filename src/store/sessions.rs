@@ -8,6 +8,8 @@ use std::path::Path;
 
 use uuid::Uuid;
 
+use crate::protocol::ErrorCode;
+
 /// The shortest prefix accepted for a session id.
 pub const MIN_PREFIX: usize = 4;
 
@@ -21,6 +23,17 @@ pub enum LookupError {
     Invalid(String),
     #[error("cannot read {0}: {1}")]
     Unreadable(String, String),
+}
+
+impl LookupError {
+    /// The protocol's error code for this failure.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            LookupError::Ambiguous { .. } => ErrorCode::SessionAmbiguous,
+            LookupError::Unreadable(..) => ErrorCode::StorageError,
+            LookupError::NotFound(..) | LookupError::Invalid(_) => ErrorCode::SessionNotFound,
+        }
+    }
 }
 
 fn short_list(ids: &[Uuid]) -> String {

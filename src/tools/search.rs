@@ -9,7 +9,8 @@
 //! The walk itself goes by path, so every file `grep` reads is opened again
 //! through [`Workspace::open`], and every name `glob` lists is checked to be
 //! still reachable without a symlink: a directory swapped for a link to
-//! `/etc` mid-walk yields neither contents nor names.
+//! `/etc` mid-walk yields neither contents nor names. A directory whose
+//! `.gitignore` is a FIFO is not walked: the crate would block opening it.
 
 use std::io::Read;
 use std::path::Path;
@@ -24,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::cap::floor_char_boundary;
 use super::{looks_binary, resolve, ToolLimits, ToolOutcome};
 use crate::provider::ToolSpec;
-use crate::workspace::{Access, Workspace};
+use crate::workspace::{ignore_files_are_plain, Access, Workspace};
 
 pub const GLOB: &str = "glob";
 pub const GREP: &str = "grep";
@@ -38,12 +39,20 @@ const MAX_GREP_FILE_BYTES: u64 = 16 * 1024 * 1024;
 /// Matching lines are shortened to this many bytes in grep output.
 const MAX_GREP_LINE_BYTES: usize = 300;
 
-fn walker(base: &Path) -> ignore::Walk {
-    WalkBuilder::new(base)
+/// The walk of `base`, or a refusal when an ignore file on the way is not
+/// a file (see [`ignore_files_are_plain`]); directories below with such a
+/// file are skipped.
+fn walker(ws: &Workspace, base: &Path) -> Result<ignore::Walk, ToolOutcome> {
+    ws.check_walk(base)
+        .map_err(|e| ToolOutcome::error(format!("refusing to search: {e}")))?;
+    Ok(WalkBuilder::new(base)
         .require_git(false)
         .follow_links(false)
         .sort_by_file_name(|a, b| a.cmp(b))
-        .build()
+        .filter_entry(|e| {
+            !e.file_type().is_some_and(|t| t.is_dir()) || ignore_files_are_plain(e.path()).is_ok()
+        })
+        .build())
 }
 
 /// The workspace-relative form of a walked path, as the model should write it.
@@ -121,7 +130,11 @@ pub fn glob(
     };
     let mut found = Vec::new();
     let mut total = 0usize;
-    for entry in walker(&base).flatten() {
+    let walk = match walker(ws, &base) {
+        Ok(walk) => walk,
+        Err(refusal) => return refusal,
+    };
+    for entry in walk.flatten() {
         if cancel.is_cancelled() {
             return ToolOutcome::error("cancelled");
         }
@@ -220,7 +233,11 @@ pub fn grep(
         .clamp(1, MAX_GREP_RESULTS);
     let mut out = String::new();
     let mut count = 0usize;
-    for entry in walker(&base).flatten() {
+    let walk = match walker(ws, &base) {
+        Ok(walk) => walk,
+        Err(refusal) => return refusal,
+    };
+    for entry in walk.flatten() {
         if cancel.is_cancelled() {
             return ToolOutcome::error("cancelled");
         }

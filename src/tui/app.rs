@@ -8,21 +8,20 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
-use crossterm::event::{MouseEvent, MouseEventKind};
-use ratatui::Frame;
-
+use super::approval::{self, ApprovalPanel, PanelAction};
 use super::commands::{self, Builtin};
 use super::composer::{Atom, Composer, MenuItem, TokenKind};
 use super::connection::{ConnEvent, ConnectionState, Outgoing};
-use super::conversation::{Applied, Conversation};
+use super::conversation::{Applied, Conversation, PendingApproval};
 use super::layout_cache::LayoutCache;
 use super::overlay::{self, Overlay, SessionPicker};
 use super::viewport::Viewport;
 use crate::protocol::{
-    CompletionKind, Event, Greeting, Level, LogEntry, Method, PodState, Request, Response, Status,
-    Usage,
+    CompletionKind, ErrorCode, Event, Greeting, Level, LogEntry, Method, PodState, Request,
+    Response, Status, Usage,
 };
+use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use crossterm::event::{MouseEvent, MouseEventKind};
 
 mod command;
 
@@ -30,6 +29,10 @@ mod command;
 const DOUBLE_CTRL_C: Duration = Duration::from_secs(1);
 const SPINNER_STEP: Duration = Duration::from_millis(80);
 const WHEEL_ROWS: usize = 3;
+/// Keys closer together than this are one burst of typing: a burst that
+/// began in the input box never answers an approval panel that appeared
+/// in the middle of it.
+const TYPING_PAUSE: Duration = Duration::from_millis(500);
 
 pub struct App {
     pub(crate) conversation: Conversation,
@@ -70,6 +73,30 @@ pub struct App {
     /// the pod refuses one (or it cannot be sent), it goes back into the
     /// input box instead of being lost.
     unconfirmed: HashMap<String, Vec<Atom>>,
+    /// This client's messages the pod queued behind a running turn, oldest
+    /// first, until their turn starts: listed under the conversation, and
+    /// the last can be taken back (Esc on an empty input box).
+    pub(crate) queued: Vec<QueuedRun>,
+    /// `cancel` requests taking back a queued message: request → run.
+    taking_back: HashMap<String, String>,
+    /// The approval panel shown in the input box's place while a tool call
+    /// waits for an answer.
+    pub(crate) approval: ApprovalPanel,
+    /// The call the panel shows, to notice when another takes its place.
+    approval_shown: Option<String>,
+    /// When a key last went into the input box (or was held back from the
+    /// panel as part of the same burst).
+    last_typed: Option<Instant>,
+    /// The panel appeared while the user was typing: their keys are held
+    /// back until they pause.
+    hold_keys: bool,
+}
+
+/// One of this client's messages waiting in the pod's queue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueuedRun {
+    pub request_id: String,
+    pub atoms: Vec<Atom>,
 }
 
 impl App {
@@ -100,6 +127,12 @@ impl App {
             dirty: true,
             next_request: 0,
             unconfirmed: HashMap::new(),
+            queued: Vec::new(),
+            taking_back: HashMap::new(),
+            approval: ApprovalPanel::default(),
+            approval_shown: None,
+            last_typed: None,
+            hold_keys: false,
         }
     }
 
@@ -134,8 +167,14 @@ impl App {
         std::mem::take(&mut self.outbox)
     }
 
-    pub fn draw(&mut self, frame: &mut Frame<'_>) {
-        super::render::draw(frame, self);
+    /// This client's messages waiting in the pod's queue, oldest first.
+    pub fn queued(&self) -> &[QueuedRun] {
+        &self.queued
+    }
+
+    /// The approval the panel shows, and how many wait (it included).
+    pub fn current_approval(&self) -> Option<(&PendingApproval, usize)> {
+        self.approval.current(self.conversation.pending_approvals())
     }
 
     fn busy(&self) -> bool {
@@ -179,6 +218,9 @@ impl App {
             self.last_spin = now;
             self.dirty = true;
         }
+        if self.conversation.tick(now) {
+            self.dirty = true;
+        }
         if let ConnectionState::Retrying { at, .. } = self.connection {
             let secs = |t: Instant| at.saturating_duration_since(t).as_secs();
             if secs(before) != secs(now) {
@@ -190,7 +232,13 @@ impl App {
     pub fn on_connection(&mut self, event: ConnEvent) {
         self.dirty = true;
         match event {
-            ConnEvent::Connected => self.connection = ConnectionState::WaitingForSnapshot,
+            ConnEvent::Connected => {
+                self.connection = ConnectionState::WaitingForSnapshot;
+                let hello = Method::Hello {
+                    client: approval::client_label(),
+                };
+                self.outbox.push(Outgoing::Request(Request::new(hello)));
+            }
             ConnEvent::Event(event) => self.on_pod_event(*event),
             ConnEvent::BadFrame(message) => self
                 .conversation
@@ -207,6 +255,9 @@ impl App {
                     ConnectionState::Retrying { was_connected, .. } => was_connected,
                     ConnectionState::Connecting => false,
                 };
+                // A pod that comes back may not have kept its queue; the
+                // status bar's count says what it holds.
+                self.queued.clear();
                 self.connection = ConnectionState::Retrying {
                     at: self.now + retry_in,
                     was_connected,
@@ -223,6 +274,18 @@ impl App {
     /// Applies one pod event. Until this connection's snapshot arrives,
     /// nothing else is applied: the view is snapshot-then-live, always.
     pub fn on_pod_event(&mut self, event: Event) {
+        self.apply_pod_event(event);
+        let shown = self.current_approval().map(|(p, _)| p.call_id.clone());
+        if shown != self.approval_shown {
+            self.hold_keys = shown.is_some()
+                && self
+                    .last_typed
+                    .is_some_and(|t| self.now.saturating_duration_since(t) < TYPING_PAUSE);
+            self.approval_shown = shown;
+        }
+    }
+
+    fn apply_pod_event(&mut self, event: Event) {
         self.dirty = true;
         if let Event::Snapshot(snapshot) = &event {
             self.connection = ConnectionState::Connected;
@@ -232,7 +295,10 @@ impl App {
                 LogEntry::TurnEnd { usage, .. } => usage,
                 _ => None,
             });
-            self.conversation.load_snapshot(snapshot);
+            self.conversation.load_snapshot(snapshot, self.now);
+            self.approval.reset();
+            // Whatever the last hint said about the connection is over.
+            self.flash = None;
             self.viewport.end();
             let id = self.list(CompletionKind::Workflow, String::new());
             self.workflows_request = Some(id);
@@ -254,13 +320,39 @@ impl App {
                 request_id: Some(ref id),
                 ..
             } if self.unconfirmed.contains_key(id) => {
-                self.conversation.apply(&event);
+                self.conversation.apply(&event, self.now);
                 self.give_back(Some(id), "refused");
             }
+            Event::Error {
+                code,
+                ref message,
+                request_id: Some(ref id),
+            } if self.taking_back.contains_key(id) => {
+                self.flash = Some(format!("could not take the message back: {message}"));
+                if let (Some(run), ErrorCode::NotRunning) = (self.taking_back.remove(id), code) {
+                    // Neither queued nor running: it is over, nothing to list.
+                    self.queued.retain(|q| q.request_id != run);
+                }
+            }
+            Event::Error {
+                code,
+                ref message,
+                request_id: Some(ref id),
+            } if self.approval.answered_by(id).is_some_and(|call| {
+                self.on_refused_answer(&call, code, message);
+                true
+            }) => {}
             Event::Shutdown { reason } => self
                 .conversation
                 .push_notice(Level::Warn, format!("[pod shut down] {reason}")),
             event => {
+                if let Event::TurnStart {
+                    request_id: Some(id),
+                    ..
+                } = &event
+                {
+                    self.queued.retain(|q| &q.request_id != id);
+                }
                 if let Event::Entry {
                     entry: LogEntry::TurnEnd { usage: Some(u), .. },
                     ..
@@ -268,7 +360,7 @@ impl App {
                 {
                     self.usage = Some(*u);
                 }
-                if let Applied::Resync(why) = self.conversation.apply(&event) {
+                if let Applied::Resync(why) = self.conversation.apply(&event, self.now) {
                     self.conversation
                         .push_notice(Level::Warn, format!("[resync] {why}"));
                     self.outbox.push(Outgoing::Reconnect);
@@ -277,9 +369,37 @@ impl App {
         }
     }
 
+    /// The pod refused this client's answer to `call_id`: not pending any
+    /// more (someone else answered, the turn ended) dismisses it; any
+    /// other refusal shows it again, with the error.
+    fn on_refused_answer(&mut self, call_id: &str, code: ErrorCode, message: &str) {
+        if code == ErrorCode::NotPending {
+            self.conversation.drop_pending(call_id);
+            self.conversation.push_notice(
+                Level::Warn,
+                format!("[approval] {call_id} was no longer waiting: {message}"),
+            );
+        } else {
+            self.approval.unanswer(call_id);
+            self.conversation
+                .push_notice(Level::Error, format!("[approval refused] {message}"));
+        }
+    }
+
     fn on_response(&mut self, response: Response) {
         if let Some(id) = &response.request_id {
-            self.unconfirmed.remove(id);
+            self.approval.answered_by(id);
+            if let Some(atoms) = self.unconfirmed.remove(id) {
+                if response.queued.is_some_and(|n| n > 0) {
+                    self.queued.push(QueuedRun {
+                        request_id: id.clone(),
+                        atoms,
+                    });
+                }
+            }
+            if let Some(run) = self.taking_back.remove(id) {
+                self.took_back(&run, response.removed == Some(true));
+            }
         }
         if let (Some(id), Some(sessions)) = (&response.request_id, response.sessions) {
             if self.sessions_request.as_deref() == Some(id) {
@@ -383,6 +503,36 @@ impl App {
             }
             return;
         }
+        if key.code == KeyCode::BackTab {
+            self.cycle_approval_mode();
+            return;
+        }
+        if let Some((request, _)) = self.current_approval() {
+            let request = request.clone();
+            if self.hold_keys && !ctrl {
+                let typing = self
+                    .last_typed
+                    .is_some_and(|t| self.now.saturating_duration_since(t) < TYPING_PAUSE);
+                if typing {
+                    self.last_typed = Some(self.now);
+                    self.flash =
+                        Some("a tool call waits for your answer: pause, then y, a, n or N".into());
+                    return;
+                }
+                self.hold_keys = false;
+            }
+            match key.code {
+                KeyCode::Char('c') if ctrl => self.ctrl_c(),
+                KeyCode::Char('d') if ctrl => self.quit = true,
+                _ => {
+                    if let PanelAction::Answer(method) = self.approval.on_key(key, &request) {
+                        let id = self.send(method);
+                        self.approval.sent(id, request.call_id);
+                    }
+                }
+            }
+            return;
+        }
         match key.code {
             KeyCode::Char('c') if ctrl => self.ctrl_c(),
             KeyCode::Char('d') if ctrl => self.quit = true,
@@ -401,11 +551,17 @@ impl App {
                     }
                 }
             }
-            KeyCode::Enter => self.submit(),
+            KeyCode::Enter => {
+                // A sent message ends the burst: what follows is meant
+                // for whatever appears next.
+                self.last_typed = None;
+                self.submit();
+            }
             KeyCode::Char('?') if self.composer.is_empty() => {
                 self.overlay = Some(Overlay::Help { scroll: 0 })
             }
             KeyCode::Esc if self.composer.completion_open() => self.composer.dismiss_completion(),
+            KeyCode::Esc if self.composer.is_empty() && !self.queued.is_empty() => self.take_back(),
             KeyCode::Esc => self.cancel(),
             KeyCode::Up | KeyCode::Down if alt => self.select_block(key.code == KeyCode::Up),
             KeyCode::Up | KeyCode::Down if self.composer.completion_open() => {
@@ -433,7 +589,10 @@ impl App {
                 self.viewport.home(&mut rows, usize::from(height));
             }
             KeyCode::End => self.viewport.end(),
-            KeyCode::Char(c) if !ctrl => self.composer.insert_char(c),
+            KeyCode::Char(c) if !ctrl => {
+                self.composer.insert_char(c);
+                self.last_typed = Some(self.now);
+            }
             _ => return,
         }
         self.refresh_completion();
@@ -445,6 +604,49 @@ impl App {
             let mut rows = self.cache.rows(&self.conversation, width);
             self.viewport.reveal(&mut rows, usize::from(height), index);
         }
+    }
+
+    /// Asks the pod to drop this client's last queued message; it comes
+    /// back into the input box once the pod says it was removed.
+    fn take_back(&mut self) {
+        let Some(run) = self.queued.last().map(|q| q.request_id.clone()) else {
+            return;
+        };
+        if self.taking_back.values().any(|r| *r == run) {
+            return;
+        }
+        let id = self.send(Method::Cancel {
+            run: Some(run.clone()),
+        });
+        self.taking_back.insert(id, run);
+    }
+
+    fn took_back(&mut self, run: &str, removed: bool) {
+        let Some(at) = self.queued.iter().position(|q| q.request_id == run) else {
+            return;
+        };
+        let taken = self.queued.remove(at);
+        if !removed {
+            self.flash = Some("that message had already started: its turn is cancelled".into());
+        } else if self.composer.is_empty() {
+            self.composer.restore(taken.atoms);
+        } else {
+            self.flash = Some("taken back: press Up to find your message".into());
+        }
+    }
+
+    /// Moves to the next approval mode (Shift+Tab, `/approval`); the pod's
+    /// `status` confirms it.
+    pub(super) fn cycle_approval_mode(&mut self) {
+        let mode = approval::next_mode(self.approval_mode());
+        if let Some(status) = &mut self.status {
+            status.approval = mode;
+        }
+        self.send(Method::SetApproval { mode });
+        self.flash = Some(format!(
+            "approval mode: {} (Shift+Tab for the next)",
+            mode.as_str()
+        ));
     }
 
     fn cancel(&mut self) {

@@ -60,7 +60,7 @@ pub const BUILTINS: &[Builtin] = &[
     Builtin {
         name: "approval",
         args: "[ask|edits|auto|read-only]",
-        help: "show or change when the pod asks before a tool runs",
+        help: "next approval mode (as Shift+Tab), or set one: when the pod asks before a tool runs",
     },
     Builtin {
         name: "clear",

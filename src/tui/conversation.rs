@@ -2,18 +2,29 @@
 //! frames, with no terminal involved.
 //!
 //! Confirmed content comes from `snapshot` entries and `entry` frames and
-//! nothing else. Streaming hints only build the one [`Draft`] block, which the
-//! next `assistant_items` entry (or the turn's end) replaces, so streamed
-//! text is never shown twice and never lost.
+//! nothing else. Streaming hints only build the block in flight — folded
+//! by [`InFlight::apply`], the same rule the pod uses for a snapshot's
+//! `in_flight` — which the next entry (or the turn's end) replaces, so
+//! streamed text is never shown twice and never lost.
+//!
+//! Time comes in from outside (`now` arguments) so that durations and
+//! elapsed times are testable: a turn's duration is measured from the
+//! `turn_start` this client saw to its `turn_end`, and is left out when the
+//! client did not see the turn start (a view rebuilt from a snapshot).
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use uuid::Uuid;
 
 use crate::protocol::{
-    AssistantItem, Event, InFlight, Level, LogEntry, LogLine, Segment, Snapshot, TurnEndReason,
+    AssistantItem, DecidedBy, Decision, Event, ForkPoint, InFlight, Level, LogEntry, LogLine,
+    Scope, Segment, Snapshot, SwitchReason, TurnEndReason, TurnError,
 };
+
+/// Lines of a running tool's output shown under its call.
+pub const OUTPUT_TAIL_LINES: usize = 4;
 
 /// One block of the conversation. `rev` changes whenever what the block
 /// draws changes; the layout cache keys on it.
@@ -48,11 +59,28 @@ pub enum BlockKind {
         level: Level,
         text: String,
     },
-    /// The start of a session: drawn as a divider, which is how a compaction
-    /// shows in the middle of the view.
+    /// How a tool call was decided (`approval_decision`).
+    Decision(DecisionView),
+    /// The model in use changed (`model_change`).
+    ModelChange {
+        provider: String,
+        model: String,
+    },
+    /// The end of a turn: drawn only when there is something to say (it
+    /// did not complete, or this client timed it).
+    TurnEnd {
+        reason: TurnEndReason,
+        error: Option<TurnError>,
+        duration: Option<Duration>,
+    },
+    /// The start of a session: drawn as a divider, which is how a
+    /// compaction shows in the middle of the view and a switch at its top.
     SessionStart {
         session_id: Uuid,
         compacted_from: Option<Uuid>,
+        forked_from: Option<ForkPoint>,
+        /// Why the view switched to this session, when it did.
+        switch: Option<SwitchReason>,
     },
     /// An entry of a kind this build does not know.
     UnknownEntry,
@@ -66,6 +94,12 @@ pub struct ToolBlock {
     pub arguments: Value,
     pub result: Option<ToolOutput>,
     pub expanded: bool,
+    /// The last lines of its output while it runs (`tool_output_delta`).
+    pub output_tail: Option<String>,
+    /// Whole seconds it has been running, when this client saw it start.
+    pub elapsed_secs: Option<u64>,
+    /// An `approval_request` for it waits for an answer.
+    pub awaiting_approval: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,16 +108,45 @@ pub struct ToolOutput {
     pub is_error: bool,
 }
 
-/// The block being streamed, drawn from hints until its entry arrives.
+/// An `approval_decision`, as the transcript shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Draft {
-    Text(String),
-    Reasoning(String),
-    ToolCall {
-        call_id: String,
-        name: String,
-        arguments: String,
-    },
+pub struct DecisionView {
+    pub decision: Decision,
+    pub scope: Scope,
+    pub rule: Option<String>,
+    pub by: DecidedBy,
+    pub client: Option<String>,
+    pub message: Option<String>,
+}
+
+/// An `approval_request` no decision has answered yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingApproval {
+    pub call_id: String,
+    pub tool: String,
+    pub summary: String,
+    pub preview: String,
+    pub reason: String,
+}
+
+/// A `retry` hint: the model call failed and is tried again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryView {
+    pub attempt: u32,
+    pub max_attempts: u32,
+    pub delay_ms: u64,
+    pub error: String,
+}
+
+/// When the running turn started.
+#[derive(Debug, Clone)]
+struct TurnClock {
+    turn_id: Option<String>,
+    started: Instant,
+    /// This client saw its `turn_start`; otherwise `started` is estimated
+    /// from its `user_input` (a view rebuilt mid-turn), good for showing
+    /// the time it has run but not for recording its duration.
+    seen: bool,
 }
 
 /// What applying an event did.
@@ -100,11 +163,22 @@ pub enum Applied {
 #[derive(Debug, Default)]
 pub struct Conversation {
     blocks: Vec<Block>,
-    draft: Option<Draft>,
-    draft_rev: u64,
+    in_flight: Option<InFlight>,
+    retry: Option<RetryView>,
+    /// Changes whenever the live item (in-flight block, retry line) does.
+    live_rev: u64,
     session_id: Option<Uuid>,
     last_seq: Option<u64>,
     tools: HashMap<String, usize>,
+    /// Tool blocks whose running time is shown, with when they started.
+    timed: Vec<(usize, Instant)>,
+    /// The block showing a running tool's output tail.
+    tailing: Option<usize>,
+    pending: Vec<PendingApproval>,
+    /// The running turn's clock.
+    turn: Option<TurnClock>,
+    /// Set by `session_switched`, consumed by the snapshot that follows.
+    switch: Option<SwitchReason>,
     selected: Option<usize>,
     /// Never reset, not even by a snapshot, so that a rev identifies one
     /// block's content for the lifetime of the client.
@@ -121,23 +195,33 @@ impl Conversation {
         Self::default()
     }
 
-    pub fn from_snapshot(snapshot: &Snapshot) -> Self {
-        let mut c = Self::new();
-        c.load_snapshot(snapshot);
-        c
-    }
-
     pub fn blocks(&self) -> &[Block] {
         &self.blocks
     }
 
-    pub fn draft(&self) -> Option<&Draft> {
-        self.draft.as_ref()
+    /// The block being streamed, or the output of a running tool.
+    pub fn in_flight(&self) -> Option<&InFlight> {
+        self.in_flight.as_ref()
     }
 
-    /// Changes whenever the draft's content does.
-    pub fn draft_rev(&self) -> u64 {
-        self.draft_rev
+    /// The model call being retried, until its next text or entry.
+    pub fn retry(&self) -> Option<&RetryView> {
+        self.retry.as_ref()
+    }
+
+    /// Whether there is a live item after the blocks: a streamed block
+    /// (not a tool's output, which shows under its call) or a retry line.
+    pub fn has_live_item(&self) -> bool {
+        self.retry.is_some()
+            || self
+                .in_flight
+                .as_ref()
+                .is_some_and(|f| !matches!(f, InFlight::ToolOutput { .. }))
+    }
+
+    /// Changes whenever the live item's content does.
+    pub fn live_rev(&self) -> u64 {
+        self.live_rev
     }
 
     pub fn session_id(&self) -> Option<Uuid> {
@@ -146,6 +230,16 @@ impl Conversation {
 
     pub fn selected(&self) -> Option<usize> {
         self.selected
+    }
+
+    /// The approval requests still waiting for an answer, in log order.
+    pub fn pending_approvals(&self) -> &[PendingApproval] {
+        &self.pending
+    }
+
+    /// When the running turn started, if known.
+    pub fn turn_started(&self) -> Option<Instant> {
+        self.turn.as_ref().map(|t| t.started)
     }
 
     fn rev(&mut self) -> u64 {
@@ -169,75 +263,150 @@ impl Conversation {
         });
     }
 
+    /// Forgets a pending approval the pod says is not pending (another
+    /// client answered it, or the turn ended).
+    pub fn drop_pending(&mut self, call_id: &str) {
+        self.pending.retain(|p| p.call_id != call_id);
+        self.set_awaiting(call_id, false);
+    }
+
+    /// Marks the call's block as waiting for an answer, or not.
+    fn set_awaiting(&mut self, call_id: &str, awaiting: bool) {
+        let Some(&i) = self.tools.get(call_id) else {
+            return;
+        };
+        let rev = self.rev();
+        if let Some(Block {
+            rev: block_rev,
+            kind: BlockKind::Tool(t),
+        }) = self.blocks.get_mut(i)
+        {
+            if t.awaiting_approval != awaiting {
+                t.awaiting_approval = awaiting;
+                *block_rev = rev;
+            }
+        }
+    }
+
     /// Empties the view (`/clear`) without touching what the stream
     /// continues from; the next snapshot shows everything again. A result
     /// for a call cleared away shows on its own.
     pub fn clear(&mut self) {
         self.blocks.clear();
         self.tools.clear();
+        self.timed.clear();
+        self.tailing = None;
         self.selected = None;
     }
 
-    /// Replaces everything with what a (re)connect's snapshot says.
-    pub fn load_snapshot(&mut self, snapshot: &Snapshot) {
-        self.blocks.clear();
-        self.tools.clear();
-        self.selected = None;
+    /// Replaces everything with what a (re)connect's snapshot says. The
+    /// pending approvals are the requests without a decision that the
+    /// pod's status also lists; a running turn is timed from its input.
+    pub fn load_snapshot(&mut self, snapshot: &Snapshot, now: Instant) {
+        self.clear();
+        self.pending.clear();
+        self.turn = snapshot.status.turn.as_ref().and_then(|turn| {
+            let started = snapshot
+                .entries
+                .iter()
+                .rev()
+                .find_map(|line| match &line.entry {
+                    LogEntry::UserInput {
+                        turn_id: Some(id),
+                        at,
+                        ..
+                    } if *id == turn.turn_id => started_at(at, now),
+                    _ => None,
+                })?;
+            Some(TurnClock {
+                turn_id: Some(turn.turn_id.clone()),
+                started,
+                seen: false,
+            })
+        });
+        self.retry = None;
         self.session_id = Some(snapshot.session_id);
         self.last_seq = None;
+        let switch = self.switch.take();
         for LogLine { seq, entry } in &snapshot.entries {
             self.last_seq = Some(*seq);
-            self.add_entry(entry);
+            self.add_entry(entry, None);
         }
-        self.draft = snapshot.in_flight.as_ref().and_then(|f| match f {
-            InFlight::Text { text } => Some(Draft::Text(text.clone())),
-            InFlight::Reasoning { text } => Some(Draft::Reasoning(text.clone())),
-            InFlight::ToolCall {
-                call_id,
-                name,
-                arguments_so_far,
-            } => Some(Draft::ToolCall {
-                call_id: call_id.clone(),
-                name: name.clone(),
-                arguments: arguments_so_far.clone(),
-            }),
-            InFlight::ToolOutput { .. } => None,
-        });
-        self.draft_rev = self.rev();
+        if let Some(BlockKind::SessionStart { switch: s, .. }) =
+            self.blocks.first_mut().map(|b| &mut b.kind)
+        {
+            *s = switch;
+        }
+        let listed = &snapshot.status.pending_approvals;
+        let stale: Vec<String> = self
+            .pending
+            .iter()
+            .filter(|p| !listed.contains(&p.call_id))
+            .map(|p| p.call_id.clone())
+            .collect();
+        for call_id in stale {
+            self.drop_pending(&call_id);
+        }
+        self.in_flight = snapshot.in_flight.clone();
+        self.show_tool_output();
+        self.live_rev = self.rev();
     }
 
-    /// Applies one pod event to the view.
-    pub fn apply(&mut self, event: &Event) -> Applied {
+    /// Applies one pod event to the view; `now` times turns and tools.
+    pub fn apply(&mut self, event: &Event, now: Instant) -> Applied {
+        if let Event::Snapshot(s) = event {
+            self.load_snapshot(s, now);
+            return Applied::Changed;
+        }
+        let live_before = (self.in_flight.clone(), self.retry.clone());
+        InFlight::apply(&mut self.in_flight, event);
+        let applied = self.apply_inner(event, now);
         match event {
-            Event::Snapshot(s) => self.load_snapshot(s),
+            Event::Retry {
+                attempt,
+                max_attempts,
+                delay_ms,
+                error,
+            } => {
+                self.retry = Some(RetryView {
+                    attempt: *attempt,
+                    max_attempts: *max_attempts,
+                    delay_ms: *delay_ms,
+                    error: error.clone(),
+                })
+            }
+            Event::TextDelta { .. }
+            | Event::ReasoningDelta { .. }
+            | Event::ToolCallStart { .. }
+            | Event::Entry { .. }
+            | Event::TurnStart { .. } => self.retry = None,
+            _ => {}
+        }
+        if (&self.in_flight, &self.retry) == (&live_before.0, &live_before.1) {
+            return applied;
+        }
+        self.live_rev = self.rev();
+        self.show_tool_output();
+        match applied {
+            Applied::Unchanged => Applied::Changed,
+            other => other,
+        }
+    }
+
+    fn apply_inner(&mut self, event: &Event, now: Instant) -> Applied {
+        match event {
             Event::Entry {
                 session_id,
                 seq,
                 entry,
-            } => return self.apply_entry(*session_id, *seq, entry),
-            Event::TextDelta { text } => match &mut self.draft {
-                Some(Draft::Text(t)) => t.push_str(text),
-                _ => self.draft = Some(Draft::Text(text.clone())),
-            },
-            Event::ReasoningDelta { text } => match &mut self.draft {
-                Some(Draft::Reasoning(t)) => t.push_str(text),
-                _ => self.draft = Some(Draft::Reasoning(text.clone())),
-            },
-            Event::ToolCallStart { call_id, name } => {
-                self.draft = Some(Draft::ToolCall {
-                    call_id: call_id.clone(),
-                    name: name.clone(),
-                    arguments: String::new(),
-                });
+            } => return self.apply_entry(*session_id, *seq, entry, now),
+            Event::TurnStart { turn_id, .. } => {
+                self.turn = Some(TurnClock {
+                    turn_id: Some(turn_id.clone()),
+                    started: now,
+                    seen: true,
+                })
             }
-            Event::ToolCallArgsDelta { call_id, delta } => match &mut self.draft {
-                Some(Draft::ToolCall {
-                    call_id: id,
-                    arguments,
-                    ..
-                }) if id == call_id => arguments.push_str(delta),
-                _ => return Applied::Unchanged,
-            },
             Event::Notification {
                 level,
                 source,
@@ -251,33 +420,39 @@ impl Conversation {
                 self.push_notice(Level::Error, format!("[error {code}] {message}"));
             }
             Event::CompactStart { .. } => self.push_notice(Level::Info, "[compact] starting"),
-            Event::CompactDone { new_session_id, .. } => {
-                self.push_notice(
-                    Level::Info,
-                    format!("[compact] done (new session {})", short_id(new_session_id)),
-                );
+            Event::CompactDone {
+                new_session_id,
+                tokens_before,
+                tokens_after,
+            } => {
+                let mut text = format!("[compact] done (new session {})", short_id(new_session_id));
+                if *tokens_before > 0 {
+                    text.push_str(&format!(
+                        " · context {} → {} tokens",
+                        tokens_before, tokens_after
+                    ));
+                }
+                self.push_notice(Level::Info, text);
                 self.session_id = Some(*new_session_id);
                 self.last_seq = None;
             }
             Event::CompactFailed { error } => {
                 self.push_notice(Level::Error, format!("[compact error] {error}"));
             }
+            Event::SessionSwitched { reason, .. } => self.switch = Some(*reason),
             _ => return Applied::Unchanged,
-        }
-        if matches!(
-            event,
-            Event::TextDelta { .. }
-                | Event::ReasoningDelta { .. }
-                | Event::ToolCallStart { .. }
-                | Event::ToolCallArgsDelta { .. }
-        ) {
-            self.draft_rev = self.rev();
         }
         Applied::Changed
     }
 
     /// Applies an `entry` frame, checking that it continues the stream.
-    pub fn apply_entry(&mut self, session_id: Uuid, seq: u64, entry: &LogEntry) -> Applied {
+    fn apply_entry(
+        &mut self,
+        session_id: Uuid,
+        seq: u64,
+        entry: &LogEntry,
+        now: Instant,
+    ) -> Applied {
         if self.session_id == Some(session_id) {
             match self.last_seq {
                 Some(last) if seq <= last => return Applied::Unchanged,
@@ -294,25 +469,29 @@ impl Conversation {
         }
         self.session_id = Some(session_id);
         self.last_seq = Some(seq);
-        self.add_entry(entry);
+        self.add_entry(entry, Some(now));
         Applied::Changed
     }
 
-    fn add_entry(&mut self, entry: &LogEntry) {
+    /// Adds one entry's blocks. `now` is when a live entry arrived (None
+    /// while loading a snapshot): it starts tool timers and ends turns.
+    fn add_entry(&mut self, entry: &LogEntry, now: Option<Instant>) {
         match entry {
             LogEntry::SessionStart {
                 session_id,
                 compacted_from,
+                forked_from,
                 ..
             } => self.push(BlockKind::SessionStart {
                 session_id: *session_id,
                 compacted_from: *compacted_from,
+                forked_from: forked_from.clone(),
+                switch: None,
             }),
             LogEntry::UserInput { segments, .. } => self.push(BlockKind::User {
                 segments: segments.clone(),
             }),
             LogEntry::AssistantItems { items } => {
-                self.clear_draft();
                 for item in items {
                     self.push(match item {
                         AssistantItem::Text { text } => BlockKind::Assistant { text: text.clone() },
@@ -329,8 +508,16 @@ impl Conversation {
                             arguments: arguments.clone(),
                             result: None,
                             expanded: false,
+                            output_tail: None,
+                            elapsed_secs: now.map(|_| 0),
+                            awaiting_approval: false,
                         }),
                     });
+                    if let Some(now) = now {
+                        if matches!(item, AssistantItem::ToolCall { .. }) {
+                            self.timed.push((self.blocks.len() - 1, now));
+                        }
+                    }
                 }
             }
             LogEntry::ToolResults { results } => {
@@ -341,11 +528,17 @@ impl Conversation {
                     };
                     match self.tools.get(&r.call_id).copied() {
                         Some(i) => {
+                            self.timed.retain(|(t, _)| *t != i);
+                            if self.tailing == Some(i) {
+                                self.tailing = None;
+                            }
                             let rev = self.rev();
                             let block = &mut self.blocks[i];
                             block.rev = rev;
                             if let BlockKind::Tool(t) = &mut block.kind {
                                 t.result = Some(output);
+                                t.output_tail = None;
+                                t.elapsed_secs = None;
                             }
                         }
                         None => self.push(BlockKind::Tool(ToolBlock {
@@ -354,13 +547,63 @@ impl Conversation {
                             arguments: Value::Null,
                             result: Some(output),
                             expanded: false,
+                            output_tail: None,
+                            elapsed_secs: None,
+                            awaiting_approval: false,
                         })),
                     }
                 }
             }
-            LogEntry::ApprovalRequest { .. }
-            | LogEntry::ApprovalDecision { .. }
-            | LogEntry::ModelChange { .. } => {}
+            LogEntry::ApprovalRequest {
+                call_id,
+                tool,
+                summary,
+                preview,
+                reason,
+            } => {
+                self.set_awaiting(call_id, true);
+                self.pending.push(PendingApproval {
+                    call_id: call_id.clone(),
+                    tool: tool.clone(),
+                    summary: summary.clone(),
+                    preview: preview.clone(),
+                    reason: reason.clone(),
+                });
+            }
+            LogEntry::ApprovalDecision {
+                call_id,
+                decision,
+                scope,
+                rule,
+                by,
+                client,
+                message,
+            } => {
+                self.drop_pending(call_id);
+                // An allowed call starts running now: time it from here,
+                // not from when it began to wait.
+                if let (Some(now), Some(&i)) = (now, self.tools.get(call_id)) {
+                    for (t, at) in &mut self.timed {
+                        if *t == i {
+                            *at = now;
+                        }
+                    }
+                }
+                self.push(BlockKind::Decision(DecisionView {
+                    decision: *decision,
+                    scope: *scope,
+                    rule: rule.clone(),
+                    by: *by,
+                    client: client.clone(),
+                    message: message.clone(),
+                }));
+            }
+            LogEntry::ModelChange {
+                provider, model, ..
+            } => self.push(BlockKind::ModelChange {
+                provider: provider.clone(),
+                model: model.clone(),
+            }),
             LogEntry::HookInjectedItems { items } => {
                 for item in items {
                     self.push(BlockKind::Injected {
@@ -370,30 +613,93 @@ impl Conversation {
                     });
                 }
             }
-            LogEntry::TurnEnd { reason, .. } => {
-                self.clear_draft();
-                let text = match reason {
-                    TurnEndReason::Completed => return,
-                    TurnEndReason::Unknown => "[turn ended]",
-                    TurnEndReason::Cancelled => "[turn cancelled]",
-                    TurnEndReason::Error => "[turn ended by an error]",
-                    TurnEndReason::MaxSteps => "[turn stopped: too many steps]",
-                    TurnEndReason::Interrupted => "[turn interrupted: the pod stopped mid-turn]",
-                };
-                let level = match reason {
-                    TurnEndReason::Error => Level::Error,
-                    _ => Level::Warn,
-                };
-                self.push_notice(level, text);
+            LogEntry::TurnEnd {
+                reason,
+                error,
+                turn_id,
+                ..
+            } => {
+                for call_id in self
+                    .pending
+                    .drain(..)
+                    .map(|p| p.call_id)
+                    .collect::<Vec<_>>()
+                {
+                    self.set_awaiting(&call_id, false);
+                }
+                let started = self.turn.take().and_then(|clock| {
+                    let same = turn_id.is_none() || clock.turn_id == *turn_id;
+                    (same && clock.seen).then_some(clock.started)
+                });
+                let duration = now
+                    .zip(started)
+                    .map(|(n, s)| n.saturating_duration_since(s));
+                if *reason != TurnEndReason::Completed || duration.is_some() {
+                    self.push(BlockKind::TurnEnd {
+                        reason: *reason,
+                        error: error.clone(),
+                        duration,
+                    });
+                }
             }
             LogEntry::Unknown => self.push(BlockKind::UnknownEntry),
         }
     }
 
-    fn clear_draft(&mut self) {
-        if self.draft.take().is_some() {
-            self.draft_rev = self.rev();
+    /// Copies the tail of a running tool's output into its block, which is
+    /// where it is drawn.
+    fn show_tool_output(&mut self) {
+        let (index, tail) = match &self.in_flight {
+            Some(InFlight::ToolOutput { call_id, text }) => {
+                (self.tools.get(call_id).copied(), Some(tail(text)))
+            }
+            _ => (None, None),
+        };
+        if self.tailing != index {
+            if let Some(old) = self.tailing.take() {
+                self.set_tail(old, None);
+            }
         }
+        if let Some(i) = index {
+            self.set_tail(i, tail);
+        }
+        self.tailing = index;
+    }
+
+    fn set_tail(&mut self, index: usize, tail: Option<String>) {
+        let rev = self.rev();
+        if let Some(block) = self.blocks.get_mut(index) {
+            if let BlockKind::Tool(t) = &mut block.kind {
+                if t.output_tail != tail {
+                    t.output_tail = tail;
+                    block.rev = rev;
+                }
+            }
+        }
+    }
+
+    /// Advances the running tools' clocks; says whether any shown time
+    /// changed.
+    pub fn tick(&mut self, now: Instant) -> bool {
+        let mut changed = false;
+        for k in 0..self.timed.len() {
+            let (i, started) = self.timed[k];
+            let secs = now.saturating_duration_since(started).as_secs();
+            let Some(Block {
+                kind: BlockKind::Tool(t),
+                ..
+            }) = self.blocks.get_mut(i)
+            else {
+                continue;
+            };
+            if t.elapsed_secs != Some(secs) {
+                t.elapsed_secs = Some(secs);
+                let rev = self.rev();
+                self.blocks[i].rev = rev;
+                changed = true;
+            }
+        }
+        changed
     }
 
     /// Indices of the blocks that expand and collapse (tool calls, project
@@ -451,6 +757,21 @@ impl Conversation {
             block.rev = rev;
         }
     }
+}
+
+/// The instant that corresponds to the wall-clock time `at` (RFC 3339),
+/// when it is in the past.
+fn started_at(at: &str, now: Instant) -> Option<Instant> {
+    let at = humantime::parse_rfc3339_weak(at).ok()?;
+    let age = std::time::SystemTime::now().duration_since(at).ok()?;
+    now.checked_sub(age)
+}
+
+/// The last [`OUTPUT_TAIL_LINES`] lines of a running tool's output.
+fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.trim_end_matches('\n').lines().collect();
+    let from = lines.len().saturating_sub(OUTPUT_TAIL_LINES);
+    lines[from..].join("\n")
 }
 
 /// The source of the `hook_injected_items` carrying `AGENTS.md` (or

@@ -13,11 +13,11 @@ use super::render::blocks;
 pub struct LayoutCache {
     width: u16,
     blocks: Vec<Option<(u64, Vec<Line<'static>>)>>,
-    draft: Option<(u64, Vec<Line<'static>>)>,
+    live: Option<(u64, Vec<Line<'static>>)>,
 }
 
 /// The conversation as a list of laid-out items at one width: the blocks,
-/// then the draft when there is one.
+/// then the live item (the block in flight, a retry line) when there is one.
 pub struct Rows<'a> {
     conversation: &'a Conversation,
     cache: &'a mut LayoutCache,
@@ -33,7 +33,7 @@ impl LayoutCache {
         if self.width != width {
             self.width = width;
             self.blocks.clear();
-            self.draft = None;
+            self.live = None;
         }
         self.blocks.resize(conversation.blocks().len(), None);
         Rows {
@@ -46,7 +46,7 @@ impl LayoutCache {
 impl Rows<'_> {
     /// How many items there are.
     pub fn len(&self) -> usize {
-        self.conversation.blocks().len() + usize::from(self.conversation.draft().is_some())
+        self.conversation.blocks().len() + usize::from(self.conversation.has_live_item())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -65,13 +65,13 @@ impl Rows<'_> {
             }
             return slot.as_ref().map_or(&[], |(_, rows)| rows.as_slice());
         }
-        let Some(draft) = conversation.draft() else {
+        if !conversation.has_live_item() {
             return &[];
-        };
-        let rev = conversation.draft_rev();
-        let slot = &mut self.cache.draft;
+        }
+        let rev = conversation.live_rev();
+        let slot = &mut self.cache.live;
         if slot.as_ref().is_none_or(|(r, _)| *r != rev) {
-            *slot = Some((rev, blocks::layout_draft(draft, width)));
+            *slot = Some((rev, blocks::layout_live(conversation, width)));
         }
         slot.as_ref().map_or(&[], |(_, rows)| rows.as_slice())
     }

@@ -7,7 +7,8 @@
 //! - [`conversation`]: the view model, from frames to blocks;
 //! - [`composer`]: the input buffer, history and the `/`, `@`, `#` menus;
 //! - [`commands`]: the built-in `/` commands;
-//! - [`overlay`]: the screens drawn over the conversation (help);
+//! - [`overlay`]: the screens drawn over the conversation (help, sessions);
+//! - [`approval`]: the approval panel's state and keys;
 //! - [`app`]: keys, pod events and connection changes applied to them;
 //! - [`connection`]: the socket, with reconnect and backoff;
 //! - [`layout_cache`] and [`viewport`]: wrapped rows per block, and which
@@ -15,9 +16,11 @@
 //! - [`render`]: how it all looks.
 //!
 //! This module runs them: a terminal reader task, the connection task and
-//! a loop that applies what they send and draws at most once per frame.
+//! a loop that applies what they send and draws ([`render::draw`]) at most
+//! once per frame.
 
 pub mod app;
+pub mod approval;
 pub mod commands;
 pub mod composer;
 pub mod connection;
@@ -110,7 +113,7 @@ async fn event_loop(
             _ = frame.tick() => {
                 app.on_tick(Instant::now());
                 if app.take_dirty() {
-                    terminal.draw(|f| app.draw(f)).context("drawing failed")?;
+                    terminal.draw(|f| render::draw(f, app)).context("drawing failed")?;
                 }
             }
         }

@@ -2,6 +2,8 @@
 //! plain blocking clients on real Unix sockets.
 #![allow(dead_code)]
 
+pub mod schema;
+
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -246,11 +248,20 @@ impl Client {
         }
     }
 
+    /// Sends a frame; one that is a method must pass the schema.
     pub fn send(&mut self, frame: Value) {
         self.send_raw(format!("{frame}\n").as_bytes());
     }
 
+    /// Sends bytes as they are; each line that is a JSON object with a
+    /// method's `type` must pass the schema.
     pub fn send_raw(&mut self, bytes: &[u8]) {
+        schema::check_sent(bytes);
+        self.send_unchecked(bytes);
+    }
+
+    /// Sends bytes without checking them: for frames malformed on purpose.
+    pub fn send_unchecked(&mut self, bytes: &[u8]) {
         self.writer.write_all(bytes).unwrap();
     }
 
@@ -262,6 +273,7 @@ impl Client {
             Ok(_) => {
                 let v: Value = serde_json::from_str(&line)
                     .unwrap_or_else(|e| panic!("pod sent a bad frame ({e}): {line}"));
+                schema::check_received(&v);
                 self.frames.push(v.clone());
                 Some(v)
             }
@@ -319,6 +331,12 @@ impl Client {
             }
         }
         view
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        schema::record_count();
     }
 }
 

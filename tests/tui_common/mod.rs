@@ -28,6 +28,11 @@ pub fn start() -> Value {
 
 /// A snapshot frame holding `entries` after a `session_start`, numbered from 1.
 pub fn snapshot(entries: Vec<Value>, in_flight: Value, state: &str) -> Event {
+    snapshot_with_status(entries, in_flight, json!({"state":state,"queued":0}))
+}
+
+/// A snapshot frame whose `status` is `status`.
+pub fn snapshot_with_status(entries: Vec<Value>, in_flight: Value, status: Value) -> Event {
     let mut lines = vec![start()];
     for (i, entry) in entries.into_iter().enumerate() {
         lines.push(json!({"seq": i + 1, "entry": entry}));
@@ -39,8 +44,17 @@ pub fn snapshot(entries: Vec<Value>, in_flight: Value, state: &str) -> Event {
                     "sandbox":{"mode":"workspace-write","available":true,"network":true},
                     "mcp_servers":[{"name":"git","state":"ready","tools":12},
                                    {"name":"web","state":"failed","tools":0,"error":"exited with status 1"}]},
-        "status":{"state":state,"queued":0},"session_id":SESSION,
+        "status":status,"session_id":SESSION,
         "entries":lines,"in_flight":in_flight}))
+}
+
+/// An app attached to a pod whose snapshot has this `status`.
+pub fn attached_with_status(entries: Vec<Value>, status: Value) -> App {
+    let mut app = App::new("default", Instant::now());
+    app.on_connection(ConnEvent::Connected);
+    app.on_pod_event(snapshot_with_status(entries, Value::Null, status));
+    app.take_outgoing();
+    app
 }
 
 /// An app connected to a pod whose snapshot holds `entries`.
@@ -65,7 +79,7 @@ pub fn entry(seq: u64, entry: Value) -> Event {
 
 pub fn draw(app: &mut App, width: u16, height: u16) -> Terminal<TestBackend> {
     let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
-    terminal.draw(|f| app.draw(f)).unwrap();
+    terminal.draw(|f| pod::tui::render::draw(f, app)).unwrap();
     terminal
 }
 
@@ -109,4 +123,9 @@ pub fn tool_call(id: &str, name: &str, arguments: Value) -> Value {
 pub fn tool_result(id: &str, output: &str, is_error: bool) -> Value {
     json!({"kind":"tool_results","results":[
         {"call_id":id,"output":output,"is_error":is_error}]})
+}
+
+pub fn approval_request(id: &str, tool: &str, summary: &str, preview: &str) -> Value {
+    json!({"kind":"approval_request","call_id":id,"tool":tool,"summary":summary,
+        "preview":preview,"reason":"mode:ask"})
 }

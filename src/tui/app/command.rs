@@ -139,17 +139,7 @@ impl App {
                     model: args.to_owned(),
                 });
             }
-            "approval" if args.is_empty() => {
-                let mode = self.approval_mode();
-                self.conversation.push_notice(
-                    Level::Info,
-                    format!(
-                        "[approval] {} · /approval ask|edits|auto|read-only changes it",
-                        mode.as_str()
-                    ),
-                );
-                self.viewport.end();
-            }
+            "approval" if args.is_empty() => self.cycle_approval_mode(),
             "approval" => {
                 let mode = serde_json::from_value::<ApprovalMode>(serde_json::Value::from(args))
                     .unwrap_or(ApprovalMode::Unknown);
@@ -176,7 +166,7 @@ impl App {
 
     /// The model in use: the status's (it follows `set_model`), else the
     /// greeting's.
-    pub(super) fn current_model(&self) -> String {
+    pub(crate) fn current_model(&self) -> String {
         let provider = self.greeting.as_ref().map_or("", |g| g.provider.as_str());
         let model = match (&self.status, &self.greeting) {
             (Some(s), _) if !s.model.is_empty() => s.model.as_str(),
@@ -187,7 +177,7 @@ impl App {
     }
 
     /// The approval mode in force: the status's, else the greeting's.
-    pub(super) fn approval_mode(&self) -> ApprovalMode {
+    pub(crate) fn approval_mode(&self) -> ApprovalMode {
         match (&self.status, &self.greeting) {
             (Some(s), _) => s.approval,
             (None, Some(g)) => g.approval,

@@ -4,11 +4,18 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use serde_json::Value;
 
-use super::markdown;
+use std::time::Duration;
+
 use super::wrap::{wrap, wrap_text};
-use crate::protocol::{Level, Segment, SegmentView};
+use super::{diff, markdown};
+use crate::protocol::{
+    DecidedBy, Decision, ForkPoint, InFlight, Level, Scope, Segment, SegmentView, SwitchReason,
+    TurnEndReason, TurnError,
+};
 use crate::tui::composer::paste_label;
-use crate::tui::conversation::{short_id, BlockKind, Draft, ToolBlock, PROJECT_INSTRUCTIONS};
+use crate::tui::conversation::{
+    short_id, BlockKind, Conversation, DecisionView, RetryView, ToolBlock, PROJECT_INSTRUCTIONS,
+};
 
 pub const PASTE: Style = Style::new().fg(Color::Magenta);
 pub const FILE_REF: Style = Style::new().fg(Color::Cyan);
@@ -18,10 +25,12 @@ const USER_MARK: Style = Style::new().fg(Color::Green).add_modifier(Modifier::BO
 const TOOL: Style = Style::new().fg(Color::Blue).add_modifier(Modifier::BOLD);
 const ERROR: Style = Style::new().fg(Color::Red);
 const INJECTED: Style = Style::new().fg(Color::Cyan).add_modifier(Modifier::DIM);
+const RETRY: Style = Style::new().fg(Color::Yellow);
 
-/// Rows shown in a collapsed tool block's output preview, and the argument
-/// fields that name what a tool acts on, most telling first.
+/// The argument fields that name what a tool acts on, most telling first.
 const KEY_ARGUMENTS: &[&str] = &["command", "path", "pattern", "query", "url", "file"];
+/// Rows of a file edit's diff shown while its call is collapsed.
+const DIFF_ROWS: usize = 6;
 
 /// The rows of one block, ending with a blank separator row.
 pub fn layout(kind: &BlockKind, width: u16, selected: bool) -> Vec<Line<'static>> {
@@ -48,17 +57,22 @@ pub fn layout(kind: &BlockKind, width: u16, selected: bool) -> Vec<Line<'static>
         BlockKind::SessionStart {
             session_id,
             compacted_from,
+            forked_from,
+            switch,
         } => {
-            let label = match compacted_from {
-                Some(old) => format!(
-                    " session {} · compacted from {} ",
-                    short_id(session_id),
-                    short_id(old)
-                ),
-                None => format!(" session {} ", short_id(session_id)),
-            };
+            let label = session_label(session_id, *compacted_from, forked_from.as_ref(), *switch);
             out.push(divider(&label, width));
         }
+        BlockKind::Decision(d) => decision(d, width, &mut out),
+        BlockKind::ModelChange { provider, model } => {
+            let text = format!("model: {provider}/{model}");
+            wrap_text(&text, INJECTED, width, &[], &[], &mut out);
+        }
+        BlockKind::TurnEnd {
+            reason,
+            error,
+            duration,
+        } => turn_end(*reason, error.as_ref(), *duration, width, &mut out),
         BlockKind::UnknownEntry => out.push(Line::styled(
             "[an entry of a kind this version cannot show]",
             DIM,
@@ -68,24 +82,159 @@ pub fn layout(kind: &BlockKind, width: u16, selected: bool) -> Vec<Line<'static>
     out
 }
 
-/// The rows of the block being streamed: drawn like its confirmed form so
-/// that nothing jumps when the entry replaces it.
-pub fn layout_draft(draft: &Draft, width: u16) -> Vec<Line<'static>> {
+/// The rows of the live item: the block being streamed, drawn like its
+/// confirmed form so that nothing jumps when the entry replaces it, and
+/// the line of a model call being retried.
+pub fn layout_live(conversation: &Conversation, width: u16) -> Vec<Line<'static>> {
     let w = usize::from(width).max(1);
     let mut out = Vec::new();
-    match draft {
-        Draft::Text(text) => markdown::render(text, w, Style::new(), &mut out),
-        Draft::Reasoning(text) => reasoning(text, w, &mut out),
-        Draft::ToolCall {
-            name, arguments, ..
-        } => {
+    match conversation.in_flight() {
+        Some(InFlight::Text { text }) => markdown::render(text, w, Style::new(), &mut out),
+        Some(InFlight::Reasoning { text }) => reasoning(text, w, &mut out),
+        Some(InFlight::ToolCall {
+            name,
+            arguments_so_far,
+            ..
+        }) => {
             let first = [Span::styled(format!("⚙ {name} "), TOOL)];
-            let args: String = arguments.chars().take(w * 2).collect();
+            let args: String = arguments_so_far.chars().take(w * 2).collect();
             wrap(&[Span::styled(args, DIM)], w, &first, &[], &mut out);
         }
+        Some(InFlight::ToolOutput { .. }) | None => {}
+    }
+    if let Some(retry) = conversation.retry() {
+        retry_line(retry, w, &mut out);
     }
     out.push(Line::default());
     out
+}
+
+/// `HTTP 429 · retrying in 2s (2/4)`: the failure's first line, the wait
+/// and how many tries are left.
+fn retry_line(retry: &RetryView, width: usize, out: &mut Vec<Line<'static>>) {
+    let error = retry.error.lines().next().unwrap_or("").trim();
+    let error: String = error.chars().take(width * 2).collect();
+    let text = format!(
+        "{error} · retrying in {} ({}/{})",
+        short_duration(Duration::from_millis(retry.delay_ms)),
+        retry.attempt,
+        retry.max_attempts
+    );
+    wrap_text(&text, RETRY, width, &[Span::styled("↻ ", RETRY)], &[], out);
+}
+
+/// A duration as a person reads it: `0.4s`, `12.5s`, `2m 05s`, `1h 02m`.
+pub fn short_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    match secs {
+        0..60 => {
+            let s = format!("{:.1}", d.as_secs_f64());
+            format!("{}s", s.strip_suffix(".0").unwrap_or(&s))
+        }
+        60..3600 => format!("{}m {:02}s", secs / 60, secs % 60),
+        _ => format!("{}h {:02}m", secs / 3600, secs % 3600 / 60),
+    }
+}
+
+/// `N lines`, or `1 line`.
+pub fn count_lines(n: usize) -> String {
+    if n == 1 {
+        "1 line".to_owned()
+    } else {
+        format!("{n} lines")
+    }
+}
+
+/// The divider's label: the session, and how it came to be.
+fn session_label(
+    session_id: &uuid::Uuid,
+    compacted_from: Option<uuid::Uuid>,
+    forked_from: Option<&ForkPoint>,
+    switch: Option<SwitchReason>,
+) -> String {
+    let id = short_id(session_id);
+    if let Some(fork) = forked_from {
+        let at = fork.seq.map(|s| format!(" at {s}")).unwrap_or_default();
+        return format!(
+            " forked from {}{at} · session {id} ",
+            short_id(&fork.session_id)
+        );
+    }
+    if let Some(old) = compacted_from {
+        return format!(" session {id} · compacted from {} ", short_id(&old));
+    }
+    match switch {
+        Some(SwitchReason::New) => format!(" new session {id} "),
+        Some(SwitchReason::Resume) => format!(" resumed session {id} "),
+        _ => format!(" session {id} "),
+    }
+}
+
+/// `✓ allowed by tui@host (session: bash:cargo *)`, `✗ denied by pod
+/// send: not now`, `✗ denied by policy (bash:rm *)`, `✗ cancelled`.
+fn decision(d: &DecisionView, width: usize, out: &mut Vec<Line<'static>>) {
+    let (mark, mark_style, verb) = match d.decision {
+        Decision::Allow => ("✓ ", Style::new().fg(Color::Green), "allowed"),
+        Decision::Deny => ("✗ ", ERROR, "denied"),
+        Decision::Unknown => ("· ", DIM, "decided"),
+    };
+    let mut text = match d.by {
+        DecidedBy::Cancel => "cancelled".to_owned(),
+        DecidedBy::Policy => format!("{verb} by policy"),
+        DecidedBy::User | DecidedBy::Unknown => {
+            format!("{verb} by {}", d.client.as_deref().unwrap_or("a client"))
+        }
+    };
+    match (&d.rule, d.scope, d.by) {
+        (Some(rule), Scope::Session, _) => text.push_str(&format!(" (session: {rule})")),
+        (Some(rule), _, DecidedBy::Policy) => text.push_str(&format!(" ({rule})")),
+        _ => {}
+    }
+    if let Some(message) = d.message.as_deref().filter(|m| !m.is_empty()) {
+        text.push_str(&format!(": {message}"));
+    }
+    let first = [Span::styled(format!("  {mark}"), mark_style)];
+    wrap_text(&text, DIM, width, &first, &[Span::raw("    ")], out);
+}
+
+/// A turn that did not complete says why, with its error in place; one
+/// this client timed says how long it took.
+fn turn_end(
+    reason: TurnEndReason,
+    error: Option<&TurnError>,
+    duration: Option<Duration>,
+    width: usize,
+    out: &mut Vec<Line<'static>>,
+) {
+    let took = duration.map(short_duration);
+    let label = match reason {
+        TurnEndReason::Completed => {
+            let text = format!("done in {}", took.unwrap_or_default());
+            out.push(Line::styled(text, DIM));
+            return;
+        }
+        TurnEndReason::Unknown => "turn ended",
+        TurnEndReason::Cancelled => "turn cancelled",
+        TurnEndReason::Error => "turn ended by an error",
+        TurnEndReason::MaxSteps => "turn stopped: too many steps",
+        TurnEndReason::Interrupted => "turn interrupted: the pod stopped mid-turn",
+    };
+    let mut text = match took {
+        Some(t) => format!("[{label} after {t}]"),
+        None => format!("[{label}]"),
+    };
+    if let Some(e) = error {
+        let code = serde_json::to_value(e.code)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_else(|| "error".into());
+        text.push_str(&format!(" {code}: {}", e.message));
+    }
+    let style = match reason {
+        TurnEndReason::Error => ERROR,
+        _ => Style::new().fg(Color::Yellow),
+    };
+    wrap_text(&text, style, width, &[], &[], out);
 }
 
 fn divider(label: &str, width: usize) -> Line<'static> {
@@ -165,7 +314,7 @@ fn injected(
                     INJECTED.add_modifier(Modifier::BOLD),
                 ),
             ];
-            let about = format!("{} · {lines} lines", file.trim());
+            let about = format!("{} · {}", file.trim(), count_lines(lines));
             wrap(
                 &[Span::styled(about, INJECTED)],
                 width,
@@ -213,19 +362,39 @@ fn reasoning(text: &str, width: usize, out: &mut Vec<Line<'static>>) {
     }
 }
 
-/// The argument that says what the call acts on, or the arguments in short.
-fn key_argument(arguments: &Value) -> String {
+/// What the call acts on: a search's pattern (and where), else the first
+/// of [`KEY_ARGUMENTS`] it has, else the arguments in short.
+fn key_argument(name: &str, arguments: &Value) -> String {
     let Value::Object(map) = arguments else {
         return match arguments {
             Value::Null => String::new(),
             other => other.to_string(),
         };
     };
+    let field = |k: &str| map.get(k).and_then(Value::as_str);
+    if let ("grep" | "glob", Some(pattern)) = (name, field("pattern")) {
+        return match field("path").filter(|p| !p.is_empty() && *p != ".") {
+            Some(path) => format!("{pattern} in {path}"),
+            None => pattern.to_owned(),
+        };
+    }
     KEY_ARGUMENTS
         .iter()
-        .find_map(|k| map.get(*k).and_then(Value::as_str))
+        .find_map(|k| field(k))
         .map(|s| s.lines().next().unwrap_or("").to_owned())
         .unwrap_or_else(|| arguments.to_string())
+}
+
+/// The exit code a failed `bash` command reported on one of its last
+/// lines (`[exit code: 2]`).
+fn exit_code(output: &str) -> Option<i64> {
+    output.lines().rev().take(3).find_map(|line| {
+        line.trim()
+            .strip_prefix("[exit code: ")?
+            .strip_suffix(']')?
+            .parse()
+            .ok()
+    })
 }
 
 fn tool_block(tool: &ToolBlock, width: usize, selected: bool, out: &mut Vec<Line<'static>>) {
@@ -235,13 +404,39 @@ fn tool_block(tool: &ToolBlock, width: usize, selected: bool, out: &mut Vec<Line
         Span::styled(format!("{} ", tool.name), TOOL),
     ];
     let rest = [Span::raw("    ")];
-    let key = key_argument(&tool.arguments);
+    let key = key_argument(&tool.name, &tool.arguments);
     let key: String = key.chars().take(width * 3).collect();
     wrap(&[Span::styled(key, DIM)], width, &head, &rest, out);
     let branch = |s: &'static str| [Span::styled(s, DIM)];
+    let diff = diff::of_call(&tool.name, &tool.arguments);
+    if let Some(lines) = &diff {
+        let shown = if tool.expanded {
+            lines.len()
+        } else {
+            lines.len().min(DIFF_ROWS)
+        };
+        for line in &lines[..shown] {
+            let style = diff::line_style(line);
+            wrap_text(line, style, width, &branch("  │ "), &branch("  │ "), out);
+        }
+        if shown < lines.len() {
+            let n = lines.len() - shown;
+            let unit = if n == 1 { "line" } else { "lines" };
+            let more = format!("… {n} more {unit} (Ctrl+O)");
+            wrap_text(&more, DIM, width, &branch("  │ "), &[], out);
+        }
+    }
     let Some(result) = &tool.result else {
+        if let Some(tail) = &tool.output_tail {
+            wrap_text(tail, DIM, width, &branch("  │ "), &branch("  │ "), out);
+        }
+        let running = match tool.elapsed_secs {
+            _ if tool.awaiting_approval => "waiting for approval".to_owned(),
+            Some(secs @ 1..) => format!("running… {}", short_duration(Duration::from_secs(secs))),
+            _ => "running…".to_owned(),
+        };
         wrap(
-            &[Span::styled("running…", DIM)],
+            &[Span::styled(running, DIM)],
             width,
             &branch("  └ "),
             &rest,
@@ -252,7 +447,7 @@ fn tool_block(tool: &ToolBlock, width: usize, selected: bool, out: &mut Vec<Line
     let style = if result.is_error { ERROR } else { Style::new() };
     let lines = result.output.lines().count();
     if tool.expanded {
-        if !tool.arguments.is_null() {
+        if diff.is_none() && !tool.arguments.is_null() {
             let args = serde_json::to_string_pretty(&tool.arguments).unwrap_or_default();
             wrap_text(&args, DIM, width, &branch("  │ "), &branch("  │ "), out);
         }
@@ -263,7 +458,7 @@ fn tool_block(tool: &ToolBlock, width: usize, selected: bool, out: &mut Vec<Line
         };
         out.push(Line::from(vec![
             Span::styled(label, if result.is_error { ERROR } else { DIM }),
-            Span::styled(format!("{lines} lines"), DIM),
+            Span::styled(count_lines(lines), DIM),
         ]));
         wrap_text(
             &result.output,
@@ -280,10 +475,51 @@ fn tool_block(tool: &ToolBlock, width: usize, selected: bool, out: &mut Vec<Line
     let mut spans = Vec::new();
     if result.is_error {
         spans.push(Span::styled("error: ", ERROR));
+        let code = exit_code(&result.output);
+        if let Some(code) = code {
+            spans.push(Span::styled(format!("exit code {code}"), ERROR));
+        }
+        if code.is_none() || exit_code(&first_line).is_none() {
+            if code.is_some() {
+                spans.push(Span::styled(" · ", DIM));
+            }
+            spans.push(Span::styled(first_line, style));
+        }
+    } else {
+        spans.push(Span::styled(first_line, style));
     }
-    spans.push(Span::styled(first_line, style));
     if lines > 1 {
-        spans.push(Span::styled(format!(" ({lines} lines)"), DIM));
+        spans.push(Span::styled(format!(" ({})", count_lines(lines)), DIM));
     }
     wrap(&spans, width, &branch("  └ "), &rest, out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn searches_show_their_pattern() {
+        let args = json!({"pattern":"fn main","path":"src"});
+        assert_eq!(key_argument("grep", &args), "fn main in src");
+        assert_eq!(key_argument("glob", &json!({"pattern":"*.rs"})), "*.rs");
+        assert_eq!(key_argument("read_file", &json!({"path":"a.rs"})), "a.rs");
+    }
+
+    #[test]
+    fn exit_codes_are_found_at_the_end() {
+        assert_eq!(exit_code("boom\n[exit code: 2]"), Some(2));
+        assert_eq!(exit_code("[exit code: 1]\nsandbox note"), Some(1));
+        assert_eq!(exit_code("fine"), None);
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(short_duration(Duration::from_millis(400)), "0.4s");
+        assert_eq!(short_duration(Duration::from_secs(2)), "2s");
+        assert_eq!(short_duration(Duration::from_secs(125)), "2m 05s");
+        assert_eq!(short_duration(Duration::from_secs(3720)), "1h 02m");
+        assert_eq!(count_lines(1), "1 line");
+    }
 }

@@ -19,53 +19,123 @@ const POPUP_ROWS: usize = 8;
 
 /// The composer's rows at `width`, and the cursor's row and column.
 /// Every atom is kept whole on one row (a paste label is not split), and
-/// wrapping is by character: the cursor position must be exact.
+/// a word that does not fit moves to the next row whole (a word longer
+/// than a row is broken): the cursor position is exact either way.
 pub fn layout(composer: &Composer, width: u16) -> (Vec<Line<'static>>, (usize, usize)) {
     let width = usize::from(width).max(3);
-    let mut rows: Vec<Vec<Span<'static>>> = vec![vec![Span::styled(PROMPT, prompt_style())]];
-    let mut col = PROMPT.width();
-    let mut cursor = (0, col);
+    let prompt = Span::styled(PROMPT, prompt_style());
     if composer.is_empty() {
-        rows[0].push(Span::styled(HINT, Style::new().add_modifier(Modifier::DIM)));
-        return (rows.into_iter().map(Line::from).collect(), cursor);
+        let hint = Span::styled(HINT, Style::new().add_modifier(Modifier::DIM));
+        return (vec![Line::from(vec![prompt, hint])], (0, PROMPT.width()));
     }
-    for (i, atom) in composer.atoms().iter().enumerate() {
-        let (text, style) = match atom {
-            Atom::Char('\n') => {
-                if i == composer.cursor() {
-                    cursor = (rows.len() - 1, col);
+    let cells: Vec<(String, Style)> = composer.atoms().iter().map(cell).collect();
+    let places = place(composer.atoms(), &cells, width);
+    let cursor = match places.get(composer.cursor()) {
+        Some(&at) => at,
+        None => match (places.last(), cells.last()) {
+            (Some(&(row, col)), Some((text, _)))
+                if composer.atoms().last() != Some(&Atom::Char('\n')) =>
+            {
+                let col = col + text.width();
+                if col >= width {
+                    (row + 1, INDENT)
+                } else {
+                    (row, col)
                 }
-                rows.push(vec![Span::raw("  ")]);
-                col = 2;
-                continue;
             }
-            Atom::Char(c) if c.is_control() => ("\u{fffd}".to_owned(), Style::new()),
-            Atom::Char(c) => (c.to_string(), Style::new()),
-            Atom::Paste { id, text } => (paste_label(*id, text), PASTE),
-            Atom::FileRef(path) => (format!("@{path}"), FILE_REF),
-            Atom::KnowledgeRef(slug) => (format!("#{slug}"), KNOWLEDGE_REF),
-        };
-        let w = text.width();
-        if col + w > width && col > 2 {
-            rows.push(vec![Span::raw("  ")]);
-            col = 2;
+            (Some(&(row, _)), _) => (row + 1, INDENT),
+            _ => (0, PROMPT.width()),
+        },
+    };
+    let rows_needed = places.iter().map(|p| p.0).max().unwrap_or(0).max(cursor.0) + 1;
+    let mut rows: Vec<Vec<Span<'static>>> = (0..rows_needed)
+        .map(|r| {
+            vec![if r == 0 {
+                prompt.clone()
+            } else {
+                Span::raw("  ")
+            }]
+        })
+        .collect();
+    for (atom, ((text, style), (row, _))) in
+        composer.atoms().iter().zip(cells.into_iter().zip(places))
+    {
+        if *atom != Atom::Char('\n') {
+            rows[row].push(Span::styled(text, style));
         }
-        if i == composer.cursor() {
-            cursor = (rows.len() - 1, col);
-        }
-        if let Some(row) = rows.last_mut() {
-            row.push(Span::styled(text, style));
-        }
-        col += w;
-    }
-    if composer.cursor() >= composer.atoms().len() {
-        if col >= width {
-            rows.push(vec![Span::raw("  ")]);
-            col = 2;
-        }
-        cursor = (rows.len() - 1, col);
     }
     (rows.into_iter().map(Line::from).collect(), cursor)
+}
+
+/// Columns after the prompt, and before every wrapped row.
+const INDENT: usize = 2;
+
+/// How an atom is drawn.
+fn cell(atom: &Atom) -> (String, Style) {
+    match atom {
+        Atom::Char('\n') => (String::new(), Style::new()),
+        Atom::Char(c) if c.is_control() => ("\u{fffd}".to_owned(), Style::new()),
+        Atom::Char(c) => (c.to_string(), Style::new()),
+        Atom::Paste { id, text } => (paste_label(*id, text), PASTE),
+        Atom::FileRef(path) => (format!("@{path}"), FILE_REF),
+        Atom::KnowledgeRef(slug) => (format!("#{slug}"), KNOWLEDGE_REF),
+    }
+}
+
+/// The row and column of every atom. A line break starts a new row; a
+/// character that would pass the edge takes the word it ends (the
+/// characters since the last blank on its row) to the next row with it,
+/// unless that word fills the row from its start.
+fn place(atoms: &[Atom], cells: &[(String, Style)], width: usize) -> Vec<(usize, usize)> {
+    let mut places: Vec<(usize, usize)> = Vec::with_capacity(atoms.len());
+    let (mut row, mut col) = (0, PROMPT.width());
+    // Where the current word starts, as an atom index, when it is on this row.
+    let mut word: Option<usize> = None;
+    for (i, atom) in atoms.iter().enumerate() {
+        if *atom == Atom::Char('\n') {
+            places.push((row, col));
+            (row, col) = (row + 1, INDENT);
+            word = None;
+            continue;
+        }
+        let w = cells[i].0.width();
+        let is_word_char = matches!(atom, Atom::Char(c) if !c.is_whitespace());
+        if col + w > width && col > INDENT {
+            match word.filter(|&start| places[start].1 > INDENT) {
+                Some(start) if is_word_char => {
+                    row += 1;
+                    col = INDENT;
+                    for k in start..i {
+                        places[k] = (row, col);
+                        col += cells[k].0.width();
+                    }
+                }
+                _ => {
+                    (row, col) = (row + 1, INDENT);
+                    word = None;
+                }
+            }
+        }
+        if is_word_char {
+            word.get_or_insert(i);
+        } else {
+            word = None;
+        }
+        places.push((row, col));
+        col += w;
+    }
+    places
+}
+/// A message on one line, as the queued list shows it: line breaks as
+/// spaces, pastes and references as their labels.
+pub fn one_line(atoms: &[Atom]) -> String {
+    atoms
+        .iter()
+        .map(|atom| match atom {
+            Atom::Char(c) if c.is_whitespace() || c.is_control() => " ".to_owned(),
+            other => cell(other).0,
+        })
+        .collect()
 }
 
 fn prompt_style() -> Style {

@@ -34,7 +34,15 @@ const KEYS: &[(&str, &str)] = &[
     ("Ctrl+U", "delete to the start of the line"),
     (
         "Esc",
-        "close the menu or this screen; else cancel the running turn",
+        "close the menu or this screen; on an empty input box, take back your last queued message; else cancel the running turn",
+    ),
+    (
+        "Shift+Tab",
+        "next approval mode: ask → edits → auto → read-only",
+    ),
+    (
+        "y / a / n / N",
+        "when a tool call waits for approval: allow once / allow for the session / deny / deny with a message for the model (↑/↓, PgUp/PgDn scroll its preview)",
     ),
     (
         "Ctrl+C",

@@ -1,0 +1,431 @@
+//! The session listing (`list_sessions`, `pod sessions`) and the index that
+//! keeps it cheap.
+//!
+//! The logs stay the truth; the index (`<data-dir>/sessions.index.json`) only
+//! remembers, per log, what reading it gave and how far it read: its
+//! entries, title, `created_at`, `compacted_from` and `forked_from`, and the
+//! byte length of the complete lines read. Logs only ever grow by whole
+//! lines, so a listing stats every log and:
+//! - uses the remembered fields when the length is unchanged (and so is the
+//!   modification time);
+//! - reads only the bytes after the remembered length when the log grew,
+//!   after checking that they start with the line it expects next;
+//! - reads the log in full when it is new, shorter, or anything else is off.
+//!
+//! `updated_at` is the log's modification time (the time of its last
+//! append), taken from that stat, never from the index. Whenever something
+//! was read, the index is rewritten (a temporary file renamed over it): it is
+//! a cache, so a lost or damaged index is only rebuilt, and two pods listing
+//! at once at worst each redo the other's work.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::protocol::{ForkPoint, LogEntry, LogLine, SegmentView, SessionInfo};
+
+/// The longest title, in characters.
+pub const TITLE_CHARS: usize = 80;
+
+/// Bumped when [`Meta`] changes meaning; an index of another version is
+/// rebuilt.
+const VERSION: u32 = 1;
+
+/// The index of the sessions in `sessions_dir` (`<data-dir>/sessions`).
+pub fn path(sessions_dir: &Path) -> PathBuf {
+    sessions_dir.with_file_name("sessions.index.json")
+}
+
+/// Every session of `sessions_dir`, newest activity first; `current` is
+/// marked. A log without a complete `session_start` line (a crash right
+/// after creating it) is not a session yet and is left out.
+pub fn list(sessions_dir: &Path, current: Option<Uuid>) -> std::io::Result<Vec<SessionInfo>> {
+    let index_path = path(sessions_dir);
+    let mut index = load(&index_path);
+    let mut changed = false;
+    let mut found = Vec::new();
+    let dir = match std::fs::read_dir(sessions_dir) {
+        Ok(dir) => dir,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    for entry in dir {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(id) = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(".jsonl"))
+            .and_then(|stem| Uuid::parse_str(stem).ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = entry.metadata() else {
+            // Removed between the listing and the stat.
+            continue;
+        };
+        let modified = stat.modified().unwrap_or(UNIX_EPOCH);
+        let known = index.sessions.remove(&id);
+        let meta = match known {
+            Some(meta) if meta.len == stat.len() && meta.mtime == nanos(modified) => Some(meta),
+            known => {
+                changed = true;
+                match refresh(&entry.path(), known) {
+                    Ok(meta) => meta,
+                    Err(e) => {
+                        tracing::warn!(
+                            "cannot read {} for the session list: {e}",
+                            name.to_string_lossy()
+                        );
+                        None
+                    }
+                }
+            }
+        };
+        if let Some(meta) = meta {
+            found.push((id, modified, meta));
+        }
+    }
+    // What is left in the index has no log any more.
+    changed |= !index.sessions.is_empty();
+    let mut sessions: Vec<(SystemTime, SessionInfo)> = found
+        .iter()
+        .map(|(id, modified, meta)| (*modified, meta.info(*id, *modified, current == Some(*id))))
+        .collect();
+    if changed {
+        index.sessions = found.into_iter().map(|(id, _, meta)| (id, meta)).collect();
+        if let Err(e) = save(&index_path, &index) {
+            tracing::warn!(
+                "cannot update the session index {}: {e}",
+                index_path.display()
+            );
+        }
+    }
+    sessions.sort_by(|(a, x), (b, y)| b.cmp(a).then_with(|| x.session_id.cmp(&y.session_id)));
+    Ok(sessions.into_iter().map(|(_, info)| info).collect())
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Index {
+    version: u32,
+    sessions: HashMap<Uuid, Meta>,
+}
+
+/// What reading one log gave, and how far it read.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Meta {
+    /// Bytes of complete lines read.
+    len: u64,
+    /// The log's modification time (ns since the epoch) when it was read.
+    mtime: u128,
+    entries: u64,
+    created_at: String,
+    /// Until one is found, every new line is looked at for it.
+    title: Option<String>,
+    compacted_from: Option<Uuid>,
+    forked_from: Option<ForkPoint>,
+}
+
+impl Meta {
+    fn info(&self, session_id: Uuid, modified: SystemTime, current: bool) -> SessionInfo {
+        SessionInfo {
+            session_id,
+            created_at: self.created_at.clone(),
+            updated_at: humantime::format_rfc3339_millis(modified).to_string(),
+            entries: self.entries,
+            title: self.title.clone(),
+            compacted_from: self.compacted_from,
+            forked_from: self.forked_from.clone(),
+            current,
+        }
+    }
+}
+
+fn nanos(t: SystemTime) -> u128 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+fn load(path: &Path) -> Index {
+    let Ok(data) = std::fs::read(path) else {
+        return Index::default();
+    };
+    match serde_json::from_slice::<Index>(&data) {
+        Ok(index) if index.version == VERSION => index,
+        _ => Index::default(),
+    }
+}
+
+fn save(path: &Path, index: &Index) -> std::io::Result<()> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let tmp = path.with_extension(format!(
+        "json.{}.{}.tmp",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let data = serde_json::to_vec(&Index {
+        version: VERSION,
+        sessions: index.sessions.clone(),
+    })?;
+    std::fs::write(&tmp, data)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+/// Reads what is new in the log at `path`: the bytes after `known.len` when
+/// they continue what was read, else the whole log. `None` when the log has
+/// no complete `session_start` yet.
+fn refresh(path: &Path, known: Option<Meta>) -> std::io::Result<Option<Meta>> {
+    let mut file = File::open(path)?;
+    if let Some(known) = known {
+        if let Some(meta) = read_more(&mut file, known)? {
+            return Ok(Some(meta));
+        }
+        file.seek(SeekFrom::Start(0))?;
+    }
+    let mut data = Vec::new();
+    file.read_to_end(&mut data)?;
+    let mtime = nanos(file.metadata()?.modified().unwrap_or(UNIX_EPOCH));
+    let Some(first_end) = data.iter().position(|&b| b == b'\n') else {
+        return Ok(None);
+    };
+    let Ok(LogLine {
+        seq: 0,
+        entry:
+            LogEntry::SessionStart {
+                created_at,
+                compacted_from,
+                forked_from,
+                ..
+            },
+    }) = serde_json::from_slice::<LogLine>(&data[..first_end])
+    else {
+        return Err(std::io::Error::other(
+            "its first line is not a session_start",
+        ));
+    };
+    let mut meta = Meta {
+        len: 0,
+        mtime,
+        entries: 0,
+        created_at,
+        title: None,
+        compacted_from,
+        forked_from,
+    };
+    meta.scan(&data);
+    Ok(Some(meta))
+}
+
+/// The log grew: reads only the new bytes, if they continue the lines read
+/// (the first new line has the next seq). `None` when they do not.
+fn read_more(file: &mut File, mut known: Meta) -> std::io::Result<Option<Meta>> {
+    let len = file.metadata()?.len();
+    if len < known.len {
+        return Ok(None);
+    }
+    file.seek(SeekFrom::Start(known.len))?;
+    let mut data = Vec::new();
+    file.read_to_end(&mut data)?;
+    let mtime = nanos(file.metadata()?.modified().unwrap_or(UNIX_EPOCH));
+    if data.is_empty() {
+        // Same length, another modification time: rewritten in place.
+        return Ok(None);
+    }
+    if let Some(end) = data.iter().position(|&b| b == b'\n') {
+        match serde_json::from_slice::<SeqOnly>(&data[..end]) {
+            Ok(line) if line.seq == known.entries => {}
+            _ => return Ok(None),
+        }
+    }
+    known.mtime = mtime;
+    known.scan(&data);
+    Ok(Some(known))
+}
+
+/// Just the `seq` of a line, to check where a read continues.
+#[derive(Deserialize)]
+struct SeqOnly {
+    seq: u64,
+}
+
+impl Meta {
+    /// Counts the complete lines of `data` (the bytes following what was
+    /// read before) and looks for the title in them if there is none yet.
+    fn scan(&mut self, data: &[u8]) {
+        let mut start = 0;
+        while let Some(end) = data[start..].iter().position(|&b| b == b'\n') {
+            let line = &data[start..start + end];
+            if self.title.is_none() {
+                self.title = title_of(line);
+            }
+            self.entries += 1;
+            start += end + 1;
+        }
+        self.len += start as u64;
+    }
+}
+
+/// The title a `user_input` line gives: its text, newlines as spaces, cut
+/// to [`TITLE_CHARS`] characters; `None` for other lines and for input
+/// without text. The pod writes the entry's `kind` first, so other lines are
+/// told apart without parsing them.
+fn title_of(line: &[u8]) -> Option<String> {
+    const MARK: &[u8] = b"\"kind\":\"user_input\"";
+    let head = &line[..line.len().min(64)];
+    if !head.windows(MARK.len()).any(|w| w == MARK) {
+        return None;
+    }
+    let LogLine {
+        entry: LogEntry::UserInput { segments, .. },
+        ..
+    } = serde_json::from_slice::<LogLine>(line).ok()?
+    else {
+        return None;
+    };
+    let text: String = segments
+        .iter()
+        .filter_map(|s| match s.view() {
+            SegmentView::Text { text } => Some(text),
+            _ => None,
+        })
+        .collect();
+    title(&text)
+}
+
+/// `text` as a one-line title, or `None` when it is blank.
+pub fn title(text: &str) -> Option<String> {
+    let line: String = text
+        .trim()
+        .chars()
+        .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
+        .take(TITLE_CHARS)
+        .collect();
+    let line = line.trim_end().to_owned();
+    (!line.is_empty()).then_some(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+    use crate::protocol::Segment;
+
+    fn write(path: &Path, entries: &[LogEntry], append: bool) {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(append)
+            .write(true)
+            .truncate(!append)
+            .open(path)
+            .unwrap();
+        let first = if append { read_lines(path) } else { 0 };
+        for (i, entry) in entries.iter().enumerate() {
+            let line = LogLine {
+                seq: (first + i) as u64,
+                entry: entry.clone(),
+            };
+            writeln!(file, "{}", serde_json::to_string(&line).unwrap()).unwrap();
+        }
+    }
+
+    fn read_lines(path: &Path) -> usize {
+        std::fs::read_to_string(path).unwrap().lines().count()
+    }
+
+    fn start(id: Uuid) -> LogEntry {
+        LogEntry::SessionStart {
+            session_id: id,
+            created_at: LogEntry::now(),
+            compacted_from: None,
+            forked_from: None,
+            provider: None,
+            model: None,
+        }
+    }
+
+    fn input(text: &str) -> LogEntry {
+        LogEntry::UserInput {
+            segments: vec![Segment::text(text)],
+            at: LogEntry::now(),
+            turn_id: None,
+            request_id: None,
+        }
+    }
+
+    #[test]
+    fn titles_are_one_line_and_cut() {
+        assert_eq!(
+            title("  fix\nthe\r\nparser \n"),
+            Some("fix the  parser".into())
+        );
+        assert_eq!(title(" \n "), None);
+        let long = "é".repeat(100);
+        assert_eq!(title(&long).unwrap().chars().count(), TITLE_CHARS);
+    }
+
+    #[test]
+    fn lists_newest_first_and_follows_appends_incrementally() {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = dir.path().join("sessions");
+        std::fs::create_dir(&sessions).unwrap();
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        let path_a = sessions.join(format!("{a}.jsonl"));
+        let path_b = sessions.join(format!("{b}.jsonl"));
+        write(&path_a, &[start(a)], false);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        write(&path_b, &[start(b), input("hello\nthere")], false);
+        // Not a session yet: no complete session_start.
+        std::fs::write(
+            sessions.join(format!("{}.jsonl", Uuid::new_v4())),
+            "{\"seq\":0",
+        )
+        .unwrap();
+
+        let listed = list(&sessions, Some(a)).unwrap();
+        assert_eq!(listed.len(), 2);
+        assert_eq!(listed[0].session_id, b);
+        assert_eq!(listed[0].title.as_deref(), Some("hello there"));
+        assert_eq!(listed[0].entries, 2);
+        assert!(!listed[0].current);
+        assert_eq!(listed[1].session_id, a);
+        assert_eq!(listed[1].title, None);
+        assert!(listed[1].current);
+        assert!(path(&sessions).exists(), "the index was written");
+
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        write(&path_a, &[input("first words"), input("later")], true);
+        let listed = list(&sessions, None).unwrap();
+        assert_eq!(listed[0].session_id, a, "the append made it the newest");
+        assert_eq!(listed[0].entries, 3);
+        assert_eq!(listed[0].title.as_deref(), Some("first words"));
+    }
+
+    #[test]
+    fn a_rewritten_log_or_a_damaged_index_is_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = dir.path().join("sessions");
+        std::fs::create_dir(&sessions).unwrap();
+        let a = Uuid::new_v4();
+        let path_a = sessions.join(format!("{a}.jsonl"));
+        write(&path_a, &[start(a), input("one"), input("two")], false);
+        assert_eq!(list(&sessions, None).unwrap()[0].entries, 3);
+        // Shorter: a different log under the same name.
+        write(&path_a, &[start(a), input("other")], false);
+        let listed = list(&sessions, None).unwrap();
+        assert_eq!(listed[0].entries, 2);
+        assert_eq!(listed[0].title.as_deref(), Some("other"));
+        std::fs::write(path(&sessions), "{not json").unwrap();
+        assert_eq!(list(&sessions, None).unwrap()[0].entries, 2);
+        std::fs::remove_file(&path_a).unwrap();
+        assert!(list(&sessions, None).unwrap().is_empty());
+    }
+}

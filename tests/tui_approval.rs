@@ -1,0 +1,342 @@
+//! The approval panel: what a pending request looks like in the input
+//! box's place, which `approve` frames its keys send, and how it goes away
+//! — answered here, answered by another client, or no longer pending.
+//! Accept snapshot changes with `INSTA_UPDATE=always cargo test --test
+//! tui_approval` and read the `.snap` files before committing them.
+
+mod tui_common;
+
+use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
+use insta::assert_snapshot;
+use pod::tui::connection::Outgoing;
+use pod::tui::App;
+use ratatui::style::Color;
+use serde_json::{json, Value};
+use tui_common::*;
+
+fn key(app: &mut App, code: KeyCode) {
+    let modifiers = match code {
+        KeyCode::Char(c) if c.is_uppercase() => KeyModifiers::SHIFT,
+        _ => KeyModifiers::NONE,
+    };
+    app.on_terminal(TermEvent::Key(KeyEvent::new(code, modifiers)));
+}
+
+/// The requests sent since the last call, as JSON, with their ids.
+fn sent(app: &mut App) -> Vec<(Option<String>, Value)> {
+    app.take_outgoing()
+        .into_iter()
+        .filter_map(|o| match o {
+            Outgoing::Request(r) => Some((r.request_id, serde_json::to_value(&r.method).unwrap())),
+            Outgoing::Reconnect => None,
+        })
+        .collect()
+}
+
+fn methods(app: &mut App) -> Vec<Value> {
+    sent(app).into_iter().map(|(_, m)| m).collect()
+}
+
+const DIFF: &str = "--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1,4 +1,4 @@\n use std::io;\n-fn old() {}\n+fn new() {}\n // end\n";
+
+/// A turn waiting for two calls: a `bash` command and an edit.
+fn waiting() -> App {
+    attached_with_status(
+        vec![
+            user_input(json!([{"type":"text","text":"run the tests and fix lib.rs"}])),
+            json!({"kind":"assistant_items","items":[
+                {"type":"tool_call","call_id":"c1","name":"bash","arguments":{"command":"cargo test --all"}},
+                {"type":"tool_call","call_id":"c2","name":"edit_file","arguments":
+                    {"path":"src/lib.rs","old_string":"fn old() {}\n","new_string":"fn new() {}\n"}}]}),
+            approval_request("c1", "bash", "cargo test --all", "cargo test --all"),
+            approval_request("c2", "edit_file", "edit src/lib.rs (+1 −1)", DIFF),
+        ],
+        json!({"state":"waiting","queued":0,"pending_approvals":["c1","c2"],"approval":"ask"}),
+    )
+}
+
+#[test]
+fn a_bash_request_takes_the_input_box_place() {
+    let mut app = waiting();
+    let text = screen(&mut app, 70, 20);
+    assert!(text.contains("bash wants to run"), "{text}");
+    assert!(text.contains("1 of 2"), "{text}");
+    assert!(!text.contains("? help"), "the input box is hidden:\n{text}");
+    assert_snapshot!("bash_request", text);
+}
+
+#[test]
+fn a_diff_request_is_coloured_and_scrolls() {
+    let mut app = waiting();
+    key(&mut app, KeyCode::Char('y'));
+    let buffer = buffer(&mut app, 60, 18);
+    let fg = |needle: &str| buffer[find(&buffer, needle).expect(needle)].fg;
+    assert_eq!(fg("+fn new"), Color::Green);
+    assert_eq!(fg("-fn old"), Color::Red);
+    assert_eq!(fg("@@ -1,4"), Color::Cyan);
+    assert_snapshot!("diff_request", screen(&mut app, 60, 18));
+
+    // Too short for the whole preview: it scrolls, the keys stay.
+    let top = screen(&mut app, 60, 12);
+    assert!(top.contains("lines 1–4 of 7"), "{top}");
+    assert!(top.contains("y allow once"), "{top}");
+    key(&mut app, KeyCode::PageDown);
+    let scrolled = screen(&mut app, 60, 12);
+    assert!(scrolled.contains("// end"), "{scrolled}");
+    assert!(!scrolled.contains("--- a/src/lib.rs"), "{scrolled}");
+    assert_snapshot!("diff_request_scrolled", scrolled);
+}
+
+#[test]
+fn keys_send_the_right_answers_in_order() {
+    let mut app = waiting();
+    key(&mut app, KeyCode::Char('a'));
+    assert_eq!(
+        methods(&mut app),
+        [json!({"type":"approve","call_id":"c1","decision":"allow","scope":"session"})]
+    );
+    assert!(screen(&mut app, 70, 20).contains("edit_file wants to run"));
+    key(&mut app, KeyCode::Char('N'));
+    for c in "use bar".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    assert!(screen(&mut app, 70, 20).contains("message for the model › use bar"));
+    key(&mut app, KeyCode::Enter);
+    assert_eq!(
+        methods(&mut app),
+        [json!({"type":"approve","call_id":"c2","decision":"deny","message":"use bar"})]
+    );
+    assert!(
+        screen(&mut app, 70, 20).contains("? help"),
+        "all answered: the input box is back"
+    );
+
+    let mut app = waiting();
+    key(&mut app, KeyCode::Char('y'));
+    key(&mut app, KeyCode::Char('n'));
+    assert_eq!(
+        methods(&mut app),
+        [
+            json!({"type":"approve","call_id":"c1","decision":"allow"}),
+            json!({"type":"approve","call_id":"c2","decision":"deny"})
+        ]
+    );
+    // Keys meant for the panel never reach the input box.
+    assert!(app.composer().is_empty());
+}
+
+#[test]
+fn another_clients_answer_removes_it_and_says_who() {
+    let mut app = waiting();
+    app.on_pod_event(entry(
+        5,
+        json!({"kind":"approval_decision","call_id":"c1","decision":"allow","scope":"session",
+            "rule":"bash:cargo *","by":"user","client":"tui@laptop","message":null}),
+    ));
+    let text = screen(&mut app, 70, 20);
+    assert!(text.contains("edit_file wants to run"), "{text}");
+    assert!(!text.contains("1 of 2"), "one left:\n{text}");
+    assert!(
+        text.contains("✓ allowed by tui@laptop (session: bash:cargo *)"),
+        "{text}"
+    );
+    app.on_pod_event(entry(
+        6,
+        json!({"kind":"approval_decision","call_id":"c2","decision":"deny","scope":"once",
+            "rule":null,"by":"user","client":"pod send","message":"not now"}),
+    ));
+    let text = screen(&mut app, 70, 20);
+    assert!(text.contains("✗ denied by pod send: not now"), "{text}");
+    assert!(text.contains("? help"), "{text}");
+}
+
+#[test]
+fn decisions_in_the_transcript() {
+    let mut app = attached(vec![
+        tool_call("c1", "bash", json!({"command":"cargo build"})),
+        json!({"kind":"approval_decision","call_id":"c1","decision":"allow","scope":"once",
+            "rule":null,"by":"user","client":"tui@host","message":null}),
+        tool_call("c2", "bash", json!({"command":"rm -rf target"})),
+        json!({"kind":"approval_decision","call_id":"c2","decision":"deny","scope":"once",
+            "rule":"bash:rm *","by":"policy","client":null,"message":null}),
+        tool_call("c3", "bash", json!({"command":"sleep 100"})),
+        json!({"kind":"approval_decision","call_id":"c3","decision":"deny","scope":"once",
+            "rule":null,"by":"cancel","client":null,"message":null}),
+        json!({"kind":"model_change","provider":"openai","model":"gpt-4o-mini","at":"x"}),
+    ]);
+    let text = screen(&mut app, 60, 20);
+    for line in [
+        "✓ allowed by tui@host",
+        "✗ denied by policy (bash:rm *)",
+        "✗ cancelled",
+        "model: openai/gpt-4o-mini",
+    ] {
+        assert!(text.contains(line), "{line} missing:\n{text}");
+    }
+    assert_snapshot!("decisions", text);
+}
+
+#[test]
+fn not_pending_dismisses_it_with_a_notice() {
+    let mut app = waiting();
+    key(&mut app, KeyCode::Char('y'));
+    let (id, _) = sent(&mut app).pop().unwrap();
+    app.on_pod_event(event(json!({"type":"error","code":"not_pending",
+        "message":"c1 is not waiting for approval","request_id":id})));
+    let text = screen(&mut app, 70, 20);
+    assert!(
+        text.contains("[approval] c1 was no longer waiting"),
+        "{text}"
+    );
+    assert!(text.contains("edit_file wants to run"), "{text}");
+
+    // Refused for another reason: it shows again.
+    let mut app = waiting();
+    key(&mut app, KeyCode::Char('y'));
+    let (id, _) = sent(&mut app).pop().unwrap();
+    app.on_pod_event(event(json!({"type":"error","code":"forbidden",
+        "message":"a tool may not approve","request_id":id})));
+    let text = screen(&mut app, 70, 20);
+    assert!(text.contains("bash wants to run"), "{text}");
+    assert!(text.contains("[approval refused]"), "{text}");
+}
+
+#[test]
+fn only_requests_the_pod_still_lists_are_shown_after_a_snapshot() {
+    let mut app = attached_with_status(
+        vec![
+            tool_call("c1", "bash", json!({"command":"make"})),
+            approval_request("c1", "bash", "make", "make"),
+        ],
+        json!({"state":"idle","queued":0,"pending_approvals":[]}),
+    );
+    assert!(app.current_approval().is_none());
+    assert!(screen(&mut app, 60, 10).contains("? help"));
+}
+
+#[test]
+fn shift_tab_and_the_command_cycle_the_mode() {
+    let mut app = attached(vec![]);
+    app.on_terminal(TermEvent::Key(KeyEvent::new(
+        KeyCode::BackTab,
+        KeyModifiers::SHIFT,
+    )));
+    assert_eq!(
+        methods(&mut app),
+        [json!({"type":"set_approval","mode":"edits"})]
+    );
+    assert!(screen(&mut app, 100, 4).contains("approval: edits"));
+    app.on_terminal(TermEvent::Key(KeyEvent::new(
+        KeyCode::BackTab,
+        KeyModifiers::SHIFT,
+    )));
+    assert_eq!(
+        methods(&mut app),
+        [json!({"type":"set_approval","mode":"auto"})]
+    );
+    for c in "/approval".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    key(&mut app, KeyCode::Enter);
+    let sent: Vec<Value> = methods(&mut app)
+        .into_iter()
+        .filter(|m| m["type"] != "list_completions")
+        .collect();
+    assert_eq!(sent, [json!({"type":"set_approval","mode":"read-only"})]);
+    app.on_pod_event(event(
+        json!({"type":"status","state":"idle","queued":0,"approval":"ask"}),
+    ));
+    assert!(
+        screen(&mut app, 100, 4).contains("approval: ask"),
+        "the pod's status has the last word"
+    );
+}
+
+#[test]
+fn file_edits_show_their_diff_not_json() {
+    let mut app = attached(vec![
+        tool_call(
+            "c1",
+            "edit_file",
+            json!({"path":"src/lib.rs","old_string":"a\nb\nc\n","new_string":"a\nB\nc\nd\n"}),
+        ),
+        tool_result("c1", "edited src/lib.rs", false),
+        tool_call(
+            "c2",
+            "write_file",
+            json!({"path":"notes.md","content":"1\n2\n3\n4\n5\n6\n7\n8\n9\n"}),
+        ),
+        tool_result("c2", "wrote notes.md", false),
+    ]);
+    let buffer = buffer(&mut app, 50, 24);
+    assert_eq!(buffer[find(&buffer, "+B").unwrap()].fg, Color::Green);
+    assert_eq!(buffer[find(&buffer, "-b").unwrap()].fg, Color::Red);
+    let collapsed = screen(&mut app, 50, 24);
+    assert!(!collapsed.contains("old_string"), "{collapsed}");
+    assert!(collapsed.contains("… 3 more lines (Ctrl+O)"), "{collapsed}");
+    assert_snapshot!("file_edits_collapsed", collapsed);
+    app.on_terminal(TermEvent::Key(KeyEvent::new(
+        KeyCode::Char('o'),
+        KeyModifiers::CONTROL,
+    )));
+    let expanded = screen(&mut app, 50, 30);
+    assert!(expanded.contains("+9"), "{expanded}");
+    assert!(!expanded.contains("\"content\""), "{expanded}");
+}
+
+/// A panel that appears while the user is typing a message does not take
+/// the rest of that message as answers: keys are held back until a pause.
+#[test]
+fn typing_never_answers_a_panel_that_appears_mid_word() {
+    let t0 = std::time::Instant::now();
+    let mut app = attached_with(vec![], Value::Null, "running");
+    app.on_tick(t0);
+    for c in "ye".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    app.on_tick(t0 + std::time::Duration::from_millis(100));
+    app.on_pod_event(entry(
+        1,
+        tool_call("c1", "bash", json!({"command":"rm -rf build"})),
+    ));
+    app.on_pod_event(entry(
+        2,
+        approval_request("c1", "bash", "rm -rf build", "rm -rf build"),
+    ));
+    app.on_tick(t0 + std::time::Duration::from_millis(200));
+    key(&mut app, KeyCode::Char('y'));
+    app.on_tick(t0 + std::time::Duration::from_millis(400));
+    key(&mut app, KeyCode::Char('a'));
+    assert!(methods(&mut app).is_empty(), "nothing answered mid-burst");
+    assert!(screen(&mut app, 90, 12).contains("pause, then y, a, n or N"));
+
+    app.on_tick(t0 + std::time::Duration::from_secs(2));
+    key(&mut app, KeyCode::Char('n'));
+    assert_eq!(
+        methods(&mut app),
+        [json!({"type":"approve","call_id":"c1","decision":"deny"})]
+    );
+    assert_eq!(app.composer().plain_text().as_deref(), Some("ye"));
+}
+
+/// A message sent with Enter ends the burst: a panel that appears right
+/// after takes the next key.
+#[test]
+fn a_sent_message_ends_the_burst() {
+    let t0 = std::time::Instant::now();
+    let mut app = attached_with(vec![], Value::Null, "running");
+    app.on_tick(t0);
+    for c in "go".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    key(&mut app, KeyCode::Enter);
+    app.take_outgoing();
+    app.on_pod_event(entry(1, tool_call("c1", "bash", json!({"command":"make"}))));
+    app.on_pod_event(entry(2, approval_request("c1", "bash", "make", "make")));
+    app.on_tick(t0 + std::time::Duration::from_millis(100));
+    key(&mut app, KeyCode::Char('y'));
+    assert_eq!(
+        methods(&mut app),
+        [json!({"type":"approve","call_id":"c1","decision":"allow"})]
+    );
+}
