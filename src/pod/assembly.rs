@@ -9,7 +9,6 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::broadcaster::Published;
 use super::job::{commit, JobEnv};
 use crate::context::Conversation;
 use crate::protocol::{AssistantItem, ErrorCode, Event, LogEntry, Usage, MAX_JSON_DEPTH};
@@ -147,7 +146,7 @@ pub async fn stream_reply(
             ModelEvent::BlockEnd => finish_block(env, conversation, block.take(), &mut reply).await,
             ModelEvent::Usage(usage) => {
                 reply.usage = Some(usage);
-                env.broadcaster.do_send(Published::Usage(usage));
+                env.publish_usage(usage);
                 Ok(())
             }
             ModelEvent::Retry {

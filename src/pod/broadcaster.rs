@@ -242,6 +242,8 @@ pub enum Published {
         /// The new session's log lines (shared with the mirror).
         entries: Vec<Bytes>,
     },
+    /// Streaming deltas, in the order they were made (see `job::HeldHints`).
+    Hints(Vec<Event>),
     /// A streaming hint or any other event.
     Event(Box<Event>),
     Status(Status),
@@ -252,17 +254,28 @@ impl Handler<Published> for Broadcaster {
     type Result = ();
 
     fn handle(&mut self, msg: Published, ctx: &mut Context<Self>) {
-        if let Published::Event(event) = &msg {
-            if matches!(
-                **event,
-                Event::TextDelta { .. }
-                    | Event::ReasoningDelta { .. }
-                    | Event::ToolCallArgsDelta { .. }
-            ) {
+        match &msg {
+            Published::Hints(events) => {
+                for event in events {
+                    InFlight::apply(&mut self.in_flight, event);
+                    self.hold_delta(event, ctx);
+                }
+                return;
+            }
+            Published::Event(event)
+                if matches!(
+                    **event,
+                    Event::TextDelta { .. }
+                        | Event::ReasoningDelta { .. }
+                        | Event::ToolCallArgsDelta { .. }
+                        | Event::ToolOutputDelta { .. }
+                ) =>
+            {
                 InFlight::apply(&mut self.in_flight, event);
                 self.hold_delta(event, ctx);
                 return;
             }
+            _ => {}
         }
         self.flush_held();
         let frame = match msg {
@@ -304,6 +317,7 @@ impl Handler<Published> for Broadcaster {
                 frame
             }
             Published::Usage(usage) => Event::Usage(usage).to_frame(),
+            Published::Hints(_) => return,
         };
         self.fan_out(frame);
     }

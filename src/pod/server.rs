@@ -178,6 +178,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             },
             state: Rc::new(RefCell::new(state)),
             paused,
+            hints: Rc::default(),
         };
         let conversation = Conversation::new(session_id, recovered.entries);
         let worker = Worker::new(env, paused_tx, conversation).start();
