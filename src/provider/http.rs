@@ -3,6 +3,8 @@
 //! so the user knows what to fix. Each provider only supplies the request
 //! body and an [`SseDecoder`] for its event format.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -42,6 +44,10 @@ pub(crate) struct Endpoint {
     pub headers: HeaderMap,
     pub client: reqwest::Client,
     pub policy: RetryPolicy,
+    /// The length of the last request body: the next one (the same
+    /// conversation and a little more) is written into a buffer that large
+    /// from the start instead of one doubled a dozen times.
+    last_body: Arc<AtomicUsize>,
 }
 
 impl Endpoint {
@@ -63,6 +69,7 @@ impl Endpoint {
             headers,
             client,
             policy,
+            last_body: Arc::default(),
         })
     }
 
@@ -77,8 +84,13 @@ impl Endpoint {
         D: SseDecoder,
         F: Fn() -> D + Send + 'static,
     {
-        let body = match serde_json::to_vec(body) {
-            Ok(body) => Bytes::from(body),
+        let last = self.last_body.load(Ordering::Relaxed);
+        let mut buffer = Vec::with_capacity(last + last / 8 + 4096);
+        let body = match serde_json::to_writer(&mut buffer, body) {
+            Ok(()) => {
+                self.last_body.store(buffer.len(), Ordering::Relaxed);
+                Bytes::from(buffer)
+            }
             Err(e) => {
                 let error = ModelError::new(format!(
                     "{}: the request could not be encoded as JSON: {e}",
