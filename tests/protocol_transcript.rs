@@ -41,13 +41,34 @@ impl Transcript {
         self.sections.push((name.to_owned(), Vec::new()));
     }
 
+    /// Records a line. Consecutive `text_delta`s to one peer are recorded
+    /// as one, merged as the pod itself merges deltas it sends together:
+    /// how a text is split into frames depends on timing, what it adds up
+    /// to does not.
     fn line(&mut self, line: String) {
-        self.sections
-            .last_mut()
-            .expect("a section is open")
-            .1
-            .push(line);
+        let lines = &mut self.sections.last_mut().expect("a section is open").1;
+        if let (Some(last), Some((peer, text))) = (lines.last_mut(), text_delta(&line)) {
+            if let Some((last_peer, last_text)) = text_delta(last) {
+                if peer == last_peer {
+                    let merged =
+                        serde_json::json!({"type": "text_delta", "text": last_text + &text});
+                    *last = format!("{peer}← {merged}");
+                    return;
+                }
+            }
+        }
+        lines.push(line);
     }
+}
+
+/// The peer and text of a recorded `text_delta` line.
+fn text_delta(line: &str) -> Option<(String, String)> {
+    let (peer, frame) = line.split_once("← ")?;
+    let frame: Value = serde_json::from_str(frame).ok()?;
+    if frame["type"] != "text_delta" {
+        return None;
+    }
+    Some((peer.to_owned(), frame["text"].as_str()?.to_owned()))
 }
 
 /// A client on a real socket that keeps every frame's text as it came.

@@ -9,7 +9,7 @@ use anyhow::{bail, ensure, Context as _};
 use tokio::io::AsyncReadExt;
 use tokio::net::UnixStream;
 
-use crate::sse::{find, stamp_of};
+use crate::sse::{find, stamps_of};
 use crate::util::now_us;
 
 /// What one client saw of one turn.
@@ -42,7 +42,7 @@ pub async fn client(socket: &Path, ready: Arc<AtomicUsize>) -> anyhow::Result<Se
         let now = now_us();
         buf.extend_from_slice(&chunk[..n]);
         let mut start = 0;
-        while let Some(end) = buf[start..].iter().position(|&b| b == b'\n') {
+        while let Some(end) = memchr::memchr(b'\n', &buf[start..]) {
             let line = &buf[start..start + end];
             start += end + 1;
             match next_seq {
@@ -51,10 +51,13 @@ pub async fn client(socket: &Path, ready: Arc<AtomicUsize>) -> anyhow::Result<Se
                     ready.fetch_add(1, Ordering::AcqRel);
                 }
                 Some(expected) if line.starts_with(b"{\"type\":\"text_delta\"") => {
-                    let stamp = stamp_of(line).context("a delta without a stamp")?;
-                    seen.latencies_us.push(now.saturating_sub(stamp) as u32);
+                    let before = seen.latencies_us.len();
+                    for stamp in stamps_of(line) {
+                        seen.latencies_us.push(now.saturating_sub(stamp) as u32);
+                        seen.first_stamp_us = seen.first_stamp_us.min(stamp);
+                    }
+                    ensure!(seen.latencies_us.len() > before, "a delta without a stamp");
                     seen.last_delta_us = now;
-                    seen.first_stamp_us = seen.first_stamp_us.min(stamp);
                     next_seq = Some(expected);
                 }
                 Some(expected) if line.starts_with(b"{\"type\":\"entry\"") => {

@@ -144,17 +144,24 @@ fn chunk(out: &mut Vec<u8>, stamp: u64) {
     out.extend_from_slice(b" \"},\"finish_reason\":null}]}\n\n");
 }
 
-/// Extracts the stamp of a `text_delta` frame (`…"text":"T<µs> "…`).
-pub fn stamp_of(frame: &[u8]) -> Option<u64> {
-    let at = find(frame, b"\"text\":\"T")? + 9;
-    let digits = frame[at..]
-        .iter()
-        .take_while(|b| b.is_ascii_digit())
-        .count();
-    std::str::from_utf8(&frame[at..at + digits])
-        .ok()?
-        .parse()
-        .ok()
+/// The stamps of a `text_delta` frame (`{"type":"text_delta","text":"T<µs>
+/// T<µs> "}`): one per chunk the server sent, since the pod merges the
+/// deltas it sends together into one frame. Parsed by hand, as fast as
+/// the clients can, so that the clients measure the pod rather than
+/// themselves.
+pub fn stamps_of(frame: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    let mut rest = frame
+        .strip_prefix(b"{\"type\":\"text_delta\",\"text\":\"")
+        .unwrap_or_default();
+    std::iter::from_fn(move || {
+        let digits = rest.strip_prefix(b"T")?;
+        let len = digits.iter().take_while(|b| b.is_ascii_digit()).count();
+        let stamp = digits[..len]
+            .iter()
+            .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+        rest = digits[len..].strip_prefix(b" ")?;
+        Some(stamp)
+    })
 }
 
 pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {

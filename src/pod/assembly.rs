@@ -69,13 +69,18 @@ pub async fn stream_reply(
         end: ReplyEnd::Done,
     };
     let mut block: Option<Block> = None;
+    // Made once, not per event: a fresh `cancelled()` takes the token's lock
+    // to register and again to deregister, on every chunk of the stream.
+    let cancelled = cancel.cancelled();
+    tokio::pin!(cancelled);
     loop {
         let event = tokio::select! {
-            event = stream.next() => event,
-            _ = cancel.cancelled() => {
+            biased;
+            _ = &mut cancelled => {
                 reply.end = ReplyEnd::Cancelled;
                 break;
             }
+            event = stream.next() => event,
         };
         let event = match event {
             None => break,

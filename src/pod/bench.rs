@@ -50,7 +50,7 @@ impl DurableLog {
         };
         let (file, session_id, recovered) =
             start_session(LogFile::create(&path)?, session_id, &pointer_path, &start)?;
-        let broadcaster = Broadcaster::spawn(Greeting {
+        let broadcaster = Broadcaster::new(Greeting {
             pod: "bench".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             session_id,
@@ -61,7 +61,8 @@ impl DurableLog {
             approval: Default::default(),
             sandbox: Default::default(),
             mcp_servers: Vec::new(),
-        });
+        })
+        .start();
         let arbiter = actix_rt::Arbiter::new();
         let dirs = Dirs {
             sessions,

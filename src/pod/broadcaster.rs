@@ -1,9 +1,12 @@
 //! The `Broadcaster` actor: fans every event out to every connection, in one
 //! order, and remembers what a newly attached client must be told.
 //!
-//! It runs on a thread of its own (see [`Broadcaster::spawn`]), so writing a
-//! frame to hundreds of clients never shares an event loop with the turn
-//! that made it, and the turn never waits for a client.
+//! It runs on the main arbiter, beside the worker: the turn never waits for
+//! a client (a push never blocks, see `outbox.rs`), and on the two-core
+//! machine the benchmarks run on, a thread of its own measured worse — the
+//! wake-ups between threads cost more than they saved (see
+//! `docs/performance.md`, fan-out). Every queue is opened on the
+//! broadcaster's thread, so moving it to one of its own is one line.
 //!
 //! All frames for all connections pass through this actor's mailbox — the
 //! broadcasts, and each client's own responses ([`Deliver`]) — and each
@@ -25,14 +28,14 @@
 //!
 //! Streaming deltas are coalesced without a timer: a delta is held, and the
 //! held deltas are sent together once the mailbox is empty (actix runs what
-//! a handler schedules with `notify` only after draining the mailbox). A
-//! delta that arrives while the actor is idle goes out at once, alone;
-//! deltas that arrive while it is busy writing share one `write` per client.
-//! So the batch grows with the load, and a delta waits at most for the
-//! fan-out in progress — which is what lets 256 clients follow 1,000
-//! deltas/s with a p99 of ~1–2 ms (see `docs/performance.md`). Any other
-//! frame flushes the held deltas first, so no frame ever overtakes a delta
-//! sent before it.
+//! a handler schedules with `notify` only after draining the mailbox),
+//! merged into one frame per run of deltas a client appends to the same
+//! thing ([`Event::absorb`]). A delta that arrives while the actor is idle
+//! goes out at once, alone; deltas that arrive while the turn or the
+//! fan-out keeps the thread busy share one frame and one `write` per
+//! client. So the batch grows with the load and no delta waits for a timer.
+//! Any other frame flushes the held deltas first, so no frame ever
+//! overtakes a delta sent before it.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -53,8 +56,8 @@ pub struct Broadcaster {
     greeting: Greeting,
     status: Status,
     in_flight: Option<InFlight>,
-    /// Delta frames held until the mailbox is empty.
-    held: BytesMut,
+    /// Deltas held until the mailbox is empty.
+    held: Vec<Event>,
     /// A [`FlushHeld`] is scheduled.
     flush_scheduled: bool,
 }
@@ -66,43 +69,43 @@ impl Broadcaster {
             greeting,
             status: Status::default(),
             in_flight: None,
-            held: BytesMut::new(),
+            held: Vec::new(),
             flush_scheduled: false,
         }
     }
 
-    /// Starts the broadcaster on an arbiter (thread) of its own. Its
-    /// connections' sockets join that thread's event loop when they are
-    /// registered, so all their writes happen there.
-    pub fn spawn(greeting: Greeting) -> Addr<Broadcaster> {
-        let arbiter = actix_rt::Arbiter::new();
-        Broadcaster::start_in_arbiter(&arbiter.handle(), move |_| Broadcaster::new(greeting))
-    }
-
-    /// Holds a delta until the mailbox is empty, encoded straight into the
-    /// held frames.
-    fn hold_delta(&mut self, event: &Event, ctx: &mut Context<Self>) {
-        let len = self.held.len();
-        if serde_json::to_writer((&mut self.held).writer(), event).is_ok() {
-            self.held.put_u8(b'\n');
-        } else {
-            // `to_frame` says what could not be encoded.
-            self.held.truncate(len);
-            self.held.extend_from_slice(&event.to_frame());
-        }
+    /// Holds a delta until the mailbox is empty, merged into the one held
+    /// before it when a client would append both to the same thing.
+    fn hold_delta(&mut self, event: Event, ctx: &mut Context<Self>) {
+        InFlight::apply(&mut self.in_flight, &event);
+        let event = match self.held.last_mut() {
+            Some(last) => last.absorb(event),
+            None => Some(event),
+        };
+        self.held.extend(event);
         if !self.flush_scheduled {
             self.flush_scheduled = true;
             ctx.notify(FlushHeld);
         }
     }
 
-    /// Sends the held deltas, if any.
+    /// Sends the held deltas, if any, as one write per client.
     fn flush_held(&mut self) {
         if self.held.is_empty() {
             return;
         }
-        let frames = self.held.split().freeze();
-        self.fan_out(frames);
+        let mut frames = BytesMut::new();
+        for event in self.held.drain(..) {
+            let len = frames.len();
+            if serde_json::to_writer((&mut frames).writer(), &event).is_ok() {
+                frames.put_u8(b'\n');
+            } else {
+                // `to_frame` says what could not be encoded.
+                frames.truncate(len);
+                frames.extend_from_slice(&event.to_frame());
+            }
+        }
+        self.fan_out(frames.freeze());
     }
 
     fn fan_out(&mut self, frame: Bytes) {
@@ -242,8 +245,6 @@ pub enum Published {
         /// The new session's log lines (shared with the mirror).
         entries: Vec<Bytes>,
     },
-    /// Streaming deltas, in the order they were made (see `job::HeldHints`).
-    Hints(Vec<Event>),
     /// A streaming hint or any other event.
     Event(Box<Event>),
     Status(Status),
@@ -254,29 +255,13 @@ impl Handler<Published> for Broadcaster {
     type Result = ();
 
     fn handle(&mut self, msg: Published, ctx: &mut Context<Self>) {
-        match &msg {
-            Published::Hints(events) => {
-                for event in events {
-                    InFlight::apply(&mut self.in_flight, event);
-                    self.hold_delta(event, ctx);
-                }
+        let msg = match msg {
+            Published::Event(event) if event.is_delta() => {
+                self.hold_delta(*event, ctx);
                 return;
             }
-            Published::Event(event)
-                if matches!(
-                    **event,
-                    Event::TextDelta { .. }
-                        | Event::ReasoningDelta { .. }
-                        | Event::ToolCallArgsDelta { .. }
-                        | Event::ToolOutputDelta { .. }
-                ) =>
-            {
-                InFlight::apply(&mut self.in_flight, event);
-                self.hold_delta(event, ctx);
-                return;
-            }
-            _ => {}
-        }
+            msg => msg,
+        };
         self.flush_held();
         let frame = match msg {
             Published::Entry { session_id, line } => {
@@ -317,7 +302,6 @@ impl Handler<Published> for Broadcaster {
                 frame
             }
             Published::Usage(usage) => Event::Usage(usage).to_frame(),
-            Published::Hints(_) => return,
         };
         self.fan_out(frame);
     }

@@ -158,7 +158,6 @@ async fn try_compact(env: &JobEnv, conversation: &mut Conversation) -> Result<()
         ));
     }
     let model = env.state.borrow().model.clone();
-    env.flush_hints();
     let new = env
         .session_log
         .send(Switch {

@@ -183,35 +183,6 @@ pub struct JobEnv {
     pub config: WorkerConfig,
     pub state: Rc<RefCell<JobState>>,
     pub paused: watch::Receiver<bool>,
-    /// Deltas waiting for their window to close.
-    pub hints: Rc<RefCell<HeldHints>>,
-}
-
-/// How long a streaming delta may wait to share a message to the
-/// broadcaster with the ones after it (tokio's timer rounds it up to its
-/// next 1 ms tick).
-pub const HINT_WINDOW: std::time::Duration = std::time::Duration::from_millis(1);
-
-/// Streaming deltas on their way to the broadcaster. The first after a
-/// quiet spell goes at once; those that follow within [`HINT_WINDOW`] go
-/// together when it closes. The broadcaster is on another thread, and
-/// waking it costs more than writing a delta to a client: at a model's
-/// pace this sends one message (and one write per client) per window
-/// instead of one per delta. Everything else the job sends — another
-/// event, a status, a commit — sends the held deltas first, so batching
-/// never reorders anything (see `docs/architecture.md`).
-#[derive(Default)]
-pub struct HeldHints {
-    events: Vec<Event>,
-    window_open: bool,
-}
-
-/// The events that stream a model's block, and only those.
-fn is_delta(event: &Event) -> bool {
-    matches!(
-        event,
-        Event::TextDelta { .. } | Event::ReasoningDelta { .. } | Event::ToolCallArgsDelta { .. }
-    )
 }
 
 impl JobEnv {
@@ -226,58 +197,13 @@ impl JobEnv {
         prepared.request(&self.config.system_prompt, Cow::Owned(self.toolbox.specs()))
     }
 
-    /// Sends an event to every client. A streaming delta may wait for its
-    /// window (see [`HeldHints`]); anything else sends the held ones first.
+    /// Sends an event to every client.
     pub fn publish(&self, event: Event) {
-        if is_delta(&event) {
-            return self.publish_delta(event);
-        }
-        self.flush_hints();
         self.broadcaster.do_send(Published::Event(Box::new(event)));
     }
 
     pub fn publish_usage(&self, usage: Usage) {
-        self.flush_hints();
         self.broadcaster.do_send(Published::Usage(usage));
-    }
-
-    fn publish_delta(&self, event: Event) {
-        let mut held = self.hints.borrow_mut();
-        if held.window_open {
-            held.events.push(event);
-            return;
-        }
-        held.window_open = true;
-        drop(held);
-        self.broadcaster.do_send(Published::Hints(vec![event]));
-        let hints = Rc::clone(&self.hints);
-        let broadcaster = self.broadcaster.clone();
-        actix::spawn(async move {
-            loop {
-                tokio::time::sleep(HINT_WINDOW).await;
-                let events = {
-                    let mut held = hints.borrow_mut();
-                    if held.events.is_empty() {
-                        // A window that caught nothing closes: the next
-                        // delta goes out at once.
-                        held.window_open = false;
-                        return;
-                    }
-                    std::mem::take(&mut held.events)
-                };
-                broadcaster.do_send(Published::Hints(events));
-            }
-        });
-    }
-
-    /// Sends the held deltas now. Called before anything else the job sends
-    /// to the broadcaster or to `SessionLog`, so that nothing — another
-    /// event, a block's entry — overtakes a delta made before it.
-    pub fn flush_hints(&self) {
-        let events = std::mem::take(&mut self.hints.borrow_mut().events);
-        if !events.is_empty() {
-            self.broadcaster.do_send(Published::Hints(events));
-        }
     }
 
     pub fn status(&self) -> Status {
@@ -288,7 +214,6 @@ impl JobEnv {
     }
 
     pub fn publish_status(&self) {
-        self.flush_hints();
         self.broadcaster.do_send(Published::Status(self.status()));
     }
 
@@ -326,7 +251,6 @@ pub async fn commit(
     conversation: &mut Conversation,
     entry: LogEntry,
 ) -> Result<u64, StorageError> {
-    env.flush_hints();
     let result = session_log::append(&env.session_log, entry.clone()).await;
     match &result {
         Ok(_) => conversation.push(entry),

@@ -1,5 +1,5 @@
 //! A connection's outbound stream: the handle everyone who answers a client
-//! holds ([`Outbox`]), and the bounded queue on the fan-out thread that
+//! holds ([`Outbox`]), and the bounded queue on the broadcaster's thread that
 //! writes to the socket ([`Queue`]) with its writer task ([`Drain`]).
 //!
 //! Every frame for a client is pushed onto its queue on one thread, the
@@ -54,7 +54,7 @@ const LAGGED_GRACE: Duration = Duration::from_secs(2);
 pub type ConnId = u64;
 
 /// A frame for one client alone (a response, an error), on its way to the
-/// fan-out thread, where it joins the client's queue in mailbox order.
+/// broadcaster's thread, where it joins the client's queue in mailbox order.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Deliver {
@@ -63,7 +63,7 @@ pub struct Deliver {
 }
 
 /// A connection's way to send frames to its own client, from any thread:
-/// each push is a [`Deliver`] to the fan-out thread, which owns the queue.
+/// each push is a [`Deliver`] to the broadcaster's thread, which owns the queue.
 #[derive(Clone)]
 pub struct Outbox {
     id: ConnId,
@@ -75,7 +75,7 @@ pub struct Outbox {
 
 impl Outbox {
     /// The handle of connection `id` and the write half it sends to the
-    /// fan-out thread (in `Subscribe`, then `Register`), where it becomes
+    /// broadcaster's thread (in `Subscribe`, then `Register`), where it becomes
     /// the connection's queue. `socket` must be in non-blocking mode.
     pub fn new(
         id: ConnId,
@@ -99,7 +99,7 @@ impl Outbox {
         )
     }
 
-    /// Sends a frame to this client, after every frame the fan-out thread
+    /// Sends a frame to this client, after every frame the broadcaster's thread
     /// has queued for it so far. False when the connection is over.
     pub fn push(&self, frame: Bytes) -> bool {
         if self.closed.is_cancelled() {
@@ -155,7 +155,7 @@ impl Client {
     }
 }
 
-/// A client's write half on its way to the fan-out thread: `Send`, but
+/// A client's write half on its way to the broadcaster's thread: `Send`, but
 /// good for nothing until [`ClientSocket::open`] makes it a [`Queue`] there.
 pub struct ClientSocket {
     socket: std::os::unix::net::UnixStream,
@@ -195,7 +195,7 @@ impl ClientSocket {
 }
 
 /// The queue of frames for one client, owned by the broadcaster. Not `Send`
-/// (see the module's doc): every push comes from the fan-out thread, which
+/// (see the module's doc): every push comes from the broadcaster's thread, which
 /// is what lets a push write to the socket directly when nothing is
 /// pending — the writer task, on the same thread, writes only while
 /// something is.

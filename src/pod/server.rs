@@ -131,7 +131,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             sandbox: toolbox.sandbox().info(),
             mcp_servers: mcp_servers_at_start,
         };
-        let broadcaster = Broadcaster::spawn(greeting);
+        let broadcaster = Broadcaster::new(greeting).start();
         actix_rt::spawn(announce_mcp(mcp_changes, broadcaster.clone()));
         let log_arbiter = actix_rt::Arbiter::new();
         let dirs = Dirs {
@@ -178,7 +178,6 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             },
             state: Rc::new(RefCell::new(state)),
             paused,
-            hints: Rc::default(),
         };
         let conversation = Conversation::new(session_id, recovered.entries);
         let worker = Worker::new(env, paused_tx, conversation).start();

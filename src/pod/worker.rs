@@ -257,7 +257,6 @@ impl Worker {
         self.spawn(ctx, move |mut conversation| {
             Box::pin(async move {
                 let model = env.state.borrow().model.clone();
-                env.flush_hints();
                 let switched = env
                     .session_log
                     .send(Switch {

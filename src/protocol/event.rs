@@ -419,11 +419,83 @@ impl Event {
             request_id,
         }
     }
+
+    /// Whether this is a streaming delta: a piece of text that a client
+    /// appends to what the hints before it built.
+    pub fn is_delta(&self) -> bool {
+        matches!(
+            self,
+            Event::TextDelta { .. }
+                | Event::ReasoningDelta { .. }
+                | Event::ToolCallArgsDelta { .. }
+                | Event::ToolOutputDelta { .. }
+        )
+    }
+
+    /// Appends `next` to this delta when a client would append both to the
+    /// same thing (two deltas of one kind, for the same call), so that
+    /// deltas sent together cost one frame; otherwise gives `next` back.
+    /// Appending the merged delta builds exactly what appending both did.
+    pub fn absorb(&mut self, next: Event) -> Option<Event> {
+        match (self, next) {
+            (Event::TextDelta { text }, Event::TextDelta { text: more })
+            | (Event::ReasoningDelta { text }, Event::ReasoningDelta { text: more }) => {
+                text.push_str(&more);
+                None
+            }
+            (
+                Event::ToolCallArgsDelta { call_id, delta },
+                Event::ToolCallArgsDelta {
+                    call_id: next_id,
+                    delta: more,
+                },
+            ) if *call_id == next_id => {
+                delta.push_str(&more);
+                None
+            }
+            (
+                Event::ToolOutputDelta { call_id, text },
+                Event::ToolOutputDelta {
+                    call_id: next_id,
+                    text: more,
+                },
+            ) if *call_id == next_id => {
+                text.push_str(&more);
+                None
+            }
+            (_, next) => Some(next),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deltas_merge_only_into_what_a_client_appends_them_to() {
+        let mut text = Event::TextDelta { text: "a".into() };
+        assert_eq!(text.absorb(Event::TextDelta { text: "b".into() }), None);
+        assert_eq!(text, Event::TextDelta { text: "ab".into() });
+        let reasoning = Event::ReasoningDelta { text: "r".into() };
+        assert_eq!(text.absorb(reasoning.clone()), Some(reasoning));
+        let args = |id: &str, d: &str| Event::ToolCallArgsDelta {
+            call_id: id.into(),
+            delta: d.into(),
+        };
+        let mut first = args("c1", "{");
+        assert_eq!(first.absorb(args("c1", "}")), None);
+        assert_eq!(first, args("c1", "{}"));
+        assert_eq!(first.absorb(args("c2", "x")), Some(args("c2", "x")));
+        let output = |id: &str, t: &str| Event::ToolOutputDelta {
+            call_id: id.into(),
+            text: t.into(),
+        };
+        let mut out = output("c1", "a");
+        assert_eq!(out.absorb(output("c1", "b")), None);
+        assert_eq!(out.absorb(output("c2", "c")), Some(output("c2", "c")));
+        assert_eq!(out, output("c1", "ab"));
+    }
     use serde_json::{json, Value};
 
     fn round_trip(v: Value) -> Event {

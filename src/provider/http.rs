@@ -14,6 +14,7 @@ use reqwest::header::{HeaderMap, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::StatusCode;
 use serde::Serialize;
 use serde_json::Value;
+use tokio::time::Instant;
 
 use super::retry::{AttemptError, Retrier, RetryPolicy};
 use super::stream::{generate, Emitter};
@@ -166,12 +167,28 @@ impl Endpoint {
             .bytes_stream()
             .flat_map(|chunk| futures::stream::iter(split_lines(chunk)))
             .eventsource();
+        // One timer for the whole reply, re-armed only when it fires early:
+        // a `timeout` per event would put every chunk through the timer
+        // wheel twice.
+        let mut last_data = Instant::now();
+        let silence = tokio::time::sleep(idle);
+        tokio::pin!(silence);
         loop {
-            let next = tokio::time::timeout(idle, events.next())
-                .await
-                .map_err(|_| {
-                    AttemptError::fatal(self.silence(idle, "in the middle of the reply"))
-                })?;
+            let next = tokio::select! {
+                biased;
+                next = events.next() => next,
+                () = &mut silence => {
+                    let quiet_until = last_data + idle;
+                    if Instant::now() < quiet_until {
+                        silence.as_mut().reset(quiet_until);
+                        continue;
+                    }
+                    return Err(AttemptError::fatal(
+                        self.silence(idle, "in the middle of the reply"),
+                    ));
+                }
+            };
+            last_data = Instant::now();
             match next {
                 Some(Ok(event)) => {
                     for model_event in decoder.decode(&event)? {

@@ -91,7 +91,7 @@ impl Data {
     fn start(&self, faults: Faults) -> (Addr<SessionLog>, Addr<Broadcaster>) {
         let id = self.current();
         let (file, recovered) = LogFile::open(&self.path(id)).unwrap();
-        let broadcaster = Broadcaster::spawn(greeting(id));
+        let broadcaster = Broadcaster::new(greeting(id)).start();
         let dirs = self.dirs.clone();
         let log = SessionLog::new(file, id, recovered.lines, broadcaster.clone(), dirs, faults);
         (log.start(), broadcaster)
