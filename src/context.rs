@@ -4,7 +4,9 @@
 //! A [`Conversation`] only ever grows by entries that `SessionLog` confirmed
 //! durable, so the model never sees anything a client could not. The
 //! projection is a pure function of those entries (plus the flattened text of
-//! user inputs, cached because resolving a `file_ref` reads the disk).
+//! user inputs, cached because resolving a `file_ref` reads the disk). The
+//! serialised form of the projection is cached too, in a [`WireCache`]: a
+//! model call writes only the messages that are new since the last one.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -15,7 +17,9 @@ use crate::input::{self, Resolvers};
 use crate::protocol::{
     AssistantItem, Decision, InjectedItem, LogEntry, Scope, ToolResult, TurnRef,
 };
-use crate::provider::{ChatMessage, ModelRequest, ToolSpec};
+use crate::provider::{
+    CacheRef, ChatMessage, MessageSource, ModelRequest, Span, ToolSpec, WireCache,
+};
 use crate::workspace::Workspace;
 
 pub struct Conversation {
@@ -30,6 +34,9 @@ pub struct Conversation {
     /// Tokens of the context at the last model call, as the provider counted
     /// them (input + output); `None` until a call reported usage.
     pub reported_tokens: Option<u64>,
+    /// The requests' messages as the provider wrote them: entries only
+    /// ever leave in `with_pending`, which drops what it takes back.
+    wire: WireCache,
 }
 
 impl Conversation {
@@ -45,7 +52,13 @@ impl Conversation {
             flattened: HashMap::new(),
             flattened_upto: 0,
             reported_tokens: None,
+            wire: WireCache::default(),
         }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn wire_cache(&self) -> &WireCache {
+        &self.wire
     }
 
     pub fn entries(&self) -> &[LogEntry] {
@@ -281,6 +294,7 @@ impl Conversation {
             self.flattened.remove(&index);
         }
         self.flattened_upto = self.flattened_upto.min(len);
+        self.wire.forget_from(len);
         self.entries.truncate(len);
         result
     }
@@ -311,10 +325,12 @@ impl<'a> Prepared<'a> {
     }
 
     /// The model request for the conversation so far, borrowed from its
-    /// entries: no text is copied (see `docs/performance.md`).
+    /// entries: no text is copied (see `docs/performance.md`). Each message
+    /// names the entries it was built from, for the conversation's
+    /// [`WireCache`].
     pub fn request(self, system: &'a str, tools: Cow<'a, [ToolSpec]>) -> ModelRequest<'a> {
         let conversation = self.0;
-        let mut messages: Vec<ChatMessage<'a>> = Vec::new();
+        let mut raw: Vec<Raw<'a>> = Vec::new();
         for (index, entry) in conversation.entries.iter().enumerate() {
             match entry {
                 LogEntry::UserInput { .. } => {
@@ -324,35 +340,35 @@ impl<'a> Prepared<'a> {
                         .flattened
                         .get(&index)
                         .map_or("", String::as_str);
-                    messages.push(ChatMessage::User {
-                        text: Cow::Borrowed(text),
-                    });
+                    raw.push(Raw::User(Cow::Borrowed(text), MessageSource::Input(index)));
                 }
                 LogEntry::AssistantItems { items } => {
                     let items = items.iter().map(Cow::Borrowed);
-                    match messages.last_mut() {
-                        Some(ChatMessage::Assistant { items: so_far }) => so_far.extend(items),
-                        _ => messages.push(ChatMessage::Assistant {
-                            items: items.collect(),
-                        }),
+                    match raw.last_mut() {
+                        Some(Raw::Assistant(so_far, span)) => {
+                            so_far.extend(items);
+                            span.last = index;
+                        }
+                        _ => raw.push(Raw::Assistant(items.collect(), Span::of(index))),
                     }
                 }
                 LogEntry::ToolResults { results } => {
                     let results = results.iter().map(Cow::Borrowed);
-                    match messages.last_mut() {
-                        Some(ChatMessage::ToolResults { results: so_far }) => {
-                            so_far.extend(results)
+                    match raw.last_mut() {
+                        Some(Raw::Results(so_far, span)) => {
+                            so_far.extend(results);
+                            span.last = index;
                         }
-                        _ => messages.push(ChatMessage::ToolResults {
-                            results: results.collect(),
-                        }),
+                        _ => raw.push(Raw::Results(results.collect(), Span::of(index))),
                     }
                 }
                 LogEntry::HookInjectedItems { items } => {
-                    for item in items {
-                        messages.push(ChatMessage::User {
-                            text: Cow::Owned(injected_text(item)),
-                        });
+                    for (item_index, item) in items.iter().enumerate() {
+                        let source = MessageSource::Injected {
+                            entry: index,
+                            item: item_index,
+                        };
+                        raw.push(Raw::User(Cow::Owned(injected_text(item)), source));
                     }
                 }
                 LogEntry::SessionStart { .. }
@@ -363,13 +379,27 @@ impl<'a> Prepared<'a> {
                 | LogEntry::Unknown => {}
             }
         }
+        let (messages, sources) = answer_every_call(raw).into_iter().unzip();
         ModelRequest {
             model: conversation.model.as_deref().map(Cow::Borrowed),
             system: Cow::Borrowed(system),
-            messages: answer_every_call(messages),
+            messages,
             tools,
+            cache: Some(CacheRef {
+                cache: &conversation.wire,
+                sources,
+            }),
         }
     }
+}
+
+/// A message as the entries give it, before [`answer_every_call`] pairs
+/// calls and results; assistant items and results of consecutive entries
+/// are merged, with the entries they came from.
+enum Raw<'a> {
+    User(Cow<'a, str>, MessageSource),
+    Assistant(Vec<Cow<'a, AssistantItem>>, Span),
+    Results(Vec<Cow<'a, ToolResult>>, Span),
 }
 
 /// What the model is told about a tool call the log holds no result for.
@@ -387,46 +417,50 @@ pub const NO_RESULT_RECORDED: &str =
 /// was damaged anyway (by an older pod, by hand, by a failure no one
 /// foresaw): the missing results are supplied here, in the projection
 /// only, so one bad turn cannot make the whole session unusable.
-fn answer_every_call(messages: Vec<ChatMessage<'_>>) -> Vec<ChatMessage<'_>> {
-    let mut out: Vec<ChatMessage> = Vec::with_capacity(messages.len());
-    let mut messages = messages.into_iter().peekable();
-    while let Some(message) = messages.next() {
+fn answer_every_call(raw: Vec<Raw<'_>>) -> Vec<(ChatMessage<'_>, MessageSource)> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut raw = raw.into_iter().peekable();
+    while let Some(message) = raw.next() {
         match message {
-            ChatMessage::Assistant { items } => {
-                let calls: Vec<String> = items
+            Raw::Assistant(items, calls_span) => {
+                let assistant = MessageSource::Assistant(calls_span);
+                let calls: Vec<&str> = items
                     .iter()
                     .filter_map(|item| match item.as_ref() {
-                        AssistantItem::ToolCall { call_id, .. } => Some(call_id.clone()),
+                        AssistantItem::ToolCall { call_id, .. } => Some(call_id.as_str()),
                         _ => None,
                     })
                     .collect();
-                out.push(ChatMessage::Assistant { items });
                 if calls.is_empty() {
+                    out.push((ChatMessage::Assistant { items }, assistant));
                     continue;
                 }
-                let mut results = match messages.peek() {
-                    Some(ChatMessage::ToolResults { .. }) => match messages.next() {
-                        Some(ChatMessage::ToolResults { results }) => results,
-                        _ => Vec::new(),
-                    },
-                    _ => Vec::new(),
+                let (mut results, recorded) = match raw.next_if(|m| matches!(m, Raw::Results(..))) {
+                    Some(Raw::Results(results, span)) => (results, Some(span)),
+                    _ => (Vec::new(), None),
                 };
-                results.retain(|r| calls.contains(&r.call_id));
+                results.retain(|r| calls.contains(&r.call_id.as_str()));
                 let missing: Vec<String> = calls
                     .into_iter()
-                    .filter(|id| !results.iter().any(|r| &r.call_id == id))
+                    .filter(|id| !results.iter().any(|r| r.call_id == *id))
+                    .map(str::to_owned)
                     .collect();
                 results.extend(
                     missing_results(missing, NO_RESULT_RECORDED)
                         .into_iter()
                         .map(Cow::Owned),
                 );
-                out.push(ChatMessage::ToolResults { results });
+                let source = MessageSource::Results {
+                    calls: calls_span,
+                    recorded,
+                };
+                out.push((ChatMessage::Assistant { items }, assistant));
+                out.push((ChatMessage::ToolResults { results }, source));
             }
             // Results that follow no assistant message with calls answer
             // nothing the model made: left out.
-            ChatMessage::ToolResults { .. } => {}
-            user @ ChatMessage::User { .. } => out.push(user),
+            Raw::Results(..) => {}
+            Raw::User(text, source) => out.push((ChatMessage::User { text }, source)),
         }
     }
     out

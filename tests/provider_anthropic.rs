@@ -31,6 +31,7 @@ fn hello() -> ModelRequest<'static> {
         system: "".into(),
         messages: vec![ChatMessage::User { text: "hi".into() }],
         tools: Vec::new().into(),
+        cache: None,
     }
 }
 
@@ -194,6 +195,7 @@ async fn request_projects_tool_use_and_tool_results_with_alternation() {
             description: "Reads a file.".into(),
             parameters: json!({"type":"object","properties":{"path":{"type":"string"}}}),
         }]),
+        cache: None,
     };
     let (_, error) = collect(provider.stream(&request)).await;
     assert_eq!(error, None);

@@ -33,6 +33,7 @@ fn hello() -> ModelRequest<'static> {
         system: "".into(),
         messages: vec![ChatMessage::User { text: "hi".into() }],
         tools: Vec::new().into(),
+        cache: None,
     }
 }
 
@@ -187,6 +188,7 @@ async fn request_projects_system_tools_assistant_calls_and_tool_results() {
             description: "Reads a file.".into(),
             parameters: json!({"type":"object","properties":{"path":{"type":"string"}}}),
         }]),
+        cache: None,
     };
     let (_, error) = collect(provider.stream(&request)).await;
     assert_eq!(error, None);

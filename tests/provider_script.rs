@@ -19,6 +19,7 @@ fn request() -> ModelRequest<'static> {
         system: "".into(),
         messages: vec![ChatMessage::User { text: "go".into() }],
         tools: Vec::new().into(),
+        cache: None,
     }
 }
 

@@ -74,6 +74,7 @@ impl Handler<Summarise> for Compactor {
                 text: Cow::Owned(text),
             }],
             tools: Cow::Borrowed(&[]),
+            cache: None,
         };
         let mut stream = self.provider.stream(&request);
         Box::pin(async move {

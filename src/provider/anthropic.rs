@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::http::{join, parse_data, Endpoint, SseDecoder};
 use super::retry::{AttemptError, RetryPolicy};
+use super::wire::{write_messages, State, WireFormat};
 use super::{BuildError, ChatMessage, ModelEvent, ModelRequest, ModelStream, Provider};
 use crate::protocol::{AssistantItem, Usage};
 
@@ -56,38 +57,48 @@ impl Provider for Anthropic {
     }
 
     fn stream(&self, request: &ModelRequest<'_>) -> ModelStream {
-        let body = Body {
-            model: request.model.as_deref().unwrap_or(&self.model),
-            max_tokens: MAX_TOKENS,
-            messages: messages(&request.messages),
-            stream: true,
-            system: &request.system,
-            tools: request
-                .tools
-                .iter()
-                .map(|t| WireTool {
-                    name: &t.name,
-                    description: &t.description,
-                    input_schema: &t.parameters,
-                })
-                .collect(),
-        };
-        self.endpoint.stream(&body, Decoder::default)
+        let model = request.model.as_deref().unwrap_or(&self.model);
+        self.endpoint
+            .stream(|out| write_body(model, request, out), Decoder::default)
     }
 }
 
-/// The Messages API request body, serialised straight from the borrowed
-/// conversation (no intermediate JSON tree: see `docs/performance.md`).
-#[derive(Serialize)]
-struct Body<'a> {
-    model: &'a str,
-    max_tokens: u32,
-    messages: Vec<OutMessage<'a>>,
-    stream: bool,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    system: &'a str,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<WireTool<'a>>,
+/// Writes the Messages API request body straight from the borrowed
+/// conversation, its messages as far as they are unchanged from the cache
+/// (no intermediate JSON tree: see `docs/performance.md`):
+/// `{"model","max_tokens","messages","stream","system","tools"}`, `system`
+/// and `tools` left out when empty.
+pub(super) fn write_body(
+    model: &str,
+    request: &ModelRequest<'_>,
+    out: &mut Vec<u8>,
+) -> serde_json::Result<()> {
+    out.extend_from_slice(b"{\"model\":");
+    serde_json::to_writer(&mut *out, model)?;
+    out.extend_from_slice(format!(",\"max_tokens\":{MAX_TOKENS},\"messages\":[").as_bytes());
+    if write_messages::<Messages>(request, out)?.is_some() {
+        out.extend_from_slice(b"]}");
+    }
+    out.extend_from_slice(b"],\"stream\":true");
+    if !request.system.is_empty() {
+        out.extend_from_slice(b",\"system\":");
+        serde_json::to_writer(&mut *out, &*request.system)?;
+    }
+    if !request.tools.is_empty() {
+        out.extend_from_slice(b",\"tools\":");
+        let tools: Vec<WireTool> = request
+            .tools
+            .iter()
+            .map(|t| WireTool {
+                name: &t.name,
+                description: &t.description,
+                input_schema: &t.parameters,
+            })
+            .collect();
+        serde_json::to_writer(&mut *out, &tools)?;
+    }
+    out.push(b'}');
+    Ok(())
 }
 
 #[derive(Serialize)]
@@ -95,12 +106,6 @@ struct WireTool<'a> {
     name: &'a str,
     description: &'a str,
     input_schema: &'a Value,
-}
-
-#[derive(Debug, PartialEq, Serialize)]
-struct OutMessage<'a> {
-    role: &'static str,
-    content: Vec<OutBlock<'a>>,
 }
 
 #[derive(Debug, PartialEq, Serialize)]
@@ -121,60 +126,85 @@ enum OutBlock<'a> {
     },
 }
 
-/// Projects the conversation into content blocks. The API requires user and
-/// assistant turns to alternate, so consecutive messages of one role (tool
-/// results followed by an injected notice, say) are merged; tool results come
-/// first in their user message, as the API also requires. Reasoning is not
-/// sent back (replaying it would need its signature, which pod does not keep),
-/// and empty text blocks are dropped because the API rejects them.
-fn messages<'a>(conversation: &'a [ChatMessage<'a>]) -> Vec<OutMessage<'a>> {
-    let mut out: Vec<OutMessage<'a>> = Vec::new();
-    for message in conversation {
-        let (role, blocks): (&'static str, Vec<OutBlock<'a>>) = match message {
-            ChatMessage::User { text } => ("user", text_block(text).into_iter().collect()),
-            ChatMessage::Assistant { items } => (
-                "assistant",
-                items
-                    .iter()
-                    .filter_map(|item| match item.as_ref() {
-                        AssistantItem::Text { text } => text_block(text),
-                        AssistantItem::Reasoning { .. } => None,
-                        AssistantItem::ToolCall {
-                            call_id,
-                            name,
-                            arguments,
-                        } => Some(OutBlock::ToolUse {
-                            id: call_id,
-                            name,
-                            input: arguments,
-                        }),
-                    })
-                    .collect(),
-            ),
-            ChatMessage::ToolResults { results } => (
-                "user",
-                results
-                    .iter()
-                    .map(|r| OutBlock::ToolResult {
-                        tool_use_id: &r.call_id,
-                        content: &r.output,
-                        is_error: r.is_error,
-                    })
-                    .collect(),
-            ),
-        };
+/// The Messages API wire format: each message is content blocks of a role.
+/// The API requires user and assistant turns to alternate, so consecutive
+/// messages of one role (tool results followed by an injected notice, say)
+/// are merged: a message of the role of the one before adds its blocks to
+/// it, another closes it (`]}`) and opens its own; `write_body` closes the
+/// last. Tool results come first in their user message, as the API also
+/// requires. Reasoning is not sent back (replaying it would need its
+/// signature, which pod does not keep), and empty text blocks are dropped
+/// because the API rejects them; a message left without blocks is nothing.
+struct Messages;
+
+impl WireFormat for Messages {
+    const NAME: &'static str = NAME;
+
+    fn write(
+        message: &ChatMessage<'_>,
+        state: State,
+        out: &mut Vec<u8>,
+    ) -> serde_json::Result<State> {
+        let (role, blocks) = blocks(message);
         if blocks.is_empty() {
-            continue;
+            return Ok(state);
         }
-        match out.last_mut() {
-            Some(last) if last.role == role => last.content.extend(blocks),
-            _ => out.push(OutMessage {
-                role,
-                content: blocks,
-            }),
+        match state {
+            Some(open) if open == role => out.push(b','),
+            open => {
+                if open.is_some() {
+                    out.extend_from_slice(b"]},");
+                }
+                out.extend_from_slice(b"{\"role\":");
+                serde_json::to_writer(&mut *out, role)?;
+                out.extend_from_slice(b",\"content\":[");
+            }
         }
+        for (i, block) in blocks.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            serde_json::to_writer(&mut *out, block)?;
+        }
+        Ok(Some(role))
     }
-    out
+}
+
+/// The role and content blocks of one message.
+fn blocks<'a>(message: &'a ChatMessage<'a>) -> (&'static str, Vec<OutBlock<'a>>) {
+    match message {
+        ChatMessage::User { text } => ("user", text_block(text).into_iter().collect()),
+        ChatMessage::Assistant { items } => (
+            "assistant",
+            items
+                .iter()
+                .filter_map(|item| match item.as_ref() {
+                    AssistantItem::Text { text } => text_block(text),
+                    AssistantItem::Reasoning { .. } => None,
+                    AssistantItem::ToolCall {
+                        call_id,
+                        name,
+                        arguments,
+                    } => Some(OutBlock::ToolUse {
+                        id: call_id,
+                        name,
+                        input: arguments,
+                    }),
+                })
+                .collect(),
+        ),
+        ChatMessage::ToolResults { results } => (
+            "user",
+            results
+                .iter()
+                .map(|r| OutBlock::ToolResult {
+                    tool_use_id: &r.call_id,
+                    content: &r.output,
+                    is_error: r.is_error,
+                })
+                .collect(),
+        ),
+    }
 }
 
 fn text_block(text: &str) -> Option<OutBlock<'_>> {
@@ -442,8 +472,19 @@ mod tests {
                 text: "notice".into(),
             },
         ];
+        let request = ModelRequest {
+            model: None,
+            system: "sys".into(),
+            messages: conversation,
+            tools: Cow::Borrowed(&[]),
+            cache: None,
+        };
+        let mut body = Vec::new();
+        write_body("m", &request, &mut body).unwrap();
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["system"], "sys");
         assert_eq!(
-            serde_json::to_value(messages(&conversation)).unwrap(),
+            body["messages"],
             json!([
                 json!({"role":"user","content":[{"type":"text","text":"hi"}]}),
                 json!({"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"f","input":{}}]}),

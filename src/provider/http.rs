@@ -12,7 +12,6 @@ use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures::StreamExt;
 use reqwest::header::{HeaderMap, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::StatusCode;
-use serde::Serialize;
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -74,20 +73,21 @@ impl Endpoint {
         })
     }
 
-    /// POSTs `body` (serialised here, before this returns) and streams the
-    /// decoded reply. A failure is retried only while no part of the reply
-    /// has reached the consumer (see [`Retrier::after_failure`]); each retry
-    /// is announced on the stream as a [`ModelEvent::Retry`] before its
-    /// delay.
-    pub fn stream<B, D, F>(&self, body: &B, decoder: F) -> ModelStream
+    /// POSTs the body `write_body` writes (here, before this returns) and
+    /// streams the decoded reply. The body is one buffer sent with a
+    /// `Content-Length`, which every server takes. A failure is retried only
+    /// while no part of the reply has reached the consumer (see
+    /// [`Retrier::after_failure`]); each retry is announced on the stream as
+    /// a [`ModelEvent::Retry`] before its delay.
+    pub fn stream<W, D, F>(&self, write_body: W, decoder: F) -> ModelStream
     where
-        B: Serialize + ?Sized,
+        W: FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
         D: SseDecoder,
         F: Fn() -> D + Send + 'static,
     {
         let last = self.last_body.load(Ordering::Relaxed);
         let mut buffer = Vec::with_capacity(last + last / 8 + 4096);
-        let body = match serde_json::to_writer(&mut buffer, body) {
+        let body = match write_body(&mut buffer) {
             Ok(()) => {
                 self.last_body.store(buffer.len(), Ordering::Relaxed);
                 Bytes::from(buffer)

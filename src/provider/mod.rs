@@ -16,6 +16,7 @@ mod openai;
 mod retry;
 mod script;
 mod stream;
+mod wire;
 
 pub use anthropic::Anthropic;
 pub use config::{build, ProviderConfig, ProviderKind};
@@ -23,6 +24,7 @@ pub use offline::Offline;
 pub use openai::OpenAi;
 pub use retry::RetryPolicy;
 pub use script::Script;
+pub use wire::{CacheRef, MessageSource, Span, WireCache};
 
 use std::borrow::Cow;
 
@@ -34,13 +36,17 @@ use crate::protocol::{AssistantItem, ToolResult, TurnErrorCode, Usage};
 /// What the model is asked, borrowed from the conversation it was projected
 /// from: building a request copies no text, and the provider serialises it
 /// straight into the request body (see `docs/performance.md`, later turns).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ModelRequest<'a> {
     /// The model to use; `None` is the provider's configured one.
     pub model: Option<Cow<'a, str>>,
     pub system: Cow<'a, str>,
     pub messages: Vec<ChatMessage<'a>>,
     pub tools: Cow<'a, [ToolSpec]>,
+    /// Where the messages came from and where an HTTP provider keeps their
+    /// bytes between calls (see [`WireCache`]); `None` for a request made
+    /// up on the spot, whose messages are all written afresh.
+    pub cache: Option<CacheRef<'a>>,
 }
 
 /// One message of the projected conversation.

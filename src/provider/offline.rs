@@ -180,6 +180,7 @@ mod tests {
                 parameters: serde_json::json!({}),
             }]
             .into(),
+            cache: None,
         };
         let reply = reply_for(&request);
         assert!(reply.contains("offline model"), "{reply}");

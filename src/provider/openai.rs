@@ -5,12 +5,12 @@ use eventsource_stream::Event;
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use std::borrow::Cow;
 
-use serde::ser::{SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::http::{join, parse_data, Endpoint, SseDecoder};
 use super::retry::{AttemptError, RetryPolicy};
+use super::wire::{write_messages, State, WireFormat};
 use super::{BuildError, ChatMessage, ModelEvent, ModelRequest, ModelStream, Provider, ToolSpec};
 use crate::protocol::{AssistantItem, Usage};
 
@@ -56,34 +56,53 @@ impl Provider for OpenAi {
 
     fn stream(&self, request: &ModelRequest<'_>) -> ModelStream {
         let model = request.model.as_deref().unwrap_or(&self.model);
-        let body = Body {
-            model,
-            messages: Messages(request),
-            stream: true,
-            stream_options: StreamOptions {
-                include_usage: true,
-            },
-            tools: request.tools.iter().map(WireTool::of).collect(),
-        };
-        self.endpoint.stream(&body, Decoder::default)
+        self.endpoint
+            .stream(|out| write_body(model, request, out), Decoder::default)
     }
 }
 
-/// The Chat Completions request body, serialised straight from the borrowed
-/// conversation (no intermediate JSON tree: see `docs/performance.md`).
-#[derive(Serialize)]
-struct Body<'a> {
-    model: &'a str,
-    messages: Messages<'a>,
-    stream: bool,
-    stream_options: StreamOptions,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<WireTool<'a>>,
+/// Writes the Chat Completions request body straight from the borrowed
+/// conversation, its messages as far as they are unchanged from the cache
+/// (no intermediate JSON tree: see `docs/performance.md`):
+/// `{"model","messages","stream","stream_options","tools"}`, `tools` left
+/// out when there are none.
+pub(super) fn write_body(
+    model: &str,
+    request: &ModelRequest<'_>,
+    out: &mut Vec<u8>,
+) -> serde_json::Result<()> {
+    out.extend_from_slice(b"{\"model\":");
+    serde_json::to_writer(&mut *out, model)?;
+    out.extend_from_slice(b",\"messages\":[");
+    if !request.system.is_empty() {
+        put(
+            &Message::System {
+                content: &request.system,
+            },
+            out,
+        )?;
+    }
+    write_messages::<Chat>(request, out)?;
+    // Every message ends with a comma (see `put`); the last one's goes.
+    if out.last() == Some(&b',') {
+        out.pop();
+    }
+    out.extend_from_slice(b"],\"stream\":true,\"stream_options\":{\"include_usage\":true}");
+    if !request.tools.is_empty() {
+        out.extend_from_slice(b",\"tools\":");
+        let tools: Vec<WireTool> = request.tools.iter().map(WireTool::of).collect();
+        serde_json::to_writer(&mut *out, &tools)?;
+    }
+    out.push(b'}');
+    Ok(())
 }
 
-#[derive(Serialize)]
-struct StreamOptions {
-    include_usage: bool,
+/// Writes one API message and a comma: a message's bytes then stand on
+/// their own, whatever follows, so they can be kept (see [`WireFormat`]).
+fn put(message: &Message<'_>, out: &mut Vec<u8>) -> serde_json::Result<()> {
+    serde_json::to_writer(&mut *out, message)?;
+    out.push(b',');
+    Ok(())
 }
 
 #[derive(Serialize)]
@@ -113,40 +132,45 @@ impl<'a> WireTool<'a> {
     }
 }
 
-/// The system prompt, then the conversation, one API message per user
-/// message and per tool result.
-struct Messages<'a>(&'a ModelRequest<'a>);
+/// The Chat Completions wire format: one API message per user message and
+/// per tool result, one per assistant message with text or calls.
+struct Chat;
 
-impl Serialize for Messages<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let request = self.0;
-        let mut seq = serializer.serialize_seq(None)?;
-        if !request.system.is_empty() {
-            seq.serialize_element(&Message::System {
-                content: &request.system,
-            })?;
-        }
-        for message in &request.messages {
-            match message {
-                ChatMessage::User { text } => {
-                    seq.serialize_element(&Message::User { content: text })?
+impl WireFormat for Chat {
+    const NAME: &'static str = NAME;
+
+    fn write(
+        message: &ChatMessage<'_>,
+        state: State,
+        out: &mut Vec<u8>,
+    ) -> serde_json::Result<State> {
+        match message {
+            ChatMessage::User { text } => {
+                put(&Message::User { content: text }, out)?;
+                Ok(Some("user"))
+            }
+            ChatMessage::Assistant { items } => match assistant_message(items) {
+                Some(message) => {
+                    put(&message, out)?;
+                    Ok(Some("assistant"))
                 }
-                ChatMessage::Assistant { items } => {
-                    if let Some(message) = assistant_message(items) {
-                        seq.serialize_element(&message)?;
-                    }
+                None => Ok(state),
+            },
+            ChatMessage::ToolResults { results } => {
+                for r in results {
+                    let message = Message::Tool {
+                        tool_call_id: &r.call_id,
+                        content: &r.output,
+                    };
+                    put(&message, out)?;
                 }
-                ChatMessage::ToolResults { results } => {
-                    for r in results {
-                        seq.serialize_element(&Message::Tool {
-                            tool_call_id: &r.call_id,
-                            content: &r.output,
-                        })?;
-                    }
-                }
+                Ok(if results.is_empty() {
+                    state
+                } else {
+                    Some("tool")
+                })
             }
         }
-        seq.end()
     }
 }
 
@@ -525,18 +549,12 @@ mod tests {
                 description: "does f".into(),
                 parameters: serde_json::json!({"type": "object"}),
             }]),
+            cache: None,
         };
-        let body = Body {
-            model: "m",
-            messages: Messages(&request),
-            stream: true,
-            stream_options: StreamOptions {
-                include_usage: true,
-            },
-            tools: request.tools.iter().map(WireTool::of).collect(),
-        };
+        let mut body = Vec::new();
+        write_body("m", &request, &mut body).unwrap();
         assert_eq!(
-            serde_json::to_value(&body).unwrap(),
+            serde_json::from_slice::<Value>(&body).unwrap(),
             serde_json::json!({
                 "model": "m",
                 "messages": [
