@@ -34,7 +34,10 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
         .trim_start_matches("http://")
         .trim_end_matches("/v1")
         .to_owned();
-    let mut overheads = Vec::new();
+    // Every size's pod is up at once and each repetition takes a turn on
+    // each in turn, so that whatever else the machine does at a moment
+    // weighs on every size alike; the growth is taken per repetition.
+    let mut pods = Vec::new();
     for size in SIZES {
         let dir = tempfile::tempdir_in(&config.tmp)?;
         // With 400-byte bodies, an entry adds ~320 bytes to the request.
@@ -51,18 +54,28 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
         // The first turn flattens the session's inputs once; later turns
         // reuse that, as a long-running pod does.
         client.turn()?;
-        let mut via_pod = Vec::new();
-        let mut direct = Vec::new();
-        for _ in 0..reps {
-            via_pod.push(ms(client.turn()?));
-            direct.push(ms(direct_ttfb(&address, &sse.last_body())?));
-        }
-        overheads.push((sse.last_body().len(), median(&via_pod) - median(&direct)));
+        pods.push((dir, pod, client));
     }
-    let (_, empty) = overheads[0];
+    let mut overheads = vec![Vec::new(); SIZES.len()];
+    let mut bodies = vec![0; SIZES.len()];
+    for _ in 0..reps {
+        for (i, (_, _, client)) in pods.iter_mut().enumerate() {
+            let via_pod = ms(client.turn()?);
+            let body = sse.last_body();
+            bodies[i] = body.len();
+            overheads[i].push(via_pod - ms(direct_ttfb(&address, &body)?));
+        }
+    }
+    let empty = median(&overheads[0]);
+    let growths: Vec<f64> = overheads
+        .iter()
+        .map(|o| {
+            let per_rep: Vec<f64> = o.iter().zip(&overheads[0]).map(|(a, b)| a - b).collect();
+            median(&per_rep)
+        })
+        .collect();
     let row = |i: usize, scenario: &'static str, bar: &'static str, max: f64| {
-        let (body, overhead) = overheads[i];
-        let growth = overhead - empty;
+        let (body, overhead, growth) = (bodies[i], median(&overheads[i]), growths[i]);
         Row::at_most(
             scenario,
             format!("{empty:.2} ms overhead on an empty session"),

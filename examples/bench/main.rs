@@ -67,6 +67,7 @@ fn main() -> ExitCode {
     }
     let mut rows = Vec::new();
     let mut failed = false;
+    let steal = util::Steal::now();
     for (name, scenario) in SCENARIOS {
         if !config.only.is_empty() && !config.only.iter().any(|o| o == name) {
             continue;
@@ -93,6 +94,11 @@ fn main() -> ExitCode {
             if row.pass { "pass" } else { "**FAIL**" }
         );
     }
+    println!(
+        "\nCPU time stolen by the hypervisor during the run: {:.1}% (a shared host \
+         stalls pod and bench alike; latencies suffer first)",
+        steal.share_since() * 100.0
+    );
     if failed || rows.iter().any(|r| !r.pass) {
         ExitCode::FAILURE
     } else {

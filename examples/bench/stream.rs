@@ -1,4 +1,4 @@
-//! Scenario 6, streaming cost: the CPU time `pod serve` spends on a streamed
+//! Scenario 7, streaming cost: the CPU time `pod serve` spends on a streamed
 //! answer with one client attached, against a bare reader of the same
 //! stream — the same HTTP client (reqwest) and SSE parser
 //! (eventsource-stream), parsing each chunk's JSON and doing nothing else —
@@ -24,7 +24,7 @@ use crate::Config;
 const CHUNKS: usize = 2000;
 
 pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
-    let reps = if config.quick { 2 } else { 5 };
+    let reps = if config.quick { 3 } else { 9 };
     // A model's pace: one chunk every half millisecond, each read alone.
     let plan = Plan {
         think: Duration::ZERO,
@@ -90,7 +90,7 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
     }
     let (pod_ms, bare_ms) = (median(&pod_ms), median(&bare_ms));
     Ok(vec![Row::at_most(
-        "6. streaming cost, CPU per 1,000 chunks, one client attached",
+        "7. streaming cost, CPU per 1,000 chunks, one client attached",
         format!("{bare_ms:.1} ms bare reader (reqwest + SSE + JSON)"),
         format!("{pod_ms:.1} ms pod serve"),
         pod_ms / bare_ms,

@@ -279,3 +279,37 @@ impl Row {
         }
     }
 }
+
+/// The CPU time the hypervisor gave to other guests while this one wanted
+/// it (`steal` in `/proc/stat`): on a shared host it stalls every thread of
+/// the machine, pod and bench alike, for milliseconds at a time, which is
+/// what a p99 over a few seconds sees first.
+pub struct Steal {
+    steal: u64,
+    total: u64,
+}
+
+impl Steal {
+    pub fn now() -> Steal {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let times: Vec<u64> = stat
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|t| t.parse().ok())
+            .collect();
+        Steal {
+            steal: times.get(7).copied().unwrap_or(0),
+            total: times.iter().take(8).sum(),
+        }
+    }
+
+    /// The share of CPU time stolen since `self`.
+    pub fn share_since(&self) -> f64 {
+        let now = Steal::now();
+        let total = now.total.saturating_sub(self.total).max(1);
+        now.steal.saturating_sub(self.steal) as f64 / total as f64
+    }
+}

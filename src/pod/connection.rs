@@ -9,11 +9,16 @@
 //! Nothing a client sends can end the connection or reach another client:
 //! a bad frame gets an `error` here and is otherwise dropped.
 
+use std::io::Read;
 use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::pin::Pin;
+use std::task::{ready, Context as TaskContext, Poll};
 
 use actix::prelude::*;
 use bytes::BytesMut;
-use tokio::net::UnixStream;
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, Interest, ReadBuf};
 use tokio_util::codec::{Decoder, FramedRead};
 
 use super::broadcaster::{Broadcaster, ConnId, Unregister};
@@ -58,7 +63,7 @@ pub struct Connection {
     /// process): it may only read, so a tool can never approve itself.
     read_only: bool,
     /// Taken in `started`, where the actor can attach it as a stream.
-    reader: Option<FramedRead<UnixStream, FrameDecoder>>,
+    reader: Option<FramedRead<ReadHalf, FrameDecoder>>,
     /// Taken in `started`, where it goes to the broadcaster.
     socket: Option<ClientSocket>,
     /// The socket, to ask whether the client hung up.
@@ -70,7 +75,7 @@ impl Connection {
     /// on its own thread (see `outbox.rs`), and one this actor reads from.
     pub fn start(
         id: ConnId,
-        stream: UnixStream,
+        stream: tokio::net::UnixStream,
         hub: Hub,
         read_only: bool,
     ) -> std::io::Result<Addr<Connection>> {
@@ -79,7 +84,7 @@ impl Connection {
         let stream = stream.into_std()?;
         let write = stream.try_clone()?;
         let peer = OwnedFd::from(stream.try_clone()?);
-        let read = UnixStream::from_std(stream)?;
+        let read = ReadHalf::new(stream)?;
         let (outbox, socket) = Outbox::new(
             id,
             write,
@@ -440,6 +445,48 @@ impl Decoder for FrameDecoder {
             self.scanned = 0;
             if let Some(item) = self.frame(rest) {
                 return Ok(Some(item));
+            }
+        }
+    }
+}
+
+/// The read half of a client's socket, registered with the event loop for
+/// readability alone. A `tokio::net::UnixStream` registers for writability
+/// too, and the kernel reports a socket writable each time its client reads
+/// what the pod wrote: with hundreds of clients following a stream, that
+/// is hundreds of wake-ups per delta for nothing. (The write half joins the
+/// loop only while a write waits, see `outbox.rs`.)
+pub struct ReadHalf(AsyncFd<UnixStream>);
+
+impl ReadHalf {
+    fn new(socket: UnixStream) -> std::io::Result<ReadHalf> {
+        // SAFETY: the `AsyncFd` owns the socket until it is dropped, so its
+        // descriptor stays open and refers to the same socket all along.
+        let fd = unsafe { AsyncFd::register_with_interest(socket, Interest::READABLE)? };
+        Ok(ReadHalf(fd))
+    }
+}
+
+impl AsyncRead for ReadHalf {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        loop {
+            let mut guard = ready!(self.0.poll_read_ready(cx))?;
+            let unfilled = buf.initialize_unfilled();
+            match guard.try_io(|socket| {
+                let mut socket: &UnixStream = socket.get_ref();
+                socket.read(unfilled)
+            }) {
+                Ok(Ok(len)) => {
+                    buf.advance(len);
+                    return Poll::Ready(Ok(()));
+                }
+                Ok(Err(e)) => return Poll::Ready(Err(e)),
+                // Not readable after all: wait for the next edge.
+                Err(_would_block) => continue,
             }
         }
     }

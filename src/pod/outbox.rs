@@ -34,14 +34,16 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::io::IoSlice;
+use std::io::{IoSlice, Write};
+use std::os::fd::AsFd;
 use std::rc::Rc;
 use std::time::Duration;
 
 use actix::{Message, Recipient};
 use bytes::{Buf, Bytes, BytesMut};
 use bytes_utils::SegmentedBuf;
-use tokio::net::UnixStream;
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -168,13 +170,11 @@ impl ClientSocket {
     /// this same thread. The socket joins this thread's event loop, so its
     /// writes never wait for another thread's.
     pub fn open(self) -> std::io::Result<(Queue, Drain)> {
-        let socket = match UnixStream::from_std(self.socket) {
-            Ok(socket) => socket,
-            Err(e) => {
-                self.closed.cancel();
-                return Err(e);
-            }
-        };
+        let socket = self.socket;
+        if let Err(e) = socket.set_nonblocking(true) {
+            self.closed.cancel();
+            return Err(e);
+        }
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Rc::new(Shared {
             socket,
@@ -205,7 +205,12 @@ pub struct Queue {
 }
 
 struct Shared {
-    socket: UnixStream,
+    /// The write half, non-blocking. It joins the event loop only while the
+    /// writer waits for it to take more (see [`Drain::writable`]): a socket
+    /// registered for writability for good would wake the loop every time
+    /// its client reads, which with hundreds of clients is hundreds of
+    /// wake-ups per delta for nothing.
+    socket: std::os::unix::net::UnixStream,
     pending: RefCell<Pending>,
     limit: usize,
     lagged: Cell<bool>,
@@ -289,7 +294,7 @@ impl Queue {
         let mut frame = frame;
         let mut pending = self.shared.pending();
         if pending.bytes == 0 {
-            match self.shared.socket.try_write(&frame) {
+            match (&self.shared.socket).write(&frame) {
                 Ok(n) if n == frame.len() => return true,
                 Ok(n) => frame = frame.slice(n..),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
@@ -395,20 +400,35 @@ impl Drain {
     /// `write_all` for a shared socket: vectored non-blocking writes,
     /// waiting for the socket to take more in between.
     async fn write_all(&self, data: &mut SegmentedBuf<Bytes>) -> std::io::Result<()> {
-        let socket = &self.shared.socket;
+        let mut socket = &self.shared.socket;
         while data.has_remaining() {
-            socket.writable().await?;
             let mut slices = [IoSlice::new(&[]); 64];
             let count = data.chunks_vectored(&mut slices);
-            match socket.try_write_vectored(&slices[..count]) {
+            match socket.write_vectored(&slices[..count]) {
                 Ok(n) => {
                     data.advance(n);
                     self.shared.pending().taken(n);
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => self.writable().await?,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
+        Ok(())
+    }
+
+    /// Waits until the socket takes more, registered with the event loop
+    /// for just that long. Registering reports readiness at once if the
+    /// client has read meanwhile, so no wake-up is lost between the full
+    /// write and the registration.
+    async fn writable(&self) -> std::io::Result<()> {
+        // SAFETY: the descriptor is borrowed from the socket `Shared` owns,
+        // which outlives this registration, so it stays open and refers to
+        // the same socket until the `AsyncFd` is dropped at the end here.
+        let fd = unsafe {
+            AsyncFd::register_with_interest(self.shared.socket.as_fd(), Interest::WRITABLE)?
+        };
+        fd.writable().await?.clear_ready();
         Ok(())
     }
 
