@@ -182,8 +182,13 @@ fn script() -> String {
         // A long reply a second client attaches to.
         serde_json::json!({"events":[{"text":"Working on it"},{"delay_ms":60000},{"text":"."}]}),
     ];
+    // Paced, so that client A, which reads, keeps up whatever the pod's
+    // batching, while client C, which does not, falls behind.
     let lag = serde_json::json!({"events": (0..LAG_CHUNKS)
-        .map(|i| serde_json::json!({"text": format!("{i:0>8}").repeat(LAG_CHUNK_BYTES / 8)}))
+        .flat_map(|i| [
+            serde_json::json!({"text": format!("{i:0>8}").repeat(LAG_CHUNK_BYTES / 8)}),
+            serde_json::json!({"delay_ms": 2}),
+        ])
         .collect::<Vec<_>>()});
     let mut script: Vec<String> = lines.iter().map(Value::to_string).collect();
     // One reply per attempt at showing a lagged client.
