@@ -33,8 +33,7 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
     };
     let dir = tempfile::tempdir_in(&config.tmp)?;
     let sse = SseServer::start(paced)?;
-    let mut args = sse.pod_args();
-    args.extend(["--context-window", "1000000000"]);
+    let args = sse.pod_args();
     let mut pod = PodProcess::spawn(dir.path(), &args)?;
     pod.wait_listening(Instant::now())?;
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -29,11 +29,7 @@ const SIZES: [usize; 4] = [0, 100 << 10, 500 << 10, 2 << 20];
 pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
     let reps = if config.quick { 7 } else { 21 };
     let sse = SseServer::start(PLAN)?;
-    let address = sse
-        .url
-        .trim_start_matches("http://")
-        .trim_end_matches("/v1")
-        .to_owned();
+    let address = sse.address().to_owned();
     // Every size's pod is up at once and each repetition takes a turn on
     // each in turn, so that whatever else the machine does at a moment
     // weighs on every size alike; the growth is taken per repetition.
@@ -46,8 +42,7 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
             &dir.path().join("data"),
             (0..entries.next_multiple_of(5)).map(|i| realistic_entry(i, 400)),
         )?;
-        let mut args = sse.pod_args();
-        args.extend(["--context-window", "1000000000"]);
+        let args = sse.pod_args();
         let mut pod = PodProcess::spawn(dir.path(), &args)?;
         pod.wait_listening(Instant::now())?;
         let mut client = Client::connect(&pod)?;

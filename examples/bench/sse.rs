@@ -56,6 +56,9 @@ impl SseServer {
     }
 
     /// The `pod serve` arguments that point a pod at this server.
+    /// `pod serve` flags for a pod that talks to this server, with a context
+    /// window no measurement's session comes near, so that compaction never
+    /// interrupts one.
     pub fn pod_args(&self) -> Vec<&str> {
         vec![
             "--provider",
@@ -64,7 +67,16 @@ impl SseServer {
             &self.url,
             "--model",
             "bench",
+            "--context-window",
+            "1000000000",
         ]
+    }
+
+    /// `host:port`, for a client that speaks HTTP itself.
+    pub fn address(&self) -> &str {
+        self.url
+            .trim_start_matches("http://")
+            .trim_end_matches("/v1")
     }
 
     /// The body of the last request the server read.

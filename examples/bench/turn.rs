@@ -24,11 +24,7 @@ const PLAN: Plan = Plan {
 pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
     let reps = if config.quick { 5 } else { 21 };
     let sse = SseServer::start(PLAN)?;
-    let address = sse
-        .url
-        .trim_start_matches("http://")
-        .trim_end_matches("/v1")
-        .to_owned();
+    let address = sse.address().to_owned();
     let mut direct = Vec::new();
     let mut via_pod = Vec::new();
     for _ in 0..reps {

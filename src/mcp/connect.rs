@@ -314,13 +314,11 @@ mod tests {
         assert_eq!(text.lines().count(), TAIL_LINES);
     }
 
-    #[tokio::test]
-    async fn a_missing_program_is_named() {
-        let config: McpServerConfig =
-            toml::from_str("command = \"/nonexistent/mcp-server\"").unwrap();
+    /// The error `start` fails with for `config`.
+    async fn start_error(config: &McpServerConfig) -> String {
         let (tx, _rx) = mpsc::unbounded_channel();
-        let error = start(
-            &config,
+        start(
+            config,
             Path::new("/"),
             &ProcessSlot::default(),
             &StderrTail::default(),
@@ -328,7 +326,14 @@ mod tests {
         )
         .await
         .err()
-        .unwrap();
+        .expect("the server should fail to start")
+    }
+
+    #[tokio::test]
+    async fn a_missing_program_is_named() {
+        let config: McpServerConfig =
+            toml::from_str("command = \"/nonexistent/mcp-server\"").unwrap();
+        let error = start_error(&config).await;
         assert!(error.contains("/nonexistent/mcp-server"), "{error}");
         assert!(error.contains("no such program"), "{error}");
     }
@@ -339,17 +344,7 @@ mod tests {
             "command = \"sh\"\nargs = [\"-c\", \"echo 'missing API key' >&2; exit 3\"]",
         )
         .unwrap();
-        let (tx, _rx) = mpsc::unbounded_channel();
-        let error = start(
-            &config,
-            Path::new("/"),
-            &ProcessSlot::default(),
-            &StderrTail::default(),
-            tx,
-        )
-        .await
-        .err()
-        .unwrap();
+        let error = start_error(&config).await;
         assert!(error.contains("did not initialise"), "{error}");
         assert!(error.ends_with("missing API key"), "{error}");
     }

@@ -317,7 +317,7 @@ mod tests {
     use std::io::Write;
 
     use super::*;
-    use crate::protocol::Segment;
+    use crate::store::test_entries::{input, start};
 
     fn write(path: &Path, entries: &[LogEntry], append: bool) {
         let mut file = std::fs::OpenOptions::new()
@@ -339,26 +339,6 @@ mod tests {
 
     fn read_lines(path: &Path) -> usize {
         std::fs::read_to_string(path).unwrap().lines().count()
-    }
-
-    fn start(id: Uuid) -> LogEntry {
-        LogEntry::SessionStart {
-            session_id: id,
-            created_at: LogEntry::now(),
-            compacted_from: None,
-            forked_from: None,
-            provider: None,
-            model: None,
-        }
-    }
-
-    fn input(text: &str) -> LogEntry {
-        LogEntry::UserInput {
-            segments: vec![Segment::text(text)],
-            at: LogEntry::now(),
-            turn_id: None,
-            request_id: None,
-        }
     }
 
     #[test]

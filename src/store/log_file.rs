@@ -337,7 +337,7 @@ fn check_line(raw: &[u8], expected_seq: u64) -> Result<LogEntry, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::Segment;
+    use crate::store::test_entries::{input, start};
 
     fn line(seq: u64, entry: &LogEntry) -> Vec<u8> {
         serde_json::to_vec(&LogLine {
@@ -347,32 +347,13 @@ mod tests {
         .unwrap()
     }
 
-    fn start() -> LogEntry {
-        LogEntry::SessionStart {
-            session_id: Uuid::new_v4(),
-            created_at: LogEntry::now(),
-            compacted_from: None,
-            forked_from: None,
-            provider: None,
-            model: None,
-        }
-    }
-
-    fn input(text: &str) -> LogEntry {
-        LogEntry::UserInput {
-            segments: vec![Segment::text(text)],
-            at: LogEntry::now(),
-            turn_id: None,
-            request_id: None,
-        }
-    }
-
     #[test]
     fn appends_survive_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.jsonl");
         let mut log = LogFile::create(&path).unwrap();
-        log.write_line(&mut line(0, &start())).unwrap();
+        log.write_line(&mut line(0, &start(Uuid::new_v4())))
+            .unwrap();
         log.write_line(&mut line(1, &input("hi"))).unwrap();
         log.sync().unwrap();
         drop(log);
@@ -385,7 +366,7 @@ mod tests {
     fn torn_tail_is_cut_and_appends_continue_cleanly() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.jsonl");
-        let mut data = line(0, &start());
+        let mut data = line(0, &start(Uuid::new_v4()));
         data.push(b'\n');
         data.extend_from_slice(&line(1, &input("hi"))[..20]);
         std::fs::write(&path, &data).unwrap();
@@ -402,7 +383,7 @@ mod tests {
     fn corrupt_middle_line_names_file_and_line() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.jsonl");
-        let mut data = line(0, &start());
+        let mut data = line(0, &start(Uuid::new_v4()));
         data.extend_from_slice(b"\n{garbage}\n");
         data.extend_from_slice(&line(2, &input("x")));
         data.push(b'\n');
@@ -415,7 +396,7 @@ mod tests {
     fn seq_gaps_are_corruption() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.jsonl");
-        let mut data = line(0, &start());
+        let mut data = line(0, &start(Uuid::new_v4()));
         data.push(b'\n');
         data.extend_from_slice(&line(5, &input("x")));
         data.extend_from_slice(b"\n");
@@ -433,13 +414,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.jsonl");
         let mut log = LogFile::create(&path).unwrap();
-        log.write_line(&mut line(0, &start())).unwrap();
+        log.write_line(&mut line(0, &start(Uuid::new_v4())))
+            .unwrap();
         std::fs::remove_file(&path).unwrap();
         let err = log.write_line(&mut line(1, &input("x"))).unwrap_err();
         assert!(err.to_string().contains("was deleted"), "{err}");
 
         let mut log = LogFile::create(&path).unwrap();
-        log.write_line(&mut line(0, &start())).unwrap();
+        log.write_line(&mut line(0, &start(Uuid::new_v4())))
+            .unwrap();
         File::options()
             .write(true)
             .open(&path)
@@ -454,7 +437,9 @@ mod tests {
         let mut log = LogFile::create(&path).unwrap();
         std::fs::rename(&path, dir.path().join("aside")).unwrap();
         std::fs::write(&path, "").unwrap();
-        let err = log.write_line(&mut line(0, &start())).unwrap_err();
+        let err = log
+            .write_line(&mut line(0, &start(Uuid::new_v4())))
+            .unwrap_err();
         assert!(err.to_string().contains("replaced"), "{err}");
     }
 

@@ -9,6 +9,8 @@ pub mod pod_lock;
 pub mod pod_socket;
 pub mod pointer;
 pub mod sessions;
+#[cfg(test)]
+mod test_entries;
 
 pub use log_file::{LogError, LogFile, Recovered};
 pub use pod_lock::PodLock;
