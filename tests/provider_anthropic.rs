@@ -392,3 +392,236 @@ async fn path_prefix_base_urls_are_kept() {
     assert_eq!(error, None);
     assert_eq!(server.requests()[0].path, "/anthropic/v1/messages");
 }
+
+#[tokio::test]
+async fn pings_unknown_events_redacted_thinking_and_signatures_are_ignored() {
+    let frames = typed_frames(&[
+        START,
+        PING,
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"redacted_thinking","data":"EmwKAhgBEgy3va3pzix/LafPsn4a"}}"#,
+        r#"{"type":"content_block_stop","index":0}"#,
+        r#"{"type":"content_block_start","index":1,"content_block":{"type":"thinking","thinking":"","signature":""}}"#,
+        r#"{"type":"content_block_delta","index":1,"delta":{"type":"thinking_delta","thinking":"Plan."}}"#,
+        r#"{"type":"content_block_delta","index":1,"delta":{"type":"signature_delta","signature":"EqQBCgIYAhIM1gbcDa9GJwZA2b3h"}}"#,
+        r#"{"type":"content_block_stop","index":1}"#,
+        r#"{"type":"a_future_event","index":1,"payload":{"anything":[1,2]}}"#,
+        r#"{"type":"content_block_start","index":2,"content_block":{"type":"text","text":"","citations":null}}"#,
+        r#"{"type":"content_block_delta","index":2,"delta":{"type":"a_future_delta","x":1}}"#,
+        r#"{"type":"content_block_delta","index":2,"delta":{"type":"text_delta","text":"Hi"}}"#,
+        r#"{"type":"content_block_stop","index":2}"#,
+        PING,
+        r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":25,"cache_creation_input_tokens":0,"cache_read_input_tokens":5,"output_tokens":15,"server_tool_use":null}}"#,
+        END,
+    ]);
+    let server = Server::start(vec![Reply::sse(&frames)]).await;
+    let (events, error) = collect(provider(&server.url).stream(&hello())).await;
+    assert_eq!(error, None);
+    assert_eq!(
+        events,
+        vec![
+            ModelEvent::ReasoningDelta("Plan.".into()),
+            ModelEvent::BlockEnd,
+            ModelEvent::TextDelta("Hi".into()),
+            ModelEvent::BlockEnd,
+            ModelEvent::Usage(Usage {
+                input_tokens: 30,
+                output_tokens: 15
+            }),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_stream_closed_after_the_stop_reason_without_message_stop_is_complete() {
+    let server = Server::start(vec![Reply::sse(&typed_frames(&[
+        START, TEXT_START, HELLO, BANG, STOP0, DELTA,
+    ]))])
+    .await;
+    let (events, error) = collect(provider(&server.url).stream(&hello())).await;
+    assert_eq!((events, error), (text_events(), None));
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_stream_closed_before_the_stop_reason_is_cut_off() {
+    let server = Server::start(vec![Reply::sse(&typed_frames(&[
+        START, TEXT_START, HELLO, BANG, STOP0,
+    ]))])
+    .await;
+    let (_, error) = collect(provider(&server.url).stream(&hello())).await;
+    let error = error.unwrap();
+    assert_eq!(error.code, TurnErrorCode::ProviderStream);
+    assert!(
+        error
+            .message
+            .contains("ended before the reply was complete"),
+        "{}",
+        error.message
+    );
+}
+
+#[tokio::test]
+async fn a_tool_use_whose_input_comes_whole_in_its_start() {
+    // Some Anthropic-compatible servers put the input in the block's start
+    // and stream no `input_json_delta`; an argument-less call gets `{}`.
+    let frames = typed_frames(&[
+        START,
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_9","name":"read_file","input":{"path":"a.txt"}}}"#,
+        r#"{"type":"content_block_stop","index":0}"#,
+        r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_10","name":"list_dir","input":{}}}"#,
+        r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":""}}"#,
+        r#"{"type":"content_block_stop","index":1}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":9}}"#,
+        END,
+    ]);
+    let server = Server::start(vec![Reply::sse(&frames)]).await;
+    let (events, error) = collect(provider(&server.url).stream(&hello())).await;
+    assert_eq!(error, None);
+    let call = |id: &str, name: &str, args: &str| {
+        vec![
+            ModelEvent::ToolCallStart {
+                call_id: id.into(),
+                name: name.into(),
+            },
+            ModelEvent::ToolCallArgsDelta {
+                call_id: id.into(),
+                delta: args.into(),
+            },
+            ModelEvent::BlockEnd,
+        ]
+    };
+    let mut expected = call("toolu_9", "read_file", r#"{"path":"a.txt"}"#);
+    expected.extend(call("toolu_10", "list_dir", "{}"));
+    expected.push(ModelEvent::Usage(Usage {
+        input_tokens: 30,
+        output_tokens: 9,
+    }));
+    assert_eq!(events, expected);
+}
+
+#[tokio::test]
+async fn a_whole_message_instead_of_a_stream_is_read() {
+    let whole = r#"{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"thinking","thinking":"Hm.","signature":"x"},{"type":"text","text":"Reading."},{"type":"tool_use","id":"toolu_1","name":"read_file","input":{"path":"a"}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":6}}"#;
+    let server = Server::start(vec![Reply::status(200, whole)]).await;
+    let (events, error) = collect(provider(&server.url).stream(&hello())).await;
+    assert_eq!(error, None);
+    assert_eq!(
+        events,
+        vec![
+            ModelEvent::ReasoningDelta("Hm.".into()),
+            ModelEvent::BlockEnd,
+            ModelEvent::TextDelta("Reading.".into()),
+            ModelEvent::BlockEnd,
+            ModelEvent::ToolCallStart {
+                call_id: "toolu_1".into(),
+                name: "read_file".into()
+            },
+            ModelEvent::ToolCallArgsDelta {
+                call_id: "toolu_1".into(),
+                delta: r#"{"path":"a"}"#.into()
+            },
+            ModelEvent::BlockEnd,
+            ModelEvent::Usage(Usage {
+                input_tokens: 10,
+                output_tokens: 6
+            }),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn overloaded_529_honours_retry_after() {
+    let overloaded =
+        r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+    let server = Server::start(vec![
+        Reply::status(529, overloaded).with_header("retry-after", "0.03"),
+        Reply::sse(&text_turn()),
+    ])
+    .await;
+    let provider = build(&ProviderConfig {
+        base_url: Some(server.url.clone()),
+        anthropic_api_key: Some("k".into()),
+        retry: RetryPolicy {
+            base_delay: std::time::Duration::from_secs(60),
+            max_delay: std::time::Duration::from_secs(60),
+            ..RetryPolicy::fast()
+        },
+        ..ProviderConfig::default()
+    })
+    .unwrap();
+    let (events, error) = collect(provider.stream(&hello())).await;
+    assert_eq!(error, None);
+    let (retries, reply) = split_retries(events);
+    assert_eq!(
+        retries,
+        vec![(1, 30, "anthropic: HTTP 529: Overloaded".into())]
+    );
+    assert_eq!(reply, text_events());
+}
+
+#[tokio::test]
+async fn permanent_statuses_are_never_retried() {
+    for (status, kind) in [
+        (400, "invalid_request_error"),
+        (403, "permission_error"),
+        (404, "not_found_error"),
+        (413, "request_too_large"),
+    ] {
+        let body =
+            format!(r#"{{"type":"error","error":{{"type":"{kind}","message":"said {status}"}}}}"#);
+        let server = Server::start(vec![Reply::status(status, &body)]).await;
+        let (events, error) = collect(provider(&server.url).stream(&hello())).await;
+        assert!(events.is_empty(), "{status}: {events:?}");
+        let error = error.unwrap();
+        assert_eq!(error.code, TurnErrorCode::ProviderHttp);
+        assert!(
+            error
+                .message
+                .starts_with(&format!("anthropic: HTTP {status} ")),
+            "{}",
+            error.message
+        );
+        assert!(
+            error.message.contains(&format!("said {status}")),
+            "{}",
+            error.message
+        );
+        assert_eq!(server.requests().len(), 1, "{status}");
+    }
+}
+
+#[tokio::test]
+async fn tool_input_is_always_an_object() {
+    let server = Server::start(vec![Reply::sse(&text_turn())]).await;
+    let request = ModelRequest {
+        model: None,
+        system: "".into(),
+        messages: vec![
+            ChatMessage::User { text: "go".into() },
+            ChatMessage::Assistant {
+                items: vec![Cow::Owned(AssistantItem::ToolCall {
+                    call_id: "toolu_1".into(),
+                    name: "bash".into(),
+                    arguments: json!("ls -l"),
+                })],
+            },
+            ChatMessage::ToolResults {
+                results: vec![Cow::Owned(ToolResult {
+                    call_id: "toolu_1".into(),
+                    output: "invalid arguments".into(),
+                    is_error: true,
+                })],
+            },
+        ],
+        tools: Vec::new().into(),
+        cache: None,
+    };
+    let (_, error) = collect(provider(&server.url).stream(&request)).await;
+    assert_eq!(error, None);
+    let body = server.requests()[0].json();
+    assert_eq!(
+        body["messages"][1]["content"][0]["input"],
+        json!({"invalid_arguments": "\"ls -l\""})
+    );
+    assert!(body.get("tools").is_none(), "{body}");
+}

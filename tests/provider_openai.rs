@@ -498,3 +498,407 @@ async fn json_instead_of_a_stream_is_reported_not_retried() {
     assert!(error.contains("streaming is not supported"), "{error}");
     assert_eq!(server.requests().len(), 1);
 }
+
+/// The events of one whole tool call.
+fn call_events(id: &str, name: &str, args: &[&str]) -> Vec<ModelEvent> {
+    let mut events = vec![ModelEvent::ToolCallStart {
+        call_id: id.into(),
+        name: name.into(),
+    }];
+    events.extend(args.iter().map(|a| ModelEvent::ToolCallArgsDelta {
+        call_id: id.into(),
+        delta: (*a).into(),
+    }));
+    events.push(ModelEvent::BlockEnd);
+    events
+}
+
+#[tokio::test]
+async fn ollama_whole_tool_calls_numbered_zero_and_finish_reason_stop() {
+    // Ollama's bytes: each call whole in one chunk, every call with index 0
+    // (told apart by id only), `finish_reason` "stop" even after tool calls.
+    let frames = data_frames(&[
+        r#"{"id":"chatcmpl-532","object":"chat.completion.chunk","created":1733000000,"model":"qwen2.5-coder:7b","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"id":"call_x1","index":0,"type":"function","function":{"name":"read_file","arguments":"{\"path\":\"a.txt\"}"}}]},"finish_reason":null}]}"#,
+        r#"{"id":"chatcmpl-532","object":"chat.completion.chunk","created":1733000000,"model":"qwen2.5-coder:7b","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"id":"call_x2","index":0,"type":"function","function":{"name":"read_file","arguments":"{\"path\":\"b.txt\"}"}}]},"finish_reason":null}]}"#,
+        r#"{"id":"chatcmpl-532","object":"chat.completion.chunk","created":1733000000,"model":"qwen2.5-coder:7b","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"stop"}]}"#,
+        r#"{"id":"chatcmpl-532","object":"chat.completion.chunk","created":1733000000,"model":"qwen2.5-coder:7b","system_fingerprint":"fp_ollama","choices":[],"usage":{"prompt_tokens":120,"completion_tokens":30,"total_tokens":150}}"#,
+        "[DONE]",
+    ]);
+    let server = Server::start(vec![Reply::sse(&frames)]).await;
+    let provider = provider(&format!("{}/v1", server.url), None);
+    let (events, error) = collect(provider.stream(&hello())).await;
+    assert_eq!(error, None);
+    let mut expected = call_events("call_x1", "read_file", &[r#"{"path":"a.txt"}"#]);
+    expected.extend(call_events(
+        "call_x2",
+        "read_file",
+        &[r#"{"path":"b.txt"}"#],
+    ));
+    expected.push(ModelEvent::Usage(Usage {
+        input_tokens: 120,
+        output_tokens: 30,
+    }));
+    assert_eq!(events, expected);
+}
+
+#[tokio::test]
+async fn llama_cpp_reasoning_then_a_tool_call_in_fragments_with_usage_on_the_last_chunk() {
+    // llama-server (--jinja, --reasoning-format deepseek): `content: null`
+    // beside the role, `reasoning_content` deltas, a call whose id and name
+    // come first with empty arguments, and usage and timings on the chunk
+    // that carries the finish reason.
+    let frames = data_frames(&[
+        r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}],"created":1733000000,"id":"chatcmpl-Ab1","model":"qwen3","system_fingerprint":"b5000-abc","object":"chat.completion.chunk"}"#,
+        r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"reasoning_content":"The user wants"}}],"created":1733000000,"id":"chatcmpl-Ab1","model":"qwen3","system_fingerprint":"b5000-abc","object":"chat.completion.chunk"}"#,
+        r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"reasoning_content":" a file."}}],"created":1733000000,"id":"chatcmpl-Ab1","model":"qwen3","system_fingerprint":"b5000-abc","object":"chat.completion.chunk"}"#,
+        r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"id":"Xq9rT2","type":"function","function":{"name":"read_file","arguments":""}}]}}],"created":1733000000,"id":"chatcmpl-Ab1","model":"qwen3","system_fingerprint":"b5000-abc","object":"chat.completion.chunk"}"#,
+        r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\":"}}]}}],"created":1733000000,"id":"chatcmpl-Ab1","model":"qwen3","system_fingerprint":"b5000-abc","object":"chat.completion.chunk"}"#,
+        r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":" \"a.txt\"}"}}]}}],"created":1733000000,"id":"chatcmpl-Ab1","model":"qwen3","system_fingerprint":"b5000-abc","object":"chat.completion.chunk"}"#,
+        r#"{"choices":[{"finish_reason":"tool_calls","index":0,"delta":{}}],"created":1733000000,"id":"chatcmpl-Ab1","model":"qwen3","system_fingerprint":"b5000-abc","object":"chat.completion.chunk","usage":{"completion_tokens":21,"prompt_tokens":95,"total_tokens":116},"timings":{"prompt_n":95,"prompt_ms":80.1,"predicted_n":21,"predicted_ms":300.2}}"#,
+        "[DONE]",
+    ]);
+    let server = Server::start(vec![Reply::sse(&frames)]).await;
+    let provider = provider(&format!("{}/v1", server.url), None);
+    let (events, error) = collect(provider.stream(&hello())).await;
+    assert_eq!(error, None);
+    let mut expected = vec![
+        ModelEvent::ReasoningDelta("The user wants".into()),
+        ModelEvent::ReasoningDelta(" a file.".into()),
+        ModelEvent::BlockEnd,
+    ];
+    expected.extend(call_events(
+        "Xq9rT2",
+        "read_file",
+        &["{\"path\":", " \"a.txt\"}"],
+    ));
+    expected.push(ModelEvent::Usage(Usage {
+        input_tokens: 95,
+        output_tokens: 21,
+    }));
+    assert_eq!(events, expected);
+}
+
+#[tokio::test]
+async fn vllm_reasoning_content_and_a_call_named_before_its_arguments() {
+    let frames = data_frames(&[
+        r#"{"id":"chatcmpl-9f","object":"chat.completion.chunk","created":1733000000,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}"#,
+        r#"{"id":"chatcmpl-9f","object":"chat.completion.chunk","created":1733000000,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"reasoning_content":"Check it."},"logprobs":null,"finish_reason":null}]}"#,
+        r#"{"id":"chatcmpl-9f","object":"chat.completion.chunk","created":1733000000,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"content":"Reading."},"logprobs":null,"finish_reason":null}]}"#,
+        r#"{"id":"chatcmpl-9f","object":"chat.completion.chunk","created":1733000000,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"tool_calls":[{"id":"chatcmpl-tool-7c1","type":"function","index":0,"function":{"name":"read_file"}}]},"logprobs":null,"finish_reason":null}]}"#,
+        r#"{"id":"chatcmpl-9f","object":"chat.completion.chunk","created":1733000000,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\": \"a.txt\"}"}}]},"logprobs":null,"finish_reason":null}]}"#,
+        r#"{"id":"chatcmpl-9f","object":"chat.completion.chunk","created":1733000000,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"tool_calls","stop_reason":null}]}"#,
+        r#"{"id":"chatcmpl-9f","object":"chat.completion.chunk","created":1733000000,"model":"Qwen/Qwen3-8B","choices":[],"usage":{"prompt_tokens":60,"total_tokens":80,"completion_tokens":20}}"#,
+        "[DONE]",
+    ]);
+    let server = Server::start(vec![Reply::sse(&frames)]).await;
+    let provider = provider(&format!("{}/v1", server.url), None);
+    let (events, error) = collect(provider.stream(&hello())).await;
+    assert_eq!(error, None);
+    let mut expected = vec![
+        ModelEvent::ReasoningDelta("Check it.".into()),
+        ModelEvent::BlockEnd,
+        ModelEvent::TextDelta("Reading.".into()),
+        ModelEvent::BlockEnd,
+    ];
+    expected.extend(call_events(
+        "chatcmpl-tool-7c1",
+        "read_file",
+        &[r#"{"path": "a.txt"}"#],
+    ));
+    expected.push(ModelEvent::Usage(Usage {
+        input_tokens: 60,
+        output_tokens: 20,
+    }));
+    assert_eq!(events, expected);
+}
+
+#[tokio::test]
+async fn openrouter_comments_reasoning_and_crlf_without_space_or_done() {
+    // OpenRouter's keep-alive comments, its `reasoning` field; CRLF line
+    // endings, `data:` without a space, and no `[DONE]` after the finish
+    // reason (a normal end), cut into small pieces.
+    let body = ": OPENROUTER PROCESSING\r\n\r\n\
+        data:{\"id\":\"gen-1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\",\"reasoning\":\"Hm.\"},\"finish_reason\":null}]}\r\n\r\n\
+        : OPENROUTER PROCESSING\r\n\r\n\
+        data:{\"id\":\"gen-1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hi ✓\",\"reasoning\":null},\"finish_reason\":null}]}\r\n\r\n\
+        data:{\"id\":\"gen-1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":\"stop\",\"native_finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":2,\"total_tokens\":9,\"cost\":0.0001}}\r\n\r\n";
+    let server = Server::start(vec![Reply::sse_chunked(body, 5, Duration::from_millis(0))]).await;
+    let provider = provider(&format!("{}/api/v1", server.url), Some("sk-or"));
+    let (events, error) = collect(provider.stream(&hello())).await;
+    assert_eq!(error, None);
+    assert_eq!(
+        events,
+        vec![
+            ModelEvent::ReasoningDelta("Hm.".into()),
+            ModelEvent::BlockEnd,
+            ModelEvent::TextDelta("Hi ✓".into()),
+            ModelEvent::BlockEnd,
+            ModelEvent::Usage(Usage {
+                input_tokens: 7,
+                output_tokens: 2
+            }),
+        ]
+    );
+    assert_eq!(server.requests()[0].path, "/api/v1/chat/completions");
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn openrouter_error_chunk_mid_stream_quotes_the_provider_and_keeps_the_text() {
+    let frames = data_frames(&[
+        r#"{"id":"gen-2","choices":[{"index":0,"delta":{"role":"assistant","content":"Par"},"finish_reason":null}]}"#,
+        r#"{"id":"gen-2","object":"chat.completion.chunk","created":1733000000,"model":"anthropic/claude-sonnet-4","provider":"Anthropic","error":{"code":502,"message":"Upstream provider overloaded"},"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}]}"#,
+    ]);
+    let server = Server::start(vec![Reply::sse(&frames)]).await;
+    let provider = provider(&format!("{}/api/v1", server.url), Some("k"));
+    let (events, error) = collect(provider.stream(&hello())).await;
+    assert_eq!(events, vec![ModelEvent::TextDelta("Par".into())]);
+    let error = error.unwrap();
+    assert_eq!(error.code, TurnErrorCode::ProviderStream);
+    assert_eq!(
+        error.message,
+        "openai: the server reported an error during the reply: Upstream provider overloaded"
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn an_error_string_in_place_of_a_chunk_is_quoted_plainly() {
+    let frames = data_frames(&[r#"{"error":"model runner has unexpectedly stopped"}"#]);
+    let server = Server::start(vec![Reply::sse(&frames)]).await;
+    let provider = provider(&format!("{}/v1", server.url), None);
+    let (_, error) = collect(provider.stream(&hello())).await;
+    assert_eq!(
+        error.unwrap().message,
+        "openai: the server reported an error during the reply: model runner has unexpectedly stopped"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_ending_without_done_before_any_finish_reason_is_cut_off() {
+    let server = Server::start(vec![Reply::sse(&data_frames(&[ROLE, HEL, LO]))]).await;
+    let provider = provider(&format!("{}/v1", server.url), Some("k"));
+    let (events, error) = collect(provider.stream(&hello())).await;
+    assert_eq!(
+        events,
+        vec![
+            ModelEvent::TextDelta("Hel".into()),
+            ModelEvent::TextDelta("lo ✓".into())
+        ]
+    );
+    let error = error.unwrap();
+    assert_eq!(error.code, TurnErrorCode::ProviderStream);
+    assert!(
+        error
+            .message
+            .contains("ended before the reply was complete"),
+        "{}",
+        error.message
+    );
+}
+
+#[tokio::test]
+async fn loosely_typed_fields_are_read_not_fatal() {
+    // Content as an array of parts (Mistral), null usage counts, an id as a
+    // number, arguments as an object, and fields no server documents.
+    let frames = data_frames(&[
+        r#"{"choices":[{"index":0,"delta":{"content":[{"type":"text","text":"Two "},{"type":"text","text":"parts"}]},"finish_reason":null,"future_field":{"x":1}}],"p":"abc"}"#,
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":7,"function":{"name":"f","arguments":{"a":1}}}]},"finish_reason":null}]}"#,
+        r#"{"choices":null,"usage":{"prompt_tokens":3,"completion_tokens":null}}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+        "[DONE]",
+    ]);
+    let server = Server::start(vec![Reply::sse(&frames)]).await;
+    let provider = provider(&format!("{}/v1", server.url), None);
+    let (events, error) = collect(provider.stream(&hello())).await;
+    assert_eq!(error, None);
+    let mut expected = vec![
+        ModelEvent::TextDelta("Two parts".into()),
+        ModelEvent::BlockEnd,
+        ModelEvent::ToolCallStart {
+            call_id: "7".into(),
+            name: "f".into(),
+        },
+        ModelEvent::ToolCallArgsDelta {
+            call_id: "7".into(),
+            delta: r#"{"a":1}"#.into(),
+        },
+        ModelEvent::Usage(Usage {
+            input_tokens: 3,
+            output_tokens: 0,
+        }),
+    ];
+    expected.push(ModelEvent::BlockEnd);
+    assert_eq!(events, expected);
+}
+
+#[tokio::test]
+async fn a_refused_stream_options_is_dropped_at_once_and_for_later_calls() {
+    let refusal = r#"{"error":{"message":"Unknown parameter: 'stream_options.include_usage'.","type":"invalid_request_error","param":"stream_options.include_usage","code":"unknown_parameter"}}"#;
+    let server = Server::start(vec![
+        Reply::status(400, refusal),
+        Reply::sse(&text_turn()),
+        Reply::sse(&text_turn()),
+    ])
+    .await;
+    let provider = provider(&format!("{}/v1", server.url), Some("k"));
+    let (events, error) = collect(provider.stream(&hello())).await;
+    assert_eq!(error, None);
+    assert_eq!(events, text_events(), "no retry is announced");
+    let (events, error) = collect(provider.stream(&hello())).await;
+    assert_eq!((events, error), (text_events(), None));
+    let bodies: Vec<_> = server.requests().iter().map(|r| r.json()).collect();
+    assert_eq!(bodies.len(), 3);
+    assert_eq!(bodies[0]["stream_options"], json!({"include_usage": true}));
+    for body in &bodies[1..] {
+        assert_eq!(
+            body,
+            &json!({"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"stream":true})
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_bad_request_not_about_stream_options_is_final() {
+    let server = Server::start(vec![Reply::status(
+        422,
+        r#"{"object":"error","message":"This model's maximum context length is 8192 tokens.","type":"BadRequestError","param":null,"code":400}"#,
+    )])
+    .await;
+    let provider = provider(&format!("{}/v1", server.url), None);
+    let (events, error) = collect(provider.stream(&hello())).await;
+    assert!(events.is_empty());
+    let error = error.unwrap();
+    assert_eq!(error.code, TurnErrorCode::ProviderHttp);
+    assert_eq!(
+        error.message,
+        "openai: HTTP 422 Unprocessable Entity: This model's maximum context length is 8192 tokens."
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn permanent_statuses_are_never_retried() {
+    for (status, body, quoted) in [
+        (400, r#"{"detail":"Invalid request"}"#, "Invalid request"),
+        (403, "Forbidden by policy", "Forbidden by policy"),
+        (
+            404,
+            r#"{"error":{"message":"The model `x` does not exist"}}"#,
+            "The model `x` does not exist",
+        ),
+    ] {
+        let server = Server::start(vec![Reply::status(status, body)]).await;
+        let provider = provider(&format!("{}/v1", server.url), Some("k"));
+        let (events, error) = collect(provider.stream(&hello())).await;
+        assert!(events.is_empty(), "{status}: {events:?}");
+        let error = error.unwrap();
+        assert_eq!(error.code, TurnErrorCode::ProviderHttp);
+        assert!(
+            error
+                .message
+                .starts_with(&format!("openai: HTTP {status} ")),
+            "{}",
+            error.message
+        );
+        assert!(error.message.contains(quoted), "{}", error.message);
+        assert_eq!(server.requests().len(), 1, "{status}");
+    }
+}
+
+#[tokio::test]
+async fn retry_after_ms_is_honoured() {
+    let server = Server::start(vec![
+        Reply::status(429, r#"{"error":{"message":"Rate limit reached"}}"#)
+            .with_header("retry-after-ms", "20")
+            .with_header("retry-after", "60"),
+        Reply::sse(&text_turn()),
+    ])
+    .await;
+    let provider = build(&ProviderConfig {
+        kind: Some(ProviderKind::Openai),
+        base_url: Some(format!("{}/v1", server.url)),
+        retry: RetryPolicy {
+            base_delay: Duration::from_secs(60),
+            max_delay: Duration::from_secs(60),
+            ..RetryPolicy::fast()
+        },
+        ..ProviderConfig::default()
+    })
+    .unwrap();
+    let (events, error) = collect(provider.stream(&hello())).await;
+    assert_eq!(error, None);
+    let (retries, reply) = split_retries(events);
+    assert_eq!(retries.iter().map(|r| r.1).collect::<Vec<_>>(), [20]);
+    assert_eq!(reply, text_events());
+}
+
+#[tokio::test]
+async fn an_absurd_retry_after_is_capped_not_a_panic() {
+    let server = Server::start(vec![
+        Reply::status(503, "busy").with_header("retry-after", "1e300"),
+        Reply::sse(&text_turn()),
+    ])
+    .await;
+    let provider = provider(&format!("{}/v1", server.url), None);
+    let (events, error) = collect(provider.stream(&hello())).await;
+    assert_eq!(error, None);
+    let (retries, reply) = split_retries(events);
+    assert_eq!(retries.len(), 1);
+    assert_eq!(reply, text_events());
+}
+
+#[tokio::test]
+async fn a_whole_json_reply_instead_of_a_stream_is_read() {
+    // A server that ignores `stream: true` answers with one completion.
+    let whole = r#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Done.","tool_calls":[{"id":"call_9","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"a\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":5,"completion_tokens":4,"total_tokens":9}}"#;
+    let server = Server::start(vec![Reply::status(200, whole)]).await;
+    let provider = provider(&format!("{}/v1", server.url), None);
+    let (events, error) = collect(provider.stream(&hello())).await;
+    assert_eq!(error, None);
+    let mut expected = vec![ModelEvent::TextDelta("Done.".into()), ModelEvent::BlockEnd];
+    expected.extend(call_events("call_9", "read_file", &[r#"{"path":"a"}"#]));
+    expected.push(ModelEvent::Usage(Usage {
+        input_tokens: 5,
+        output_tokens: 4,
+    }));
+    assert_eq!(events, expected);
+}
+
+#[tokio::test]
+async fn tool_only_assistant_messages_have_empty_string_content() {
+    let server = Server::start(vec![Reply::sse(&text_turn())]).await;
+    let provider = provider(&format!("{}/v1", server.url), None);
+    let request = ModelRequest {
+        model: None,
+        system: "".into(),
+        messages: vec![
+            ChatMessage::User { text: "go".into() },
+            ChatMessage::Assistant {
+                items: vec![Cow::Owned(AssistantItem::ToolCall {
+                    call_id: "call_1".into(),
+                    name: "list_dir".into(),
+                    arguments: json!({}),
+                })],
+            },
+            ChatMessage::ToolResults {
+                results: vec![Cow::Owned(ToolResult {
+                    call_id: "call_1".into(),
+                    output: "a.txt".into(),
+                    is_error: false,
+                })],
+            },
+        ],
+        tools: Vec::new().into(),
+        cache: None,
+    };
+    let (_, error) = collect(provider.stream(&request)).await;
+    assert_eq!(error, None);
+    let body = server.requests()[0].json();
+    assert_eq!(
+        body["messages"][1],
+        json!({"role":"assistant","content":"","tool_calls":[
+            {"id":"call_1","type":"function","function":{"name":"list_dir","arguments":"{}"}}]})
+    );
+    assert!(body.get("tools").is_none(), "no empty tools array: {body}");
+}

@@ -1,5 +1,7 @@
 //! Anthropic's Messages API, streamed over server-sent events.
 
+use std::borrow::Cow;
+
 use eventsource_stream::Event;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
@@ -117,7 +119,7 @@ enum OutBlock<'a> {
     ToolUse {
         id: &'a str,
         name: &'a str,
-        input: &'a Value,
+        input: Cow<'a, Value>,
     },
     ToolResult {
         tool_use_id: &'a str,
@@ -188,7 +190,7 @@ fn blocks<'a>(message: &'a ChatMessage<'a>) -> (&'static str, Vec<OutBlock<'a>>)
                     } => Some(OutBlock::ToolUse {
                         id: call_id,
                         name,
-                        input: arguments,
+                        input: tool_input(arguments),
                     }),
                 })
                 .collect(),
@@ -204,6 +206,18 @@ fn blocks<'a>(message: &'a ChatMessage<'a>) -> (&'static str, Vec<OutBlock<'a>>)
                 })
                 .collect(),
         ),
+    }
+}
+
+/// A tool call's arguments as the object the API requires for `input`.
+/// Calls a model made are always objects (see `parse_arguments` in the
+/// worker); anything else in a log — written by another version, say —
+/// is kept as text under `invalid_arguments`, as there, rather than
+/// failing every later request with a 400.
+fn tool_input(arguments: &Value) -> Cow<'_, Value> {
+    match arguments {
+        Value::Object(_) => Cow::Borrowed(arguments),
+        other => Cow::Owned(serde_json::json!({ "invalid_arguments": other.to_string() })),
     }
 }
 
@@ -225,6 +239,7 @@ enum Wire {
     },
     ContentBlockStop {},
     MessageDelta {
+        delta: Option<WireMessageDelta>,
         usage: Option<WireUsage>,
     },
     MessageStop {},
@@ -243,6 +258,36 @@ struct WireMessage {
 }
 
 #[derive(Deserialize)]
+struct WireMessageDelta {
+    stop_reason: Option<Value>,
+}
+
+/// A whole reply sent as one JSON document instead of a stream.
+#[derive(Deserialize)]
+struct WholeMessage {
+    content: Vec<WholeBlock>,
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WholeBlock {
+    Text {
+        text: String,
+    },
+    Thinking {
+        thinking: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum WireBlock {
     Text {
@@ -252,6 +297,10 @@ enum WireBlock {
     ToolUse {
         id: String,
         name: String,
+        /// `{}` from Anthropic, whose arguments follow as deltas; some
+        /// compatible servers put the whole input here instead.
+        #[serde(default)]
+        input: Option<Value>,
     },
     Thinking {
         #[serde(default)]
@@ -306,8 +355,9 @@ impl WireUsage {
 
 #[derive(Deserialize)]
 struct WireError {
-    #[serde(rename = "type")]
+    #[serde(rename = "type", default)]
     kind: String,
+    #[serde(default)]
     message: String,
 }
 
@@ -316,8 +366,13 @@ enum Block {
     /// A block pod shows: its end is reported with `BlockEnd`.
     Shown,
     /// A tool call; remembers whether any argument text went out, because an
-    /// argument-less call streams no JSON at all and the worker needs `{}`.
-    ToolUse { call_id: String, args_sent: bool },
+    /// argument-less call streams no JSON at all and the worker needs `{}`
+    /// — or the input its start gave, if a server gave it there.
+    ToolUse {
+        call_id: String,
+        args_sent: bool,
+        input: Option<Value>,
+    },
     /// A block pod ignores.
     Hidden,
 }
@@ -326,20 +381,32 @@ enum Block {
 pub(super) struct Decoder {
     block: Option<Block>,
     input_tokens: u64,
+    /// `message_delta` gave the stop reason.
+    stopped: bool,
     done: bool,
 }
 
 impl Decoder {
+    /// Output tokens are cumulative and final in `message_delta`; input
+    /// tokens were given at `message_start` (newer API versions repeat them).
+    fn usage(&self, usage: &WireUsage) -> Usage {
+        Usage {
+            input_tokens: usage.input().unwrap_or(self.input_tokens),
+            output_tokens: usage.output_tokens.unwrap_or(0),
+        }
+    }
+
     fn end_block(&mut self, out: &mut Vec<ModelEvent>) {
         match self.block.take() {
             Some(Block::ToolUse {
                 call_id,
                 args_sent: false,
+                input,
             }) => {
-                out.push(ModelEvent::ToolCallArgsDelta {
-                    call_id,
-                    delta: "{}".into(),
-                });
+                let delta = input
+                    .filter(|i| i.as_object().is_some_and(|o| !o.is_empty()))
+                    .map_or_else(|| "{}".to_owned(), |i| i.to_string());
+                out.push(ModelEvent::ToolCallArgsDelta { call_id, delta });
                 out.push(ModelEvent::BlockEnd);
             }
             Some(Block::Shown | Block::ToolUse { .. }) => out.push(ModelEvent::BlockEnd),
@@ -362,7 +429,7 @@ impl Decoder {
                 }
                 Block::Shown
             }
-            WireBlock::ToolUse { id, name } => {
+            WireBlock::ToolUse { id, name, input } => {
                 out.push(ModelEvent::ToolCallStart {
                     call_id: id.clone(),
                     name,
@@ -370,6 +437,7 @@ impl Decoder {
                 Block::ToolUse {
                     call_id: id,
                     args_sent: false,
+                    input,
                 }
             }
             WireBlock::Other => Block::Hidden,
@@ -409,15 +477,19 @@ impl SseDecoder for Decoder {
             Wire::ContentBlockStart { content_block } => self.start_block(content_block, &mut out),
             Wire::ContentBlockDelta { delta } => self.delta(delta, &mut out),
             Wire::ContentBlockStop {} => self.end_block(&mut out),
-            // Output tokens are cumulative and final here; input tokens were
-            // given at message_start (newer API versions repeat them here).
-            Wire::MessageDelta { usage: Some(usage) } => {
-                out.push(ModelEvent::Usage(Usage {
-                    input_tokens: usage.input().unwrap_or(self.input_tokens),
-                    output_tokens: usage.output_tokens.unwrap_or(0),
-                }));
+            Wire::MessageDelta { delta, usage } => {
+                if delta
+                    .and_then(|d| d.stop_reason)
+                    .is_some_and(|r| !r.is_null())
+                {
+                    self.end_block(&mut out);
+                    self.stopped = true;
+                }
+                if let Some(usage) = usage {
+                    out.push(ModelEvent::Usage(self.usage(&usage)));
+                }
             }
-            Wire::MessageDelta { usage: None } | Wire::Other => {}
+            Wire::Other => {}
             Wire::MessageStop {} => {
                 self.end_block(&mut out);
                 self.done = true;
@@ -437,6 +509,45 @@ impl SseDecoder for Decoder {
 
     fn is_complete(&self) -> bool {
         self.done
+    }
+
+    fn has_ended(&self) -> bool {
+        self.stopped
+    }
+
+    fn decode_whole(&mut self, body: &Value) -> Option<Result<Vec<ModelEvent>, AttemptError>> {
+        let message = serde_json::from_value::<WholeMessage>(body.clone()).ok()?;
+        let mut out = Vec::new();
+        for block in message.content {
+            match block {
+                WholeBlock::Text { text } if !text.trim().is_empty() => {
+                    out.push(ModelEvent::TextDelta(text));
+                }
+                WholeBlock::Thinking { thinking } if !thinking.is_empty() => {
+                    out.push(ModelEvent::ReasoningDelta(thinking));
+                }
+                WholeBlock::ToolUse { id, name, input } => {
+                    out.push(ModelEvent::ToolCallStart {
+                        call_id: id.clone(),
+                        name,
+                    });
+                    out.push(ModelEvent::ToolCallArgsDelta {
+                        call_id: id,
+                        delta: input.to_string(),
+                    });
+                }
+                WholeBlock::Text { .. } | WholeBlock::Thinking { .. } | WholeBlock::Other => {
+                    continue
+                }
+            }
+            out.push(ModelEvent::BlockEnd);
+        }
+        if let Some(usage) = message.usage {
+            self.input_tokens = usage.input().unwrap_or(0);
+            out.push(ModelEvent::Usage(self.usage(&usage)));
+        }
+        self.done = true;
+        Some(Ok(out))
     }
 }
 

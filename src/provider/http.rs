@@ -3,7 +3,7 @@
 //! so the user knows what to fix. Each provider only supplies the request
 //! body and an [`SseDecoder`] for its event format.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,9 +28,53 @@ pub(crate) trait SseDecoder: Send {
     /// Handles one event. An `Err` ends the attempt; it is retried only if it
     /// is retryable and nothing was emitted yet.
     fn decode(&mut self, event: &Event) -> Result<Vec<ModelEvent>, AttemptError>;
-    /// Whether the event marking a complete reply has arrived. A stream that
-    /// ends before it was cut off, and the reply is incomplete.
+    /// Whether the event marking the end of the stream has arrived: nothing
+    /// more is read.
     fn is_complete(&self) -> bool;
+    /// Whether the reply said it is over (a finish or stop reason), so a
+    /// stream that ends here lost at most the bookkeeping after it (usage,
+    /// the end marker) — servers that leave out OpenAI's `[DONE]` do just
+    /// that. A stream that ends before is cut off: the reply is incomplete.
+    fn has_ended(&self) -> bool;
+    /// Decodes a whole reply that a server sent as one JSON document instead
+    /// of a stream (it ignored `stream: true`). `None`: the document is not
+    /// a reply of this format.
+    fn decode_whole(&mut self, body: &Value) -> Option<Result<Vec<ModelEvent>, AttemptError>>;
+}
+
+/// A request field that some compatible servers refuse although the API
+/// documents it (OpenAI's `stream_options`: Azure, Mistral, LiteLLM in
+/// front of Bedrock answer 400, 422 or 500 naming it). When an error answer
+/// names it, the request is sent again at once without it — not a retry:
+/// the server said exactly what it refused — and the provider leaves it out
+/// of every later call.
+#[derive(Clone)]
+pub(crate) struct Refusable {
+    /// The field's bytes exactly as the provider writes them, with the comma
+    /// before it.
+    pub bytes: &'static [u8],
+    /// Words in an error message that mean the field was refused.
+    pub names: &'static [&'static str],
+    /// Set once a server refused it; the provider's body writer reads it.
+    pub refused: Arc<AtomicBool>,
+}
+
+impl Refusable {
+    /// The body without the field, if `answer` (an error body) refuses it
+    /// and `body` has it.
+    fn strip(&self, body: &Bytes, answer: &str) -> Option<Bytes> {
+        if !self.names.iter().any(|name| answer.contains(name)) {
+            return None;
+        }
+        let at = body
+            .windows(self.bytes.len())
+            .rposition(|window| window == self.bytes)?;
+        self.refused.store(true, Ordering::Relaxed);
+        let mut stripped = Vec::with_capacity(body.len() - self.bytes.len());
+        stripped.extend_from_slice(&body[..at]);
+        stripped.extend_from_slice(&body[at + self.bytes.len()..]);
+        Some(Bytes::from(stripped))
+    }
 }
 
 /// Who is called and how, shared by every attempt of every call.
@@ -44,6 +88,7 @@ pub(crate) struct Endpoint {
     pub headers: HeaderMap,
     pub client: reqwest::Client,
     pub policy: RetryPolicy,
+    pub refusable: Option<Refusable>,
     /// The length of the last request body: the next one (the same
     /// conversation and a little more) is written into a buffer that large
     /// from the start instead of one doubled a dozen times.
@@ -69,8 +114,17 @@ impl Endpoint {
             headers,
             client,
             policy,
+            refusable: None,
             last_body: Arc::default(),
         })
+    }
+
+    /// Sends `refusable` unless a server refused it (see [`Refusable`]).
+    pub fn with_refusable(self, refusable: Refusable) -> Self {
+        Self {
+            refusable: Some(refusable),
+            ..self
+        }
     }
 
     /// POSTs the body `write_body` writes (here, before this returns) and
@@ -103,8 +157,9 @@ impl Endpoint {
         let endpoint = self.clone();
         generate(move |mut out| async move {
             let mut retrier = Retrier::new(&endpoint.policy);
+            let mut body = body;
             loop {
-                match endpoint.attempt(&body, decoder(), &mut out).await {
+                match endpoint.attempt(&mut body, decoder(), &mut out).await {
                     Ok(()) => return Ok(()),
                     Err(failure) => retrier.after_failure(failure, &mut out).await?,
                 }
@@ -112,56 +167,76 @@ impl Endpoint {
         })
     }
 
-    async fn attempt(
-        &self,
-        body: &Bytes,
-        mut decoder: impl SseDecoder,
-        out: &mut Emitter,
-    ) -> Result<(), AttemptError> {
+    /// POSTs `body` and reads the reply, sending it again without the
+    /// refusable field if the server refuses that (which changes `body` for
+    /// the attempts after this one too).
+    async fn send(&self, body: &mut Bytes) -> Result<reqwest::Response, AttemptError> {
         let idle = self.policy.idle_timeout;
-        let request = self
-            .client
-            .post(&self.url)
-            .headers(self.headers.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .body(body.clone())
-            .send();
-        let response = tokio::time::timeout(idle, request)
-            .await
-            .map_err(|_| {
-                AttemptError::fatal_with(
-                    TurnErrorCode::ProviderUnreachable,
-                    self.silence(idle, "for the response"),
-                )
-            })?
-            .map_err(|e| self.send_error(&e))?;
-        let status = response.status();
-        if !status.is_success() {
-            let retry_after = retry_after(response.headers());
-            let text = tokio::time::timeout(idle, response.text())
+        loop {
+            let request = self
+                .client
+                .post(&self.url)
+                .headers(self.headers.clone())
+                .header(CONTENT_TYPE, "application/json")
+                .body(body.clone())
+                .send();
+            let response = tokio::time::timeout(idle, request)
                 .await
-                .ok()
-                .and_then(Result::ok)
-                .unwrap_or_default();
+                .map_err(|_| {
+                    AttemptError::fatal_with(
+                        TurnErrorCode::ProviderUnreachable,
+                        self.silence(idle, "for the response"),
+                    )
+                })?
+                .map_err(|e| self.send_error(&e))?;
+            let status = response.status();
+            if status.is_success() {
+                return Ok(response);
+            }
+            let retry_after = retry_after(response.headers());
+            let text = read_text(idle, response).await;
+            if let Some(stripped) = self.refusable.as_ref().and_then(|r| r.strip(body, &text)) {
+                *body = stripped;
+                continue;
+            }
             return Err(AttemptError {
                 retry_after,
                 ..status_error(self.provider, Some(self.key_env), status, &text)
             });
         }
+    }
+
+    async fn attempt(
+        &self,
+        body: &mut Bytes,
+        mut decoder: impl SseDecoder,
+        out: &mut Emitter,
+    ) -> Result<(), AttemptError> {
+        let idle = self.policy.idle_timeout;
+        let response = self.send(body).await?;
         if is_json(response.headers()) {
-            // A server that ignored `stream: true` or reports an error with a
-            // success status: say what it sent rather than "stream ended".
-            let text = tokio::time::timeout(idle, response.text())
-                .await
+            // A server that ignored `stream: true` sends the whole reply at
+            // once; one that reports an error with a success status sends
+            // that: say what it sent rather than "stream ended".
+            let text = read_text(idle, response).await;
+            let whole = serde_json::from_str::<Value>(&text)
                 .ok()
-                .and_then(Result::ok)
-                .unwrap_or_default();
-            return Err(AttemptError::fatal(format!(
-                "{}: expected an event stream from {} but got JSON: {}",
-                self.provider,
-                self.url,
-                error_detail(&text)
-            )));
+                .filter(|v| v.get("error").is_none())
+                .and_then(|v| decoder.decode_whole(&v));
+            return match whole {
+                Some(events) => {
+                    for event in events? {
+                        out.emit(event).await;
+                    }
+                    Ok(())
+                }
+                None => Err(AttemptError::fatal(format!(
+                    "{}: expected an event stream from {} but got JSON: {}",
+                    self.provider,
+                    self.url,
+                    error_detail(&text)
+                ))),
+            };
         }
         let mut events = response
             .bytes_stream()
@@ -212,6 +287,7 @@ impl Endpoint {
                         self.provider, self.url
                     )))
                 }
+                None if decoder.has_ended() => return Ok(()),
                 None => {
                     return Err(AttemptError::retryable(format!(
                         "{}: the stream from {} ended before the reply was complete",
@@ -306,16 +382,16 @@ pub(crate) fn status_error(
     }
 }
 
-/// The human part of an error body: OpenAI and Anthropic both send
-/// `{"error":{"message":...}}`, Ollama `{"error":"..."}`; anything else is
-/// quoted as is.
-fn error_detail(body: &str) -> String {
+/// The human part of an error body: OpenAI, Anthropic, LiteLLM and
+/// OpenRouter send `{"error":{"message":...}}`, Ollama `{"error":"..."}`,
+/// vLLM `{"message":...}`, FastAPI-based servers `{"detail":"..."}`;
+/// anything else is quoted as is.
+pub(crate) fn error_detail(body: &str) -> String {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     let message = parsed.as_ref().and_then(|v| {
-        v.pointer("/error/message")
-            .or_else(|| v.get("error"))
-            .or_else(|| v.get("message"))
-            .and_then(Value::as_str)
+        ["/error/message", "/error", "/message", "/detail"]
+            .iter()
+            .find_map(|pointer| v.pointer(pointer).and_then(Value::as_str))
     });
     truncate(message.unwrap_or(body).trim())
 }
@@ -328,6 +404,16 @@ pub(crate) fn truncate(text: &str) -> String {
     }
 }
 
+/// The body of an answer that is not a stream (an error, a whole reply);
+/// empty if it cannot be read within the idle timeout.
+async fn read_text(idle: Duration, response: reqwest::Response) -> String {
+    tokio::time::timeout(idle, response.text())
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default()
+}
+
 fn is_json(headers: &HeaderMap) -> bool {
     headers
         .get(CONTENT_TYPE)
@@ -335,15 +421,26 @@ fn is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.trim_start().starts_with("application/json"))
 }
 
-/// `retry-after` in seconds; the HTTP-date form is rare for these APIs and
-/// falls back to the policy's backoff.
+/// How long the server asked us to wait: OpenAI's `retry-after-ms` (more
+/// precise, so it wins), else `retry-after` in seconds. The HTTP-date form
+/// of `retry-after` is rare for these APIs and falls back to the policy's
+/// backoff.
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
-    value
-        .parse::<f64>()
-        .ok()
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64)
+    let number = |name: &str| -> Option<f64> {
+        headers
+            .get(name)?
+            .to_str()
+            .ok()?
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|n| n.is_finite() && *n >= 0.0)
+    };
+    // `try_`: a server's absurd value (`1e300`) must not panic the pod.
+    let seconds = number("retry-after-ms")
+        .map(|ms| ms / 1000.0)
+        .or_else(|| number(RETRY_AFTER.as_str()))?;
+    Duration::try_from_secs_f64(seconds).ok()
 }
 
 /// Whether the request failed in the TLS handshake: rustls reports its

@@ -4,11 +4,13 @@
 use eventsource_stream::Event;
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::http::{join, parse_data, Endpoint, SseDecoder};
+use super::http::{join, parse_data, Endpoint, Refusable, SseDecoder};
 use super::retry::{AttemptError, RetryPolicy};
 use super::wire::{write_messages, State, WireFormat};
 use super::{BuildError, ChatMessage, ModelEvent, ModelRequest, ModelStream, Provider, ToolSpec};
@@ -18,10 +20,16 @@ pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_MODEL: &str = "gpt-4o";
 const NAME: &str = "openai";
 const KEY_ENV: &str = "OPENAI_API_KEY";
+/// Asks for the usage chunk at the end of a stream: OpenAI reports token
+/// usage only then. Some compatible servers refuse the field (see
+/// [`Refusable`]); those are called without it.
+const USAGE_OPTION: &[u8] = b",\"stream_options\":{\"include_usage\":true}";
 
 pub struct OpenAi {
     model: String,
     endpoint: Endpoint,
+    /// A server refused [`USAGE_OPTION`].
+    usage_refused: Arc<AtomicBool>,
 }
 
 impl OpenAi {
@@ -40,8 +48,18 @@ impl OpenAi {
             headers.insert(AUTHORIZATION, value);
         }
         let url = join(base_url, "chat/completions");
-        let endpoint = Endpoint::new(NAME, url, KEY_ENV, headers, retry)?;
-        Ok(Self { model, endpoint })
+        let usage_refused = Arc::new(AtomicBool::new(false));
+        let endpoint =
+            Endpoint::new(NAME, url, KEY_ENV, headers, retry)?.with_refusable(Refusable {
+                bytes: USAGE_OPTION,
+                names: &["stream_options", "include_usage"],
+                refused: Arc::clone(&usage_refused),
+            });
+        Ok(Self {
+            model,
+            endpoint,
+            usage_refused,
+        })
     }
 }
 
@@ -56,8 +74,11 @@ impl Provider for OpenAi {
 
     fn stream(&self, request: &ModelRequest<'_>) -> ModelStream {
         let model = request.model.as_deref().unwrap_or(&self.model);
-        self.endpoint
-            .stream(|out| write_body(model, request, out), Decoder::default)
+        let usage = !self.usage_refused.load(Ordering::Relaxed);
+        self.endpoint.stream(
+            |out| write_body_with(model, request, usage, out),
+            Decoder::default,
+        )
     }
 }
 
@@ -65,10 +86,24 @@ impl Provider for OpenAi {
 /// conversation, its messages as far as they are unchanged from the cache
 /// (no intermediate JSON tree: see `docs/performance.md`):
 /// `{"model","messages","stream","stream_options","tools"}`, `tools` left
-/// out when there are none.
+/// out when there are none (some servers reject an empty array). Nothing
+/// else: no `max_tokens`, `tool_choice` or `parallel_tool_calls`, whose
+/// names and support differ between servers; their defaults are what pod
+/// wants. The body tests compare across formats.
+#[cfg(test)]
 pub(super) fn write_body(
     model: &str,
     request: &ModelRequest<'_>,
+    out: &mut Vec<u8>,
+) -> serde_json::Result<()> {
+    write_body_with(model, request, true, out)
+}
+
+/// [`write_body`], with [`USAGE_OPTION`] only if `usage`.
+fn write_body_with(
+    model: &str,
+    request: &ModelRequest<'_>,
+    usage: bool,
     out: &mut Vec<u8>,
 ) -> serde_json::Result<()> {
     out.extend_from_slice(b"{\"model\":");
@@ -87,7 +122,10 @@ pub(super) fn write_body(
     if out.last() == Some(&b',') {
         out.pop();
     }
-    out.extend_from_slice(b"],\"stream\":true,\"stream_options\":{\"include_usage\":true}");
+    out.extend_from_slice(b"],\"stream\":true");
+    if usage {
+        out.extend_from_slice(USAGE_OPTION);
+    }
     if !request.tools.is_empty() {
         out.extend_from_slice(b",\"tools\":");
         let tools: Vec<WireTool> = request.tools.iter().map(WireTool::of).collect();
@@ -184,7 +222,7 @@ enum Message<'a> {
         content: &'a str,
     },
     Assistant {
-        content: Option<Cow<'a, str>>,
+        content: Cow<'a, str>,
         #[serde(skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<WireCall<'a>>,
     },
@@ -212,7 +250,10 @@ struct WireCallFunction<'a> {
 /// One assistant message: texts joined, tool calls with their arguments as a
 /// JSON string (the API's format). Reasoning is not sent back: the API has no
 /// field for it. `None` when nothing is left, since the API rejects an
-/// assistant message with neither content nor tool calls.
+/// assistant message with neither content nor tool calls. A message of tool
+/// calls alone has the content `""`, not `null`: OpenAI, vLLM and
+/// llama.cpp take either, but Ollama refuses `null` ("invalid message
+/// content type: <nil>").
 fn assistant_message<'a>(items: &'a [Cow<'a, AssistantItem>]) -> Option<Message<'a>> {
     let mut texts: Vec<&str> = Vec::new();
     let mut tool_calls = Vec::new();
@@ -236,9 +277,9 @@ fn assistant_message<'a>(items: &'a [Cow<'a, AssistantItem>]) -> Option<Message<
     }
     let content = match texts.as_slice() {
         [] if tool_calls.is_empty() => return None,
-        [] => None,
-        [one] => Some(Cow::Borrowed(*one)),
-        many => Some(Cow::Owned(many.join("\n\n"))),
+        [] => Cow::Borrowed(""),
+        [one] => Cow::Borrowed(*one),
+        many => Cow::Owned(many.join("\n\n")),
     };
     Some(Message::Assistant {
         content,
@@ -246,49 +287,94 @@ fn assistant_message<'a>(items: &'a [Cow<'a, AssistantItem>]) -> Option<Message<
     })
 }
 
+/// One streamed chunk, or (with `message` for `delta`) a whole reply. Every
+/// field a server fills in its own way is read loosely (see [`text`]): a
+/// chunk a server shaped unusually must not end the reply.
 #[derive(Deserialize)]
 struct Chunk {
-    #[serde(default)]
-    choices: Vec<Choice>,
+    choices: Option<Vec<Choice>>,
     usage: Option<WireUsage>,
     error: Option<Value>,
 }
 
 #[derive(Deserialize)]
 struct Choice {
+    #[serde(alias = "message")]
     delta: Option<Delta>,
-    finish_reason: Option<String>,
+    finish_reason: Option<Value>,
 }
 
 #[derive(Deserialize)]
 struct Delta {
-    content: Option<String>,
+    content: Option<Value>,
     /// Servers that expose a model's reasoning use one of these two names
-    /// (vLLM, llama.cpp, DeepSeek: `reasoning_content`; Ollama: `reasoning`).
-    reasoning_content: Option<String>,
-    reasoning: Option<String>,
+    /// (vLLM, llama.cpp, DeepSeek: `reasoning_content`; Ollama, OpenRouter:
+    /// `reasoning`); some send both with the same text.
+    reasoning_content: Option<Value>,
+    reasoning: Option<Value>,
     tool_calls: Option<Vec<ToolCallDelta>>,
 }
 
 #[derive(Deserialize)]
 struct ToolCallDelta {
     index: Option<u64>,
-    id: Option<String>,
+    id: Option<Value>,
     function: Option<FunctionDelta>,
 }
 
 #[derive(Deserialize)]
 struct FunctionDelta {
-    name: Option<String>,
-    arguments: Option<String>,
+    name: Option<Value>,
+    /// A JSON string per the API; a few servers send the arguments as a
+    /// JSON object instead.
+    arguments: Option<Value>,
 }
 
 #[derive(Deserialize)]
 struct WireUsage {
-    #[serde(default)]
-    prompt_tokens: u64,
-    #[serde(default)]
-    completion_tokens: u64,
+    prompt_tokens: Option<Value>,
+    completion_tokens: Option<Value>,
+}
+
+/// The text of a field that should be a string: a string as is; an array
+/// of content parts (`[{"type":"text","text":...}]`, as Mistral streams
+/// content) as its texts joined; anything else (`null`, a number) as none.
+fn text(value: Option<Value>) -> Option<String> {
+    match value? {
+        Value::String(text) => Some(text),
+        Value::Array(parts) => {
+            let joined: String = parts
+                .iter()
+                .filter_map(|part| part.as_str().or_else(|| part.get("text")?.as_str()))
+                .collect();
+            Some(joined)
+        }
+        _ => None,
+    }
+    .filter(|text| !text.is_empty())
+}
+
+/// An id as text: a string, or a number some servers send.
+fn id(value: Option<&Value>) -> Option<String> {
+    match value? {
+        Value::String(id) if !id.is_empty() => Some(id.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// Arguments as the JSON text they are streamed as: a string fragment as
+/// is, an object sent whole as its JSON.
+fn arguments(value: Option<Value>) -> Option<String> {
+    match value? {
+        Value::String(text) => Some(text),
+        Value::Null => None,
+        whole => Some(whole.to_string()),
+    }
+}
+
+fn tokens(value: Option<&Value>) -> u64 {
+    value.and_then(Value::as_u64).unwrap_or(0)
 }
 
 /// The block currently streaming.
@@ -304,10 +390,14 @@ enum Open {
 struct Call {
     index: Option<u64>,
     id: String,
+    /// `id` is the server's (not made up because it sent none).
+    server_id: bool,
     name: String,
     /// `ToolCallStart` went out; until then (no name seen yet) arguments wait
     /// in `pending`.
     started: bool,
+    /// Its block was ended: another block started after it.
+    closed: bool,
     pending: String,
 }
 
@@ -315,6 +405,8 @@ struct Call {
 pub(super) struct Decoder {
     open: Option<Open>,
     calls: Vec<Call>,
+    /// A choice gave its `finish_reason`.
+    finished: bool,
     done: bool,
 }
 
@@ -328,49 +420,91 @@ impl Decoder {
     }
 
     fn close(&mut self, out: &mut Vec<ModelEvent>) {
-        if self.open.take().is_some() {
-            out.push(ModelEvent::BlockEnd);
+        match self.open.take() {
+            Some(Open::Call(at)) => {
+                self.calls[at].closed = true;
+                out.push(ModelEvent::BlockEnd);
+            }
+            Some(_) => out.push(ModelEvent::BlockEnd),
+            None => {}
+        }
+    }
+
+    /// Ends the reply: the open block, and any call that never got a name
+    /// (which cannot be run, nor silently dropped).
+    fn finish(&mut self, out: &mut Vec<ModelEvent>) -> Result<(), AttemptError> {
+        self.close(out);
+        match self
+            .calls
+            .iter()
+            .find(|c| !c.started && !c.pending.is_empty())
+        {
+            Some(call) => Err(AttemptError::fatal(format!(
+                "{NAME}: the server streamed arguments for a tool call without ever naming \
+                 the tool: {}",
+                super::http::truncate(&call.pending)
+            ))),
+            None => Ok(()),
         }
     }
 
     /// Finds the call a delta belongs to: by `index`, else (servers that omit
     /// it) by `id`, else the latest call; a delta matching none starts a call.
-    fn call_for(&mut self, delta: &ToolCallDelta) -> usize {
-        let found = match (delta.index, &delta.id) {
-            (Some(index), _) => self.calls.iter().position(|c| c.index == Some(index)),
+    /// A delta that names a tool under another id than the call of its
+    /// index is a new call: Ollama numbers every parallel call 0.
+    fn call_for(&mut self, index: Option<u64>, id: Option<String>, named: bool) -> usize {
+        let found = match (index, &id) {
+            (Some(index), _) => self.calls.iter().rposition(|c| c.index == Some(index)),
             (None, Some(id)) => self.calls.iter().position(|c| &c.id == id),
             (None, None) => self.calls.len().checked_sub(1),
         };
+        let found = found.filter(|&at| {
+            let call = &self.calls[at];
+            !(named && call.server_id && id.as_ref().is_some_and(|id| *id != call.id))
+        });
         found.unwrap_or_else(|| {
             self.calls.push(Call {
-                index: delta.index,
-                id: delta
-                    .id
-                    .clone()
-                    .filter(|id| !id.is_empty())
-                    .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple())),
+                index,
+                server_id: id.is_some(),
+                id: id.unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple())),
                 name: String::new(),
                 started: false,
+                closed: false,
                 pending: String::new(),
             });
             self.calls.len() - 1
         })
     }
 
-    fn tool_call(&mut self, delta: &ToolCallDelta, out: &mut Vec<ModelEvent>) {
-        let at = self.call_for(delta);
-        let function = delta.function.as_ref();
+    fn tool_call(
+        &mut self,
+        delta: ToolCallDelta,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<(), AttemptError> {
+        let (name, args) = match delta.function {
+            Some(FunctionDelta { name, arguments: a }) => (text(name), arguments(a)),
+            None => (None, None),
+        };
+        let at = self.call_for(delta.index, id(delta.id.as_ref()), name.is_some());
         let call = &mut self.calls[at];
-        if let Some(name) = function.and_then(|f| f.name.as_deref()) {
-            if !call.started {
-                call.name.push_str(name);
-            }
+        if call.closed {
+            // Its block was committed when the next one started: what
+            // arrives now cannot be added, and dropping it would run the
+            // call with arguments the model did not give.
+            return Err(AttemptError::fatal(format!(
+                "{NAME}: the server streamed more of tool call {} after the next block \
+                 had started",
+                call.id
+            )));
         }
-        if let Some(args) = function.and_then(|f| f.arguments.as_deref()) {
-            call.pending.push_str(args);
+        if let (Some(name), false) = (name, call.started) {
+            call.name.push_str(&name);
+        }
+        if let Some(args) = args {
+            call.pending.push_str(&args);
         }
         if !call.started && call.name.is_empty() {
-            return;
+            return Ok(());
         }
         if !call.started {
             self.switch_to(Open::Call(at), out);
@@ -389,57 +523,96 @@ impl Decoder {
                 delta: std::mem::take(&mut call.pending),
             });
         }
+        Ok(())
     }
-}
 
-impl SseDecoder for Decoder {
-    fn decode(&mut self, event: &Event) -> Result<Vec<ModelEvent>, AttemptError> {
+    fn chunk(&mut self, chunk: Chunk) -> Result<Vec<ModelEvent>, AttemptError> {
         let mut out = Vec::new();
-        if event.data.trim() == "[DONE]" {
-            self.close(&mut out);
-            self.done = true;
-            return Ok(out);
+        if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
+            return Err(stream_error(&error));
         }
-        let chunk: Chunk = parse_data(NAME, event)?;
-        if let Some(error) = chunk.error {
-            let message = error
-                .get("message")
-                .and_then(Value::as_str)
-                .map_or_else(|| error.to_string(), str::to_owned);
-            return Err(AttemptError::fatal(format!(
-                "{NAME}: the server reported an error during the reply: {message}"
-            )));
-        }
-        for choice in chunk.choices {
+        for choice in chunk.choices.into_iter().flatten() {
             if let Some(delta) = choice.delta {
-                let reasoning = delta.reasoning_content.or(delta.reasoning);
-                if let Some(text) = reasoning.filter(|t| !t.is_empty()) {
+                let reasoning = text(delta.reasoning_content).or(text(delta.reasoning));
+                if let Some(text) = reasoning {
                     self.switch_to(Open::Reasoning, &mut out);
                     out.push(ModelEvent::ReasoningDelta(text));
                 }
-                if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
+                if let Some(text) = text(delta.content) {
                     self.switch_to(Open::Text, &mut out);
                     out.push(ModelEvent::TextDelta(text));
                 }
-                for call in delta.tool_calls.iter().flatten() {
-                    self.tool_call(call, &mut out);
+                for call in delta.tool_calls.into_iter().flatten() {
+                    self.tool_call(call, &mut out)?;
                 }
             }
-            if choice.finish_reason.is_some() {
-                self.close(&mut out);
+            match choice.finish_reason {
+                None | Some(Value::Null) => {}
+                // OpenRouter ends a reply its upstream failed this way, with
+                // the error (read above) or without.
+                Some(Value::String(reason)) if reason == "error" => {
+                    return Err(AttemptError::fatal(format!(
+                        "{NAME}: the server ended the reply with finish_reason \"error\""
+                    )))
+                }
+                Some(_) => {
+                    self.finished = true;
+                    self.finish(&mut out)?;
+                }
             }
         }
         if let Some(usage) = chunk.usage {
             out.push(ModelEvent::Usage(Usage {
-                input_tokens: usage.prompt_tokens,
-                output_tokens: usage.completion_tokens,
+                input_tokens: tokens(usage.prompt_tokens.as_ref()),
+                output_tokens: tokens(usage.completion_tokens.as_ref()),
             }));
         }
         Ok(out)
     }
+}
+
+/// An error a server sent in place of a chunk (OpenRouter, LiteLLM, vLLM do
+/// when the model fails mid-reply): `{"message":...}`, or a bare string.
+fn stream_error(error: &Value) -> AttemptError {
+    let message = error
+        .get("message")
+        .unwrap_or(error)
+        .as_str()
+        .map_or_else(|| error.to_string(), str::to_owned);
+    AttemptError::fatal(format!(
+        "{NAME}: the server reported an error during the reply: {}",
+        super::http::truncate(&message)
+    ))
+}
+
+impl SseDecoder for Decoder {
+    fn decode(&mut self, event: &Event) -> Result<Vec<ModelEvent>, AttemptError> {
+        if event.data.trim() == "[DONE]" {
+            let mut out = Vec::new();
+            self.finish(&mut out)?;
+            self.done = true;
+            return Ok(out);
+        }
+        let chunk: Chunk = parse_data(NAME, event)?;
+        self.chunk(chunk)
+    }
 
     fn is_complete(&self) -> bool {
         self.done
+    }
+
+    fn has_ended(&self) -> bool {
+        self.finished
+    }
+
+    fn decode_whole(&mut self, body: &Value) -> Option<Result<Vec<ModelEvent>, AttemptError>> {
+        body.get("choices")?;
+        let chunk = serde_json::from_value::<Chunk>(body.clone()).ok()?;
+        Some(self.chunk(chunk).and_then(|mut out| {
+            self.finish(&mut out)?;
+            self.done = true;
+            Ok(out)
+        }))
     }
 }
 
