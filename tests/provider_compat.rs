@@ -1,0 +1,262 @@
+//! A real `pod serve` against the bytes third-party servers really send:
+//! Ollama, OpenRouter, servers that refuse a field, Anthropic's pings and
+//! overloads — what a user of each would see in the log and in `turn_end`.
+
+mod harness;
+mod support;
+
+use harness::Pod;
+use serde_json::{json, Value};
+use support::{data_frames, typed_frames, Reply, Server};
+
+/// A model server on a runtime that lives as long as the test.
+fn model_server(replies: Vec<Reply>) -> (tokio::runtime::Runtime, Server) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt.block_on(Server::start(replies));
+    (rt, server)
+}
+
+fn openai_pod(server: &Server) -> Pod {
+    Pod::builder()
+        .args([
+            "--provider",
+            "openai",
+            "--model",
+            "qwen2.5-coder:7b",
+            "--base-url",
+            &format!("{}/v1", server.url),
+        ])
+        .start()
+}
+
+/// Runs `text` as one turn; returns the `turn_end` entry and every frame.
+fn turn(pod: &Pod, text: &str) -> (Value, Vec<Value>) {
+    let mut client = pod.client();
+    client.until_type("snapshot");
+    client.run(text);
+    let end = client.until_entry("turn_end");
+    (end["entry"].clone(), client.frames.clone())
+}
+
+/// The log's entries after `session_start`, as `kind` or `assistant:type`.
+fn kinds(pod: &Pod) -> Vec<String> {
+    pod.log_lines()
+        .iter()
+        .skip(1)
+        .map(|l| {
+            let entry = &l["entry"];
+            match entry["kind"].as_str().unwrap() {
+                "assistant_items" => {
+                    format!("assistant:{}", entry["items"][0]["type"].as_str().unwrap())
+                }
+                kind => kind.to_owned(),
+            }
+        })
+        .collect()
+}
+
+const OLLAMA: &str = r#""object":"chat.completion.chunk","created":1733000000,"model":"qwen2.5-coder:7b","system_fingerprint":"fp_ollama""#;
+
+fn ollama_chunk(choice: &str) -> String {
+    format!(r#"{{"id":"chatcmpl-7",{OLLAMA},"choices":[{choice}]}}"#)
+}
+
+#[test]
+fn ollama_parallel_tool_calls_run_and_are_sent_back_as_ollama_takes_them() {
+    // Two whole calls, both numbered 0, `finish_reason` "stop", and (as
+    // with stream_options refused) no usage chunk; no [DONE] either.
+    let calls = [
+        ollama_chunk(
+            r#"{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"id":"call_a","index":0,"type":"function","function":{"name":"read_file","arguments":"{\"path\":\"a.txt\"}"}}]},"finish_reason":null}"#,
+        ),
+        ollama_chunk(
+            r#"{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"id":"call_b","index":0,"type":"function","function":{"name":"read_file","arguments":"{\"path\":\"b.txt\"}"}}]},"finish_reason":null}"#,
+        ),
+        ollama_chunk(
+            r#"{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"stop"}"#,
+        ),
+    ];
+    let answer = [
+        ollama_chunk(
+            r#"{"index":0,"delta":{"role":"assistant","content":"A and B."},"finish_reason":null}"#,
+        ),
+        ollama_chunk(
+            r#"{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"stop"}"#,
+        ),
+        format!(
+            r#"{{"id":"chatcmpl-7",{OLLAMA},"choices":[],"usage":{{"prompt_tokens":200,"completion_tokens":4,"total_tokens":204}}}}"#
+        ),
+        "[DONE]".to_owned(),
+    ];
+    let frames = |v: &[String]| data_frames(&v.iter().map(String::as_str).collect::<Vec<_>>());
+    let (_rt, server) = model_server(vec![
+        Reply::sse(&frames(&calls)),
+        Reply::sse(&frames(&answer)),
+    ]);
+    let pod = openai_pod(&server);
+    std::fs::write(pod.workspace.join("a.txt"), "alpha\n").unwrap();
+    std::fs::write(pod.workspace.join("b.txt"), "beta\n").unwrap();
+    let (end, _) = turn(&pod, "read a.txt and b.txt");
+    assert_eq!(end["reason"], "completed", "{end}");
+    assert_eq!(
+        kinds(&pod),
+        [
+            "user_input",
+            "assistant:tool_call",
+            "assistant:tool_call",
+            "tool_results",
+            "tool_results",
+            "assistant:text",
+            "turn_end"
+        ]
+    );
+    let log = pod.log_lines();
+    assert_eq!(
+        log[2]["entry"]["items"][0]["arguments"],
+        json!({"path":"a.txt"})
+    );
+    assert_eq!(
+        log[3]["entry"]["items"][0]["arguments"],
+        json!({"path":"b.txt"})
+    );
+    let output = |line: &Value| {
+        line["entry"]["results"][0]["output"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(output(&log[4]).contains("alpha"));
+    assert!(output(&log[5]).contains("beta"));
+
+    // The second request: the calls with `content: ""` (Ollama refuses
+    // null), then one tool message per call.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let messages = requests[1].json()["messages"].as_array().unwrap().clone();
+    let assistant = messages.iter().find(|m| m["role"] == "assistant").unwrap();
+    assert_eq!(assistant["content"], "");
+    let ids: Vec<_> = assistant["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["call_a", "call_b"]);
+    let tool_ids: Vec<_> = messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["tool_call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(tool_ids, ["call_a", "call_b"]);
+    assert_eq!(end["usage"]["input_tokens"], 200);
+}
+
+#[test]
+fn a_server_refusing_stream_options_still_answers_the_turn() {
+    let refusal = r#"{"error":{"message":"litellm.BadRequestError: AzureException - Unknown parameter: 'stream_options.include_usage'.","type":null,"param":null,"code":"400"}}"#;
+    let answer = data_frames(&[
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"Fine."},"finish_reason":"stop"}]}"#,
+        "[DONE]",
+    ]);
+    let (_rt, server) = model_server(vec![Reply::status(400, refusal), Reply::sse(&answer)]);
+    let pod = openai_pod(&server);
+    let (end, frames) = turn(&pod, "hi");
+    assert_eq!(end["reason"], "completed", "{end}");
+    assert!(
+        !frames.iter().any(|f| f["type"] == "retry"),
+        "resending without the field is not a retry"
+    );
+    assert_eq!(kinds(&pod), ["user_input", "assistant:text", "turn_end"]);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[1].json().get("stream_options").is_none());
+}
+
+#[test]
+fn an_error_chunk_mid_stream_ends_the_turn_keeping_the_text() {
+    let reply = data_frames(&[
+        r#"{"id":"gen-2","choices":[{"index":0,"delta":{"role":"assistant","content":"Half an ans"},"finish_reason":null}]}"#,
+        r#"{"id":"gen-2","error":{"code":502,"message":"Upstream provider overloaded"},"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}]}"#,
+    ]);
+    let (_rt, server) = model_server(vec![Reply::sse(&format!(
+        ": OPENROUTER PROCESSING\n\n{reply}"
+    ))]);
+    let pod = openai_pod(&server);
+    let (end, _) = turn(&pod, "hi");
+    assert_eq!(end["reason"], "error", "{end}");
+    assert_eq!(end["error"]["code"], "provider_stream");
+    assert!(
+        end["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Upstream provider overloaded"),
+        "{end}"
+    );
+    assert_eq!(kinds(&pod), ["user_input", "assistant:text", "turn_end"]);
+    assert_eq!(
+        pod.log_lines()[2]["entry"]["items"][0]["text"],
+        "Half an ans"
+    );
+    assert_eq!(server.requests().len(), 1, "nothing retried after text");
+}
+
+#[test]
+fn an_http_error_names_the_status_and_quotes_the_server() {
+    let (_rt, server) = model_server(vec![Reply::status(
+        404,
+        r#"{"error":"model \"qwen2.5-coder:7b\" not found, try pulling it first"}"#,
+    )]);
+    let pod = openai_pod(&server);
+    let (end, frames) = turn(&pod, "hi");
+    assert_eq!(end["reason"], "error", "{end}");
+    assert_eq!(end["error"]["code"], "provider_http");
+    assert_eq!(
+        end["error"]["message"],
+        "openai: HTTP 404 Not Found: model \"qwen2.5-coder:7b\" not found, try pulling it first"
+    );
+    assert!(!frames.iter().any(|f| f["type"] == "retry"), "404 is final");
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn anthropic_overload_is_retried_then_pings_and_unknown_events_pass() {
+    let overloaded =
+        r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+    let reply = typed_frames(&[
+        r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":40,"output_tokens":1}}}"#,
+        r#"{"type":"ping"}"#,
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello."}}"#,
+        r#"{"type":"some_future_event","index":0}"#,
+        r#"{"type":"content_block_stop","index":0}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":3}}"#,
+        r#"{"type":"message_stop"}"#,
+    ]);
+    let (_rt, server) = model_server(vec![
+        Reply::status(529, overloaded).with_header("retry-after", "0"),
+        Reply::sse(&reply),
+    ]);
+    let pod = Pod::builder()
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .args(["--base-url", &server.url])
+        .start();
+    let (end, frames) = turn(&pod, "hi");
+    assert_eq!(end["reason"], "completed", "{end}");
+    let retry = frames
+        .iter()
+        .find(|f| f["type"] == "retry")
+        .expect("a retry frame");
+    assert_eq!(retry["attempt"], 1);
+    assert_eq!(retry["delay_ms"], 0);
+    assert_eq!(retry["error"], "anthropic: HTTP 529: Overloaded");
+    assert_eq!(kinds(&pod), ["user_input", "assistant:text", "turn_end"]);
+    assert_eq!(end["usage"], json!({"input_tokens":40,"output_tokens":3}));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[1].path, "/v1/messages");
+    assert_eq!(requests[1].header("anthropic-version"), Some("2023-06-01"));
+}
