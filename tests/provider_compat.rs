@@ -260,3 +260,40 @@ fn anthropic_overload_is_retried_then_pings_and_unknown_events_pass() {
     assert_eq!(requests[1].path, "/v1/messages");
     assert_eq!(requests[1].header("anthropic-version"), Some("2023-06-01"));
 }
+
+#[test]
+fn after_a_turn_the_model_never_answered_user_messages_are_joined_so_roles_alternate() {
+    // llama.cpp and vLLM render the conversation with the model's chat
+    // template, and many (Gemma, Mistral) refuse two user messages in a
+    // row: that would fail this call and every later one.
+    let answer = data_frames(&[
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"Now I can."},"finish_reason":"stop"}]}"#,
+        "[DONE]",
+    ]);
+    let (_rt, server) = model_server(vec![
+        Reply::status(
+            400,
+            r#"{"error":{"code":400,"message":"the request exceeds the available context size","type":"exceed_context_size_error"}}"#,
+        ),
+        Reply::sse(&answer),
+    ]);
+    let pod = openai_pod(&server);
+    let (end, _) = turn(&pod, "first try");
+    assert_eq!(end["error"]["code"], "provider_http", "{end}");
+    let (end, _) = turn(&pod, "second try");
+    assert_eq!(end["reason"], "completed", "{end}");
+    let messages = server.requests()[1].json()["messages"].clone();
+    let users: Vec<_> = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .collect();
+    assert_eq!(users.len(), 1, "{messages}");
+    assert_eq!(users[0]["role"], "user");
+    let text = users[0]["content"].as_str().unwrap();
+    assert!(
+        text.starts_with("first try") && text.ends_with("second try") && text.contains("\n\n"),
+        "{text:?}"
+    );
+}

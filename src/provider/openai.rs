@@ -117,9 +117,11 @@ fn write_body_with(
             out,
         )?;
     }
-    write_messages::<Chat>(request, out)?;
-    // Every message ends with a comma (see `put`); the last one's goes.
-    if out.last() == Some(&b',') {
+    if write_messages::<Chat>(request, out)? == Some(USER) {
+        out.extend_from_slice(USER_END);
+    } else if out.last() == Some(&b',') {
+        // Every other message ends with a comma (see `put`); the last
+        // one's goes.
         out.pop();
     }
     out.extend_from_slice(b"],\"stream\":true");
@@ -170,9 +172,30 @@ impl<'a> WireTool<'a> {
     }
 }
 
-/// The Chat Completions wire format: one API message per user message and
-/// per tool result, one per assistant message with text or calls.
+/// The Chat Completions wire format: one API message per tool result, one
+/// per assistant message with text or calls, and one per run of user
+/// messages. Consecutive user messages (an input after a turn that failed
+/// before the model said anything, a notice after an input) are joined
+/// with a blank line: many local models' chat templates (Gemma, Mistral, …
+/// as llama.cpp, vLLM and Ollama render them) refuse a conversation whose
+/// roles do not alternate, and would refuse every later call too. So a user
+/// message is left open — `{"role":"user","content":"text` — and the next
+/// message either adds its text or closes it first ([`USER_END`]).
 struct Chat;
+
+/// The state after an open user message.
+const USER: &str = "user";
+/// Closes an open user message.
+const USER_END: &[u8] = b"\"}";
+
+/// Appends `text` JSON-escaped, without the quotes around it.
+fn put_text(text: &str, out: &mut Vec<u8>) -> serde_json::Result<()> {
+    let start = out.len();
+    serde_json::to_writer(&mut *out, text)?;
+    out.pop();
+    out.remove(start);
+    Ok(())
+}
 
 impl WireFormat for Chat {
     const NAME: &'static str = NAME;
@@ -184,17 +207,25 @@ impl WireFormat for Chat {
     ) -> serde_json::Result<State> {
         match message {
             ChatMessage::User { text } => {
-                put(&Message::User { content: text }, out)?;
-                Ok(Some("user"))
+                if state == Some(USER) {
+                    out.extend_from_slice(b"\\n\\n");
+                } else {
+                    out.extend_from_slice(b"{\"role\":\"user\",\"content\":\"");
+                }
+                put_text(text, out)?;
+                Ok(Some(USER))
             }
             ChatMessage::Assistant { items } => match assistant_message(items) {
                 Some(message) => {
+                    close_user(state, out);
                     put(&message, out)?;
                     Ok(Some("assistant"))
                 }
                 None => Ok(state),
             },
+            ChatMessage::ToolResults { results } if results.is_empty() => Ok(state),
             ChatMessage::ToolResults { results } => {
+                close_user(state, out);
                 for r in results {
                     let message = Message::Tool {
                         tool_call_id: &r.call_id,
@@ -202,13 +233,18 @@ impl WireFormat for Chat {
                     };
                     put(&message, out)?;
                 }
-                Ok(if results.is_empty() {
-                    state
-                } else {
-                    Some("tool")
-                })
+                Ok(Some("tool"))
             }
         }
+    }
+}
+
+/// Closes the user message `state` says is open, if it is; a message
+/// follows.
+fn close_user(state: State, out: &mut Vec<u8>) {
+    if state == Some(USER) {
+        out.extend_from_slice(USER_END);
+        out.push(b',');
     }
 }
 
@@ -216,9 +252,6 @@ impl WireFormat for Chat {
 #[serde(tag = "role", rename_all = "lowercase")]
 enum Message<'a> {
     System {
-        content: &'a str,
-    },
-    User {
         content: &'a str,
     },
     Assistant {
@@ -682,6 +715,54 @@ mod tests {
             ]
         );
         assert!(decoder.is_complete());
+    }
+
+    #[test]
+    fn consecutive_user_messages_are_one_and_it_is_closed_before_the_next() {
+        let call = [Cow::Owned(AssistantItem::ToolCall {
+            call_id: "c1".into(),
+            name: "f".into(),
+            arguments: serde_json::json!({}),
+        })];
+        let result = Cow::Owned(crate::protocol::ToolResult {
+            call_id: "c1".into(),
+            output: "out".into(),
+            is_error: false,
+        });
+        let request = ModelRequest {
+            model: None,
+            system: "".into(),
+            messages: vec![
+                ChatMessage::User {
+                    text: "a \"q\"".into(),
+                },
+                ChatMessage::User { text: "b\n".into() },
+                ChatMessage::Assistant {
+                    items: call.to_vec(),
+                },
+                ChatMessage::ToolResults {
+                    results: vec![result],
+                },
+                ChatMessage::User { text: "c".into() },
+                ChatMessage::ToolResults { results: vec![] },
+                ChatMessage::User { text: "d".into() },
+            ],
+            tools: Cow::Owned(vec![]),
+            cache: None,
+        };
+        let mut body = Vec::new();
+        write_body("m", &request, &mut body).unwrap();
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            body["messages"],
+            serde_json::json!([
+                {"role": "user", "content": "a \"q\"\n\nb\n"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "out"},
+                {"role": "user", "content": "c\n\nd"},
+            ])
+        );
     }
 
     #[test]

@@ -16,7 +16,8 @@
 //!   into one message, tool results arriving one by one, the results
 //!   answering a message's calls — has another source once it has grown;
 //! - a message's bytes may also depend on the messages before it (Anthropic
-//!   merges consecutive messages of one role), so bytes are only kept as a
+//!   merges consecutive messages of one role, OpenAI consecutive user
+//!   messages), so bytes are only kept as a
 //!   prefix: from the first message that differs everything is written
 //!   again;
 //! - entries leave a conversation only when `Conversation::with_pending`
