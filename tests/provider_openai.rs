@@ -902,3 +902,27 @@ async fn tool_only_assistant_messages_have_empty_string_content() {
     );
     assert!(body.get("tools").is_none(), "no empty tools array: {body}");
 }
+
+#[tokio::test]
+async fn llama_cpp_error_line_is_reported_with_its_message_not_as_a_cut_stream() {
+    // llama-server reports a failure mid-stream on an `error:` line, which
+    // SSE itself does not define.
+    let body = format!(
+        "{}error: {{\"code\":400,\"message\":\"the request exceeds the available context size, try increasing it\",\"type\":\"exceed_context_size_error\",\"n_prompt_tokens\":9000,\"n_ctx\":8192}}\n\n",
+        data_frames(&[
+            r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}],"created":1733000000,"id":"chatcmpl-Ab1","model":"qwen3","object":"chat.completion.chunk"}"#
+        ])
+    );
+    let server = Server::start(vec![Reply::sse_chunked(&body, 3, Duration::ZERO)]).await;
+    let provider = provider(&format!("{}/v1", server.url), None);
+    let (events, error) = collect(provider.stream(&hello())).await;
+    assert!(events.is_empty(), "not retried: {events:?}");
+    let error = error.unwrap();
+    assert_eq!(error.code, TurnErrorCode::ProviderStream);
+    assert_eq!(
+        error.message,
+        "openai: the server reported an error during the reply: the request exceeds the \
+         available context size, try increasing it"
+    );
+    assert_eq!(server.requests().len(), 1);
+}

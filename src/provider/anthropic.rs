@@ -470,7 +470,19 @@ impl Decoder {
 impl SseDecoder for Decoder {
     fn decode(&mut self, event: &Event) -> Result<Vec<ModelEvent>, AttemptError> {
         let mut out = Vec::new();
-        match parse_data::<Wire>(NAME, event)? {
+        let wire = match parse_data::<Wire>(NAME, event) {
+            Ok(wire) => wire,
+            // An error in another shape than Anthropic's (llama.cpp's
+            // Messages endpoint: see `http::Lines`).
+            Err(_) if event.event == "error" => {
+                return Err(AttemptError::fatal(format!(
+                    "{NAME}: the server reported an error during the reply: {}",
+                    super::http::error_detail(&event.data)
+                )))
+            }
+            Err(e) => return Err(e),
+        };
+        match wire {
             Wire::MessageStart { message } => {
                 self.input_tokens = message.usage.and_then(|u| u.input()).unwrap_or(0);
             }

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
 
-use super::http::{split_lines, SseDecoder};
+use super::http::{Lines, SseDecoder};
 use super::ModelEvent;
 
 /// Which provider's wire format the bytes are in.
@@ -33,7 +33,10 @@ fn run(mut decoder: impl SseDecoder, chunks: Vec<Vec<u8>>) -> Vec<ModelEvent> {
             .into_iter()
             .map(|c| Ok::<_, Infallible>(Bytes::from(c))),
     )
-    .flat_map(|chunk| futures::stream::iter(split_lines(chunk)))
+    .flat_map({
+        let mut lines = Lines::default();
+        move |chunk| futures::stream::iter(lines.split(chunk))
+    })
     .eventsource();
     futures::executor::block_on(async move {
         let mut out = Vec::new();

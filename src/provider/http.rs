@@ -240,7 +240,10 @@ impl Endpoint {
         }
         let mut events = response
             .bytes_stream()
-            .flat_map(|chunk| futures::stream::iter(split_lines(chunk)))
+            .flat_map({
+                let mut lines = Lines::default();
+                move |chunk| futures::stream::iter(lines.split(chunk))
+            })
             .eventsource();
         // One timer for the whole reply, re-armed only when it fires early:
         // a `timeout` per event would put every chunk through the timer
@@ -520,9 +523,80 @@ pub(super) fn split_lines<E>(chunk: Result<Bytes, E>) -> Vec<Result<Bytes, E>> {
     pieces
 }
 
+/// Cuts a reply stream into lines (see [`split_lines`]) and rewrites
+/// llama.cpp's error lines on the way. When its model fails mid-reply
+/// (typically: the prompt exceeds the context size) llama-server sends
+/// `error: {"code":...,"message":...}` — a field no SSE parser reads, so
+/// the stream would just end, unexplained. Such a line becomes
+/// `event: error` with the JSON as its data, which a decoder reports.
+#[derive(Default)]
+pub(super) struct Lines {
+    /// The last piece ended a line.
+    continues_line: bool,
+    /// The start of a line that may be `error:`, cut short by the network.
+    held: Vec<u8>,
+}
+
+impl Lines {
+    const ERROR: &'static [u8] = b"error:";
+
+    pub fn split<E>(&mut self, chunk: Result<Bytes, E>) -> Vec<Result<Bytes, E>> {
+        let mut pieces = split_lines(chunk);
+        pieces.retain_mut(|piece| match piece {
+            Ok(bytes) => self.rewrite(bytes),
+            Err(_) => true,
+        });
+        pieces
+    }
+
+    /// Rewrites `piece` in place if it starts an error line; `false`: it is
+    /// held until the rest of its line start arrives.
+    fn rewrite(&mut self, piece: &mut Bytes) -> bool {
+        let at_start = !self.continues_line;
+        self.continues_line = !piece.ends_with(b"\n");
+        if !at_start || (self.held.is_empty() && piece.first() != Some(&b'e')) {
+            return true;
+        }
+        if !self.held.is_empty() {
+            self.held.extend_from_slice(piece);
+            *piece = Bytes::from(std::mem::take(&mut self.held));
+        }
+        if let Some(rest) = piece.strip_prefix(Self::ERROR) {
+            let mut rewritten = b"event: error\ndata:".to_vec();
+            rewritten.extend_from_slice(rest);
+            *piece = Bytes::from(rewritten);
+        } else if self.continues_line && Self::ERROR.starts_with(piece) {
+            self.held = piece.to_vec();
+            self.continues_line = false;
+            return false;
+        }
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn llama_cpp_error_lines_become_error_events_however_they_are_cut() {
+        let body: &[u8] = b"data: {\"a\":1}\n\nerror: {\"message\":\"too long\"}\n\nerrors: no\n";
+        let expected: &[u8] =
+            b"data: {\"a\":1}\n\nevent: error\ndata: {\"message\":\"too long\"}\n\nerrors: no\n";
+        for size in 1..body.len() {
+            let mut lines = Lines::default();
+            let out: Vec<u8> = body
+                .chunks(size)
+                .flat_map(|c| lines.split::<()>(Ok(Bytes::copy_from_slice(c))))
+                .flat_map(|p| p.unwrap().to_vec())
+                .collect();
+            assert_eq!(
+                String::from_utf8_lossy(&out),
+                String::from_utf8_lossy(expected),
+                "reads of {size}"
+            );
+        }
+    }
 
     #[test]
     fn split_lines_cuts_after_each_newline_and_loses_nothing() {

@@ -626,6 +626,12 @@ impl SseDecoder for Decoder {
             self.done = true;
             return Ok(out);
         }
+        if event.event == "error" {
+            // llama.cpp's `error:` line (see `http::Lines`).
+            let error = serde_json::from_str(&event.data)
+                .unwrap_or_else(|_| Value::String(event.data.clone()));
+            return Err(stream_error(&error));
+        }
         let chunk: Chunk = parse_data(NAME, event)?;
         self.chunk(chunk)
     }
