@@ -53,3 +53,68 @@ fn run(mut decoder: impl SseDecoder, chunks: Vec<Vec<u8>>) -> Vec<ModelEvent> {
         out
     })
 }
+
+/// A few hundred mutations of the fuzz seeds on every test run: what a
+/// malformed reply can do is bounded by these (no panic, whatever the
+/// bytes and however they are cut); `cargo fuzz` goes further.
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn seeds(wire: &str) -> Vec<Vec<u8>> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fuzz/seeds")
+            .join(wire);
+        let mut seeds: Vec<Vec<u8>> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| std::fs::read(entry.unwrap().path()).unwrap())
+            .collect();
+        seeds.sort();
+        seeds
+    }
+
+    /// A seed with bytes overwritten, cut short or spliced into.
+    fn mutated(wire: &'static str) -> impl Strategy<Value = (Vec<u8>, usize)> {
+        let seeds = seeds(wire);
+        (
+            0..seeds.len(),
+            prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..8),
+            any::<prop::sample::Index>(),
+            1usize..64,
+        )
+            .prop_map(move |(seed, flips, cut, read)| {
+                let mut bytes = seeds[seed].clone();
+                for (at, byte) in flips {
+                    if !bytes.is_empty() {
+                        let at = at.index(bytes.len());
+                        bytes[at] = byte;
+                    }
+                }
+                if !bytes.is_empty() {
+                    let keep = cut.index(bytes.len()) + 1;
+                    if keep % 3 == 0 {
+                        bytes.truncate(keep);
+                    }
+                }
+                (bytes, read)
+            })
+    }
+
+    fn chunks(bytes: &[u8], read: usize) -> Vec<Vec<u8>> {
+        bytes.chunks(read).map(<[u8]>::to_vec).collect()
+    }
+
+    proptest! {
+        #[test]
+        fn openai_replies_never_panic((bytes, read) in mutated("sse_openai")) {
+            decode_stream(Wire::OpenAi, chunks(&bytes, read));
+        }
+
+        #[test]
+        fn anthropic_replies_never_panic((bytes, read) in mutated("sse_anthropic")) {
+            decode_stream(Wire::Anthropic, chunks(&bytes, read));
+        }
+    }
+}
