@@ -78,6 +78,12 @@ async fn text_turn_streams_deltas_and_usage() {
     assert_eq!(request.method, "POST");
     assert_eq!(request.path, "/v1/chat/completions");
     assert_eq!(request.header("authorization"), Some("Bearer sk-test"));
+    assert_eq!(request.header("content-type"), Some("application/json"));
+    assert!(
+        request.header("user-agent").unwrap().starts_with("pod/"),
+        "{:?}",
+        request.headers
+    );
     assert_eq!(
         request.json(),
         json!({"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],

@@ -103,7 +103,10 @@ impl Endpoint {
         headers: HeaderMap,
         policy: RetryPolicy,
     ) -> Result<Self, BuildError> {
+        // A user agent because some gateways in front of model servers
+        // refuse requests without one.
         let client = reqwest::Client::builder()
+            .user_agent(concat!("pod/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(policy.connect_timeout)
             .build()
             .map_err(|source| BuildError::HttpClient { provider, source })?;
@@ -478,13 +481,23 @@ fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
     inner.to_string()
 }
 
-/// Joins a base URL and a path without doubling or dropping the slash.
+/// Joins a base URL and a path without doubling or dropping the slash; a
+/// query the base carries (a gateway's `?api-version=...`) stays at the end.
 pub(crate) fn join(base: &str, path: &str) -> String {
-    format!(
+    let (base, query) = match base.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (base, None),
+    };
+    let mut url = format!(
         "{}/{}",
         base.trim_end_matches('/'),
         path.trim_start_matches('/')
-    )
+    );
+    if let Some(query) = query {
+        url.push('?');
+        url.push_str(query);
+    }
+    url
 }
 
 /// Parses an event's JSON data, naming the provider when it is garbage.
@@ -635,6 +648,10 @@ mod tests {
             "http://h/v1/chat/completions"
         );
         assert_eq!(join("http://h/p", "v1/messages"), "http://h/p/v1/messages");
+        assert_eq!(
+            join("http://h/openai/v1/?api-version=1", "chat/completions"),
+            "http://h/openai/v1/chat/completions?api-version=1"
+        );
     }
 
     #[test]
