@@ -932,3 +932,36 @@ async fn llama_cpp_error_line_is_reported_with_its_message_not_as_a_cut_stream()
     );
     assert_eq!(server.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn a_stream_left_open_after_the_finish_reason_is_complete_soon() {
+    // No [DONE], and the connection stays open: the reply is not held up
+    // for the whole idle timeout, nor reported as silence mid-reply.
+    let server = Server::start(vec![Reply::Sse(vec![
+        (
+            Duration::ZERO,
+            data_frames(&[ROLE, HEL, LO, STOP]).into_bytes(),
+        ),
+        (Duration::from_secs(30), Vec::new()),
+    ])])
+    .await;
+    let provider = build(&ProviderConfig {
+        kind: Some(ProviderKind::Openai),
+        base_url: Some(format!("{}/v1", server.url)),
+        retry: RetryPolicy {
+            idle_timeout: Duration::from_secs(60),
+            ..RetryPolicy::fast()
+        },
+        ..ProviderConfig::default()
+    })
+    .unwrap();
+    let started = std::time::Instant::now();
+    let (events, error) = collect(provider.stream(&hello())).await;
+    assert_eq!(error, None);
+    assert_eq!(events, text_events()[..3]);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}

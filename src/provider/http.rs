@@ -23,6 +23,11 @@ use crate::protocol::TurnErrorCode;
 /// Longest piece of a server's error body quoted in a message.
 const MAX_QUOTED: usize = 300;
 
+/// How long a stream may stay silent after the reply ended (a finish or
+/// stop reason) before it is taken as complete: the usage and end marker
+/// that may follow come at once.
+const AFTER_THE_END: Duration = Duration::from_secs(2);
+
 /// Turns one provider's server-sent events into [`ModelEvent`]s.
 pub(crate) trait SseDecoder: Send {
     /// Handles one event. An `Err` ends the attempt; it is retried only if it
@@ -252,6 +257,10 @@ impl Endpoint {
         // a `timeout` per event would put every chunk through the timer
         // wheel twice.
         let mut last_data = Instant::now();
+        // Once the reply has ended, only bookkeeping may follow; a server
+        // that then neither sends the end marker nor closes the stream is
+        // not waited for as long as one in the middle of a reply.
+        let mut quiet_limit = idle;
         let silence = tokio::time::sleep(idle);
         tokio::pin!(silence);
         loop {
@@ -259,10 +268,13 @@ impl Endpoint {
                 biased;
                 next = events.next() => next,
                 () = &mut silence => {
-                    let quiet_until = last_data + idle;
+                    let quiet_until = last_data + quiet_limit;
                     if Instant::now() < quiet_until {
                         silence.as_mut().reset(quiet_until);
                         continue;
+                    }
+                    if decoder.has_ended() {
+                        return Ok(());
                     }
                     return Err(AttemptError::fatal(
                         self.silence(idle, "in the middle of the reply"),
@@ -278,7 +290,14 @@ impl Endpoint {
                     if decoder.is_complete() {
                         return Ok(());
                     }
+                    if decoder.has_ended() && quiet_limit > AFTER_THE_END {
+                        quiet_limit = AFTER_THE_END;
+                        silence.as_mut().reset(last_data + quiet_limit);
+                    }
                 }
+                // A connection dropped without a proper end after the reply
+                // ended lost nothing of it.
+                Some(Err(EventStreamError::Transport(_))) if decoder.has_ended() => return Ok(()),
                 Some(Err(EventStreamError::Transport(e))) => {
                     return Err(AttemptError::retryable(format!(
                         "{}: the connection to {} broke during the reply: {}",
