@@ -580,7 +580,9 @@ impl Decoder {
                 }
             }
             match choice.finish_reason {
+                // Some servers say "" rather than null until the end.
                 None | Some(Value::Null) => {}
+                Some(Value::String(reason)) if reason.is_empty() => {}
                 // OpenRouter ends a reply its upstream failed this way, with
                 // the error (read above) or without.
                 Some(Value::String(reason)) if reason == "error" => {
@@ -698,6 +700,26 @@ mod tests {
                 ModelEvent::BlockEnd
             ]
         );
+    }
+
+    #[test]
+    fn an_empty_finish_reason_is_no_finish() {
+        let mut decoder = Decoder::default();
+        let events = decode_all(
+            &mut decoder,
+            &[
+                r#"{"choices":[{"delta":{"content":"a"},"finish_reason":""}]}"#,
+                r#"{"choices":[{"delta":{"content":"b"},"finish_reason":""}]}"#,
+            ],
+        );
+        assert_eq!(
+            events,
+            [
+                ModelEvent::TextDelta("a".into()),
+                ModelEvent::TextDelta("b".into())
+            ]
+        );
+        assert!(!decoder.has_ended());
     }
 
     #[test]
