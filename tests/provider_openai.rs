@@ -965,3 +965,45 @@ async fn a_stream_left_open_after_the_finish_reason_is_complete_soon() {
         started.elapsed()
     );
 }
+
+#[tokio::test]
+async fn a_base_url_without_the_api_says_how_a_base_url_looks() {
+    // Ollama without `/v1`: its router's plain 404, not an API error.
+    let server = Server::start(vec![
+        Reply::status(404, "404 page not found").with_header("content-type", "text/plain")
+    ])
+    .await;
+    let provider = provider(&server.url, None);
+    let (_, error) = collect(provider.stream(&hello())).await;
+    let error = error.unwrap();
+    assert_eq!(error.code, TurnErrorCode::ProviderHttp);
+    assert_eq!(
+        error.message,
+        format!(
+            "openai: HTTP 404 Not Found: 404 page not found (no API answers at {}/chat/completions: \
+             check --base-url; for openai it ends with the API version, e.g. \
+             http://localhost:11434/v1)",
+            server.url
+        )
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn an_html_page_instead_of_a_stream_is_a_clear_error_not_retried() {
+    let server = Server::start(vec![Reply::status(
+        200,
+        "<!doctype html><html><body>Open WebUI</body></html>",
+    )
+    .with_header("content-type", "text/html; charset=utf-8")])
+    .await;
+    let provider = provider(&server.url, None);
+    let (events, error) = collect(provider.stream(&hello())).await;
+    assert!(events.is_empty());
+    let message = error.unwrap().message;
+    assert!(
+        message.contains("got an HTML page: check --base-url"),
+        "{message}"
+    );
+    assert_eq!(server.requests().len(), 1);
+}

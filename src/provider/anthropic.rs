@@ -17,6 +17,8 @@ pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
 const NAME: &str = "anthropic";
 const KEY_ENV: &str = "ANTHROPIC_API_KEY";
+const BASE_URL_FORM: &str =
+    "for anthropic it stops before the API version, e.g. https://api.anthropic.com";
 const API_VERSION: &str = "2023-06-01";
 /// The API requires a cap on the reply; this one fits every current model.
 const MAX_TOKENS: u32 = 8192;
@@ -44,7 +46,7 @@ impl Anthropic {
             HeaderValue::from_static(API_VERSION),
         );
         let url = join(base_url, "v1/messages");
-        let endpoint = Endpoint::new(NAME, url, KEY_ENV, headers, retry)?;
+        let endpoint = Endpoint::new(NAME, url, KEY_ENV, BASE_URL_FORM, headers, retry)?;
         Ok(Self { model, endpoint })
     }
 }

@@ -90,6 +90,9 @@ pub(crate) struct Endpoint {
     pub url: String,
     /// The variable holding this provider's key, named when the key is refused.
     pub key_env: &'static str,
+    /// What a `--base-url` for this provider looks like, told when the URL
+    /// seems wrong.
+    pub base_url_form: &'static str,
     pub headers: HeaderMap,
     pub client: reqwest::Client,
     pub policy: RetryPolicy,
@@ -105,6 +108,7 @@ impl Endpoint {
         provider: &'static str,
         url: String,
         key_env: &'static str,
+        base_url_form: &'static str,
         headers: HeaderMap,
         policy: RetryPolicy,
     ) -> Result<Self, BuildError> {
@@ -119,6 +123,7 @@ impl Endpoint {
             provider,
             url,
             key_env,
+            base_url_form,
             headers,
             client,
             policy,
@@ -207,10 +212,17 @@ impl Endpoint {
                 *body = stripped;
                 continue;
             }
-            return Err(AttemptError {
-                retry_after,
-                ..status_error(self.provider, Some(self.key_env), status, &text)
-            });
+            let mut error = status_error(self.provider, Some(self.key_env), status, &text);
+            error.retry_after = retry_after;
+            if matches!(status.as_u16(), 404 | 405) && !is_api_error(&text) {
+                // Not the API refusing a model or a request (those say so
+                // in an `error` object) but no API at this address.
+                error.error.message.push_str(&format!(
+                    " (no API answers at {}: check --base-url; {})",
+                    self.url, self.base_url_form
+                ));
+            }
+            return Err(error);
         }
     }
 
@@ -222,6 +234,13 @@ impl Endpoint {
     ) -> Result<(), AttemptError> {
         let idle = self.policy.idle_timeout;
         let response = self.send(body).await?;
+        if content_type(response.headers()).starts_with("text/html") {
+            // A web page (a UI, a proxy's login) where the API should be.
+            return Err(AttemptError::fatal(format!(
+                "{}: expected an event stream from {} but got an HTML page: check --base-url; {}",
+                self.provider, self.url, self.base_url_form
+            )));
+        }
         if is_json(response.headers()) {
             // A server that ignored `stream: true` sends the whole reply at
             // once; one that reports an error with a success status sends
@@ -439,11 +458,21 @@ async fn read_text(idle: Duration, response: reqwest::Response) -> String {
         .unwrap_or_default()
 }
 
-fn is_json(headers: &HeaderMap) -> bool {
+/// Whether a body is an API's own error object, `{"error": ...}`.
+fn is_api_error(body: &str) -> bool {
+    serde_json::from_str::<Value>(body).is_ok_and(|v| v.get("error").is_some())
+}
+
+fn content_type(headers: &HeaderMap) -> String {
     headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().starts_with("application/json"))
+        .map(|v| v.trim().to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    content_type(headers).starts_with("application/json")
 }
 
 /// How long the server asked us to wait: OpenAI's `retry-after-ms` (more

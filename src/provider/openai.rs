@@ -20,6 +20,8 @@ pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_MODEL: &str = "gpt-4o";
 const NAME: &str = "openai";
 const KEY_ENV: &str = "OPENAI_API_KEY";
+const BASE_URL_FORM: &str =
+    "for openai it ends with the API version, e.g. http://localhost:11434/v1";
 /// Asks for the usage chunk at the end of a stream: OpenAI reports token
 /// usage only then. Some compatible servers refuse the field (see
 /// [`Refusable`]); those are called without it.
@@ -49,8 +51,8 @@ impl OpenAi {
         }
         let url = join(base_url, "chat/completions");
         let usage_refused = Arc::new(AtomicBool::new(false));
-        let endpoint =
-            Endpoint::new(NAME, url, KEY_ENV, headers, retry)?.with_refusable(Refusable {
+        let endpoint = Endpoint::new(NAME, url, KEY_ENV, BASE_URL_FORM, headers, retry)?
+            .with_refusable(Refusable {
                 bytes: USAGE_OPTION,
                 names: &["stream_options", "include_usage"],
                 refused: Arc::clone(&usage_refused),

@@ -43,6 +43,8 @@ impl Recorded {
 pub enum Reply {
     /// `200 text/event-stream`, each piece written after its pause.
     Sse(Vec<(Duration, Vec<u8>)>),
+    /// A status and a body, `application/json` unless a `content-type`
+    /// header is given.
     Status {
         status: u16,
         headers: Vec<(String, String)>,
@@ -154,10 +156,16 @@ async fn serve(mut socket: TcpStream, reply: Reply, recorded: Arc<Mutex<Vec<Reco
             body,
         } => {
             let mut head = format!(
-                "HTTP/1.1 {status} Status\r\ncontent-type: application/json\r\n\
-                 content-length: {}\r\nconnection: close\r\n",
+                "HTTP/1.1 {status} Status\r\ncontent-length: {}\r\nconnection: close\r\n",
                 body.len()
             );
+            // JSON unless the reply names its own type.
+            if !headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+            {
+                head.push_str("content-type: application/json\r\n");
+            }
             for (name, value) in headers {
                 head.push_str(&format!("{name}: {value}\r\n"));
             }
