@@ -625,3 +625,40 @@ async fn tool_input_is_always_an_object() {
     );
     assert!(body.get("tools").is_none(), "{body}");
 }
+
+#[tokio::test]
+async fn an_older_model_s_output_cap_is_used_at_once_and_for_later_calls() {
+    let refusal = r#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: 8192 > 4096, which is the maximum allowed number of output tokens for claude-3-haiku-20240307"}}"#;
+    let server = Server::start(vec![
+        Reply::status(400, refusal),
+        Reply::sse(&text_turn()),
+        Reply::sse(&text_turn()),
+        Reply::sse(&text_turn()),
+    ])
+    .await;
+    let provider = build(&ProviderConfig {
+        model: Some("claude-3-haiku-20240307".into()),
+        base_url: Some(server.url.clone()),
+        anthropic_api_key: Some("k".into()),
+        retry: RetryPolicy::fast(),
+        ..ProviderConfig::default()
+    })
+    .unwrap();
+    let (events, error) = collect(provider.stream(&hello())).await;
+    assert_eq!((events, error), (text_events(), None), "no retry announced");
+    let (events, error) = collect(provider.stream(&hello())).await;
+    assert_eq!((events, error), (text_events(), None));
+    // Another model (after `set_model`) keeps the default.
+    let other = ModelRequest {
+        model: Some("claude-sonnet-4-5".into()),
+        ..hello()
+    };
+    let (_, error) = collect(provider.stream(&other)).await;
+    assert_eq!(error, None);
+    let caps: Vec<_> = server
+        .requests()
+        .iter()
+        .map(|r| r.json()["max_tokens"].clone())
+        .collect();
+    assert_eq!(caps, [json!(8192), json!(4096), json!(4096), json!(8192)]);
+}

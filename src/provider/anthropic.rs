@@ -1,13 +1,15 @@
 //! Anthropic's Messages API, streamed over server-sent events.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use eventsource_stream::Event;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::http::{join, parse_data, Endpoint, SseDecoder};
+use super::http::{find, join, parse_data, Endpoint, Repair, SseDecoder};
 use super::retry::{AttemptError, RetryPolicy};
 use super::wire::{write_messages, State, WireFormat};
 use super::{BuildError, ChatMessage, ModelEvent, ModelRequest, ModelStream, Provider};
@@ -20,12 +22,61 @@ const KEY_ENV: &str = "ANTHROPIC_API_KEY";
 const BASE_URL_FORM: &str =
     "for anthropic it stops before the API version, e.g. https://api.anthropic.com";
 const API_VERSION: &str = "2023-06-01";
-/// The API requires a cap on the reply; this one fits every current model.
+/// The API requires a cap on the reply; this one fits every current model
+/// (older ones that allow less say so, see [`OutputCaps`]).
 const MAX_TOKENS: u32 = 8192;
 
 pub struct Anthropic {
     model: String,
     endpoint: Endpoint,
+    caps: OutputCaps,
+}
+
+/// The output caps models refused [`MAX_TOKENS`] with, by model. Older
+/// models allow fewer output tokens (Claude 3 Haiku: 4096), and the API
+/// answers a larger `max_tokens` with a 400 naming the model's cap:
+/// `max_tokens: 8192 > 4096, which is the maximum allowed number of output
+/// tokens for claude-3-haiku-20240307`. The request is sent again with that
+/// cap, and later requests for the model use it.
+#[derive(Clone, Default)]
+struct OutputCaps(Arc<Mutex<HashMap<String, u32>>>);
+
+impl OutputCaps {
+    fn for_model(&self, model: &str) -> u32 {
+        let caps = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        caps.get(model).copied().unwrap_or(MAX_TOKENS)
+    }
+}
+
+impl Repair for OutputCaps {
+    fn repair(&self, body: &[u8], answer: &str) -> Option<Vec<u8>> {
+        #[derive(Deserialize)]
+        struct Model {
+            model: String,
+        }
+        let (_, said) = answer.split_once("max_tokens: ")?;
+        let (asked, rest) = said.split_once(" > ")?;
+        let asked: u32 = asked.trim().parse().ok()?;
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let cap: u32 = rest[..digits]
+            .parse()
+            .ok()
+            .filter(|&c| c > 0 && c < asked)?;
+        let model = serde_json::from_slice::<Model>(body).ok()?.model;
+        let field = format!("\"max_tokens\":{asked}");
+        let at = find(body, field.as_bytes())?;
+        let mut repaired = Vec::with_capacity(body.len());
+        repaired.extend_from_slice(&body[..at]);
+        repaired.extend_from_slice(format!("\"max_tokens\":{cap}").as_bytes());
+        repaired.extend_from_slice(&body[at + field.len()..]);
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(model, cap);
+        Some(repaired)
+    }
 }
 
 impl Anthropic {
@@ -46,8 +97,14 @@ impl Anthropic {
             HeaderValue::from_static(API_VERSION),
         );
         let url = join(base_url, "v1/messages");
-        let endpoint = Endpoint::new(NAME, url, KEY_ENV, BASE_URL_FORM, headers, retry)?;
-        Ok(Self { model, endpoint })
+        let caps = OutputCaps::default();
+        let endpoint = Endpoint::new(NAME, url, KEY_ENV, BASE_URL_FORM, headers, retry)?
+            .with_repair(caps.clone());
+        Ok(Self {
+            model,
+            endpoint,
+            caps,
+        })
     }
 }
 
@@ -62,8 +119,11 @@ impl Provider for Anthropic {
 
     fn stream(&self, request: &ModelRequest<'_>) -> ModelStream {
         let model = request.model.as_deref().unwrap_or(&self.model);
-        self.endpoint
-            .stream(|out| write_body(model, request, out), Decoder::default)
+        let max_tokens = self.caps.for_model(model);
+        self.endpoint.stream(
+            |out| write_body_with(model, request, max_tokens, out),
+            Decoder::default,
+        )
     }
 }
 
@@ -71,15 +131,26 @@ impl Provider for Anthropic {
 /// conversation, its messages as far as they are unchanged from the cache
 /// (no intermediate JSON tree: see `docs/performance.md`):
 /// `{"model","max_tokens","messages","stream","system","tools"}`, `system`
-/// and `tools` left out when empty.
+/// and `tools` left out when empty. The body tests compare across formats.
+#[cfg(test)]
 pub(super) fn write_body(
     model: &str,
     request: &ModelRequest<'_>,
     out: &mut Vec<u8>,
 ) -> serde_json::Result<()> {
+    write_body_with(model, request, MAX_TOKENS, out)
+}
+
+/// [`write_body`] with this `max_tokens`.
+fn write_body_with(
+    model: &str,
+    request: &ModelRequest<'_>,
+    max_tokens: u32,
+    out: &mut Vec<u8>,
+) -> serde_json::Result<()> {
     out.extend_from_slice(b"{\"model\":");
     serde_json::to_writer(&mut *out, model)?;
-    out.extend_from_slice(format!(",\"max_tokens\":{MAX_TOKENS},\"messages\":[").as_bytes());
+    out.extend_from_slice(format!(",\"max_tokens\":{max_tokens},\"messages\":[").as_bytes());
     if write_messages::<Messages>(request, out)?.is_some() {
         out.extend_from_slice(b"]}");
     }

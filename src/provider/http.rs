@@ -47,13 +47,26 @@ pub(crate) trait SseDecoder: Send {
     fn decode_whole(&mut self, body: &Value) -> Option<Result<Vec<ModelEvent>, AttemptError>>;
 }
 
+/// A fix for a request a server refused because of one of its fields, read
+/// from the error answer. The fixed request is sent at once — not a retry:
+/// the server said exactly what it refused — and the provider writes later
+/// requests the fixed way.
+pub(crate) trait Repair: Send + Sync {
+    /// The body to send instead of `body`, if `answer` (an error body) says
+    /// what was wrong with it.
+    fn repair(&self, body: &[u8], answer: &str) -> Option<Vec<u8>>;
+}
+
+/// Where `field` occurs in `body`. A field's bytes, unescaped quotes and
+/// all, cannot occur inside a JSON string, so this is the field itself.
+pub(crate) fn find(body: &[u8], field: &[u8]) -> Option<usize> {
+    body.windows(field.len()).position(|window| window == field)
+}
+
 /// A request field that some compatible servers refuse although the API
 /// documents it (OpenAI's `stream_options`: Azure, Mistral, LiteLLM in
-/// front of Bedrock answer 400, 422 or 500 naming it). When an error answer
-/// names it, the request is sent again at once without it — not a retry:
-/// the server said exactly what it refused — and the provider leaves it out
-/// of every later call.
-#[derive(Clone)]
+/// front of Bedrock answer 400, 422 or 500 naming it): when an error answer
+/// names it, it is left out.
 pub(crate) struct Refusable {
     /// The field's bytes exactly as the provider writes them, with the comma
     /// before it.
@@ -64,21 +77,17 @@ pub(crate) struct Refusable {
     pub refused: Arc<AtomicBool>,
 }
 
-impl Refusable {
-    /// The body without the field, if `answer` (an error body) refuses it
-    /// and `body` has it.
-    fn strip(&self, body: &Bytes, answer: &str) -> Option<Bytes> {
+impl Repair for Refusable {
+    fn repair(&self, body: &[u8], answer: &str) -> Option<Vec<u8>> {
         if !self.names.iter().any(|name| answer.contains(name)) {
             return None;
         }
-        let at = body
-            .windows(self.bytes.len())
-            .rposition(|window| window == self.bytes)?;
+        let at = find(body, self.bytes)?;
         self.refused.store(true, Ordering::Relaxed);
         let mut stripped = Vec::with_capacity(body.len() - self.bytes.len());
         stripped.extend_from_slice(&body[..at]);
         stripped.extend_from_slice(&body[at + self.bytes.len()..]);
-        Some(Bytes::from(stripped))
+        Some(stripped)
     }
 }
 
@@ -96,7 +105,7 @@ pub(crate) struct Endpoint {
     pub headers: HeaderMap,
     pub client: reqwest::Client,
     pub policy: RetryPolicy,
-    pub refusable: Option<Refusable>,
+    pub repair: Option<Arc<dyn Repair>>,
     /// The length of the last request body: the next one (the same
     /// conversation and a little more) is written into a buffer that large
     /// from the start instead of one doubled a dozen times.
@@ -127,15 +136,15 @@ impl Endpoint {
             headers,
             client,
             policy,
-            refusable: None,
+            repair: None,
             last_body: Arc::default(),
         })
     }
 
-    /// Sends `refusable` unless a server refused it (see [`Refusable`]).
-    pub fn with_refusable(self, refusable: Refusable) -> Self {
+    /// Repairs requests a server refuses with `repair` (see [`Repair`]).
+    pub fn with_repair(self, repair: impl Repair + 'static) -> Self {
         Self {
-            refusable: Some(refusable),
+            repair: Some(Arc::new(repair)),
             ..self
         }
     }
@@ -180,11 +189,14 @@ impl Endpoint {
         })
     }
 
-    /// POSTs `body` and reads the reply, sending it again without the
-    /// refusable field if the server refuses that (which changes `body` for
-    /// the attempts after this one too).
+    /// POSTs `body` and reads the reply, sending it again repaired if the
+    /// server refuses it for a reason the [`Repair`] knows (which changes
+    /// `body` for the attempts after this one too).
     async fn send(&self, body: &mut Bytes) -> Result<reqwest::Response, AttemptError> {
         let idle = self.policy.idle_timeout;
+        // Each repair changes a field the answer named; a server that keeps
+        // refusing is answered with its error, not an endless loop.
+        let mut repairs = 0;
         loop {
             let request = self
                 .client
@@ -208,9 +220,12 @@ impl Endpoint {
             }
             let retry_after = retry_after(response.headers());
             let text = read_text(idle, response).await;
-            if let Some(stripped) = self.refusable.as_ref().and_then(|r| r.strip(body, &text)) {
-                *body = stripped;
-                continue;
+            if repairs < 2 {
+                if let Some(repaired) = self.repair.as_ref().and_then(|r| r.repair(body, &text)) {
+                    repairs += 1;
+                    *body = Bytes::from(repaired);
+                    continue;
+                }
             }
             let mut error = status_error(self.provider, Some(self.key_env), status, &text);
             error.retry_after = retry_after;

@@ -52,7 +52,7 @@ impl OpenAi {
         let url = join(base_url, "chat/completions");
         let usage_refused = Arc::new(AtomicBool::new(false));
         let endpoint = Endpoint::new(NAME, url, KEY_ENV, BASE_URL_FORM, headers, retry)?
-            .with_refusable(Refusable {
+            .with_repair(Refusable {
                 bytes: USAGE_OPTION,
                 names: &["stream_options", "include_usage"],
                 refused: Arc::clone(&usage_refused),
