@@ -486,7 +486,10 @@ impl Decoder {
     /// Finds the call a delta belongs to: by `index`, else (servers that omit
     /// it) by `id`, else the latest call; a delta matching none starts a call.
     /// A delta that names a tool under another id than the call of its
-    /// index is a new call: Ollama numbers every parallel call 0.
+    /// index is a new call: Ollama numbers every parallel call 0. A new
+    /// call whose id another call of the reply has (servers that number
+    /// ids per reply, or send one id for all) gets one of its own: the
+    /// worker and the next request tell calls apart by id.
     fn call_for(&mut self, index: Option<u64>, id: Option<String>, named: bool) -> usize {
         let found = match (index, &id) {
             (Some(index), _) => self.calls.iter().rposition(|c| c.index == Some(index)),
@@ -498,6 +501,7 @@ impl Decoder {
             !(named && call.server_id && id.as_ref().is_some_and(|id| *id != call.id))
         });
         found.unwrap_or_else(|| {
+            let id = id.filter(|id| !self.calls.iter().any(|c| c.id == *id));
             self.calls.push(Call {
                 index,
                 server_id: id.is_some(),
@@ -698,6 +702,61 @@ mod tests {
                 ModelEvent::ToolCallArgsDelta {
                     call_id: call_id.clone(),
                     delta: "{\"a\":1}".into()
+                },
+                ModelEvent::BlockEnd
+            ]
+        );
+    }
+
+    #[test]
+    fn calls_sharing_an_id_get_ids_of_their_own() {
+        let mut decoder = Decoder::default();
+        let events = decode_all(
+            &mut decoder,
+            &[
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_0","function":{"name":"f","arguments":"{}"}}]}}]}"#,
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"call_0","function":{"name":"g","arguments":"{}"}}]}}]}"#,
+                r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+            ],
+        );
+        let ids: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::ToolCallStart { call_id, .. } => Some(call_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ids.len(), 2);
+        assert_eq!(ids[0], "call_0");
+        assert_ne!(ids[1], "call_0");
+    }
+
+    #[test]
+    fn a_continuation_under_another_id_but_the_same_index_stays_in_its_call() {
+        // Poolside and others send another id after the first fragment.
+        let mut decoder = Decoder::default();
+        let events = decode_all(
+            &mut decoder,
+            &[
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"x\""}}]}}]}"#,
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"b","function":{"arguments":":1}"}}]}}]}"#,
+                "[DONE]",
+            ],
+        );
+        assert_eq!(
+            events,
+            [
+                ModelEvent::ToolCallStart {
+                    call_id: "a".into(),
+                    name: "f".into()
+                },
+                ModelEvent::ToolCallArgsDelta {
+                    call_id: "a".into(),
+                    delta: "{\"x\"".into()
+                },
+                ModelEvent::ToolCallArgsDelta {
+                    call_id: "a".into(),
+                    delta: ":1}".into()
                 },
                 ModelEvent::BlockEnd
             ]
