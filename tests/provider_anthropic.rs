@@ -591,7 +591,7 @@ async fn permanent_statuses_are_never_retried() {
 }
 
 #[tokio::test]
-async fn tool_input_is_always_an_object() {
+async fn tool_input_is_always_an_object_and_ids_fit_the_api_pattern() {
     let server = Server::start(vec![Reply::sse(&text_turn())]).await;
     let request = ModelRequest {
         model: None,
@@ -600,14 +600,14 @@ async fn tool_input_is_always_an_object() {
             ChatMessage::User { text: "go".into() },
             ChatMessage::Assistant {
                 items: vec![Cow::Owned(AssistantItem::ToolCall {
-                    call_id: "toolu_1".into(),
+                    call_id: "functions.bash:0".into(),
                     name: "bash".into(),
                     arguments: json!("ls -l"),
                 })],
             },
             ChatMessage::ToolResults {
                 results: vec![Cow::Owned(ToolResult {
-                    call_id: "toolu_1".into(),
+                    call_id: "functions.bash:0".into(),
                     output: "invalid arguments".into(),
                     is_error: true,
                 })],
@@ -622,6 +622,13 @@ async fn tool_input_is_always_an_object() {
     assert_eq!(
         body["messages"][1]["content"][0]["input"],
         json!({"invalid_arguments": "\"ls -l\""})
+    );
+    // A call id another provider made, as the API's pattern allows it, the
+    // same in the call and in its result.
+    assert_eq!(body["messages"][1]["content"][0]["id"], "functions_bash_0");
+    assert_eq!(
+        body["messages"][2]["content"][0]["tool_use_id"],
+        "functions_bash_0"
     );
     assert!(body.get("tools").is_none(), "{body}");
 }

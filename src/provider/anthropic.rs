@@ -190,12 +190,12 @@ enum OutBlock<'a> {
         text: &'a str,
     },
     ToolUse {
-        id: &'a str,
+        id: Cow<'a, str>,
         name: &'a str,
         input: Cow<'a, Value>,
     },
     ToolResult {
-        tool_use_id: &'a str,
+        tool_use_id: Cow<'a, str>,
         content: &'a str,
         is_error: bool,
     },
@@ -261,7 +261,7 @@ fn blocks<'a>(message: &'a ChatMessage<'a>) -> (&'static str, Vec<OutBlock<'a>>)
                         name,
                         arguments,
                     } => Some(OutBlock::ToolUse {
-                        id: call_id,
+                        id: tool_use_id(call_id),
                         name,
                         input: tool_input(arguments),
                     }),
@@ -273,12 +273,31 @@ fn blocks<'a>(message: &'a ChatMessage<'a>) -> (&'static str, Vec<OutBlock<'a>>)
             results
                 .iter()
                 .map(|r| OutBlock::ToolResult {
-                    tool_use_id: &r.call_id,
+                    tool_use_id: tool_use_id(&r.call_id),
                     content: &r.output,
                     is_error: r.is_error,
                 })
                 .collect(),
         ),
+    }
+}
+
+/// A call id as the API takes it (`^[a-zA-Z0-9_-]+$`): ids another
+/// provider made earlier in the session may hold other characters (Kimi's
+/// `functions.read_file:0`), which are replaced the same way in the call
+/// and in its result.
+fn tool_use_id(id: &str) -> Cow<'_, str> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if !id.is_empty() && id.chars().all(allowed) {
+        Cow::Borrowed(id)
+    } else if id.is_empty() {
+        Cow::Borrowed("_")
+    } else {
+        Cow::Owned(
+            id.chars()
+                .map(|c| if allowed(c) { c } else { '_' })
+                .collect(),
+        )
     }
 }
 
