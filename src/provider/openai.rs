@@ -763,6 +763,43 @@ mod tests {
         );
     }
 
+    /// Decodes until an error; returns it.
+    fn first_error(datas: &[&str]) -> String {
+        let mut decoder = Decoder::default();
+        datas
+            .iter()
+            .find_map(|d| {
+                let event = Event {
+                    data: (*d).to_owned(),
+                    ..Event::default()
+                };
+                decoder.decode(&event).err()
+            })
+            .map(|e| e.error.message)
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn arguments_that_cannot_be_placed_end_the_reply_rather_than_run_wrong() {
+        let interleaved = first_error(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"b","function":{"name":"g","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"}"}}]}}]}"#,
+        ]);
+        assert!(
+            interleaved.contains("more of tool call a after the next block"),
+            "{interleaved}"
+        );
+        let unnamed = first_error(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}"#,
+            "[DONE]",
+        ]);
+        assert!(
+            unnamed.contains("without ever naming the tool"),
+            "{unnamed}"
+        );
+    }
+
     #[test]
     fn an_empty_finish_reason_is_no_finish() {
         let mut decoder = Decoder::default();
