@@ -1007,3 +1007,24 @@ async fn an_html_page_instead_of_a_stream_is_a_clear_error_not_retried() {
     );
     assert_eq!(server.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn an_error_chunk_with_a_passing_status_before_any_token_is_retried() {
+    let busy = data_frames(&[
+        r#"{"id":"gen-3","object":"chat.completion.chunk","created":1733000000,"model":"x","provider":"Together","error":{"code":429,"message":"Provider returned error","metadata":{"raw":"rate limited"}},"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}]}"#,
+    ]);
+    let server = Server::start(vec![Reply::sse(&busy), Reply::sse(&text_turn())]).await;
+    let provider = provider(&format!("{}/api/v1", server.url), Some("k"));
+    let (events, error) = collect(provider.stream(&hello())).await;
+    assert_eq!(error, None);
+    let (retries, reply) = split_retries(events);
+    assert_eq!(
+        retries,
+        vec![(
+            1,
+            1,
+            "openai: the server reported an error during the reply: Provider returned error".into()
+        )]
+    );
+    assert_eq!(reply, text_events());
+}

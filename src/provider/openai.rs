@@ -614,16 +614,28 @@ impl Decoder {
 
 /// An error a server sent in place of a chunk (OpenRouter, LiteLLM, vLLM do
 /// when the model fails mid-reply): `{"message":...}`, or a bare string.
+/// One whose `code` is an HTTP status worth another try (OpenRouter's 429
+/// or 502 from the model's host) is retryable — while nothing of the reply
+/// was shown, like its HTTP twin.
 fn stream_error(error: &Value) -> AttemptError {
     let message = error
         .get("message")
         .unwrap_or(error)
         .as_str()
         .map_or_else(|| error.to_string(), str::to_owned);
-    AttemptError::fatal(format!(
+    let message = format!(
         "{NAME}: the server reported an error during the reply: {}",
         super::http::truncate(&message)
-    ))
+    );
+    let status = error.get("code").and_then(|code| match code {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    });
+    match status.and_then(|s| u16::try_from(s).ok()) {
+        Some(408 | 409 | 429 | 500..=599) => AttemptError::retryable(message),
+        _ => AttemptError::fatal(message),
+    }
 }
 
 impl SseDecoder for Decoder {
