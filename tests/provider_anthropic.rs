@@ -669,3 +669,25 @@ async fn an_older_model_s_output_cap_is_used_at_once_and_for_later_calls() {
         .collect();
     assert_eq!(caps, [json!(8192), json!(4096), json!(4096), json!(8192)]);
 }
+
+#[tokio::test]
+async fn a_base_url_with_the_version_is_told_how_a_base_url_looks() {
+    // `--base-url https://api.anthropic.com/v1` posts to /v1/v1/messages,
+    // which Anthropic answers with a bare "Not Found".
+    let server = Server::start(vec![Reply::status(
+        404,
+        r#"{"type":"error","error":{"type":"not_found_error","message":"Not Found"},"request_id":"req_1"}"#,
+    )])
+    .await;
+    let (_, error) = collect(provider(&format!("{}/v1", server.url)).stream(&hello())).await;
+    let message = error.unwrap().message;
+    assert_eq!(
+        message,
+        format!(
+            "anthropic: HTTP 404 Not Found: Not Found (no API answers at {}/v1/v1/messages: check \
+             --base-url; for anthropic it stops before the API version, e.g. \
+             https://api.anthropic.com)",
+            server.url
+        )
+    );
+}

@@ -229,9 +229,9 @@ impl Endpoint {
             }
             let mut error = status_error(self.provider, Some(self.key_env), status, &text);
             error.retry_after = retry_after;
-            if matches!(status.as_u16(), 404 | 405) && !is_api_error(&text) {
-                // Not the API refusing a model or a request (those say so
-                // in an `error` object) but no API at this address.
+            if matches!(status.as_u16(), 404 | 405) && !names_what_is_missing(status, &text) {
+                // Not the API refusing a model or a request (those say
+                // which) but no API at this address.
                 error.error.message.push_str(&format!(
                     " (no API answers at {}: check --base-url; {})",
                     self.url, self.base_url_form
@@ -473,9 +473,14 @@ async fn read_text(idle: Duration, response: reqwest::Response) -> String {
         .unwrap_or_default()
 }
 
-/// Whether a body is an API's own error object, `{"error": ...}`.
-fn is_api_error(body: &str) -> bool {
+/// Whether an error body is an API's own error object (`{"error": ...}`)
+/// that says more than the status itself: an unknown model, say, where
+/// Anthropic's `{"error":{"message":"Not Found"}}` for an unknown path
+/// says nothing more.
+fn names_what_is_missing(status: StatusCode, body: &str) -> bool {
+    let reason = status.canonical_reason().unwrap_or_default();
     serde_json::from_str::<Value>(body).is_ok_and(|v| v.get("error").is_some())
+        && !error_detail(body).eq_ignore_ascii_case(reason)
 }
 
 fn content_type(headers: &HeaderMap) -> String {
