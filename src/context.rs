@@ -77,7 +77,18 @@ impl Conversation {
     /// latest `model_change`, else its `session_start` (`None` for logs
     /// written before sessions recorded them).
     pub fn recorded_model(&self) -> Option<(String, String)> {
-        self.entries.iter().rev().find_map(|e| match e {
+        self.recorded_model_at(None)
+    }
+
+    /// [`Self::recorded_model`] as of entry `seq` (itself included; `None`:
+    /// the last entry) — the model that produced what a fork there copies.
+    pub fn recorded_model_at(&self, seq: Option<u64>) -> Option<(String, String)> {
+        let end = seq.map_or(self.entries.len(), |seq| {
+            usize::try_from(seq)
+                .map_or(usize::MAX, |seq| seq.saturating_add(1))
+                .min(self.entries.len())
+        });
+        self.entries[..end].iter().rev().find_map(|e| match e {
             LogEntry::ModelChange {
                 provider, model, ..
             } => Some((provider.clone(), model.clone())),
