@@ -14,9 +14,11 @@ fn main() -> ExitCode {
     let location = ConfigFile::locate(&args, std::env::var_os("POD_CONFIG"));
     let config = match ConfigFile::load(&location) {
         Ok(config) => config,
+        // A config file that is missing or wrong is bad usage, like a bad
+        // flag (clap exits 2 for those, and for a bad value from the file).
         Err(e) => {
             eprintln!("pod: {e}");
-            return ExitCode::FAILURE;
+            return ExitCode::from(2);
         }
     };
     let cli = match pod::cli::args::parse(args, &config.table) {

@@ -108,14 +108,22 @@ fn a_named_config_file_is_read_instead_of_the_default_and_must_exist() {
         }
         let output = cmd.output().unwrap();
         assert!(!output.status.success());
-        String::from_utf8_lossy(&output.stderr).into_owned()
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
     };
-    assert!(status(None, None).contains("/tmp/from-default.sock"));
-    assert!(status(Some(&named), None).contains("/tmp/from-named.sock"));
-    assert!(status(None, Some(&named)).contains("/tmp/from-named.sock"));
+    assert!(status(None, None).1.contains("/tmp/from-default.sock"));
+    assert!(status(Some(&named), None)
+        .1
+        .contains("/tmp/from-named.sock"));
+    assert!(status(None, Some(&named))
+        .1
+        .contains("/tmp/from-named.sock"));
 
     let missing = dir.path().join("missing.toml");
-    let err = status(Some(&missing), None);
+    let (code, err) = status(Some(&missing), None);
+    assert_eq!(code, Some(2), "a missing config file is bad usage: {err}");
     assert!(
         err.contains("cannot read config file") && err.contains("missing.toml"),
         "{err}"
@@ -132,7 +140,7 @@ fn a_bad_mcp_server_table_is_reported_with_the_file() {
         .arg(&config)
         .output()
         .unwrap();
-    assert!(!output.status.success());
+    assert_eq!(output.status.code(), Some(2), "bad usage");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("config.toml") && stderr.contains("command"),
