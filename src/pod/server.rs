@@ -339,6 +339,10 @@ fn prepare_socket_path(socket: &Path, in_default_dir: bool) -> anyhow::Result<()
         }
         if in_default_dir {
             crate::private::check_own_dir(dir)?;
+            // The pod's own directory, perhaps left 0755 by an older tool:
+            // the contract puts the socket in a 0700 one, so make it so.
+            crate::private::create_dir(dir, true)
+                .with_context(|| format!("cannot make {} private", dir.display()))?;
         }
     }
     let meta = match std::fs::symlink_metadata(socket) {
