@@ -424,6 +424,8 @@ fn set_model_names_the_model_of_the_next_request_and_survives_a_restart() {
         v["type"] == "status" && v["model"] == "big-model"
     });
     assert_eq!(status["model"], "big-model");
+    let late = pod.client().until_type("snapshot");
+    assert_eq!(late["greeting"]["model"], "big-model", "a stale greeting");
     c.run("which model?");
     c.until_entry("turn_end");
     let text = |pod: &Pod| {
