@@ -244,25 +244,18 @@ pub fn read_lines(path: &Path) -> Result<Recovered, LogError> {
 /// Splits and checks the lines; returns them and the length of the good
 /// prefix. Only the very last line may be bad (a torn write); it is dropped.
 fn parse(path: &Path, data: &Bytes) -> Result<(Recovered, u64), LogError> {
-    let mut lines = Vec::new();
-    let mut entries = Vec::new();
-    let mut truncated_tail = None;
-    let mut start = 0usize;
-    let mut line_no = 0usize;
-    while start < data.len() {
-        line_no += 1;
-        let end = data[start..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map(|i| start + i);
-        let (raw, next, complete) = match end {
-            Some(end) => (data.slice(start..end), end + 1, true),
-            None => (data.slice(start..), data.len(), false),
-        };
+    let read = parse_lines(data);
+    let count = read.len();
+    let mut lines = Vec::with_capacity(count);
+    let mut entries = Vec::with_capacity(count);
+    for (index, line) in read.into_iter().enumerate() {
         let expected_seq = entries.len() as u64;
-        match check_line(&raw, expected_seq) {
-            Ok(entry) if complete => {
-                lines.push(canonical(raw, expected_seq, &entry));
+        match line
+            .parsed
+            .and_then(|parsed| check_line(parsed, expected_seq))
+        {
+            Ok(entry) if line.complete => {
+                lines.push(canonical(line.raw, expected_seq, &entry));
                 entries.push(entry);
             }
             result => {
@@ -270,14 +263,15 @@ fn parse(path: &Path, data: &Bytes) -> Result<(Recovered, u64), LogError> {
                     Ok(_) => "the last line has no newline (torn write)".to_owned(),
                     Err(reason) => reason,
                 };
-                if next < data.len() {
+                let line_no = index + 1;
+                if line_no < count {
                     return Err(LogError::Corrupt {
                         path: path.to_owned(),
                         line: line_no,
                         reason,
                     });
                 }
-                truncated_tail = Some(format!(
+                let truncated_tail = Some(format!(
                     "{}:{line_no}: cut off a torn last line ({reason}); it was never acknowledged",
                     path.display()
                 ));
@@ -287,20 +281,105 @@ fn parse(path: &Path, data: &Bytes) -> Result<(Recovered, u64), LogError> {
                         entries,
                         truncated_tail,
                     },
-                    start as u64,
+                    line.start as u64,
                 ));
             }
         }
-        start = next;
     }
     Ok((
         Recovered {
             lines,
             entries,
-            truncated_tail,
+            truncated_tail: None,
         },
         data.len() as u64,
     ))
+}
+
+/// One line of the file as read, before it is checked against its place.
+struct ReadLine {
+    /// Offset of its first byte in the file.
+    start: usize,
+    /// Its bytes, without the newline.
+    raw: Bytes,
+    /// Whether a newline ended it (only a torn last line lacks one).
+    complete: bool,
+    parsed: Result<LogLine, String>,
+}
+
+/// A log at least this large is parsed on several threads. Parsing is most
+/// of what a pod does to start on a long session, and lines parse
+/// independently; below this a thread costs more than it saves.
+const PARALLEL_FROM: usize = 4 << 20;
+
+/// Splits `data` into lines and parses each, in file order. A large log is
+/// cut at newlines into one piece per available CPU, parsed in parallel;
+/// checking each line's seq against its place is left to the caller, which
+/// sees the lines in order.
+fn parse_lines(data: &Bytes) -> Vec<ReadLine> {
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    parse_in_pieces(data, (data.len() / PARALLEL_FROM).clamp(1, cpus))
+}
+
+fn parse_in_pieces(data: &Bytes, pieces: usize) -> Vec<ReadLine> {
+    let mut bounds = vec![0];
+    for i in 1..pieces {
+        let from = (data.len() * i / pieces).max(bounds[bounds.len() - 1]);
+        if let Some(newline) = memchr::memchr(b'\n', &data[from..]) {
+            bounds.push(from + newline + 1);
+        }
+    }
+    bounds.push(data.len());
+    bounds.dedup();
+    let ranges: Vec<_> = bounds.windows(2).map(|w| (w[0], w[1])).collect();
+    std::thread::scope(|scope| {
+        // Each piece but the first gets a thread; the first is parsed here.
+        // A thread that cannot be created leaves its piece to this one.
+        let spawned: Vec<_> = ranges[1..]
+            .iter()
+            .map(|&(from, to)| {
+                std::thread::Builder::new()
+                    .name("pod-log-parse".into())
+                    .spawn_scoped(scope, move || parse_piece(data, from, to))
+                    .map_err(|_| (from, to))
+            })
+            .collect();
+        let mut lines = ranges
+            .first()
+            .map_or_else(Vec::new, |&(from, to)| parse_piece(data, from, to));
+        for piece in spawned {
+            lines.extend(match piece {
+                Ok(thread) => thread
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                Err((from, to)) => parse_piece(data, from, to),
+            });
+        }
+        lines
+    })
+}
+
+/// Parses the lines of `data[from..to]`, which starts at a line's start.
+fn parse_piece(data: &Bytes, from: usize, to: usize) -> Vec<ReadLine> {
+    let mut lines = Vec::new();
+    let mut start = from;
+    while start < to {
+        let (end, complete) = match memchr::memchr(b'\n', &data[start..to]) {
+            Some(i) => (start + i, true),
+            None => (to, false),
+        };
+        let raw = data.slice(start..end);
+        let parsed =
+            serde_json::from_slice::<LogLine>(&raw).map_err(|e| format!("not a log line: {e}"));
+        lines.push(ReadLine {
+            start,
+            raw,
+            complete,
+            parsed,
+        });
+        start = end + 1;
+    }
+    lines
 }
 
 /// Lines are spliced into frames as they are (see `pod::frames`), which needs
@@ -317,8 +396,8 @@ fn canonical(raw: Bytes, seq: u64, entry: &LogEntry) -> Bytes {
     serde_json::to_vec(&line).map(Bytes::from).unwrap_or(raw)
 }
 
-fn check_line(raw: &[u8], expected_seq: u64) -> Result<LogEntry, String> {
-    let line: LogLine = serde_json::from_slice(raw).map_err(|e| format!("not a log line: {e}"))?;
+/// Checks a parsed line against its place in the file.
+fn check_line(line: LogLine, expected_seq: u64) -> Result<LogEntry, String> {
     if line.seq != expected_seq {
         return Err(format!(
             "seq {} where {expected_seq} was expected",
@@ -390,6 +469,41 @@ mod tests {
         std::fs::write(&path, &data).unwrap();
         let err = LogFile::open(&path).err().unwrap().to_string();
         assert!(err.contains("s.jsonl:2"), "{err}");
+    }
+
+    #[test]
+    fn lines_parse_alike_in_any_number_of_pieces() {
+        let mut data = Vec::new();
+        for seq in 0..40 {
+            let entry = if seq == 0 {
+                start(Uuid::new_v4())
+            } else {
+                input(&"x".repeat(seq as usize * 7))
+            };
+            data.extend_from_slice(&line(seq, &entry));
+            data.push(b'\n');
+            if seq == 17 {
+                data.extend_from_slice(b"{garbage}\n\n");
+            }
+        }
+        data.extend_from_slice(b"{\"seq\":40,\"en");
+        let data = Bytes::from(data);
+        let summary = |lines: Vec<ReadLine>| -> Vec<(usize, Bytes, bool, bool)> {
+            lines
+                .into_iter()
+                .map(|l| (l.start, l.raw, l.complete, l.parsed.is_ok()))
+                .collect()
+        };
+        let whole = summary(parse_in_pieces(&data, 1));
+        assert_eq!(whole.len(), 43);
+        assert!(!whole[18].3 && whole[19].1.is_empty() && !whole[42].2);
+        for pieces in 2..=9 {
+            assert_eq!(
+                summary(parse_in_pieces(&data, pieces)),
+                whole,
+                "{pieces} pieces"
+            );
+        }
     }
 
     #[test]
