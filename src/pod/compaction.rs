@@ -58,6 +58,8 @@ pub fn might_compact(
 
 /// The mid-turn check, before every model call of a turn.
 pub async fn before_model_call(env: &JobEnv, conversation: &mut Conversation) {
+    // The check and the call after it build the request.
+    env.read_logged_inputs(conversation).await;
     let manual = std::mem::take(&mut env.state.borrow_mut().compact_requested);
     if manual {
         compact(env, conversation, CompactReason::Manual).await;
@@ -74,6 +76,7 @@ pub async fn after_turn(env: &JobEnv, conversation: &mut Conversation) {
             return; // the worker runs the manual one next, or nothing at all
         }
     }
+    env.read_logged_inputs(conversation).await;
     if auto_due(env, conversation) {
         compact(env, conversation, CompactReason::AutoPostTurn).await;
     }
@@ -123,6 +126,7 @@ pub async fn compact(env: &JobEnv, conversation: &mut Conversation, reason: Comp
 }
 
 async fn try_compact(env: &JobEnv, conversation: &mut Conversation) -> Result<(), String> {
+    env.read_logged_inputs(conversation).await;
     let tokens_before = context_tokens(env, conversation);
     let summarise = Summarise::of(
         &env.request(conversation),

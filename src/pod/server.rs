@@ -168,7 +168,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             broadcaster: broadcaster.clone(),
             compactor,
             provider: config.provider.clone(),
-            resolvers: Resolvers::for_workspace(&workspace),
+            resolvers: Arc::new(Resolvers::for_workspace(&workspace)),
             toolbox,
             workspace: workspace.clone(),
             config: WorkerConfig {
