@@ -94,9 +94,12 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let toolbox =
         Arc::new(Toolbox::new(workspace.clone(), config.tools.clone()).with_mcp(mcp.clone()));
     eprintln!(
-        "pod {:?}: session {session_id} ({} entries), provider {} (model {}), {}, socket {}",
+        "pod {:?}: session {session_id} ({}), provider {} (model {}), {}, socket {}",
         config.name,
-        recovered.lines.len(),
+        match recovered.lines.len() {
+            1 => "1 entry".to_owned(),
+            n => format!("{n} entries"),
+        },
         config.provider.name(),
         config.provider.model(),
         toolbox.sandbox().summary(),
