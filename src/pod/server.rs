@@ -114,6 +114,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     }
 
     descendants::become_subreaper();
+    crate::tools::reaper::start();
     let socket = config.socket.clone();
     let mcp_servers_at_start = mcp.servers();
     let bound = system.block_on(async move {
