@@ -109,7 +109,9 @@ fn reply_for(request: &ModelRequest<'_>) -> String {
 fn describe(text: &str) -> String {
     let lines = text.lines().count().max(1);
     let chars = text.chars().count();
-    let mut out = format!("Your last message had {chars} characters in {lines} line(s)");
+    // "I received", not "you wrote": the message is the model's view of the
+    // input, which carries what the pod added (project instructions, notes).
+    let mut out = format!("The last message I received had {chars} characters in {lines} line(s)");
     let files = attached_files(text);
     if !files.is_empty() {
         let list: Vec<String> = files
