@@ -77,7 +77,18 @@ impl Conversation {
     /// latest `model_change`, else its `session_start` (`None` for logs
     /// written before sessions recorded them).
     pub fn recorded_model(&self) -> Option<(String, String)> {
-        self.entries.iter().rev().find_map(|e| match e {
+        self.recorded_model_at(None)
+    }
+
+    /// [`Self::recorded_model`] as of entry `seq` (itself included; `None`:
+    /// the last entry) — the model that produced what a fork there copies.
+    pub fn recorded_model_at(&self, seq: Option<u64>) -> Option<(String, String)> {
+        let end = seq.map_or(self.entries.len(), |seq| {
+            usize::try_from(seq)
+                .map_or(usize::MAX, |seq| seq.saturating_add(1))
+                .min(self.entries.len())
+        });
+        self.entries[..end].iter().rev().find_map(|e| match e {
             LogEntry::ModelChange {
                 provider, model, ..
             } => Some((provider.clone(), model.clone())),
@@ -280,15 +291,18 @@ impl Conversation {
     /// committed, without committing it: lets a turn start its first model
     /// call while the user input is still being synced. Nothing of
     /// `pending` stays behind.
+    /// `read` is what [`Conversation::inputs_to_read`] asked for, read.
     pub fn with_pending<R>(
         &mut self,
         pending: &[LogEntry],
+        read: Vec<(usize, String)>,
         workspace: &Workspace,
         resolvers: &Resolvers,
         f: impl FnOnce(Prepared<'_>) -> R,
     ) -> R {
         let len = self.entries.len();
         self.entries.extend(pending.iter().cloned());
+        self.insert_read(read);
         let result = f(self.prepare(workspace, resolvers));
         for index in len..self.entries.len() {
             self.flattened.remove(&index);
@@ -299,8 +313,46 @@ impl Conversation {
         result
     }
 
-    /// Flattens the user inputs not flattened yet (resolving a `file_ref`
-    /// reads the disk): what a request borrows its user messages from.
+    /// The user inputs not flattened yet whose flattening reads files, by
+    /// index — those of the log, then those of `pending` as
+    /// [`Conversation::with_pending`] will place them. A caller on an actor
+    /// thread flattens them elsewhere and hands the text back
+    /// ([`Conversation::insert_read`]), so that no file is read where the
+    /// clients' fan-out runs.
+    pub fn inputs_to_read(
+        &self,
+        pending: &[LogEntry],
+    ) -> Vec<(usize, Vec<crate::protocol::Segment>)> {
+        let len = self.entries.len();
+        let logged = self.entries.iter().enumerate().skip(self.flattened_upto);
+        let pending = pending.iter().enumerate().map(|(i, e)| (len + i, e));
+        logged
+            .chain(pending)
+            .filter_map(|(index, entry)| match entry {
+                LogEntry::UserInput { segments, .. }
+                    if !self.flattened.contains_key(&index) && input::reads_files(segments) =>
+                {
+                    Some((index, segments.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Takes the flattened text of inputs [`Conversation::inputs_to_read`]
+    /// named. Text for an index past the entries is dropped: it belonged
+    /// to pending entries that are not (or no longer) there.
+    pub fn insert_read(&mut self, read: Vec<(usize, String)>) {
+        for (index, text) in read {
+            if index < self.entries.len() {
+                self.flattened.entry(index).or_insert(text);
+            }
+        }
+    }
+
+    /// Flattens the user inputs not flattened yet: what a request borrows
+    /// its user messages from. Resolving a `file_ref` reads the disk here
+    /// unless the text was read beforehand (see `inputs_to_read`).
     pub fn prepare(&mut self, workspace: &Workspace, resolvers: &Resolvers) -> Prepared<'_> {
         for index in self.flattened_upto..self.entries.len() {
             if let LogEntry::UserInput { segments, .. } = &self.entries[index] {
@@ -553,6 +605,72 @@ mod tests {
             usage: None::<Usage>,
             error: None,
         }
+    }
+
+    fn file_input(path: &str) -> LogEntry {
+        LogEntry::UserInput {
+            segments: vec![crate::protocol::Segment::file_ref(path)],
+            at: LogEntry::now(),
+            turn_id: None,
+            request_id: None,
+        }
+    }
+
+    /// What a worker does: the files are read first (on the blocking pool),
+    /// and building the request then reads nothing — proven here by
+    /// removing the file in between.
+    #[test]
+    fn inputs_read_beforehand_are_what_the_request_carries() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "alpha").unwrap();
+        std::fs::write(dir.path().join("b.txt"), "beta").unwrap();
+        let workspace = Workspace::new(dir.path()).unwrap();
+        let resolvers = Resolvers::for_workspace(&workspace);
+        let mut conversation = Conversation::new(
+            Uuid::new_v4(),
+            vec![start(None), user("plain"), file_input("a.txt"), end()],
+        );
+        let pending = [file_input("b.txt")];
+        let todo = conversation.inputs_to_read(&pending);
+        assert_eq!(
+            todo.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+            [2, 4],
+            "only inputs that read files, the pending one placed after the log"
+        );
+        let read: Vec<(usize, String)> = todo
+            .into_iter()
+            .map(|(i, segments)| (i, input::flatten(&segments, &workspace, &resolvers)))
+            .collect();
+        std::fs::remove_file(dir.path().join("a.txt")).unwrap();
+        std::fs::remove_file(dir.path().join("b.txt")).unwrap();
+        let users = |request: ModelRequest<'_>| -> Vec<String> {
+            request
+                .messages
+                .iter()
+                .filter_map(|m| match m {
+                    ChatMessage::User { text } => Some(text.to_string()),
+                    _ => None,
+                })
+                .collect()
+        };
+        let texts =
+            conversation.with_pending(&pending, read.clone(), &workspace, &resolvers, |p| {
+                users(p.request("", Cow::Borrowed(&[])))
+            });
+        assert!(
+            texts[1].contains("alpha") && texts[2].contains("beta"),
+            "{texts:?}"
+        );
+        // The pending input left with its text; the logged one's text stays.
+        conversation.insert_read(read);
+        assert_eq!(conversation.inputs_to_read(&[]).len(), 0);
+        let texts = users(
+            conversation
+                .prepare(&workspace, &resolvers)
+                .request("", Cow::Borrowed(&[])),
+        );
+        assert_eq!(texts.len(), 2);
+        assert!(texts[1].contains("alpha"), "{texts:?}");
     }
 
     #[test]

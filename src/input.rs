@@ -184,6 +184,20 @@ pub fn check_async(
     }
 }
 
+/// Whether flattening these segments reads files: a `file_ref`, or the
+/// knowledge or workflow file a slug names. Only such inputs are worth
+/// sending to the blocking pool (see `JobEnv::read_inputs`).
+pub fn reads_files(segments: &[Segment]) -> bool {
+    segments.iter().any(|segment| {
+        matches!(
+            segment.view(),
+            SegmentView::FileRef { .. }
+                | SegmentView::KnowledgeRef { .. }
+                | SegmentView::WorkflowInvoke { .. }
+        )
+    })
+}
+
 /// The text the model reads for these segments.
 ///
 /// `text` and `paste` run inline, as the user typed them; every other

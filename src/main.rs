@@ -11,12 +11,22 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let args: Vec<_> = std::env::args_os().collect();
+    // Not a command for people: the process `pod serve` starts to clean up
+    // after itself (see `pod::tools::reaper`); no config, no flags.
+    if args
+        .get(1)
+        .is_some_and(|a| a == pod::tools::reaper::SUBCOMMAND)
+    {
+        return pod::tools::reaper::run();
+    }
     let location = ConfigFile::locate(&args, std::env::var_os("POD_CONFIG"));
     let config = match ConfigFile::load(&location) {
         Ok(config) => config,
+        // A config file that is missing or wrong is bad usage, like a bad
+        // flag (clap exits 2 for those, and for a bad value from the file).
         Err(e) => {
             eprintln!("pod: {e}");
-            return ExitCode::FAILURE;
+            return ExitCode::from(2);
         }
     };
     let cli = match pod::cli::args::parse(args, &config.table) {

@@ -430,6 +430,9 @@ fn set_approval_changes_the_mode_from_now_on() {
     c.send(json!({"type":"set_approval","mode":"auto","request_id":"m"}));
     let status = c.until_with("the new mode", |v| v["type"] == "status");
     assert_eq!(status["approval"], "auto");
+    let late = pod.client().until_type("snapshot");
+    assert_eq!(late["greeting"]["approval"], "auto", "a stale greeting");
+    assert_eq!(late["status"]["approval"], "auto");
     c.run("go");
     assert_eq!(c.until_entry("turn_end")["entry"]["reason"], "completed");
     assert!(marker(&pod, "marker"));

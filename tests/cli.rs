@@ -305,3 +305,32 @@ fn status_shows_the_settings_the_context_and_what_waits_for_approval() {
     assert_eq!(json["status"]["pending_approvals"], json!(["c1"]));
     assert_eq!(json["status"]["context_window"], 100_000);
 }
+
+/// Without `--provider` the pod picks one and says at start which, and why.
+#[test]
+fn the_provider_chosen_without_provider_is_printed_at_start() {
+    let said = |pod: Pod| {
+        let mut pod = pod;
+        succeeded(pod.command("stop").output().unwrap());
+        pod.wait_exit(std::time::Duration::from_secs(10));
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut pod.child.stderr.take().unwrap(), &mut stderr).unwrap();
+        stderr
+    };
+    let offline = said(Pod::start());
+    assert!(
+        offline.contains("no --provider given") && offline.contains("`offline`"),
+        "{offline}"
+    );
+    let openai = said(
+        Pod::builder()
+            .args(["--base-url", "http://127.0.0.1:9/v1"])
+            .start(),
+    );
+    assert!(
+        openai.contains("--base-url is set, so `openai`"),
+        "{openai}"
+    );
+    let chosen = said(Pod::builder().args(["--provider", "offline"]).start());
+    assert!(!chosen.contains("no --provider given"), "{chosen}");
+}

@@ -359,3 +359,48 @@ fn a_compact_request_arriving_with_a_notify_at_the_end_of_a_turn_is_not_lost() {
     a.until_entry("hook_injected_items");
     assert_gapless("a", &a, &pod);
 }
+
+/// A model chosen with `set_model` runs because the session's latest
+/// `model_change` says so. Compaction carries that on into the new session
+/// (after its summary), so the choice survives a restart as it did before
+/// the compaction, instead of falling back to the configured model.
+#[test]
+fn a_model_chosen_with_set_model_survives_compaction_and_a_restart() {
+    let echo = json!({"events":[{"echo_model":{}}]});
+    let pod = pod(&[big_text("first answer"), text("SUMMARY one")]);
+    let mut a = attach(&pod);
+    a.send(json!({"type":"set_model","model":"big-model","request_id":"m"}));
+    a.until_entry("model_change");
+    a.run("question");
+    a.until_entry("turn_end");
+    a.until_type("compact_done");
+    a.until_with("idle", |f| f["type"] == "status" && f["state"] == "idle");
+    let new = current_session(&pod);
+    let lines_now = pod.session_lines(&new);
+    assert_eq!(
+        kinds(&lines_now),
+        ["session_start", "hook_injected_items", "model_change"],
+        "{lines_now:?}"
+    );
+    assert_eq!(lines_now[2]["entry"]["model"], "big-model");
+
+    let dir = pod.into_dir();
+    let pod = Pod::builder()
+        .in_dir(dir)
+        .script(&script(&[echo]))
+        .arg("--context-window")
+        .arg(WINDOW)
+        .start();
+    let mut b = attach(&pod);
+    assert_eq!(b.frames[0]["status"]["model"], "big-model");
+    b.run("which model?");
+    b.until_entry("turn_end");
+    let answer = pod
+        .log_lines()
+        .iter()
+        .rev()
+        .find(|l| l["entry"]["kind"] == "assistant_items")
+        .map(|l| l["entry"]["items"][0]["text"].clone())
+        .unwrap();
+    assert!(answer.as_str().unwrap().contains("big-model"), "{answer}");
+}

@@ -72,7 +72,10 @@ fn a_bad_config_value_is_reported_not_ignored() {
 
 #[test]
 fn help_and_version_work_everywhere() {
-    for sub in ["serve", "send", "attach", "status", "log", "stop", "list"] {
+    for sub in [
+        "serve", "send", "attach", "approve", "deny", "pending", "status", "log", "sessions",
+        "stop", "list",
+    ] {
         for flag in ["--help", "--version"] {
             let output = Command::new(POD).args([sub, flag]).output().unwrap();
             assert!(output.status.success(), "pod {sub} {flag}");
@@ -105,14 +108,22 @@ fn a_named_config_file_is_read_instead_of_the_default_and_must_exist() {
         }
         let output = cmd.output().unwrap();
         assert!(!output.status.success());
-        String::from_utf8_lossy(&output.stderr).into_owned()
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
     };
-    assert!(status(None, None).contains("/tmp/from-default.sock"));
-    assert!(status(Some(&named), None).contains("/tmp/from-named.sock"));
-    assert!(status(None, Some(&named)).contains("/tmp/from-named.sock"));
+    assert!(status(None, None).1.contains("/tmp/from-default.sock"));
+    assert!(status(Some(&named), None)
+        .1
+        .contains("/tmp/from-named.sock"));
+    assert!(status(None, Some(&named))
+        .1
+        .contains("/tmp/from-named.sock"));
 
     let missing = dir.path().join("missing.toml");
-    let err = status(Some(&missing), None);
+    let (code, err) = status(Some(&missing), None);
+    assert_eq!(code, Some(2), "a missing config file is bad usage: {err}");
     assert!(
         err.contains("cannot read config file") && err.contains("missing.toml"),
         "{err}"
@@ -129,10 +140,67 @@ fn a_bad_mcp_server_table_is_reported_with_the_file() {
         .arg(&config)
         .output()
         .unwrap();
-    assert!(!output.status.success());
+    assert_eq!(output.status.code(), Some(2), "bad usage");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("config.toml") && stderr.contains("command"),
         "{stderr}"
     );
+}
+
+/// A switch's variable takes `1`, as shells and CI files write it: a pod
+/// started with `POD_NEW_SESSION=1` begins a new session, and
+/// `POD_JSON=1 pod status` prints JSON.
+#[test]
+fn switches_read_their_variables_as_shells_write_them() {
+    let pod = harness::Pod::start();
+    let first = pod.client().until_type("snapshot")["session_id"].clone();
+    let status = pod.command("status").env("POD_JSON", "1").output().unwrap();
+    let text = harness::succeeded(status);
+    let json: serde_json::Value = serde_json::from_str(&text).expect("POD_JSON=1: JSON");
+    assert_eq!(json["greeting"]["session_id"], first, "{text}");
+
+    let restarted = harness::Pod::builder()
+        .in_dir(pod.into_dir())
+        .env("POD_NEW_SESSION", "1")
+        .start();
+    let second = restarted.client().until_type("snapshot")["session_id"].clone();
+    assert_ne!(first, second, "POD_NEW_SESSION=1 resumed the old session");
+}
+
+/// `--deny` is repeatable, and so is its variable: one rule per line.
+#[test]
+fn a_repeatable_flag_reads_one_value_per_line_from_its_variable() {
+    let call = |id: &str, command: &str| serde_json::json!({"tool_call":{"id":id,"name":"bash","arguments":{"command":command}}});
+    let script = format!(
+        "{}\n{}\n",
+        serde_json::json!({"events":[call("c1", "touch a"), call("c2", "mkdir b")]}),
+        serde_json::json!({"events":[{"text":"done"}]})
+    );
+    let pod = harness::Pod::builder()
+        .script(&script)
+        .env("POD_DENY", "bash:touch *\nbash:mkdir *")
+        .start();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.run("go");
+    assert_eq!(c.until_entry("turn_end")["entry"]["reason"], "completed");
+    let rules: Vec<_> = pod
+        .log_lines()
+        .iter()
+        .filter(|l| l["entry"]["kind"] == "approval_decision")
+        .map(|l| (l["entry"]["decision"].clone(), l["entry"]["rule"].clone()))
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            (json_str("deny"), json_str("bash:touch *")),
+            (json_str("deny"), json_str("bash:mkdir *"))
+        ]
+    );
+    assert!(!pod.workspace.join("a").exists() && !pod.workspace.join("b").exists());
+}
+
+fn json_str(s: &str) -> serde_json::Value {
+    serde_json::Value::String(s.into())
 }

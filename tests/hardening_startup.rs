@@ -265,6 +265,33 @@ fn a_socket_directory_others_can_write_is_refused() {
     );
 }
 
+/// The default socket directory is the pod's own: one an earlier run or
+/// tool left readable by others (0755, but writable only by us) is accepted
+/// and made 0700, as the contract puts the socket in a 0700 directory.
+#[test]
+fn an_own_default_socket_directory_is_made_private() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = dir.path().join("runtime");
+    let sockets = runtime.join("pod");
+    std::fs::create_dir_all(&sockets).unwrap();
+    std::fs::set_permissions(&sockets, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = with_runtime_dir(&runtime, &dir.path().join("data"), "serve");
+    cmd.arg("--workspace").arg(dir.path());
+    let _pod = Running::new(cmd.spawn().unwrap());
+    let socket = sockets.join("default.sock");
+    harness::eventually("the pod to listen", Duration::from_secs(20), || {
+        UnixStream::connect(&socket).is_ok()
+    });
+    assert_eq!(
+        mode(&sockets),
+        0o700,
+        "{} is {:o}",
+        sockets.display(),
+        mode(&sockets)
+    );
+    assert_eq!(mode(&socket), 0o600);
+}
+
 fn running_as_root() -> bool {
     rustix::process::geteuid().is_root()
 }

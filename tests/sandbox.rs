@@ -350,9 +350,17 @@ fn comm(pid: i32) -> String {
         .to_owned()
 }
 
+/// Everything the command started goes: `bash` by its parent-death signal,
+/// the `&` jobs and the pipeline `bash` forked by the reaper.
 #[test]
 fn a_killed_pod_takes_its_running_command_with_it() {
-    let (mut pod, _d) = start(&[], &[bash_call("sleep 300"), text("done")]);
+    let (mut pod, _d) = start(
+        &[],
+        &[
+            bash_call("sleep 301 & sleep 302 | cat & sleep 303; wait"),
+            text("done"),
+        ],
+    );
     let mut client = pod.client();
     client.until_type("snapshot");
     client.run("sleep");
@@ -360,10 +368,17 @@ fn a_killed_pod_takes_its_running_command_with_it() {
     let pod_pid = pod.pid() as i32;
     let mut group = None;
     eventually("the command runs", Duration::from_secs(10), || {
-        group = processes()
-            .into_iter()
-            .find(|&(pid, _, ppid, _)| ppid == pod_pid && comm(pid) == "sleep")
-            .map(|(_, _, _, pgrp)| pgrp);
+        let all = processes();
+        group = all
+            .iter()
+            .find(|&&(pid, _, ppid, _)| ppid == pod_pid && comm(pid) == "bash")
+            .map(|&(_, _, _, pgrp)| pgrp)
+            .filter(|&g| {
+                all.iter()
+                    .filter(|&&(pid, _, _, pgrp)| pgrp == g && comm(pid) == "sleep")
+                    .count()
+                    == 3
+            });
         group.is_some()
     });
     let group = group.unwrap();

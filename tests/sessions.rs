@@ -424,6 +424,8 @@ fn set_model_names_the_model_of_the_next_request_and_survives_a_restart() {
         v["type"] == "status" && v["model"] == "big-model"
     });
     assert_eq!(status["model"], "big-model");
+    let late = pod.client().until_type("snapshot");
+    assert_eq!(late["greeting"]["model"], "big-model", "a stale greeting");
     c.run("which model?");
     c.until_entry("turn_end");
     let text = |pod: &Pod| {
@@ -444,4 +446,68 @@ fn set_model_names_the_model_of_the_next_request_and_survives_a_restart() {
     c.run("and now?");
     c.until_entry("turn_end");
     assert!(text(&pod).contains("big-model"), "{}", text(&pod));
+}
+
+/// `new_session` starts an *empty* session, on the pod's configured model
+/// (no `model_change` in it says otherwise), even after a `set_model`; a
+/// fork records the model in effect at its fork point, and the change the
+/// pod then makes back to its configured model is a `model_change` after
+/// the copies — so each log says truthfully which model produced what.
+#[test]
+fn a_new_session_after_set_model_is_empty_and_a_fork_records_its_model() {
+    let script = json!({"events":[{"echo_model":{}}]}).to_string();
+    let pod = Pod::builder().script(&script).start();
+    let mut c = attach(&pod);
+    turn(&mut c, "one");
+    let at_first_end = pod.log_lines().len() - 1;
+    let answer = request(
+        &mut c,
+        json!({"type":"set_model","model":"big-model","request_id":"m"}),
+    );
+    assert_eq!(answer["ok"], true, "{answer}");
+    c.until_entry("model_change");
+    turn(&mut c, "two");
+
+    c.send(json!({"type":"new_session","request_id":"n"}));
+    let (new, snapshot) = expect_switch(&mut c, "new");
+    assert_eq!(snapshot["status"]["model"], "script", "{snapshot}");
+    assert_eq!(snapshot["status"]["state"], "idle", "{snapshot}");
+    assert_eq!(snapshot["status"]["turn"], Value::Null, "{snapshot}");
+    let start = &snapshot["entries"][0]["entry"];
+    assert_eq!(
+        (&start["provider"], &start["model"]),
+        (&json!("script"), &json!("script"))
+    );
+    let answer = request(&mut c, json!({"type":"list_sessions","request_id":"l"}));
+    assert_eq!(answer["sessions"][0]["session_id"], new.as_str());
+    let kinds: Vec<_> = pod
+        .session_lines(&new)
+        .iter()
+        .map(|l| l["entry"]["kind"].clone())
+        .collect();
+    assert_eq!(
+        kinds,
+        [json!("session_start")],
+        "the new session is not empty"
+    );
+
+    // Back to the first session, now on big-model, forked before the change.
+    let old = answer["sessions"][1]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    c.send(json!({"type":"resume_session","session_id":old,"request_id":"r"}));
+    expect_switch(&mut c, "resume");
+    c.send(json!({"type":"fork","at_seq":at_first_end,"request_id":"f"}));
+    let (forked, _) = expect_switch(&mut c, "fork");
+    let lines = pod.session_lines(&forked);
+    assert_eq!(
+        lines[0]["entry"]["model"], "script",
+        "the model at the fork point"
+    );
+    assert_eq!(
+        lines.len(),
+        at_first_end + 1,
+        "nothing changes the model back"
+    );
 }

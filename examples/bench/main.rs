@@ -58,6 +58,7 @@ fn main() -> ExitCode {
     // `util::PodProcess`).
     match std::env::args().nth(1).as_deref() {
         Some("serve") => return serve(),
+        Some(pod::tools::reaper::SUBCOMMAND) => return pod::tools::reaper::run(),
         Some("bare-read") => return stream::bare_read(),
         _ => {}
     }

@@ -74,9 +74,13 @@ fn choose(pending: &[Pending], wanted: Option<&str>) -> Result<Pending, String> 
     if all.is_empty() {
         return Err("nothing is pending".into());
     }
-    let candidates: Vec<&Pending> = match wanted {
-        None => all.clone(),
-        Some(id) => all
+    // A full call id always names its call, even when it is also the
+    // prefix of another (`c1` and `c10`).
+    let exact = wanted.and_then(|id| all.iter().find(|p| p.call_id == id));
+    let candidates: Vec<&Pending> = match (wanted, exact) {
+        (_, Some(exact)) => vec![*exact],
+        (None, None) => all.clone(),
+        (Some(id), None) => all
             .iter()
             .copied()
             .filter(|p| p.call_id.starts_with(id))
@@ -241,6 +245,10 @@ mod tests {
         let two = pending(&["call_abc", "call_abd"]);
         assert_eq!(choose(&two, Some("call_abd")).unwrap().call_id, "call_abd");
         assert_eq!(choose(&two, Some("call_abc")).unwrap().call_id, "call_abc");
+        let nested = pending(&["c10", "c1", "c11"]);
+        assert_eq!(choose(&nested, Some("c1")).unwrap().call_id, "c1");
+        assert_eq!(choose(&nested, Some("c10")).unwrap().call_id, "c10");
+        assert!(choose(&nested, Some("c")).is_err());
     }
 
     #[test]

@@ -6,10 +6,20 @@
 //! precedence is flag, then environment, then file, then default. The file's
 //! values are installed as clap defaults (see [`with_config_file`]), so clap
 //! itself applies that precedence.
+//!
+//! A switch's variable takes what people write in shells and CI files
+//! (`1`/`0`, `true`/`false`, `yes`/`no`, `on`/`off`), not only clap's
+//! `true`/`false`. A repeatable flag's variable holds one value per line
+//! (`POD_ALLOW=$'bash:ls*\nread:**'`): rules and paths may contain commas
+//! and spaces, never a newline. The one name that breaks the pattern is
+//! `pod approve --session`'s `POD_APPROVE_SESSION`: `POD_SESSION` is
+//! `pod serve --session ID`, and an id set for the pod must not turn every
+//! approval into a session-wide rule.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use clap::builder::BoolishValueParser;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -144,7 +154,7 @@ pub enum Command {
     /// Is the pod up; its state, session and model.
     Status {
         /// Print the pod's greeting and status as JSON.
-        #[arg(long, env = "POD_JSON")]
+        #[arg(long, env = "POD_JSON", value_parser = BoolishValueParser::new())]
         json: bool,
     },
     /// Print a session log readably (the pod's current session by default).
@@ -152,7 +162,7 @@ pub enum Command {
     /// List the sessions of the data directory (`*` marks the pod's current one).
     Sessions {
         /// Print one JSON array of the `list_sessions` objects.
-        #[arg(long, env = "POD_JSON")]
+        #[arg(long, env = "POD_JSON", value_parser = BoolishValueParser::new())]
         json: bool,
     },
     /// Stop the pod cleanly.
@@ -178,7 +188,7 @@ pub struct ServeArgs {
     #[arg(long, env = "POD_SCRIPT", value_name = "FILE")]
     pub script: Option<PathBuf>,
     /// Start a new session instead of resuming the current one.
-    #[arg(long, env = "POD_NEW_SESSION", conflicts_with = "session")]
+    #[arg(long, env = "POD_NEW_SESSION", conflicts_with = "session", value_parser = BoolishValueParser::new())]
     pub new_session: bool,
     /// Start on this session (full id or a unique prefix of at least 4
     /// characters); it becomes the pod's current session.
@@ -218,10 +228,12 @@ pub struct ServeArgs {
     pub approval: crate::protocol::ApprovalMode,
     /// Run calls matching RULE unasked (TOOL:PATTERN, e.g. `bash:cargo test*`,
     /// `write:docs/**`); repeatable.
-    #[arg(long, value_name = "RULE", value_parser = parse_rule)]
+    #[arg(long, env = "POD_ALLOW", value_name = "RULE", value_parser = parse_rule,
+          value_delimiter = '\n')]
     pub allow: Vec<crate::approval::Rule>,
     /// Deny calls matching RULE in every mode; repeatable.
-    #[arg(long, value_name = "RULE", value_parser = parse_rule)]
+    #[arg(long, env = "POD_DENY", value_name = "RULE", value_parser = parse_rule,
+          value_delimiter = '\n')]
     pub deny: Vec<crate::approval::Rule>,
     /// What `bash` commands may write: the workspace and temp dirs, nothing, or anything
     /// (docs/sandbox.md).
@@ -259,14 +271,14 @@ pub struct SendArgs {
     pub text: String,
     /// Attach a file as a file_ref segment (relative to this directory when it
     /// exists here, else to the pod's workspace); repeatable.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, env = "POD_FILE", value_name = "PATH", value_delimiter = '\n')]
     pub file: Vec<String>,
     /// Print JSON lines instead: the response to the run, then every frame
     /// of its turn, from turn_start to the turn_end entry.
-    #[arg(long, env = "POD_JSON")]
+    #[arg(long, env = "POD_JSON", value_parser = BoolishValueParser::new())]
     pub json: bool,
     /// Return once the run is accepted.
-    #[arg(long)]
+    #[arg(long, env = "POD_NO_WAIT", value_parser = BoolishValueParser::new())]
     pub no_wait: bool,
 }
 
@@ -275,10 +287,11 @@ pub struct ApproveArgs {
     /// The call id, or a unique prefix of it [default: the only pending call].
     pub call_id: Option<String>,
     /// Also allow calls like it for the rest of the session (`bash:cargo *`, the file, the tool).
-    #[arg(long)]
+    /// Its variable is not `POD_SESSION`, which names `pod serve`'s session.
+    #[arg(long, env = "POD_APPROVE_SESSION", value_parser = BoolishValueParser::new())]
     pub session: bool,
     /// A note for the model, appended to the tool's result.
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, env = "POD_MESSAGE", value_name = "TEXT")]
     pub message: Option<String>,
 }
 
@@ -287,7 +300,7 @@ pub struct DenyArgs {
     /// The call id, or a unique prefix of it [default: the only pending call].
     pub call_id: Option<String>,
     /// Tell the model why, or what to do instead.
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, env = "POD_MESSAGE", value_name = "TEXT")]
     pub message: Option<String>,
 }
 
@@ -297,10 +310,10 @@ pub struct LogArgs {
     /// [default: the pod's current session].
     pub session: Option<String>,
     /// Print the raw JSON lines.
-    #[arg(long, env = "POD_JSON")]
+    #[arg(long, env = "POD_JSON", value_parser = BoolishValueParser::new())]
     pub json: bool,
     /// Also print the sessions this one was compacted from, oldest first.
-    #[arg(long)]
+    #[arg(long, env = "POD_CHAIN", value_parser = BoolishValueParser::new())]
     pub chain: bool,
 }
 

@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use super::args::ServeArgs;
 use super::{ConfigFile, Paths};
 use crate::pod::{ConnectionLimits, ServeConfig, Thresholds};
-use crate::provider::{self, ProviderConfig};
+use crate::provider::{self, ProviderConfig, ProviderKind};
 use crate::tools::{SandboxPolicy, Switch, ToolLimits};
 
 pub fn run(
@@ -19,19 +19,23 @@ pub fn run(
     args: ServeArgs,
     config: ConfigFile,
 ) -> anyhow::Result<ExitCode> {
-    let provider = provider::build(&ProviderConfig {
+    let provider_config = ProviderConfig {
         kind: args.provider,
         model: args.model,
         base_url: args.base_url,
         script: args.script,
         openai_api_key: std::env::var("OPENAI_API_KEY")
             .ok()
-            .filter(|k| !k.is_empty()),
+            .filter(|k| !k.trim().is_empty()),
         anthropic_api_key: std::env::var("ANTHROPIC_API_KEY")
             .ok()
-            .filter(|k| !k.is_empty()),
+            .filter(|k| !k.trim().is_empty()),
         retry: provider::RetryPolicy::default(),
-    })?;
+    };
+    if provider_config.kind.is_none() {
+        eprintln!("pod: no --provider given: {}", why_chosen(&provider_config));
+    }
+    let provider = provider::build(&provider_config)?;
     crate::pod::serve(ServeConfig {
         name: name.to_owned(),
         data_dir: paths.data_dir.clone(),
@@ -75,6 +79,26 @@ pub fn run(
             .collect(),
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Which provider the pod picks without `--provider`, and why — the
+/// contract has the choice printed at start, and a user who expected
+/// another one needs to know what decided it.
+fn why_chosen(config: &ProviderConfig) -> String {
+    match config.resolve_kind() {
+        ProviderKind::Script => "--script is given, so `script` replays it".into(),
+        ProviderKind::Anthropic => "ANTHROPIC_API_KEY is set, so `anthropic`".into(),
+        ProviderKind::Openai if config.openai_api_key.is_some() => {
+            "OPENAI_API_KEY is set, so `openai`".into()
+        }
+        ProviderKind::Openai => {
+            "--base-url is set, so `openai` (an OpenAI-compatible server)".into()
+        }
+        ProviderKind::Offline => "neither ANTHROPIC_API_KEY, OPENAI_API_KEY nor --base-url is \
+                                  set, so the built-in `offline` model (docs/providers.md \
+                                  says how to use a real one)"
+            .into(),
+    }
 }
 
 /// Attaches the TUI to the pod on `paths.socket`.

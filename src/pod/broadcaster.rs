@@ -297,6 +297,13 @@ impl Handler<Published> for Broadcaster {
                 if status == self.status {
                     return;
                 }
+                // The greeting names the pod's mode and model too: a client
+                // connecting after `set_approval` or `set_model` must not
+                // read the ones the pod started with there.
+                self.greeting.approval = status.approval;
+                if !status.model.is_empty() {
+                    self.greeting.model.clone_from(&status.model);
+                }
                 let frame = Event::Status(status.clone()).to_frame();
                 self.status = status;
                 frame

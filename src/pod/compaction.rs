@@ -12,7 +12,7 @@
 
 use super::compactor::Summarise;
 use super::instructions;
-use super::job::{JobEnv, MAX_FAILURES};
+use super::job::{commit, JobEnv, MAX_FAILURES};
 use super::session_log::{Switch, SwitchTo};
 use crate::context::Conversation;
 use crate::protocol::{CompactReason, Event, InjectedItem, Level, LogEntry};
@@ -58,6 +58,8 @@ pub fn might_compact(
 
 /// The mid-turn check, before every model call of a turn.
 pub async fn before_model_call(env: &JobEnv, conversation: &mut Conversation) {
+    // The check and the call after it build the request.
+    env.read_logged_inputs(conversation).await;
     let manual = std::mem::take(&mut env.state.borrow_mut().compact_requested);
     if manual {
         compact(env, conversation, CompactReason::Manual).await;
@@ -74,6 +76,7 @@ pub async fn after_turn(env: &JobEnv, conversation: &mut Conversation) {
             return; // the worker runs the manual one next, or nothing at all
         }
     }
+    env.read_logged_inputs(conversation).await;
     if auto_due(env, conversation) {
         compact(env, conversation, CompactReason::AutoPostTurn).await;
     }
@@ -123,6 +126,7 @@ pub async fn compact(env: &JobEnv, conversation: &mut Conversation, reason: Comp
 }
 
 async fn try_compact(env: &JobEnv, conversation: &mut Conversation) -> Result<(), String> {
+    env.read_logged_inputs(conversation).await;
     let tokens_before = context_tokens(env, conversation);
     let summarise = Summarise::of(
         &env.request(conversation),
@@ -167,11 +171,25 @@ async fn try_compact(env: &JobEnv, conversation: &mut Conversation) -> Result<()
                 tokens_after,
             },
             provider: env.provider.name().into(),
-            model,
+            model: model.clone(),
         })
         .await
         .map_err(|e| format!("the session log is gone: {e}"))?
         .map_err(|e| e.to_string())?;
     *conversation = Conversation::new(new.session_id, new.entries);
+    // A model chosen by `set_model` runs because the session's latest
+    // `model_change` says so; the new session must say so too, or a
+    // restart would fall back to the configured model. Committed after
+    // `compact_done` (the new session's first entries are fixed), at this
+    // step boundary. A failed commit was told to every client; the
+    // compaction itself succeeded.
+    if model != env.provider.model() {
+        let entry = LogEntry::ModelChange {
+            provider: env.provider.name().into(),
+            model,
+            at: LogEntry::now(),
+        };
+        let _ = commit(env, conversation, entry).await;
+    }
     Ok(())
 }

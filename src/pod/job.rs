@@ -23,7 +23,7 @@ use super::outbox::Client;
 use super::session_log::{self, SessionLog, StorageError};
 use crate::approval::{Policy, Rule};
 use crate::context::{Conversation, Prepared};
-use crate::input::Resolvers;
+use crate::input::{self, Resolvers};
 use crate::protocol::{
     Decision, ErrorCode, Event, Level, LogEntry, PodState, Scope, Segment, Status, TurnRef, Usage,
 };
@@ -178,7 +178,7 @@ pub struct JobEnv {
     pub compactor: Addr<Compactor>,
     pub provider: Arc<dyn Provider>,
     pub toolbox: Arc<Toolbox>,
-    pub resolvers: Resolvers,
+    pub resolvers: Arc<Resolvers>,
     pub workspace: Workspace,
     pub config: WorkerConfig,
     pub state: Rc<RefCell<JobState>>,
@@ -186,6 +186,38 @@ pub struct JobEnv {
 }
 
 impl JobEnv {
+    /// Reads, on the blocking pool, the files that the user inputs of
+    /// `conversation` (and of `pending`, not committed yet) name and that
+    /// are not flattened yet. A request is built on the actor thread the
+    /// clients' fan-out runs on, and a slow disk, a large file or a FIFO
+    /// there would stall every client.
+    pub async fn read_inputs(
+        &self,
+        conversation: &Conversation,
+        pending: &[LogEntry],
+    ) -> Vec<(usize, String)> {
+        let todo = conversation.inputs_to_read(pending);
+        if todo.is_empty() {
+            return Vec::new();
+        }
+        let workspace = self.workspace.clone();
+        let resolvers = Arc::clone(&self.resolvers);
+        tokio::task::spawn_blocking(move || {
+            todo.into_iter()
+                .map(|(index, segments)| (index, input::flatten(&segments, &workspace, &resolvers)))
+                .collect()
+        })
+        .await
+        .unwrap_or_default()
+    }
+
+    /// [`JobEnv::read_inputs`] for the committed entries, kept in
+    /// `conversation`: what a caller does before building a request.
+    pub async fn read_logged_inputs(&self, conversation: &mut Conversation) {
+        let read = self.read_inputs(conversation, &[]).await;
+        conversation.insert_read(read);
+    }
+
     /// The model request for `conversation` as it stands, borrowed from it.
     pub fn request<'a>(&'a self, conversation: &'a mut Conversation) -> ModelRequest<'a> {
         let prepared = conversation.prepare(&self.workspace, &self.resolvers);

@@ -94,9 +94,12 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let toolbox =
         Arc::new(Toolbox::new(workspace.clone(), config.tools.clone()).with_mcp(mcp.clone()));
     eprintln!(
-        "pod {:?}: session {session_id} ({} entries), provider {} (model {}), {}, socket {}",
+        "pod {:?}: session {session_id} ({}), provider {} (model {}), {}, socket {}",
         config.name,
-        recovered.lines.len(),
+        match recovered.lines.len() {
+            1 => "1 entry".to_owned(),
+            n => format!("{n} entries"),
+        },
         config.provider.name(),
         config.provider.model(),
         toolbox.sandbox().summary(),
@@ -111,6 +114,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     }
 
     descendants::become_subreaper();
+    crate::tools::reaper::start();
     let socket = config.socket.clone();
     let mcp_servers_at_start = mcp.servers();
     let bound = system.block_on(async move {
@@ -168,7 +172,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             broadcaster: broadcaster.clone(),
             compactor,
             provider: config.provider.clone(),
-            resolvers: Resolvers::for_workspace(&workspace),
+            resolvers: Arc::new(Resolvers::for_workspace(&workspace)),
             toolbox,
             workspace: workspace.clone(),
             config: WorkerConfig {
@@ -339,6 +343,10 @@ fn prepare_socket_path(socket: &Path, in_default_dir: bool) -> anyhow::Result<()
         }
         if in_default_dir {
             crate::private::check_own_dir(dir)?;
+            // The pod's own directory, perhaps left 0755 by an older tool:
+            // the contract puts the socket in a 0700 one, so make it so.
+            crate::private::create_dir(dir, true)
+                .with_context(|| format!("cannot make {} private", dir.display()))?;
         }
     }
     let meta = match std::fs::symlink_metadata(socket) {

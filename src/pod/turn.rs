@@ -217,7 +217,8 @@ async fn commit_input(
     };
     let pending: Vec<LogEntry> = std::iter::once(input).chain(instructions).collect();
     let early = if overlap {
-        conversation.with_pending(&pending, &env.workspace, &env.resolvers, |prepared| {
+        let read = env.read_inputs(conversation, &pending).await;
+        conversation.with_pending(&pending, read, &env.workspace, &env.resolvers, |prepared| {
             let request = env.request_from(prepared);
             let due = compaction::might_compact(env, prepared.conversation(), &request);
             (!due).then(|| env.provider.stream(&request))

@@ -256,15 +256,47 @@ impl Worker {
         self.running = Some(CancellationToken::new());
         self.spawn(ctx, move |mut conversation| {
             Box::pin(async move {
-                let model = env.state.borrow().model.clone();
+                let configured = (
+                    env.provider.name().to_owned(),
+                    env.provider.model().to_owned(),
+                );
+                let (provider, model) = match &to {
+                    // No `model_change` in it says otherwise, so an empty
+                    // session runs on the pod's configured model; recording
+                    // that one keeps it empty (no `model_change` right
+                    // after its `session_start`).
+                    SwitchTo::New => configured,
+                    // The copies were produced by the model in effect at the
+                    // fork point; settling records any change from there.
+                    SwitchTo::Fork { at_seq } => conversation
+                        .recorded_model_at(*at_seq)
+                        .unwrap_or(configured),
+                    SwitchTo::Resume { .. } | SwitchTo::Compacted { .. } => {
+                        (configured.0, env.state.borrow().model.clone())
+                    }
+                };
+                // The snapshot that follows `session_switched` carries the
+                // status as the broadcaster last heard it: the turn before
+                // may have ended unannounced (its quiet post-turn check
+                // held the worker), and a new session is known to run on
+                // `model`. Say so first, so that snapshot is not stale.
+                let before = env.state.borrow().model.clone();
+                if matches!(to, SwitchTo::New) {
+                    env.state.borrow_mut().model = model.clone();
+                }
+                env.publish_status();
                 let switched = env
                     .session_log
                     .send(Switch {
                         to,
-                        provider: env.provider.name().into(),
+                        provider,
                         model,
                     })
                     .await;
+                if !matches!(switched, Ok(Ok(_))) {
+                    env.state.borrow_mut().model = before;
+                    env.publish_status();
+                }
                 match switched {
                     Ok(Ok(new)) => {
                         conversation = Conversation::new(new.session_id, new.entries);

@@ -116,11 +116,11 @@ pub struct Greeting {
     pub version: String,
     pub session_id: Uuid,
     pub provider: String,
+    /// The model the pod runs now (as `status.model`).
     pub model: String,
     pub workspace: String,
     pub pid: u32,
-    /// The approval mode the pod started with (`status.approval` follows
-    /// later changes).
+    /// The pod's approval mode now (as `status.approval`).
     #[serde(default)]
     pub approval: ApprovalMode,
     #[serde(default)]

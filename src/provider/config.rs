@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{
-    anthropic, openai, Anthropic, BuildError, Offline, OpenAi, Provider, RetryPolicy, Script,
+    anthropic, offline, openai, Anthropic, BuildError, Offline, OpenAi, Provider, RetryPolicy,
+    Script,
 };
 
 /// The `--provider` values.
@@ -62,7 +63,10 @@ pub fn build(config: &ProviderConfig) -> Result<Arc<dyn Provider>, BuildError> {
     let retry = config.retry.clone();
     let model = |default: &str| config.model.clone().unwrap_or_else(|| default.to_owned());
     Ok(match config.resolve_kind() {
-        ProviderKind::Offline => Arc::new(Offline::default()),
+        ProviderKind::Offline => Arc::new(Offline {
+            model: model(offline::NAME),
+            ..Offline::default()
+        }),
         ProviderKind::Script => {
             let path = config.script.as_deref().ok_or(BuildError::NoScript)?;
             let script = Script::load(path, retry).map_err(BuildError::Script)?;
@@ -161,6 +165,13 @@ mod tests {
         })
         .unwrap();
         assert_eq!(anthropic.model(), "claude-sonnet-4-5");
-        assert_eq!(build(&config()).unwrap().name(), "offline");
+        let offline = build(&config()).unwrap();
+        assert_eq!((offline.name(), offline.model()), ("offline", "offline"));
+        let named = build(&ProviderConfig {
+            model: Some("tiny".into()),
+            ..config()
+        })
+        .unwrap();
+        assert_eq!((named.name(), named.model()), ("offline", "tiny"));
     }
 }

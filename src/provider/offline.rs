@@ -8,19 +8,24 @@ use futures::StreamExt;
 use super::{ChatMessage, ModelEvent, ModelRequest, ModelStream, Provider};
 use crate::protocol::Usage;
 
-/// The provider's name, and the only model it has.
-const NAME: &str = "offline";
+/// The provider's name, and its model's unless `--model` names another.
+pub const NAME: &str = "offline";
 
 /// Streams a fixed-shape reply describing what it received.
 pub struct Offline {
     /// Pause between streamed words; zero in tests that want speed.
     pub word_delay: Duration,
+    /// The model name it reports. The reply does not depend on it, but a
+    /// pod started with `--model` says that model everywhere, as with any
+    /// other provider, so scripts and clients can be tried offline.
+    pub model: String,
 }
 
 impl Default for Offline {
     fn default() -> Self {
         Self {
             word_delay: Duration::from_millis(4),
+            model: NAME.to_owned(),
         }
     }
 }
@@ -31,7 +36,7 @@ impl Provider for Offline {
     }
 
     fn model(&self) -> &str {
-        NAME
+        &self.model
     }
 
     fn stream(&self, request: &ModelRequest<'_>) -> ModelStream {
@@ -104,7 +109,9 @@ fn reply_for(request: &ModelRequest<'_>) -> String {
 fn describe(text: &str) -> String {
     let lines = text.lines().count().max(1);
     let chars = text.chars().count();
-    let mut out = format!("Your last message had {chars} characters in {lines} line(s)");
+    // "I received", not "you wrote": the message is the model's view of the
+    // input, which carries what the pod added (project instructions, notes).
+    let mut out = format!("The last message I received had {chars} characters in {lines} line(s)");
     let files = attached_files(text);
     if !files.is_empty() {
         let list: Vec<String> = files

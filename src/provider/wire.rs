@@ -398,7 +398,7 @@ mod tests {
                     Step::Commit(made) => conversation.push(made.entry()),
                     Step::Try(made) => {
                         let pending: Vec<LogEntry> = made.iter().map(Made::entry).collect();
-                        conversation.with_pending(&pending, &workspace, &resolvers, |prepared| {
+                        conversation.with_pending(&pending, Vec::new(), &workspace, &resolvers, |prepared| {
                             bodies(prepared, system)
                         })?;
                     }
@@ -444,7 +444,7 @@ mod tests {
             Made::Results(vec![(1, "out".into(), false)]).entry(),
             user("three"),
         ];
-        conversation.with_pending(&pending, &workspace, &resolvers, |prepared| {
+        conversation.with_pending(&pending, Vec::new(), &workspace, &resolvers, |prepared| {
             bodies(prepared, "").unwrap();
         });
         for (name, _) in FORMATS {

@@ -300,16 +300,18 @@ fn title_of(line: &[u8]) -> Option<String> {
     title(&text)
 }
 
-/// `text` as a one-line title, or `None` when it is blank.
+/// `text` as a one-line title, or `None` when it is blank: each newline
+/// (`\n`, `\r\n` or `\r`) a space, cut to [`TITLE_CHARS`] characters, as the
+/// contract says — a title of a long message has exactly that many, even when
+/// the cut falls on a space. Only the message's own ends are trimmed (the
+/// newline `echo … | pod send --text -` leaves, an indented first line).
 pub fn title(text: &str) -> Option<String> {
-    let line: String = text
-        .trim()
-        .chars()
-        .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
-        .take(TITLE_CHARS)
-        .collect();
-    let line = line.trim_end().to_owned();
-    (!line.is_empty()).then_some(line)
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    let line = text.replace("\r\n", " ").replace(['\n', '\r'], " ");
+    Some(line.chars().take(TITLE_CHARS).collect())
 }
 
 #[cfg(test)]
@@ -344,12 +346,18 @@ mod tests {
     #[test]
     fn titles_are_one_line_and_cut() {
         assert_eq!(
-            title("  fix\nthe\r\nparser \n"),
-            Some("fix the  parser".into())
+            title("  fix\nthe\r\nparser\rnow \n"),
+            Some("fix the parser now".into())
         );
         assert_eq!(title(" \n "), None);
         let long = "é".repeat(100);
         assert_eq!(title(&long).unwrap().chars().count(), TITLE_CHARS);
+        let words = "abc ".repeat(30);
+        assert_eq!(
+            title(&words).unwrap(),
+            words[..TITLE_CHARS],
+            "a cut on a space keeps it"
+        );
     }
 
     #[test]

@@ -10,8 +10,9 @@
 //!
 //! Between `fork` and `exec` the child confines itself with the pod's
 //! [`Sandbox`] (prepared in the pod, so the child only makes system calls)
-//! and asks to be killed when the pod dies (`PR_SET_PDEATHSIG`), so a
-//! `kill -9` of the pod does not leave its command running.
+//! and asks to be killed when the pod dies (`PR_SET_PDEATHSIG`); that
+//! reaches `bash` alone, so the [`reaper`](super::reaper) kills the rest of
+//! the group: a `kill -9` of the pod leaves nothing of its command running.
 
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
@@ -72,14 +73,24 @@ pub struct BashArgs {
 }
 
 /// Kills the command's process group when told to, or when dropped: if the
-/// call's future is dropped mid-run, nothing it started is left behind.
+/// call's future is dropped mid-run, nothing it started is left behind. The
+/// [`reaper`](super::reaper) watches the group meanwhile, for a pod that
+/// dies before it can.
 struct ProcessGroup(Option<Pid>);
 
 impl ProcessGroup {
+    fn new(leader: Option<Pid>) -> Self {
+        if let Some(group) = leader {
+            super::reaper::watch(group, true);
+        }
+        Self(leader)
+    }
+
     fn kill(&mut self) {
         if let Some(pid) = self.0.take() {
             // ESRCH (everyone already gone) is the expected, harmless case.
             let _ = kill_process_group(pid, Signal::Kill);
+            super::reaper::watch(pid, false);
         }
     }
 }
@@ -153,7 +164,7 @@ pub async fn run(
         Ok(parts) => parts,
         Err(e) => return ToolOutcome::error(format!("cannot start bash: {e}")),
     };
-    let mut group = ProcessGroup(child.id().and_then(|id| Pid::from_raw(id as i32)));
+    let mut group = ProcessGroup::new(child.id().and_then(|id| Pid::from_raw(id as i32)));
     let mut reader = match pipe::Receiver::from_owned_fd(reader) {
         Ok(r) => r,
         Err(e) => return ToolOutcome::error(format!("cannot read bash output: {e}")),
