@@ -176,6 +176,10 @@ pub fn stamps_of(frame: &[u8]) -> impl Iterator<Item = u64> + '_ {
     })
 }
 
+/// Where `needle` first occurs. SIMD search: a client looks for
+/// `turn_end` in every entry, and at the end of a 5,000-chunk burst that
+/// entry is a 90 KB line per client — searched byte by byte, 256 of them
+/// took the clients' thread longer than the pod took to send them.
 pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+    memchr::memmem::find(haystack, needle)
 }
