@@ -375,6 +375,7 @@ fn pod_deny_sends_the_message_and_a_second_answer_is_refused() {
     let decision = watcher.until_entry("approval_decision");
     assert_eq!(decision["entry"]["decision"], "deny");
     assert_eq!(decision["entry"]["message"], "not now");
+    assert_eq!(decision["entry"]["client"], "pod deny");
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(0));
     let again = pod.command("approve").arg("c1").output().unwrap();
