@@ -35,9 +35,20 @@ fn main() -> ExitCode {
     };
     match pod::cli::run(cli, config) {
         Ok(code) => code,
+        // The reader of the output went away (`pod log | head`): there is
+        // no one left to tell, and nothing failed that the user cares about.
+        Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("pod: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+fn broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }

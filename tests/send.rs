@@ -132,6 +132,19 @@ fn a_message_over_the_frame_limit_is_refused_not_waited_for() {
     );
 }
 
+/// `pod send … | head -1`: once the reader is gone, it stops waiting
+/// (exit 5) without an error about the pipe.
+#[test]
+fn a_reader_that_goes_away_ends_it_quietly() {
+    let pod = Pod::builder().script(&slow_text_reply(20, 20)).start();
+    let mut child = spawn_send(&pod, "talk", &[]);
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(5), "{stderr}");
+    assert!(!stderr.contains("pipe"), "{stderr}");
+}
+
 #[test]
 fn no_wait_returns_once_the_run_is_accepted() {
     let pod = Pod::builder().script(&slow_text_reply(40, 100)).start();

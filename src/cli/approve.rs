@@ -13,7 +13,6 @@ use super::args::{ApproveArgs, DenyArgs};
 use super::connect::{connect, exit, no_pod, snapshot};
 use super::Paths;
 
-
 /// One approval the pod waits for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Pending {

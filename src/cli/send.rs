@@ -93,7 +93,15 @@ async fn send(paths: &Paths, segments: Vec<Segment>, options: Options) -> anyhow
     loop {
         let flow = tokio::select! {
             frame = events.next_frame() => match frame {
-                Some(Ok((line, event))) => turn.on_frame(&line, event)?,
+                Some(Ok((line, event))) => match turn.on_frame(&line, event) {
+                    // Whoever read the answer stopped (`pod send … | head`):
+                    // this command stops waiting, quietly, as a pipeline's
+                    // stage does.
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                        Flow::Exit(ExitCode::from(exit::DETACHED))
+                    }
+                    flow => flow?,
+                },
                 Some(Err(e)) => turn.stop_waiting(&format!("the connection to the pod failed: {e}"))?,
                 None => turn.stop_waiting(&format!(
                     "the connection to the pod at {} was lost before the turn ended",
