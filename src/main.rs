@@ -29,6 +29,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    for unknown in pod::cli::args::unknown_settings(&config.table) {
+        if let Some(path) = &config.path {
+            eprintln!(
+                "pod: warning: config file {}: {unknown}; ignored",
+                path.display()
+            );
+        }
+    }
     let cli = match pod::cli::args::parse(args, &config.table) {
         Ok(cli) => cli,
         Err(e) => e.exit(),

@@ -345,6 +345,37 @@ pub fn parse_base_url(s: &str) -> Result<String, String> {
     Ok(s.trim().to_owned())
 }
 
+/// The config file's keys that set nothing — no flag is called that and
+/// no table is read under it — each with the setting probably meant. A
+/// typo (`aproval`, `sandbox_netwrok`) would otherwise leave the default in
+/// force without a word. Warned about, not refused: a file written for a
+/// newer pod still starts this one.
+pub fn unknown_settings(table: &toml::Table) -> Vec<String> {
+    let cmd = Cli::command();
+    let mut known: Vec<String> = cmd
+        .get_arguments()
+        .chain(cmd.get_subcommands().flat_map(|sub| sub.get_arguments()))
+        .filter_map(|arg| arg.get_long())
+        .map(|long| long.replace('-', "_"))
+        .collect();
+    known.extend(["mcp_servers", "permissions"].map(String::from));
+    table
+        .keys()
+        .filter(|key| !known.contains(key))
+        .map(|key| {
+            let closest = known
+                .iter()
+                .map(|k| (strsim::jaro_winkler(key, k), k))
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .filter(|(score, _)| *score > 0.8);
+            match closest {
+                Some((_, meant)) => format!("`{key}` sets nothing (did you mean `{meant}`?)"),
+                None => format!("`{key}` sets nothing"),
+            }
+        })
+        .collect()
+}
+
 /// The command with the config file's values installed as defaults.
 pub fn with_config_file(mut cmd: clap::Command, table: &toml::Table) -> clap::Command {
     for (key, value) in table {
@@ -374,6 +405,22 @@ mod tests {
 
     fn parse_args(args: &[&str], config: &str) -> Result<Cli, clap::Error> {
         parse(args.iter().map(OsString::from), &config.parse().unwrap())
+    }
+
+    #[test]
+    fn settings_that_set_nothing_are_named_with_the_one_meant() {
+        let table = "aproval = \"auto\"\nmax_steps = 3\nsandbox_netwrok = \"off\"\n\
+                     zzz = 1\n[permissions]\nallow = []\n"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            unknown_settings(&table),
+            [
+                "`aproval` sets nothing (did you mean `approval`?)",
+                "`sandbox_netwrok` sets nothing (did you mean `sandbox_network`?)",
+                "`zzz` sets nothing",
+            ]
+        );
     }
 
     #[test]
