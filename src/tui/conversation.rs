@@ -339,6 +339,16 @@ impl Conversation {
     pub fn load_snapshot(&mut self, snapshot: &Snapshot, now: Instant) {
         self.clear();
         self.pending.clear();
+        self.retry = None;
+        self.session_id = Some(snapshot.session_id);
+        self.last_seq = None;
+        let switch = self.switch.take();
+        for LogLine { seq, entry } in &snapshot.entries {
+            self.last_seq = Some(*seq);
+            self.add_entry(entry, None);
+        }
+        // Set after the entries: the earlier turns' `turn_end`s among them
+        // would otherwise stop the running turn's clock.
         self.turn = snapshot.status.turn.as_ref().and_then(|turn| {
             let started = snapshot
                 .entries
@@ -358,14 +368,6 @@ impl Conversation {
                 seen: false,
             })
         });
-        self.retry = None;
-        self.session_id = Some(snapshot.session_id);
-        self.last_seq = None;
-        let switch = self.switch.take();
-        for LogLine { seq, entry } in &snapshot.entries {
-            self.last_seq = Some(*seq);
-            self.add_entry(entry, None);
-        }
         if let Some(BlockKind::SessionStart { switch: s, .. }) =
             self.blocks.first_mut().map(|b| &mut b.kind)
         {
