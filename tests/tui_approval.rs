@@ -440,10 +440,8 @@ fn a_call_id_reused_by_a_later_turn_asks_again() {
         methods(&mut app),
         [json!({"type":"approve","call_id":"k2","decision":"allow"})]
     );
-    let mut seq = 7;
-    for e in first_turn_end.into_iter().chain(second_turn) {
+    for (seq, e) in (7..).zip(first_turn_end.into_iter().chain(second_turn)) {
         app.on_pod_event(entry(seq, e));
-        seq += 1;
     }
     let text = screen(&mut app, 70, 30);
     assert!(text.contains("bash wants to run"), "{text}");
