@@ -109,6 +109,29 @@ fn json_is_the_response_then_its_own_turn_only() {
     assert_eq!(turn_starts, 1);
 }
 
+/// The pod cannot read a frame over its limit, so its error names no
+/// request: `pod send` still knows it was its run, and says what to do.
+#[test]
+fn a_message_over_the_frame_limit_is_refused_not_waited_for() {
+    let pod = Pod::builder().args(["--max-frame-bytes", "1000"]).start();
+    let mut child = spawn_send(&pod, &"a".repeat(2000), &[]);
+    let exited = (0..500).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        matches!(child.try_wait(), Ok(Some(_)))
+    });
+    if !exited {
+        let _ = child.kill();
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(exited, "pod send still waited after 10 s");
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("--max-frame-bytes") && stderr.contains("--file"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn no_wait_returns_once_the_run_is_accepted() {
     let pod = Pod::builder().script(&slow_text_reply(40, 100)).start();
@@ -352,6 +375,7 @@ fn pod_deny_sends_the_message_and_a_second_answer_is_refused() {
     let decision = watcher.until_entry("approval_decision");
     assert_eq!(decision["entry"]["decision"], "deny");
     assert_eq!(decision["entry"]["message"], "not now");
+    assert_eq!(decision["entry"]["client"], "pod deny");
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(0));
     let again = pod.command("approve").arg("c1").output().unwrap();

@@ -102,6 +102,44 @@ fn path_glob(text: &str, pattern: &str) -> Result<(String, GlobMatcher), RuleErr
     Ok((pattern.to_owned(), glob.compile_matcher()))
 }
 
+/// A rule naming a tool must be able to name one: a rule that can never
+/// match is a guard the user believes in and that does nothing. Tool names
+/// are built-in ones or `mcp__SERVER__TOOL`, in `[A-Za-z0-9_-]`; a glob may
+/// add `*?[]{},`. The usual slip, a space for the colon (`bash rm *`), is
+/// answered with the rule that was meant.
+fn check_tool_name(tool: &str) -> Result<(), String> {
+    const GLOB: &[char] = &['*', '?', '[', ']', '{', '}', ','];
+    if let Some(bad) = tool
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-' || GLOB.contains(c)))
+    {
+        let meant = match tool.split_once(char::is_whitespace) {
+            Some((first @ ("bash" | "write" | "read"), rest)) => {
+                format!(" (did you mean `{first}:{}`?)", rest.trim())
+            }
+            _ => String::new(),
+        };
+        return Err(format!("`{bad}` cannot be part of a tool name{meant}"));
+    }
+    let known = super::READ_ONLY_TOOLS
+        .iter()
+        .chain(&super::WRITE_TOOLS)
+        .any(|&t| t == tool);
+    if !tool.contains(GLOB) && !known && !tool.starts_with("mcp__") {
+        return Err(format!(
+            "no tool is called `{tool}` (the tools are {}, bash and the MCP servers' \
+             mcp__SERVER__TOOL)",
+            super::READ_ONLY_TOOLS
+                .iter()
+                .chain(&super::WRITE_TOOLS)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(())
+}
+
 impl FromStr for Rule {
     type Err = RuleError;
 
@@ -138,6 +176,7 @@ impl FromStr for Rule {
                          (use bash:, write: or read: to match commands and paths)"
                     )));
                 }
+                check_tool_name(tool).map_err(|reason| error(&reason))?;
                 let glob = GlobBuilder::new(tool)
                     .build()
                     .map_err(|e| error(&format!("bad tool name glob: {}", e.kind())))?;
@@ -198,6 +237,10 @@ mod tests {
             ("write:src/[a", "bad glob"),
             ("write_file:src/*", "takes only `*`"),
             ("mcp__x:do it", "takes only `*`"),
+            ("bash rm *", "did you mean `bash:rm *`?"),
+            ("write docs/**", "did you mean `write:docs/**`?"),
+            ("frobnicate:*", "no tool is called `frobnicate`"),
+            ("rm -rf", "` ` cannot be part of a tool name"),
             ("mcp__[:*", "bad tool name glob"),
         ] {
             let message = error(input);

@@ -38,7 +38,7 @@ const EDIT: (&str, &str) = (
 );
 const BASH: (&str, &str) = ("bash", r#"{"command":"cargo test"}"#);
 const MCP: (&str, &str) = ("mcp__git__status", r#"{}"#);
-const UNKNOWN: (&str, &str) = ("frobnicate", r#"{"x":1}"#);
+const UNKNOWN: (&str, &str) = ("mcp__x__frobnicate", r#"{"x":1}"#);
 
 // Bash lines that try to get more past a rule than it names.
 const CHAINED: (&str, &str) = ("bash", r#"{"command":"git status; touch x"}"#);
@@ -118,7 +118,7 @@ const TABLE: &[Row] = &[
     (Ask, MCP, &["mcp__git__*"], &["mcp__*"], NONE, Enforced, Denied("mcp__*:*")),
     (Ask, MCP, NONE, NONE, &["mcp__git__status:*"], Enforced, Runs),
     (Ask, UNKNOWN, NONE, NONE, NONE, Enforced, Asks("mode:ask")),
-    (Ask, UNKNOWN, &["frobnicate"], NONE, NONE, Enforced, Runs),
+    (Ask, UNKNOWN, &["mcp__x__frobnicate"], NONE, NONE, Enforced, Runs),
     (Ask, UNKNOWN, NONE, &["*"], NONE, Enforced, Denied("*:*")),
     // --- bash allow rules cover a line only if they cover every command ---
     (Ask, CHAINED, &["bash:git status*"], NONE, NONE, Enforced, Asks("mode:ask")),
@@ -189,7 +189,7 @@ const TABLE: &[Row] = &[
     (Auto, MCP, NONE, NONE, NONE, Unavailable, Runs),
     (Auto, MCP, &["mcp__git__*"], &["mcp__git__status"], NONE, Enforced, Denied("mcp__git__status:*")),
     (Auto, UNKNOWN, NONE, NONE, NONE, Enforced, Runs),
-    (Auto, UNKNOWN, NONE, &["frob*"], NONE, Enforced, Denied("frob*:*")),
+    (Auto, UNKNOWN, NONE, &["mcp__x__frob*"], NONE, Enforced, Denied("mcp__x__frob*:*")),
     // --- read-only: only the read-only tools run, unless a rule allows ---
     (ReadOnly, READ, NONE, NONE, NONE, Enforced, Runs),
     (ReadOnly, LIST, NONE, NONE, NONE, Enforced, Runs),

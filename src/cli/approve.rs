@@ -13,8 +13,6 @@ use super::args::{ApproveArgs, DenyArgs};
 use super::connect::{connect, exit, no_pod, snapshot};
 use super::Paths;
 
-/// The label these commands give their connection (`approval_decision.client`).
-const CLIENT: &str = "pod approve";
 
 /// One approval the pod waits for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,8 +187,14 @@ async fn send_decision(
     answer: Answer,
 ) -> anyhow::Result<Result<(), String>> {
     let request_id = format!("approve-{}", uuid::Uuid::new_v4().simple());
+    // The label of the connection (`approval_decision.client`): the
+    // command that answered.
+    let client = match answer.decision {
+        Decision::Deny => "pod deny",
+        _ => "pod approve",
+    };
     sink.send(&Request::new(Method::Hello {
-        client: CLIENT.into(),
+        client: client.into(),
     }))
     .await?;
     sink.send(&Request::with_id(

@@ -235,7 +235,20 @@ impl<O: Write, E: Write> Turn<O, E> {
             } => (request_id.as_deref(), Some((*code, message.as_str()))),
             _ => return Ok(None),
         };
-        let Some(id) = id else { return Ok(None) };
+        let Some(id) = id else {
+            // A frame the pod could not read carries no request id. Until
+            // the run is accepted, the only such frame this command can
+            // have sent is its run: a message over the pod's frame limit.
+            if let (false, Some((ErrorCode::FrameTooLarge, message))) = (self.accepted, refusal) {
+                self.print_json(line)?;
+                eprintln!(
+                    "pod: the pod refused the message: {message}. Attach long text as a file \
+                     (--file PATH) instead"
+                );
+                return Ok(Some(Flow::Exit(ExitCode::from(exit::FAILED))));
+            }
+            return Ok(None);
+        };
         if id == self.request_id {
             self.print_json(line)?;
             if let Some((_, message)) = refusal {

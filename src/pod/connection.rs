@@ -320,7 +320,7 @@ impl StreamHandler<Result<Inbound, std::io::Error>> for Connection {
             Ok(Inbound::TooLong) => self.error(
                 ErrorCode::FrameTooLarge,
                 format!(
-                    "frame longer than {} bytes was skipped",
+                    "frame longer than {} bytes (the pod's --max-frame-bytes) was skipped",
                     self.hub.config.max_frame_bytes
                 ),
                 None,
