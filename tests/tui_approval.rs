@@ -133,7 +133,8 @@ fn another_clients_answer_removes_it_and_says_who() {
         json!({"kind":"approval_decision","call_id":"c1","decision":"allow","scope":"session",
             "rule":"bash:cargo *","by":"user","client":"tui@laptop","message":null}),
     ));
-    let text = screen(&mut app, 70, 20);
+    // Tall enough to show c1, whose decision is drawn under it.
+    let text = screen(&mut app, 70, 40);
     assert!(text.contains("edit_file wants to run"), "{text}");
     assert!(!text.contains("1 of 2"), "one left:\n{text}");
     assert!(
@@ -338,5 +339,120 @@ fn a_sent_message_ends_the_burst() {
     assert_eq!(
         methods(&mut app),
         [json!({"type":"approve","call_id":"c1","decision":"allow"})]
+    );
+}
+
+/// One step, two calls: k1 decided and run, k2 still waiting.
+fn k1_decided_k2_waiting() -> Vec<Value> {
+    vec![
+        user_input(json!([{"type":"text","text":"two commands"}])),
+        json!({"kind":"assistant_items","items":[
+            {"type":"tool_call","call_id":"k1","name":"bash","arguments":{"command":"echo ran k1"}},
+            {"type":"tool_call","call_id":"k2","name":"bash","arguments":{"command":"echo k2 done"}}]}),
+        approval_request("k1", "bash", "echo ran k1", "echo ran k1"),
+        approval_request("k2", "bash", "echo k2 done", "echo k2 done"),
+        json!({"kind":"approval_decision","call_id":"k1","decision":"allow","scope":"once",
+            "rule":null,"by":"user","client":"pod approve","message":null}),
+        tool_result("k1", "ran k1\nand more", false),
+    ]
+}
+
+/// The rows of the screen, trimmed, without the blank ones.
+fn rows(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|l| l.trim_matches('"').trim().to_owned())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// A decision is drawn under its own call, not under whichever call came
+/// last: live and when the view is rebuilt from a snapshot alike.
+#[test]
+fn a_decision_sits_under_its_own_call_when_a_step_has_two() {
+    let status = json!({"state":"waiting","queued":0,"pending_approvals":["k2"],"approval":"ask"});
+    let mut entries = k1_decided_k2_waiting();
+    let mut from_snapshot = attached_with_status(entries.clone(), status.clone());
+    let live_tail = entries.split_off(4);
+    let mut live = attached_with_status(
+        entries,
+        json!({"state":"waiting","queued":0,"pending_approvals":["k1","k2"],"approval":"ask"}),
+    );
+    for (i, e) in live_tail.into_iter().enumerate() {
+        live.on_pod_event(entry(5 + i as u64, e));
+    }
+    for app in [&mut from_snapshot, &mut live] {
+        let text = screen(app, 70, 30);
+        let rows = rows(&text);
+        let at = |needle: &str| {
+            rows.iter()
+                .position(|r| r.contains(needle))
+                .unwrap_or_else(|| panic!("{needle}:\n{text}"))
+        };
+        assert_eq!(
+            at("✓ allowed by pod approve"),
+            at("ran k1 (2 lines)") + 1,
+            "{text}"
+        );
+        assert!(
+            at("⚙ bash echo k2 done") > at("✓ allowed by pod approve"),
+            "{text}"
+        );
+    }
+}
+
+/// A provider that reuses call ids across turns: the second turn's `k2`
+/// asks again, and the first turn's answer to `k2` does not hide it.
+#[test]
+fn a_call_id_reused_by_a_later_turn_asks_again() {
+    let mut entries = k1_decided_k2_waiting();
+    entries.push(
+        json!({"kind":"approval_decision","call_id":"k2","decision":"allow",
+        "scope":"once","rule":null,"by":"user","client":"tui@host","message":null}),
+    );
+    entries.push(tool_result("k2", "k2 done", false));
+    entries.push(json!({"kind":"turn_end","reason":"completed","usage":null,
+        "turn_id":null,"request_id":null}));
+    entries.push(user_input(json!([{"type":"text","text":"again"}])));
+    let second_turn = vec![
+        tool_call("k2", "bash", json!({"command":"echo second time"})),
+        approval_request("k2", "bash", "echo second time", "echo second time"),
+    ];
+
+    // Rebuilt from a snapshot.
+    let mut all = entries.clone();
+    all.extend(second_turn.clone());
+    let mut app = attached_with_status(
+        all,
+        json!({"state":"waiting","queued":0,"pending_approvals":["k2"],"approval":"ask"}),
+    );
+    let text = screen(&mut app, 70, 30);
+    assert!(text.contains("bash wants to run"), "{text}");
+    assert!(text.contains("echo second time"), "{text}");
+
+    // Live, this client having answered the first turn's `k2` itself.
+    let first_turn_end = entries.split_off(6);
+    let mut app = attached_with_status(
+        entries,
+        json!({"state":"waiting","queued":0,"pending_approvals":["k2"],"approval":"ask"}),
+    );
+    key(&mut app, KeyCode::Char('y'));
+    assert_eq!(
+        methods(&mut app),
+        [json!({"type":"approve","call_id":"k2","decision":"allow"})]
+    );
+    for (seq, e) in (7..).zip(first_turn_end.into_iter().chain(second_turn)) {
+        app.on_pod_event(entry(seq, e));
+    }
+    let text = screen(&mut app, 70, 30);
+    assert!(text.contains("bash wants to run"), "{text}");
+    assert!(text.contains("echo second time"), "{text}");
+    let calls = rows(&text);
+    let second = calls
+        .iter()
+        .position(|r| r.contains("⚙ bash echo second time"))
+        .expect("second call");
+    assert!(
+        calls[second + 1..].iter().all(|r| !r.contains("allowed")),
+        "no decision under the new call:\n{text}"
     );
 }

@@ -735,3 +735,33 @@ fn a_turn_joined_mid_way_is_timed_from_its_input() {
     ));
     assert!(!screen(&mut app, 100, 6).contains("done in"));
 }
+
+/// Attached while a text answer streams, after earlier turns: the running
+/// time still comes from its input (docs/tui.md); the earlier turns' ends
+/// in the snapshot do not stop its clock.
+#[test]
+fn a_streaming_turn_joined_mid_way_after_earlier_turns_is_timed() {
+    let at = humantime::format_rfc3339_millis(
+        std::time::SystemTime::now() - std::time::Duration::from_secs(7),
+    )
+    .to_string();
+    let mut app = App::new("default", Instant::now());
+    app.on_connection(ConnEvent::Connected);
+    app.on_pod_event(snapshot_with_status(
+        vec![
+            json!({"kind":"user_input","at":"2026-01-01T00:00:00Z","turn_id":"t7",
+                "request_id":null,"segments":[{"type":"text","text":"hello"}]}),
+            assistant_text("hi"),
+            json!({"kind":"turn_end","reason":"completed","usage":null,
+                "turn_id":"t7","request_id":null}),
+            json!({"kind":"user_input","at":at,"turn_id":"t8","request_id":null,
+                "segments":[{"type":"text","text":"explain"}]}),
+        ],
+        json!({"type":"text","text":"It works by"}),
+        json!({"state":"running","queued":0,"turn":{"turn_id":"t8","request_id":null}}),
+    ));
+    app.on_pod_event(event(json!({"type":"text_delta","text":" folding"})));
+    let text = screen(&mut app, 100, 10);
+    assert!(text.contains("It works by folding"), "{text}");
+    assert!(text.contains("running 7s"), "{text}");
+}

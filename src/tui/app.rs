@@ -275,6 +275,8 @@ impl App {
     /// nothing else is applied: the view is snapshot-then-live, always.
     pub fn on_pod_event(&mut self, event: Event) {
         self.apply_pod_event(event);
+        self.approval
+            .forget_settled(self.conversation.pending_approvals());
         let shown = self.current_approval().map(|(p, _)| p.call_id.clone());
         if shown != self.approval_shown {
             self.hold_keys = shown.is_some()

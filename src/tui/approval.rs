@@ -64,6 +64,15 @@ impl ApprovalPanel {
         self.message = None;
     }
 
+    /// Forgets the answers whose calls are no longer pending (decided, or
+    /// their turn ended): a later turn may reuse the call id (some
+    /// providers number calls from `call_0` every turn), and its request
+    /// must show, not pass for the one answered before.
+    pub fn forget_settled(&mut self, pending: &[PendingApproval]) {
+        self.answered
+            .retain(|call_id| pending.iter().any(|p| &p.call_id == call_id));
+    }
+
     /// The call an `approve` request was about, once its answer arrives.
     pub fn answered_by(&mut self, request_id: &str) -> Option<String> {
         self.requests.remove(request_id)

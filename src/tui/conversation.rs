@@ -255,6 +255,40 @@ impl Conversation {
         self.blocks.push(Block { rev, kind });
     }
 
+    /// Puts a decision under its call (after any decision already there),
+    /// not at the end: with two calls in one step, the second call's block
+    /// sits between the first one and the first one's decision. A call not
+    /// in view (cleared away) gets its decision at the end.
+    fn push_decision(&mut self, call_id: &str, decision: DecisionView) {
+        let Some(&call) = self.tools.get(call_id) else {
+            self.push(BlockKind::Decision(decision));
+            return;
+        };
+        let at = call
+            + 1
+            + self.blocks[call + 1..]
+                .iter()
+                .take_while(|b| matches!(b.kind, BlockKind::Decision(_)))
+                .count();
+        let shift = |i: &mut usize| {
+            if *i >= at {
+                *i += 1;
+            }
+        };
+        self.tools.values_mut().for_each(shift);
+        self.timed.iter_mut().for_each(|(i, _)| shift(i));
+        self.tailing.iter_mut().for_each(shift);
+        self.selected.iter_mut().for_each(shift);
+        let rev = self.rev();
+        self.blocks.insert(
+            at,
+            Block {
+                rev,
+                kind: BlockKind::Decision(decision),
+            },
+        );
+    }
+
     /// Appends a notice (an error, a notification, a compaction step).
     pub fn push_notice(&mut self, level: Level, text: impl Into<String>) {
         self.push(BlockKind::Notice {
@@ -305,6 +339,16 @@ impl Conversation {
     pub fn load_snapshot(&mut self, snapshot: &Snapshot, now: Instant) {
         self.clear();
         self.pending.clear();
+        self.retry = None;
+        self.session_id = Some(snapshot.session_id);
+        self.last_seq = None;
+        let switch = self.switch.take();
+        for LogLine { seq, entry } in &snapshot.entries {
+            self.last_seq = Some(*seq);
+            self.add_entry(entry, None);
+        }
+        // Set after the entries: the earlier turns' `turn_end`s among them
+        // would otherwise stop the running turn's clock.
         self.turn = snapshot.status.turn.as_ref().and_then(|turn| {
             let started = snapshot
                 .entries
@@ -324,14 +368,6 @@ impl Conversation {
                 seen: false,
             })
         });
-        self.retry = None;
-        self.session_id = Some(snapshot.session_id);
-        self.last_seq = None;
-        let switch = self.switch.take();
-        for LogLine { seq, entry } in &snapshot.entries {
-            self.last_seq = Some(*seq);
-            self.add_entry(entry, None);
-        }
         if let Some(BlockKind::SessionStart { switch: s, .. }) =
             self.blocks.first_mut().map(|b| &mut b.kind)
         {
@@ -589,14 +625,17 @@ impl Conversation {
                         }
                     }
                 }
-                self.push(BlockKind::Decision(DecisionView {
-                    decision: *decision,
-                    scope: *scope,
-                    rule: rule.clone(),
-                    by: *by,
-                    client: client.clone(),
-                    message: message.clone(),
-                }));
+                self.push_decision(
+                    call_id,
+                    DecisionView {
+                        decision: *decision,
+                        scope: *scope,
+                        rule: rule.clone(),
+                        by: *by,
+                        client: client.clone(),
+                        message: message.clone(),
+                    },
+                );
             }
             LogEntry::ModelChange {
                 provider, model, ..
