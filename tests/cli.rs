@@ -127,6 +127,34 @@ fn serve_refuses_a_base_url_without_scheme_or_host_naming_the_flag() {
     }
 }
 
+/// Values that would leave a useless pod are bad usage, refused before it
+/// starts, naming the flag.
+#[test]
+fn serve_refuses_zero_counts_and_a_script_provider_without_a_script() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, named) in [
+        (&["--context-window", "0"][..], "--context-window"),
+        (&["--max-steps", "0"], "--max-steps"),
+        (&["--max-frame-bytes", "0"], "--max-frame-bytes"),
+        (&["--provider", "script"], "--script"),
+    ] {
+        let output = std::process::Command::new(POD)
+            .arg("serve")
+            .args(args)
+            .arg("--socket")
+            .arg(dir.path().join("s.sock"))
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(named), "{args:?}: {stderr}");
+        assert!(!dir.path().join("s.sock").exists(), "the pod never started");
+    }
+}
+
 #[test]
 fn list_has_a_header_and_finds_a_pod_started_with_socket() {
     let pod = Pod::start();

@@ -185,7 +185,12 @@ pub struct ServeArgs {
     #[arg(long, env = "POD_BASE_URL", value_name = "URL", value_parser = parse_base_url)]
     pub base_url: Option<String>,
     /// The script the `script` provider replays (see docs/providers.md).
-    #[arg(long, env = "POD_SCRIPT", value_name = "FILE")]
+    #[arg(
+        long,
+        env = "POD_SCRIPT",
+        value_name = "FILE",
+        required_if_eq("provider", "script")
+    )]
     pub script: Option<PathBuf>,
     /// Start a new session instead of resuming the current one.
     #[arg(long, env = "POD_NEW_SESSION", conflicts_with = "session", value_parser = BoolishValueParser::new())]
@@ -199,7 +204,8 @@ pub struct ServeArgs {
         long,
         env = "POD_CONTEXT_WINDOW",
         default_value_t = 128_000,
-        value_name = "TOKENS"
+        value_name = "TOKENS",
+        value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub context_window: u64,
     /// Compact when the context passes this fraction of the window.
@@ -207,10 +213,11 @@ pub struct ServeArgs {
           value_parser = parse_fraction)]
     pub compact_at: f64,
     /// Model calls per turn before it ends with `max_steps`.
-    #[arg(long, env = "POD_MAX_STEPS", default_value_t = 50)]
+    #[arg(long, env = "POD_MAX_STEPS", default_value_t = 50, value_parser = at_least_one())]
     pub max_steps: usize,
     /// The longest frame a client may send.
-    #[arg(long, env = "POD_MAX_FRAME_BYTES", default_value_t = 8 * 1024 * 1024)]
+    #[arg(long, env = "POD_MAX_FRAME_BYTES", default_value_t = 8 * 1024 * 1024,
+          value_parser = at_least_one())]
     pub max_frame_bytes: usize,
     /// Bytes that may queue for a slow client before it is disconnected as lagged.
     #[arg(long, env = "POD_MAX_CLIENT_LAG_BYTES", default_value_t = 16 * 1024 * 1024)]
@@ -345,6 +352,12 @@ pub fn parse_base_url(s: &str) -> Result<String, String> {
     Ok(s.trim().to_owned())
 }
 
+/// A count where zero would make the pod useless (no model call per turn,
+/// no frame a client could send): refused as bad usage instead.
+fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(1..)
+}
+
 /// The config file's keys that set nothing — no flag is called that and
 /// no table is read under it — each with the setting probably meant. A
 /// typo (`aproval`, `sandbox_netwrok`) would otherwise leave the default in
@@ -376,16 +389,65 @@ pub fn unknown_settings(table: &toml::Table) -> Vec<String> {
         .collect()
 }
 
+/// A config value as the text a flag would be given; tables and arrays are
+/// not flag values.
+fn as_flag_value(value: &toml::Value) -> Option<String> {
+    match value {
+        toml::Value::String(s) => Some(s.clone()),
+        toml::Value::Integer(i) => Some(i.to_string()),
+        toml::Value::Float(f) => Some(f.to_string()),
+        toml::Value::Boolean(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// Checks each config value with its flag's own parser, so that a bad one
+/// is reported as the file's (`approval = "yolo"`), not as a `--approval`
+/// the user never typed.
+pub fn check_settings(table: &toml::Table) -> Result<(), String> {
+    let cmd = Cli::command();
+    for (key, value) in table {
+        let Some(text) = as_flag_value(value) else {
+            continue;
+        };
+        let long = key.replace('_', "-");
+        let args = cmd
+            .get_arguments()
+            .chain(cmd.get_subcommands().flat_map(|sub| sub.get_arguments()));
+        for arg in args.filter(|arg| arg.get_long() == Some(long.as_str())) {
+            // Installed as the default of a command holding that flag
+            // alone, as `with_config_file` installs it: parsing nothing
+            // checks exactly that value.
+            let alone = clap::Command::new("pod").arg(
+                clap::Arg::new(arg.get_id().clone())
+                    .long(long.clone())
+                    .value_names(arg.get_value_names().unwrap_or_default().to_vec())
+                    .action(arg.get_action().clone())
+                    .value_parser(arg.get_value_parser().clone())
+                    .default_value(text.clone()),
+            );
+            if let Err(e) = alone.try_get_matches_from(["pod"]) {
+                let why = e.to_string();
+                let why: Vec<&str> = why
+                    .lines()
+                    .map(str::trim)
+                    .filter(|line| !line.is_empty() && !line.starts_with("For more information"))
+                    .collect();
+                let why = why.join(" ");
+                let why = why.strip_prefix("error: ").unwrap_or(&why);
+                return Err(format!("`{key} = {value}`: {why}"));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The command with the config file's values installed as defaults.
 pub fn with_config_file(mut cmd: clap::Command, table: &toml::Table) -> clap::Command {
     for (key, value) in table {
         let long = key.replace('_', "-");
-        let value = match value {
-            toml::Value::String(s) => s.clone(),
-            toml::Value::Integer(i) => i.to_string(),
-            toml::Value::Float(f) => f.to_string(),
-            toml::Value::Boolean(b) => b.to_string(),
-            _ => continue,
+        let Some(value) = as_flag_value(value) else {
+            continue;
         };
         let set = |arg: clap::Arg| {
             if arg.get_long() == Some(long.as_str()) {
@@ -405,6 +467,22 @@ mod tests {
 
     fn parse_args(args: &[&str], config: &str) -> Result<Cli, clap::Error> {
         parse(args.iter().map(OsString::from), &config.parse().unwrap())
+    }
+
+    #[test]
+    fn a_bad_setting_is_named_as_the_file_wrote_it() {
+        let check = |text: &str| check_settings(&text.parse().unwrap());
+        assert_eq!(
+            check("new_session = true\ncontext_window = 5000\napproval = \"auto\"\n"),
+            Ok(())
+        );
+        let error = check("max_steps = 3\napproval = \"yolo\"\n").unwrap_err();
+        assert!(
+            error.starts_with("`approval = \"yolo\"`: ") && error.contains("ask, edits"),
+            "{error}"
+        );
+        let error = check("sandbox = \"bogus\"\n").unwrap_err();
+        assert!(error.contains("workspace-write"), "{error}");
     }
 
     #[test]
@@ -430,6 +508,7 @@ mod tests {
                 "pod",
                 "--provider",
                 "script",
+                "--script=s.jsonl",
                 "--name=x",
                 "--model=-odd",
                 "--allow",
@@ -447,7 +526,7 @@ mod tests {
         );
         assert_eq!(
             cli.given.ids,
-            ["provider", "model", "new_session", "allow"],
+            ["provider", "model", "script", "new_session", "allow"],
             "neither the config file's max_steps nor clap's defaults count as given"
         );
         let argv: Vec<_> = cli.given.argv.iter().map(|a| a.to_str().unwrap()).collect();
@@ -456,6 +535,7 @@ mod tests {
             [
                 "--provider=script",
                 "--model=-odd",
+                "--script=s.jsonl",
                 "--new-session",
                 "--allow=bash:ls*",
                 "--allow=read:*"

@@ -322,6 +322,8 @@ mod tests {
         let same = cli(&[
             "--provider",
             "script",
+            "--script",
+            "s.jsonl",
             "--approval",
             "auto",
             "--model",
