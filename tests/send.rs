@@ -132,6 +132,21 @@ fn a_message_over_the_frame_limit_is_refused_not_waited_for() {
     );
 }
 
+#[test]
+fn an_empty_message_is_bad_usage_and_starts_nothing() {
+    let pod = Pod::builder().start();
+    let output = send(&pod, " \n", &[]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
+    assert!(text(&output.stderr).contains("nothing to send"));
+    let mut client = pod.client();
+    let snapshot = client.until_type("snapshot");
+    assert_eq!(
+        snapshot["entries"].as_array().unwrap().len(),
+        1,
+        "only session_start"
+    );
+}
+
 /// `pod send … | head -1`: once the reader is gone, it stops waiting
 /// (exit 5) without an error about the pipe.
 #[test]

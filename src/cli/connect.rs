@@ -13,6 +13,8 @@ use crate::protocol::{Event, Snapshot};
 pub mod exit {
     /// An error, a refused request, a turn that did not complete.
     pub const FAILED: u8 = 1;
+    /// Bad usage (clap's own code for a bad flag).
+    pub const USAGE: u8 = 2;
     /// No pod is listening on the socket.
     pub const NO_POD: u8 = 3;
     /// The turn was cancelled, or the queued run removed.

@@ -133,7 +133,13 @@ fn describe(entry: &LogEntry) -> String {
                 } else {
                     "tool result"
                 };
-                format!("{mark} {first} ({lines} lines)")
+                // The first line, and how many more there are: a count of
+                // one would read as part of the output.
+                match lines {
+                    0 | 1 => format!("{mark} {first}"),
+                    2 => format!("{mark} {first} (+1 line)"),
+                    n => format!("{mark} {first} (+{} lines)", n - 1),
+                }
             })
             .collect::<Vec<_>>()
             .join("\n"),
@@ -233,5 +239,22 @@ mod tests {
             describe(&entry),
             "instructions AGENTS.md (2 lines)\n# Rules\nrun cargo fmt"
         );
+    }
+
+    #[test]
+    fn a_tool_result_shows_its_first_line_and_how_many_follow() {
+        let result = |output: &str| LogEntry::ToolResults {
+            results: vec![crate::protocol::ToolResult {
+                call_id: "c".into(),
+                output: output.into(),
+                is_error: false,
+            }],
+        };
+        assert_eq!(
+            describe(&result("created new.txt (15 bytes, 2 lines)")),
+            "tool result created new.txt (15 bytes, 2 lines)"
+        );
+        assert_eq!(describe(&result("a\nb")), "tool result a (+1 line)");
+        assert_eq!(describe(&result("a\nb\nc")), "tool result a (+2 lines)");
     }
 }

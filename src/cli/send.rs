@@ -35,7 +35,19 @@ pub fn run(paths: &Paths, args: SendArgs) -> anyhow::Result<ExitCode> {
     } else {
         args.text
     };
-    let mut segments = vec![Segment::text(text)];
+    // An empty message would start a turn with nothing in it, which some
+    // providers refuse: with nothing to send, this is a usage mistake.
+    if text.trim().is_empty() && args.file.is_empty() {
+        eprintln!(
+            "pod: nothing to send: the message is empty; give --text TEXT (- reads it from \
+             stdin) or --file PATH"
+        );
+        return Ok(ExitCode::from(exit::USAGE));
+    }
+    let mut segments: Vec<Segment> = Vec::new();
+    if !text.trim().is_empty() {
+        segments.push(Segment::text(text));
+    }
     segments.extend(
         args.file
             .iter()
