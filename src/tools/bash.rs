@@ -17,7 +17,7 @@
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustix::pipe::{pipe_with, PipeFlags};
 use rustix::process::{
@@ -102,7 +102,7 @@ impl Drop for ProcessGroup {
 }
 
 /// What the pipe has delivered so far; each chunk is also streamed to the
-/// sink as text as soon as it arrives.
+/// sink as text as soon as it arrives, as far as [`LiveBudget`] allows.
 struct Captured {
     output: CapBuffer,
     ends_with_newline: bool,
@@ -110,6 +110,66 @@ struct Captured {
     sink: OutputSink,
     /// The start of a UTF-8 character split across two reads.
     carry: Vec<u8>,
+    live: LiveBudget,
+}
+
+/// How much output is streamed live: a burst of this many bytes at once…
+const LIVE_BURST: f64 = 256.0 * 1024.0;
+/// …then this many a second.
+const LIVE_RATE: f64 = 256.0 * 1024.0;
+
+/// Live output is a hint for people watching, and a command can print far
+/// faster than any client reads (`yes`, a build dumping a log): streaming
+/// all of it only fills the clients' queues until they are cut off as
+/// lagged. A token bucket lets a burst through and then [`LIVE_RATE`]; what
+/// is over is left out of the live view, and the next chunk shown (or the
+/// end) says how much was — the tool's result still keeps the output's
+/// beginning and end, as always. A command printing at a human pace is
+/// streamed whole.
+struct LiveBudget {
+    tokens: f64,
+    at: Instant,
+    /// Bytes left out since the last chunk shown.
+    skipped: usize,
+}
+
+impl LiveBudget {
+    fn new(now: Instant) -> Self {
+        Self {
+            tokens: LIVE_BURST,
+            at: now,
+            skipped: 0,
+        }
+    }
+
+    /// What to stream for `text` at `now`: it, preceded by a note of what
+    /// was left out before it; or nothing, when over budget.
+    fn admit(&mut self, text: &str, now: Instant) -> Option<String> {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * LIVE_RATE).min(LIVE_BURST);
+        self.at = now;
+        if (text.len() as f64) > self.tokens {
+            self.skipped += text.len();
+            return None;
+        }
+        self.tokens -= text.len() as f64;
+        Some(match std::mem::take(&mut self.skipped) {
+            0 => text.to_owned(),
+            skipped => format!("{}{text}", left_out(skipped)),
+        })
+    }
+
+    /// The note to end the live view with, when output was left out last.
+    fn finish(&mut self) -> Option<String> {
+        (self.skipped > 0).then(|| left_out(std::mem::take(&mut self.skipped)))
+    }
+}
+
+fn left_out(bytes: usize) -> String {
+    format!(
+        "\n[… {} KiB of output not shown live; the result keeps its beginning and end …]\n",
+        bytes.div_ceil(1024)
+    )
 }
 
 impl Captured {
@@ -136,8 +196,16 @@ impl Captured {
             _ => self.carry.len(),
         };
         if ready > 0 {
-            (self.sink)(&String::from_utf8_lossy(&self.carry[..ready]));
+            let text = String::from_utf8_lossy(&self.carry[..ready]);
+            if let Some(shown) = self.live.admit(&text, Instant::now()) {
+                (self.sink)(&shown);
+            }
             self.carry.drain(..ready);
+        }
+        if at_end {
+            if let Some(note) = self.live.finish() {
+                (self.sink)(&note);
+            }
         }
     }
 }
@@ -175,6 +243,7 @@ pub async fn run(
         eof: false,
         sink: output,
         carry: Vec::new(),
+        live: LiveBudget::new(Instant::now()),
     };
     let mut chunk = vec![0u8; 16 * 1024];
     let deadline = tokio::time::sleep(timeout);
@@ -287,4 +356,43 @@ fn confine_child(pod: Pid, sandbox: Option<Prepared>) -> std::io::Result<()> {
         sandbox.restrict_self()?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_output_is_streamed_whole_at_a_human_pace_and_sampled_beyond() {
+        let start = Instant::now();
+        let mut live = LiveBudget::new(start);
+        let chunk = "x".repeat(64 * 1024);
+        // The burst: four 64 KiB chunks at once.
+        for _ in 0..4 {
+            assert_eq!(live.admit(&chunk, start).as_deref(), Some(chunk.as_str()));
+        }
+        // Over budget: left out, and said so with the next chunk shown.
+        assert_eq!(live.admit(&chunk, start), None);
+        assert_eq!(live.admit(&chunk, start), None);
+        let later = start + Duration::from_millis(250);
+        let shown = live.admit("done\n", later).unwrap();
+        assert!(
+            shown.starts_with("\n[… 128 KiB of output not shown live"),
+            "{shown}"
+        );
+        assert!(shown.ends_with("…]\ndone\n"), "{shown}");
+        assert_eq!(live.finish(), None, "nothing left out since");
+        // A line a second never runs out.
+        let mut at = later;
+        for _ in 0..100 {
+            at += Duration::from_secs(1);
+            assert_eq!(live.admit("a line\n", at).as_deref(), Some("a line\n"));
+        }
+        // Output left out at the very end is noted at the end.
+        let mut flood = LiveBudget::new(at);
+        for _ in 0..5 {
+            flood.admit(&chunk, at);
+        }
+        assert!(flood.finish().unwrap().contains("64 KiB"));
+    }
 }
