@@ -114,11 +114,13 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     }
 
     descendants::become_subreaper();
-    crate::tools::reaper::start();
     let socket = config.socket.clone();
     let mcp_servers_at_start = mcp.servers();
     let bound = system.block_on(async move {
         let (listener, identity) = bind(&config.socket)?;
+        // Once listening (a process to spawn is time a client waits to
+        // connect), and before the worker exists to run any command.
+        crate::tools::reaper::start();
         if let Err(e) = pod_socket::record(&pods_dir, &config.name, &config.socket) {
             tracing::warn!("cannot record the socket path for `pod list`: {e}");
         }
