@@ -163,10 +163,12 @@ fn data_files_are_private_whatever_the_umask() {
         });
     }
     let _pod = Running::new(cmd.spawn().unwrap());
-    harness::eventually("the pod to listen", Duration::from_secs(20), || {
-        UnixStream::connect(&socket).is_ok()
-    });
     let data = dir.path().join("data");
+    // The socket path is recorded for `pod list` just after the socket
+    // listens.
+    harness::eventually("the pod to listen", Duration::from_secs(20), || {
+        UnixStream::connect(&socket).is_ok() && data.join("pods/default.socket").exists()
+    });
     let session = data.join(format!("sessions/{}.jsonl", pointer_session(&data)));
     for (path, expected) in [
         (data.clone(), 0o700),

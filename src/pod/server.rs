@@ -118,12 +118,12 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let mcp_servers_at_start = mcp.servers();
     let bound = system.block_on(async move {
         let (listener, identity) = bind(&config.socket)?;
-        // Once listening (a process to spawn is time a client waits to
-        // connect), and before the worker exists to run any command.
-        crate::tools::reaper::start();
         if let Err(e) = pod_socket::record(&pods_dir, &config.name, &config.socket) {
             tracing::warn!("cannot record the socket path for `pod list`: {e}");
         }
+        // Once listening and recorded (a process to spawn is time a client
+        // waits for), and before the worker exists to run any command.
+        crate::tools::reaper::start();
         let mcp_changes = mcp_supervisors.start();
         let greeting = Greeting {
             pod: config.name.clone(),
