@@ -522,12 +522,25 @@ fn answer_every_call(raw: Vec<Raw<'_>>) -> Vec<(ChatMessage<'_>, MessageSource)>
 /// mistaken for something the user typed.
 fn injected_text(item: &InjectedItem) -> String {
     match item.source.as_str() {
-        "compact_summary" => format!(
-            "[Summary of the conversation so far, written when it was compacted]\n{}",
-            item.text
-        ),
+        "compact_summary" => format!("{SUMMARY_LABEL}\n{}", item.text),
         source => format!("[{source}] {}", item.text),
     }
+}
+
+const SUMMARY_LABEL: &str = "[Summary of the conversation so far, written when it was compacted]";
+
+/// Whether a user message of a request is text the pod injected (see
+/// `injected_text`) rather than the user's input: what the offline model
+/// looks past to describe what the user sent.
+pub fn is_injected(text: &str) -> bool {
+    if text.starts_with(SUMMARY_LABEL) {
+        return true;
+    }
+    text.strip_prefix('[')
+        .and_then(|rest| rest.split_once("] "))
+        .is_some_and(|(source, _)| {
+            !source.is_empty() && source.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+        })
 }
 
 /// The last line of a tool result whose tool was killed because the pod
@@ -671,6 +684,20 @@ mod tests {
         );
         assert_eq!(texts.len(), 2);
         assert!(texts[1].contains("alpha"), "{texts:?}");
+    }
+
+    #[test]
+    fn injected_text_is_told_from_the_users() {
+        for source in ["project_instructions", "notify", "compact_summary"] {
+            let item = InjectedItem {
+                source: source.into(),
+                text: "x".into(),
+            };
+            assert!(is_injected(&injected_text(&item)), "{source}");
+        }
+        for typed in ["hello", "[see the log] below", "[] x", "[x]y"] {
+            assert!(!is_injected(typed), "{typed}");
+        }
     }
 
     #[test]

@@ -66,8 +66,10 @@ impl Provider for Offline {
 /// The reply: honest about what answered, useful about what was received
 /// and how to get a real model.
 fn reply_for(request: &ModelRequest<'_>) -> String {
+    // The user's own last input, past what the pod added after it (the
+    // project's instructions follow a session's first input).
     let last = request.messages.iter().rev().find_map(|m| match m {
-        ChatMessage::User { text } => Some(text.as_ref()),
+        ChatMessage::User { text } if !crate::context::is_injected(text) => Some(text.as_ref()),
         _ => None,
     });
     let mut reply = String::from(
@@ -109,9 +111,7 @@ fn reply_for(request: &ModelRequest<'_>) -> String {
 fn describe(text: &str) -> String {
     let lines = text.lines().count().max(1);
     let chars = text.chars().count();
-    // "I received", not "you wrote": the message is the model's view of the
-    // input, which carries what the pod added (project instructions, notes).
-    let mut out = format!("The last message I received had {chars} characters in {lines} line(s)");
+    let mut out = format!("Your last message had {chars} characters in {lines} line(s)");
     let files = attached_files(text);
     if !files.is_empty() {
         let list: Vec<String> = files
@@ -177,10 +177,18 @@ mod tests {
         let request = ModelRequest {
             model: None,
             system: "".into(),
-            messages: vec![ChatMessage::User {
-                text: "look at\n<file path=\"src/a.rs\">\nfn a() {}\nfn b() {}\n</file>\nplease"
-                    .into(),
-            }],
+            // The project's instructions follow a session's first input:
+            // the reply is about the input all the same.
+            messages: vec![
+                ChatMessage::User {
+                    text:
+                        "look at\n<file path=\"src/a.rs\">\nfn a() {}\nfn b() {}\n</file>\nplease"
+                            .into(),
+                },
+                ChatMessage::User {
+                    text: "[project_instructions] AGENTS.md\n# Rules\nBe brief.".into(),
+                },
+            ],
             tools: vec![ToolSpec {
                 name: "read_file".into(),
                 description: String::new(),
