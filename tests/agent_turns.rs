@@ -6,34 +6,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use harness::{eventually, Pod};
+use harness::{eventually, kinds, Pod};
 use serde_json::{json, Value};
-use support::{data_frames, typed_frames, Reply, Server};
-
-/// A model server on a runtime that lives as long as the test.
-fn model_server(replies: Vec<Reply>) -> (tokio::runtime::Runtime, Server) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let server = rt.block_on(Server::start(replies));
-    (rt, server)
-}
-
-fn kinds(log: &[Value]) -> Vec<String> {
-    log.iter()
-        .map(|l| {
-            let entry = &l["entry"];
-            match entry["kind"].as_str().unwrap() {
-                "assistant_items" => {
-                    format!("assistant:{}", entry["items"][0]["type"].as_str().unwrap())
-                }
-                kind => kind.to_owned(),
-            }
-        })
-        .collect()
-}
+use support::{data_frames, model_server, typed_frames, Reply};
 
 const EXPECTED: [&str; 6] = [
     "session_start",

@@ -106,18 +106,25 @@ fn every_client_command_words_a_missing_pod_alike_and_exits_3() {
     }
 }
 
+/// `pod serve ARGS` in `dir`, which is expected to refuse them: its output.
+fn serve_with(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(POD)
+        .arg("serve")
+        .args(args)
+        .arg("--socket")
+        .arg(dir.join("s.sock"))
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn serve_refuses_a_base_url_without_scheme_or_host_naming_the_flag() {
     let dir = tempfile::tempdir().unwrap();
     for bad in ["not a url", "localhost:11434"] {
-        let output = std::process::Command::new(POD)
-            .args(["serve", "--base-url", bad, "--socket"])
-            .arg(dir.path().join("s.sock"))
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .env("XDG_CONFIG_HOME", dir.path().join("config"))
-            .output()
-            .unwrap();
+        let output = serve_with(dir.path(), &["--base-url", bad]);
         assert_eq!(output.status.code(), Some(2), "{bad}");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains("--base-url"), "{bad}: {stderr}");
@@ -138,16 +145,7 @@ fn serve_refuses_zero_counts_and_a_script_provider_without_a_script() {
         (&["--max-frame-bytes", "0"], "--max-frame-bytes"),
         (&["--provider", "script"], "--script"),
     ] {
-        let output = std::process::Command::new(POD)
-            .arg("serve")
-            .args(args)
-            .arg("--socket")
-            .arg(dir.path().join("s.sock"))
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .env("XDG_CONFIG_HOME", dir.path().join("config"))
-            .output()
-            .unwrap();
+        let output = serve_with(dir.path(), args);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(named), "{args:?}: {stderr}");

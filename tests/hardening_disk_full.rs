@@ -7,23 +7,9 @@ mod support;
 
 use std::time::Duration;
 
-use harness::Pod;
+use harness::{kinds, Pod};
 use serde_json::{json, Value};
-use support::{data_frames, Reply, Server};
-
-fn kinds(log: &[Value]) -> Vec<String> {
-    log.iter()
-        .map(|l| {
-            let entry = &l["entry"];
-            match entry["kind"].as_str().unwrap() {
-                "assistant_items" => {
-                    format!("assistant:{}", entry["items"][0]["type"].as_str().unwrap())
-                }
-                kind => kind.to_owned(),
-            }
-        })
-        .collect()
-}
+use support::{data_frames, model_server, Reply};
 
 /// Item 2: the disk fills up while a tool runs (the tool itself creates the
 /// fault marker), so neither its result nor the turn's end can be
@@ -87,17 +73,6 @@ fn a_turn_whose_end_failed_on_a_full_disk_is_closed_before_the_next_input() {
     assert_eq!(result["call_id"], "c1");
     assert_eq!(result["is_error"], true);
     assert_eq!(log[4]["entry"]["reason"], "error");
-}
-
-/// A model server on a runtime that lives as long as the test.
-fn model_server(replies: Vec<Reply>) -> (tokio::runtime::Runtime, Server) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let server = rt.block_on(Server::start(replies));
-    (rt, server)
 }
 
 fn line(seq: usize, entry: Value) -> String {

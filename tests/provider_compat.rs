@@ -7,18 +7,7 @@ mod support;
 
 use harness::Pod;
 use serde_json::{json, Value};
-use support::{data_frames, typed_frames, Reply, Server};
-
-/// A model server on a runtime that lives as long as the test.
-fn model_server(replies: Vec<Reply>) -> (tokio::runtime::Runtime, Server) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let server = rt.block_on(Server::start(replies));
-    (rt, server)
-}
+use support::{data_frames, model_server, typed_frames, Reply, Server};
 
 fn openai_pod(server: &Server) -> Pod {
     Pod::builder()
@@ -44,19 +33,7 @@ fn turn(pod: &Pod, text: &str) -> (Value, Vec<Value>) {
 
 /// The log's entries after `session_start`, as `kind` or `assistant:type`.
 fn kinds(pod: &Pod) -> Vec<String> {
-    pod.log_lines()
-        .iter()
-        .skip(1)
-        .map(|l| {
-            let entry = &l["entry"];
-            match entry["kind"].as_str().unwrap() {
-                "assistant_items" => {
-                    format!("assistant:{}", entry["items"][0]["type"].as_str().unwrap())
-                }
-                kind => kind.to_owned(),
-            }
-        })
-        .collect()
+    harness::kinds(&pod.log_lines()[1..])
 }
 
 const OLLAMA: &str = r#""object":"chat.completion.chunk","created":1733000000,"model":"qwen2.5-coder:7b","system_fingerprint":"fp_ollama""#;

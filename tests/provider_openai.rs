@@ -37,6 +37,25 @@ fn hello() -> ModelRequest<'static> {
     }
 }
 
+/// What the provider makes of one reply of SSE `body` from a real server on
+/// 127.0.0.1, its base URL `{server}{path}`.
+async fn stream_body(
+    body: &str,
+    path: &str,
+    key: Option<&str>,
+) -> (Vec<ModelEvent>, Option<pod::provider::ModelError>) {
+    let server = Server::start(vec![Reply::sse(body)]).await;
+    let provider = provider(&format!("{}{path}", server.url), key);
+    collect(provider.stream(&hello())).await
+}
+
+fn usage(input_tokens: u64, output_tokens: u64) -> ModelEvent {
+    ModelEvent::Usage(Usage {
+        input_tokens,
+        output_tokens,
+    })
+}
+
 const ROLE: &str = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}"#;
 const HEL: &str = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"Hel"},"logprobs":null,"finish_reason":null}],"usage":null}"#;
 const LO: &str = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"lo ✓"},"logprobs":null,"finish_reason":null}],"usage":null}"#;
@@ -52,10 +71,7 @@ fn text_events() -> Vec<ModelEvent> {
         ModelEvent::TextDelta("Hel".into()),
         ModelEvent::TextDelta("lo ✓".into()),
         ModelEvent::BlockEnd,
-        ModelEvent::Usage(Usage {
-            input_tokens: 12,
-            output_tokens: 3,
-        }),
+        usage(12, 3),
     ]
 }
 
@@ -104,9 +120,7 @@ async fn tool_calls_are_assembled_by_index_with_block_ends() {
         r#"{"choices":[],"usage":{"prompt_tokens":40,"completion_tokens":20}}"#,
         "[DONE]",
     ]);
-    let server = Server::start(vec![Reply::sse(&frames)]).await;
-    let provider = provider(&format!("{}/v1", server.url), Some("k"));
-    let (events, error) = collect(provider.stream(&hello())).await;
+    let (events, error) = stream_body(&frames, "/v1", Some("k")).await;
     assert_eq!(error, None);
     let start = |id: &str, name: &str| ModelEvent::ToolCallStart {
         call_id: id.into(),
@@ -401,9 +415,7 @@ async fn garbage_in_the_stream_is_a_clear_error() {
 #[tokio::test]
 async fn error_object_mid_stream_is_reported() {
     let frames = data_frames(&[HEL, r#"{"error":{"message":"context length exceeded"}}"#]);
-    let server = Server::start(vec![Reply::sse(&frames)]).await;
-    let provider = provider(&format!("{}/v1", server.url), Some("k"));
-    let (events, error) = collect(provider.stream(&hello())).await;
+    let (events, error) = stream_body(&frames, "/v1", Some("k")).await;
     assert_eq!(events, vec![ModelEvent::TextDelta("Hel".into())]);
     assert!(error.unwrap().message.contains("context length exceeded"));
 }
@@ -530,9 +542,7 @@ async fn ollama_whole_tool_calls_numbered_zero_and_finish_reason_stop() {
         r#"{"id":"chatcmpl-532","object":"chat.completion.chunk","created":1733000000,"model":"qwen2.5-coder:7b","system_fingerprint":"fp_ollama","choices":[],"usage":{"prompt_tokens":120,"completion_tokens":30,"total_tokens":150}}"#,
         "[DONE]",
     ]);
-    let server = Server::start(vec![Reply::sse(&frames)]).await;
-    let provider = provider(&format!("{}/v1", server.url), None);
-    let (events, error) = collect(provider.stream(&hello())).await;
+    let (events, error) = stream_body(&frames, "/v1", None).await;
     assert_eq!(error, None);
     let mut expected = call_events("call_x1", "read_file", &[r#"{"path":"a.txt"}"#]);
     expected.extend(call_events(
@@ -540,10 +550,7 @@ async fn ollama_whole_tool_calls_numbered_zero_and_finish_reason_stop() {
         "read_file",
         &[r#"{"path":"b.txt"}"#],
     ));
-    expected.push(ModelEvent::Usage(Usage {
-        input_tokens: 120,
-        output_tokens: 30,
-    }));
+    expected.push(usage(120, 30));
     assert_eq!(events, expected);
 }
 
@@ -563,9 +570,7 @@ async fn llama_cpp_reasoning_then_a_tool_call_in_fragments_with_usage_on_the_las
         r#"{"choices":[{"finish_reason":"tool_calls","index":0,"delta":{}}],"created":1733000000,"id":"chatcmpl-Ab1","model":"qwen3","system_fingerprint":"b5000-abc","object":"chat.completion.chunk","usage":{"completion_tokens":21,"prompt_tokens":95,"total_tokens":116},"timings":{"prompt_n":95,"prompt_ms":80.1,"predicted_n":21,"predicted_ms":300.2}}"#,
         "[DONE]",
     ]);
-    let server = Server::start(vec![Reply::sse(&frames)]).await;
-    let provider = provider(&format!("{}/v1", server.url), None);
-    let (events, error) = collect(provider.stream(&hello())).await;
+    let (events, error) = stream_body(&frames, "/v1", None).await;
     assert_eq!(error, None);
     let mut expected = vec![
         ModelEvent::ReasoningDelta("The user wants".into()),
@@ -577,10 +582,7 @@ async fn llama_cpp_reasoning_then_a_tool_call_in_fragments_with_usage_on_the_las
         "read_file",
         &["{\"path\":", " \"a.txt\"}"],
     ));
-    expected.push(ModelEvent::Usage(Usage {
-        input_tokens: 95,
-        output_tokens: 21,
-    }));
+    expected.push(usage(95, 21));
     assert_eq!(events, expected);
 }
 
@@ -596,9 +598,7 @@ async fn vllm_reasoning_content_and_a_call_named_before_its_arguments() {
         r#"{"id":"chatcmpl-9f","object":"chat.completion.chunk","created":1733000000,"model":"Qwen/Qwen3-8B","choices":[],"usage":{"prompt_tokens":60,"total_tokens":80,"completion_tokens":20}}"#,
         "[DONE]",
     ]);
-    let server = Server::start(vec![Reply::sse(&frames)]).await;
-    let provider = provider(&format!("{}/v1", server.url), None);
-    let (events, error) = collect(provider.stream(&hello())).await;
+    let (events, error) = stream_body(&frames, "/v1", None).await;
     assert_eq!(error, None);
     let mut expected = vec![
         ModelEvent::ReasoningDelta("Check it.".into()),
@@ -611,10 +611,7 @@ async fn vllm_reasoning_content_and_a_call_named_before_its_arguments() {
         "read_file",
         &[r#"{"path": "a.txt"}"#],
     ));
-    expected.push(ModelEvent::Usage(Usage {
-        input_tokens: 60,
-        output_tokens: 20,
-    }));
+    expected.push(usage(60, 20));
     assert_eq!(events, expected);
 }
 
@@ -671,9 +668,7 @@ async fn openrouter_error_chunk_mid_stream_quotes_the_provider_and_keeps_the_tex
 #[tokio::test]
 async fn an_error_string_in_place_of_a_chunk_is_quoted_plainly() {
     let frames = data_frames(&[r#"{"error":"model runner has unexpectedly stopped"}"#]);
-    let server = Server::start(vec![Reply::sse(&frames)]).await;
-    let provider = provider(&format!("{}/v1", server.url), None);
-    let (_, error) = collect(provider.stream(&hello())).await;
+    let (_, error) = stream_body(&frames, "/v1", None).await;
     assert_eq!(
         error.unwrap().message,
         "openai: the server reported an error during the reply: model runner has unexpectedly stopped"
@@ -714,9 +709,7 @@ async fn loosely_typed_fields_are_read_not_fatal() {
         r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
         "[DONE]",
     ]);
-    let server = Server::start(vec![Reply::sse(&frames)]).await;
-    let provider = provider(&format!("{}/v1", server.url), None);
-    let (events, error) = collect(provider.stream(&hello())).await;
+    let (events, error) = stream_body(&frames, "/v1", None).await;
     assert_eq!(error, None);
     let mut expected = vec![
         ModelEvent::TextDelta("Two parts".into()),
@@ -729,10 +722,7 @@ async fn loosely_typed_fields_are_read_not_fatal() {
             call_id: "7".into(),
             delta: r#"{"a":1}"#.into(),
         },
-        ModelEvent::Usage(Usage {
-            input_tokens: 3,
-            output_tokens: 0,
-        }),
+        usage(3, 0),
     ];
     expected.push(ModelEvent::BlockEnd);
     assert_eq!(events, expected);
@@ -864,10 +854,7 @@ async fn a_whole_json_reply_instead_of_a_stream_is_read() {
     assert_eq!(error, None);
     let mut expected = vec![ModelEvent::TextDelta("Done.".into()), ModelEvent::BlockEnd];
     expected.extend(call_events("call_9", "read_file", &[r#"{"path":"a"}"#]));
-    expected.push(ModelEvent::Usage(Usage {
-        input_tokens: 5,
-        output_tokens: 4,
-    }));
+    expected.push(usage(5, 4));
     assert_eq!(events, expected);
 }
 

@@ -14,6 +14,22 @@ use serde_json::Value;
 
 pub const POD: &str = env!("CARGO_BIN_EXE_pod");
 
+/// Log lines as their entries' kinds, an assistant block as
+/// `assistant:TYPE`: the shape of a turn, for comparing logs.
+pub fn kinds(log: &[Value]) -> Vec<String> {
+    log.iter()
+        .map(|l| {
+            let entry = &l["entry"];
+            match entry["kind"].as_str().unwrap() {
+                "assistant_items" => {
+                    format!("assistant:{}", entry["items"][0]["type"].as_str().unwrap())
+                }
+                kind => kind.to_owned(),
+            }
+        })
+        .collect()
+}
+
 /// A running `pod serve`, killed on drop.
 pub struct Pod {
     pub dir: tempfile::TempDir,

@@ -101,6 +101,18 @@ pub struct Server {
     requests: Arc<Mutex<Vec<Recorded>>>,
 }
 
+/// A model server for tests that drive a pod from plain threads: on a
+/// runtime of its own that lives as long as the test.
+pub fn model_server(replies: Vec<Reply>) -> (tokio::runtime::Runtime, Server) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt.block_on(Server::start(replies));
+    (rt, server)
+}
+
 impl Server {
     /// Serves `replies` in order; requests beyond them get a 599 so a test
     /// that makes too many requests fails loudly.
