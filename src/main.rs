@@ -29,17 +29,19 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Err(e) = pod::cli::args::check_settings(&config.table) {
-        let path = config.path.as_deref().unwrap_or(std::path::Path::new("?"));
-        eprintln!("pod: config file {}: {e}", path.display());
-        return ExitCode::from(2);
-    }
-    for unknown in pod::cli::args::unknown_settings(&config.table) {
-        if let Some(path) = &config.path {
-            eprintln!(
-                "pod: warning: config file {}: {unknown}; ignored",
-                path.display()
-            );
+    let path = config.path.as_deref().unwrap_or(std::path::Path::new("?"));
+    match pod::cli::args::check_settings(&config.table) {
+        Ok(unknown) => {
+            for unknown in unknown {
+                eprintln!(
+                    "pod: warning: config file {}: {unknown}; ignored",
+                    path.display()
+                );
+            }
+        }
+        Err(e) => {
+            eprintln!("pod: config file {}: {e}", path.display());
+            return ExitCode::from(2);
         }
     }
     let cli = match pod::cli::args::parse(args, &config.table) {

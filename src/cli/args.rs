@@ -358,16 +358,29 @@ fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::new().range(1..)
 }
 
+/// Checks the config file's settings against the flags they stand for:
+/// `Err` names a value its flag's parser refuses (as the file's, not as a
+/// flag the user never typed); `Ok` lists warnings for keys that set
+/// nothing (see [`unknown_settings`]).
+pub fn check_settings(table: &toml::Table) -> Result<Vec<String>, String> {
+    let cmd = Cli::command();
+    bad_value(&cmd, table)?;
+    Ok(unknown_settings(&cmd, table))
+}
+
+/// Every flag of the command and of its subcommands.
+fn flags(cmd: &clap::Command) -> impl Iterator<Item = &clap::Arg> {
+    cmd.get_arguments()
+        .chain(cmd.get_subcommands().flat_map(|sub| sub.get_arguments()))
+}
+
 /// The config file's keys that set nothing — no flag is called that and
 /// no table is read under it — each with the setting probably meant. A
 /// typo (`aproval`, `sandbox_netwrok`) would otherwise leave the default in
 /// force without a word. Warned about, not refused: a file written for a
 /// newer pod still starts this one.
-pub fn unknown_settings(table: &toml::Table) -> Vec<String> {
-    let cmd = Cli::command();
-    let mut known: Vec<String> = cmd
-        .get_arguments()
-        .chain(cmd.get_subcommands().flat_map(|sub| sub.get_arguments()))
+fn unknown_settings(cmd: &clap::Command, table: &toml::Table) -> Vec<String> {
+    let mut known: Vec<String> = flags(cmd)
         .filter_map(|arg| arg.get_long())
         .map(|long| long.replace('-', "_"))
         .collect();
@@ -404,17 +417,13 @@ fn as_flag_value(value: &toml::Value) -> Option<String> {
 /// Checks each config value with its flag's own parser, so that a bad one
 /// is reported as the file's (`approval = "yolo"`), not as a `--approval`
 /// the user never typed.
-pub fn check_settings(table: &toml::Table) -> Result<(), String> {
-    let cmd = Cli::command();
+fn bad_value(cmd: &clap::Command, table: &toml::Table) -> Result<(), String> {
     for (key, value) in table {
         let Some(text) = as_flag_value(value) else {
             continue;
         };
         let long = key.replace('_', "-");
-        let args = cmd
-            .get_arguments()
-            .chain(cmd.get_subcommands().flat_map(|sub| sub.get_arguments()));
-        for arg in args.filter(|arg| arg.get_long() == Some(long.as_str())) {
+        for arg in flags(cmd).filter(|arg| arg.get_long() == Some(long.as_str())) {
             // Installed as the default of a command holding that flag
             // alone, as `with_config_file` installs it: parsing nothing
             // checks exactly that value.
@@ -474,7 +483,7 @@ mod tests {
         let check = |text: &str| check_settings(&text.parse().unwrap());
         assert_eq!(
             check("new_session = true\ncontext_window = 5000\napproval = \"auto\"\n"),
-            Ok(())
+            Ok(Vec::new())
         );
         let error = check("max_steps = 3\napproval = \"yolo\"\n").unwrap_err();
         assert!(
@@ -492,7 +501,7 @@ mod tests {
             .parse()
             .unwrap();
         assert_eq!(
-            unknown_settings(&table),
+            check_settings(&table).unwrap(),
             [
                 "`aproval` sets nothing (did you mean `approval`?)",
                 "`sandbox_netwrok` sets nothing (did you mean `sandbox_network`?)",
