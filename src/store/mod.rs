@@ -1,8 +1,10 @@
-//! Durable storage: session log files, the pod's current-session pointer,
+//! Durable storage: session log files, the content-addressed store (image
+//! blobs, checkpointed files), the pod's current-session pointer,
 //! the listing's index, and the lock that makes one pod the only user of
 //! its pointer. Plain synchronous file code; the `SessionLog` actor is its
 //! only user at run time, which is what makes it the single writer.
 
+pub mod content;
 pub mod index;
 pub mod log_file;
 pub mod pod_lock;
