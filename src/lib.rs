@@ -20,4 +20,5 @@ pub mod store;
 pub mod tokens;
 pub mod tools;
 pub mod tui;
+pub mod web;
 pub mod workspace;
