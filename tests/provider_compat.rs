@@ -336,3 +336,28 @@ fn anthropic_stopping_at_max_tokens_ends_the_turn_with_output_limit() {
     assert_eq!(kinds(&pod), ["user_input", "assistant:text", "turn_end"]);
     assert_eq!(server.requests()[0].json()["max_tokens"], 32);
 }
+
+#[test]
+fn the_context_gauge_uses_the_estimate_when_the_server_reports_no_usage_and_says_so() {
+    // llama-cpp-python: no usage chunk, no stream_options refusal either.
+    let answer = data_frames(&[
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"Fine."},"finish_reason":"stop"}]}"#,
+        "[DONE]",
+    ]);
+    let (_rt, server) = model_server(vec![Reply::sse(&answer)]);
+    let pod = openai_pod(&server);
+    let (_, frames) = turn(&pod, &"a long question ".repeat(200));
+    let status = frames
+        .iter()
+        .rev()
+        .find(|f| f["type"] == "status")
+        .unwrap();
+    assert_eq!(status["context_source"], "estimate", "{status}");
+    assert!(
+        status["context_tokens"].as_u64().unwrap() > 800,
+        "the request's own size, not 0: {status}"
+    );
+    let out = pod.command("status").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("estimated"), "{text}");
+}
