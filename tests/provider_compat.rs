@@ -347,11 +347,7 @@ fn the_context_gauge_uses_the_estimate_when_the_server_reports_no_usage_and_says
     let (_rt, server) = model_server(vec![Reply::sse(&answer)]);
     let pod = openai_pod(&server);
     let (_, frames) = turn(&pod, &"a long question ".repeat(200));
-    let status = frames
-        .iter()
-        .rev()
-        .find(|f| f["type"] == "status")
-        .unwrap();
+    let status = frames.iter().rev().find(|f| f["type"] == "status").unwrap();
     assert_eq!(status["context_source"], "estimate", "{status}");
     assert!(
         status["context_tokens"].as_u64().unwrap() > 800,
