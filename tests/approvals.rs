@@ -377,6 +377,9 @@ fn a_tool_cannot_approve_another_call_of_its_step() {
         .in_dir(dir)
         .script(&script)
         .args(["--approval", "ask", "--allow", "bash:python3 *"])
+        // The door a tool would otherwise find shut: this is the check
+        // behind it.
+        .args(["--sandbox-unix-sockets", "on"])
         .start();
     assert_eq!(pod.socket, socket);
     let mut c = pod.client();
