@@ -285,3 +285,68 @@ fn commands_do_not_see_the_pods_secrets() {
         "{out}"
     );
 }
+
+/// No byte a terminal acts on: ESC, the C1 controls, BEL, CR, the bidi
+/// overrides.
+fn assert_inert(what: &str, text: &str) {
+    for bad in ['\u{1b}', '\u{9b}', '\u{7}', '\r', '\u{202e}'] {
+        assert!(!text.contains(bad), "{what} printed {bad:?} raw:\n{text}");
+    }
+}
+
+/// A command that hides itself behind `ESC[2K\r` and prints OSC 52 (set
+/// the clipboard), an answer that sets the window title and moves the
+/// cursor up: every CLI shows them as visible escapes.
+#[test]
+fn no_cli_prints_a_tools_or_the_models_control_characters() {
+    let command =
+        "printf '\\033]52;c;cm0gLXJmIH4=\\007out\\n'; touch PWN\u{1b}[2K\rbash: git status";
+    let answer = "title\u{1b}]2;owned\u{7} up\u{1b}[1A\u{202e}txt.exe";
+    let pod = Pod::builder()
+        .script(&[bash_call("c1", command), text(answer)].join("\n"))
+        .args(["--approval", "ask"])
+        .start();
+    let send = pod
+        .command("send")
+        .args(["--text", "go\u{1b}[31m red"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut watcher = pod.client();
+    watcher.until_type("snapshot");
+    watcher.until_entry("approval_request");
+
+    let pending = harness::succeeded(pod.command("pending").output().unwrap());
+    assert_inert("pod pending", &pending);
+    assert!(
+        pending.contains("touch PWN\\e[2K\\rbash: git status"),
+        "{pending}"
+    );
+    let approved = harness::succeeded(pod.command("approve").arg("c1").output().unwrap());
+    assert_inert("pod approve", &approved);
+    assert!(approved.contains("PWN\\e[2K\\r"), "{approved}");
+
+    let sent = send.wait_with_output().unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&sent.stdout),
+        String::from_utf8_lossy(&sent.stderr),
+    );
+    assert!(sent.status.success(), "{out}\n{err}");
+    assert_inert("pod send (stdout)", &out);
+    assert_inert("pod send (stderr)", &err);
+    assert!(
+        out.contains("title\\e]2;owned\\x07 up\\e[1A\\u202etxt.exe"),
+        "{out}"
+    );
+    assert!(err.contains("PWN\\e[2K\\r"), "{err}");
+
+    let log = harness::succeeded(pod.command("log").output().unwrap());
+    assert_inert("pod log", &log);
+    assert!(log.contains("\\e]52;c;cm0gLXJmIH4=\\x07out"), "{log}");
+    let status = harness::succeeded(pod.command("status").output().unwrap());
+    assert_inert("pod status", &status);
+    let sessions = harness::succeeded(pod.command("sessions").output().unwrap());
+    assert_inert("pod sessions", &sessions);
+    assert!(sessions.contains("go\\e[31m red"), "{sessions}");
+}

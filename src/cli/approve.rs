@@ -22,8 +22,16 @@ struct Pending {
 }
 
 impl Pending {
+    /// The call as one line, every control character in it (the model
+    /// chose them all) shown as a visible escape.
     fn line(&self) -> String {
-        format!("{}  {}: {}", self.call_id, self.tool, self.summary)
+        use crate::safe_text::line;
+        format!(
+            "{}  {}: {}",
+            line(&self.call_id),
+            line(&self.tool),
+            line(&self.summary)
+        )
     }
 }
 
@@ -150,7 +158,7 @@ async fn decide(paths: &Paths, wanted: Option<&str>, answer: Answer) -> anyhow::
     let chosen = match choose(&pending, wanted) {
         Ok(chosen) => chosen,
         Err(why) => {
-            eprintln!("pod: {why}");
+            eprintln!("pod: {}", crate::safe_text::lines(&why));
             return Ok(ExitCode::from(exit::FAILED));
         }
     };
@@ -169,8 +177,9 @@ async fn decide(paths: &Paths, wanted: Option<&str>, answer: Answer) -> anyhow::
         }
         Err(why) => {
             eprintln!(
-                "pod: the pod did not take the answer for {}: {why}",
-                chosen.call_id
+                "pod: the pod did not take the answer for {}: {}",
+                crate::safe_text::line(&chosen.call_id),
+                crate::safe_text::line(&why)
             );
             Ok(ExitCode::from(exit::FAILED))
         }
