@@ -7,7 +7,7 @@
 use std::process::ExitCode;
 
 use crate::client::{EventStream, RequestSink};
-use crate::protocol::{Decision, Event, LogEntry, Method, Request, Scope, Snapshot};
+use crate::protocol::{AssistantItem, Decision, Event, LogEntry, Method, Request, Scope, Snapshot};
 
 use super::args::{ApproveArgs, DenyArgs};
 use super::connect::{connect, exit, no_pod, snapshot};
@@ -19,6 +19,8 @@ struct Pending {
     call_id: String,
     tool: String,
     summary: String,
+    /// The rule `--session` would add, as the pod derives it.
+    session_rule: Option<String>,
 }
 
 impl Pending {
@@ -57,13 +59,38 @@ fn pending_of(snapshot: &Snapshot) -> Vec<Pending> {
                 });
             let (tool, summary) = request
                 .unwrap_or_else(|| ("?".into(), "(its request is not in this session)".into()));
+            let session_rule = session_rule_of(snapshot, call_id, &tool);
             Pending {
                 call_id: call_id.clone(),
                 tool,
                 summary,
+                session_rule,
             }
         })
         .collect()
+}
+
+/// The rule a `session` answer to `call_id` would add, from the call's
+/// arguments in the snapshot and the pod's workspace.
+fn session_rule_of(snapshot: &Snapshot, call_id: &str, tool: &str) -> Option<String> {
+    let arguments = snapshot
+        .entries
+        .iter()
+        .rev()
+        .find_map(|line| match &line.entry {
+            LogEntry::AssistantItems { items } => items.iter().find_map(|item| match item {
+                AssistantItem::ToolCall {
+                    call_id: id,
+                    arguments,
+                    ..
+                } if id == call_id => Some(arguments),
+                _ => None,
+            }),
+            _ => None,
+        })?;
+    let call = crate::approval::Call { tool, arguments };
+    let workspace = std::path::Path::new(&snapshot.greeting.workspace);
+    crate::approval::session_rule(&call, workspace).map(|rule| rule.to_string())
 }
 
 /// Which pending approval `wanted` (a call id or a unique prefix; `None`:
@@ -121,6 +148,9 @@ pub fn pending(paths: &Paths) -> anyhow::Result<ExitCode> {
         }
         for p in pending {
             println!("{}", p.line());
+            if let Some(rule) = &p.session_rule {
+                println!("    --session adds {}", crate::safe_text::line(rule));
+            }
         }
         Ok(ExitCode::SUCCESS)
     })
@@ -246,6 +276,7 @@ mod tests {
                 call_id: (*id).into(),
                 tool: "bash".into(),
                 summary: format!("run {id}"),
+                session_rule: None,
             })
             .collect()
     }
