@@ -242,11 +242,31 @@ impl Parser {
                 self.open(LevelKind::Paren, true);
             }
             '`' => self.backtick(),
+            '$' if self.runs_a_command_at_brace() => self.funsub(),
             _ => {
                 self.push(c);
                 self.at += 1;
             }
         }
+    }
+
+    /// Whether a `$` here opens `${` that is not a plain parameter
+    /// expansion: bash 5.3 runs `${ cmd; }` and `${| cmd; }` as command
+    /// substitutions, and a later bash may add more forms, so any `${` not
+    /// followed by what a parameter starts with is treated as one.
+    fn runs_a_command_at_brace(&self) -> bool {
+        self.peek(1) == Some('{')
+            && !self.peek(2).is_some_and(|c| {
+                c.is_ascii_alphanumeric()
+                    || matches!(c, '_' | '#' | '!' | '@' | '*' | '?' | '$' | '-')
+            })
+    }
+
+    /// `${ …` run as a command substitution: no allow rule covers the line.
+    fn funsub(&mut self) {
+        self.out.substitution = true;
+        self.push('$');
+        self.at += 1;
     }
 
     fn unquoted(&mut self, c: char) {
@@ -272,6 +292,7 @@ impl Parser {
                 self.backslash();
             }
             '$' if self.peek(1) == Some('\'') => self.single_quoted(2),
+            '$' if self.runs_a_command_at_brace() => self.funsub(),
             '$' | '<' | '>' if self.peek(1) == Some('(') => {
                 self.push(c);
                 self.push('(');
@@ -822,6 +843,25 @@ mod tests {
         assert_eq!(texts("  git \t status   -s  "), ["git status -s"]);
         assert_eq!(texts("echo 'a   b'"), ["echo 'a   b'"]);
         assert_eq!(collapse("a  \"b  c\"  d"), "a \"b  c\" d");
+    }
+
+    #[test]
+    fn a_brace_that_runs_a_command_is_a_substitution() {
+        for line in [
+            "echo ${ rm -rf x; }",
+            "echo ${| REPLY=$(id); }",
+            "echo \"${\trm x;}\"",
+            "echo ${(x)}",
+        ] {
+            assert!(parse(line).substitution, "{line}");
+        }
+        for line in [
+            "echo ${HOME}",
+            "echo ${#x} ${!p} ${@} ${x:-a} \"${1}\"",
+            "echo '${ x; }'",
+        ] {
+            assert!(!parse(line).substitution, "{line}");
+        }
     }
 
     #[test]

@@ -299,40 +299,57 @@ fn describe(status: ExitStatus) -> (String, bool) {
     }
 }
 
-/// Starts `bash -c command` as a [tool process](super::process) — in a
-/// session, and so a process group, of its own — with stdout and stderr
-/// on one pipe; returns the child and the pipe's read end. The write ends
-/// live only in the child once this returns, so the read end sees EOF when
-/// every process holding them has exited.
-///
-/// The child gets `PR_SET_PDEATHSIG`, which fires when the *thread* that
-/// forked it exits, not the process. That is the thread polling this future:
-/// the pod's actix main thread, which lives as long as the pod (tests drive it
-/// from their own runtime thread, which outlives the call). Spawning from a
-/// pool thread that can retire (`spawn_blocking`) would kill commands at
-/// random, so this must stay on the caller's thread.
+/// Starts `bash -c command` with stdout and stderr on one pipe; returns the
+/// child and the pipe's read end. The write ends live only in the child
+/// once this returns, so the read end sees EOF when every process holding
+/// them has exited.
 fn spawn(
     ws: &Workspace,
     sandbox: &Sandbox,
     command: &str,
 ) -> std::io::Result<(tokio::process::Child, OwnedFd)> {
-    let confinement = sandbox.confinement()?;
     let (read_end, write_end) = pipe_with(PipeFlags::CLOEXEC)?;
     let write_err = write_end.try_clone()?;
+    let mut cmd = tool_command(ws.root(), Some(sandbox), command)?;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::from(write_end))
+        .stderr(Stdio::from(write_err));
+    let child = cmd.spawn()?;
+    drop(cmd);
+    Ok((child, read_end))
+}
+
+/// `bash -c command` in `root` as a [tool process](super::process) — the
+/// leader of its own session (so of its own process group, with no
+/// controlling terminal), under the seccomp filter, without the pod's
+/// secrets, dying with the pod — confined by `sandbox` when given (`bash`
+/// commands, background jobs), else only by the filter (hooks). The caller
+/// sets its stdio, spawns it and hands its pid to a [`ProcessGroup`].
+///
+/// The child gets `PR_SET_PDEATHSIG`, which fires when the *thread* that
+/// forked it exits, not the process. That is the thread polling the
+/// caller's future: the pod's actix main thread, which lives as long as the
+/// pod (tests drive it from their own runtime thread, which outlives the
+/// call). Spawning from a pool thread that can retire (`spawn_blocking`)
+/// would kill commands at random, so spawning must stay on that thread.
+pub(crate) fn tool_command(
+    root: &std::path::Path,
+    sandbox: Option<&Sandbox>,
+    command: &str,
+) -> std::io::Result<Command> {
+    let confinement = match sandbox {
+        Some(sandbox) => sandbox.confinement()?,
+        None => super::process::Confinement::unsandboxed()?,
+    };
     let mut cmd = Command::new("bash");
     super::process::harden(&mut cmd, confinement);
     cmd.arg("-c")
         .arg(command)
-        .current_dir(ws.root())
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(write_end))
-        .stderr(Stdio::from(write_err))
+        .current_dir(root)
         .env("PAGER", "cat")
         .env("GIT_PAGER", "cat")
         .kill_on_drop(true);
-    let child = cmd.spawn()?;
-    drop(cmd);
-    Ok((child, read_end))
+    Ok(cmd)
 }
 
 #[cfg(test)]
