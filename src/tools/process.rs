@@ -181,6 +181,8 @@ fn build_filter(deny_unix_sockets: bool) -> Result<BpfProgram, String> {
             .map_err(|e| e.to_string())
     };
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    // The requests' type is `c_ulong` in glibc and `c_int` in musl.
+    #[allow(clippy::unnecessary_cast)]
     let ioctl = vec![
         arg_is(1, libc::TIOCSTI as u64)?,
         arg_is(1, libc::TIOCLINUX as u64)?,
