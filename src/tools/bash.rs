@@ -1,6 +1,7 @@
 //! The `bash` tool: `bash -c` in the workspace root.
 //!
-//! The command runs as the leader of its own process group, so that
+//! The command runs as the leader of its own session and process group
+//! ([`tool_command`], the one spawn path every tool process takes), so that
 //! cancelling, timing out or finishing can kill everything it started
 //! (pipelines, `&` jobs, grandchildren) in one signal — killing only `bash`
 //! would leave a `sleep 30; touch marker` running after the turn was
@@ -76,17 +77,17 @@ pub struct BashArgs {
 /// call's future is dropped mid-run, nothing it started is left behind. The
 /// [`reaper`](super::reaper) watches the group meanwhile, for a pod that
 /// dies before it can.
-struct ProcessGroup(Option<Pid>);
+pub(crate) struct ProcessGroup(Option<Pid>);
 
 impl ProcessGroup {
-    fn new(leader: Option<Pid>) -> Self {
+    pub(crate) fn new(leader: Option<Pid>) -> Self {
         if let Some(group) = leader {
             super::reaper::watch(group, true);
         }
         Self(leader)
     }
 
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(pid) = self.0.take() {
             // ESRCH (everyone already gone) is the expected, harmless case.
             let _ = kill_process_group(pid, Signal::Kill);
@@ -301,36 +302,54 @@ fn describe(status: ExitStatus) -> (String, bool) {
     }
 }
 
-/// Starts `bash -c command` in its own process group with stdout and stderr
-/// on one pipe; returns the child and the pipe's read end. The write ends
-/// live only in the child once this returns, so the read end sees EOF when
-/// every process holding them has exited.
-///
-/// The child gets `PR_SET_PDEATHSIG`, which fires when the *thread* that
-/// forked it exits, not the process. That is the thread polling this future:
-/// the pod's actix main thread, which lives as long as the pod (tests drive it
-/// from their own runtime thread, which outlives the call). Spawning from a
-/// pool thread that can retire (`spawn_blocking`) would kill commands at
-/// random, so this must stay on the caller's thread.
+/// Starts `bash -c command` with stdout and stderr on one pipe; returns the
+/// child and the pipe's read end. The write ends live only in the child
+/// once this returns, so the read end sees EOF when every process holding
+/// them has exited.
 fn spawn(
     ws: &Workspace,
     sandbox: &Sandbox,
     command: &str,
 ) -> std::io::Result<(tokio::process::Child, OwnedFd)> {
-    let mut confinement = sandbox.prepare()?;
-    let pod = getpid();
     let (read_end, write_end) = pipe_with(PipeFlags::CLOEXEC)?;
     let write_err = write_end.try_clone()?;
+    let mut cmd = tool_command(ws.root(), Some(sandbox), command)?;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::from(write_end))
+        .stderr(Stdio::from(write_err));
+    let child = cmd.spawn()?;
+    drop(cmd);
+    Ok((child, read_end))
+}
+
+/// The one way a tool process is started (`bash` commands, hooks): `bash
+/// -c command` in `root`, as the leader of its own session (so of its own
+/// process group, with no controlling terminal), confined by `sandbox`
+/// when given, dying with the pod. The caller sets its stdio, spawns it and
+/// hands its pid to a [`ProcessGroup`].
+///
+/// The child gets `PR_SET_PDEATHSIG`, which fires when the *thread* that
+/// forked it exits, not the process. That is the thread polling the
+/// caller's future: the pod's actix main thread, which lives as long as the
+/// pod (tests drive it from their own runtime thread, which outlives the
+/// call). Spawning from a pool thread that can retire (`spawn_blocking`)
+/// would kill commands at random, so spawning must stay on that thread.
+pub(crate) fn tool_command(
+    root: &std::path::Path,
+    sandbox: Option<&Sandbox>,
+    command: &str,
+) -> std::io::Result<Command> {
+    let mut confinement = match sandbox {
+        Some(sandbox) => sandbox.prepare()?,
+        None => None,
+    };
+    let pod = getpid();
     let mut cmd = Command::new("bash");
     cmd.arg("-c")
         .arg(command)
-        .current_dir(ws.root())
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(write_end))
-        .stderr(Stdio::from(write_err))
+        .current_dir(root)
         .env("PAGER", "cat")
         .env("GIT_PAGER", "cat")
-        .process_group(0)
         .kill_on_drop(true);
     // SAFETY: the closure runs between fork and exec, where only
     // async-signal-safe work is allowed: `confine_child` makes system calls
@@ -338,14 +357,15 @@ fn spawn(
     unsafe {
         cmd.pre_exec(move || confine_child(pod, confinement.take()));
     }
-    let child = cmd.spawn()?;
-    drop(cmd);
-    Ok((child, read_end))
+    Ok(cmd)
 }
 
 /// In the child, before `exec`: die with the pod, then apply the sandbox.
-/// System calls only (see [`spawn`]).
+/// System calls only (see [`tool_command`]).
 fn confine_child(pod: Pid, sandbox: Option<Prepared>) -> std::io::Result<()> {
+    // A session of its own: its own process group (killed as one), and no
+    // controlling terminal a hook or command could read the user's keys from.
+    rustix::process::setsid()?;
     set_parent_process_death_signal(Some(Signal::Kill))?;
     // The pod may have died between fork and the call above; then the signal
     // will never come, so give up now.

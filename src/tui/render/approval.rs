@@ -104,6 +104,7 @@ pub fn lines(
             for (i, (key, what)) in [
                 ("y", "allow once"),
                 ("a", "allow for this session"),
+                ("A", "always (config file)"),
                 ("n", "deny"),
                 ("N", "deny with a message"),
             ]
