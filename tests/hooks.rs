@@ -290,7 +290,8 @@ fn a_hook_cannot_approve_through_the_socket() {
         std::fs::read_to_string(&out).is_ok_and(|t| t.contains("exit "))
     });
     let said = std::fs::read_to_string(&out).unwrap();
-    assert!(said.contains("forbidden"), "{said}");
+    assert!(said.contains("may only read"), "{said}");
+    assert!(said.contains("exit 1"), "{said}");
     assert!(!pod.workspace.join("marker").exists());
     assert!(of_kind(&pod, "approval_decision").is_empty());
     c.send(json!({"type":"approve","call_id":"c1","decision":"allow","request_id":"a"}));

@@ -192,9 +192,13 @@ fn a_config_that_cannot_be_written_keeps_the_rule_for_the_session_and_warns() {
         json!({"type":"approve","call_id":"c1","decision":"allow","scope":"always",
                "request_id":"a"}),
     );
-    let warning = c.until_with("the warning", |v| {
-        v["type"] == "notification" && v["level"] == "warn"
-    });
+    // Said before the decision is committed, so before the answer.
+    let warning = c
+        .frames
+        .iter()
+        .find(|v| v["type"] == "notification" && v["level"] == "warn")
+        .cloned()
+        .expect("a warning");
     assert!(
         warning["message"]
             .as_str()

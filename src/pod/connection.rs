@@ -130,7 +130,7 @@ impl Connection {
         if self.read_only && !method.is_read_only() {
             return self.error(
                 ErrorCode::Forbidden,
-                "this connection comes from a process the pod started (a tool or an MCP \
+                "this connection comes from a process the pod started (a tool, a hook or an MCP \
                  server): it may only read (hello, get_session, list_sessions, \
                  list_completions, list_rules)",
                 request_id,
