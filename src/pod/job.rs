@@ -26,8 +26,8 @@ use crate::context::{Conversation, Prepared};
 use crate::hooks::Hooks;
 use crate::input::{self, Resolvers};
 use crate::protocol::{
-    DecidedBy, Decision, ErrorCode, Event, Level, LogEntry, PodState, RuleInfo, Scope, Segment,
-    Status, TurnRef, Usage,
+    ContextSource, DecidedBy, Decision, ErrorCode, Event, Level, LogEntry, PodState, RuleInfo,
+    Scope, Segment, Status, TurnRef, Usage,
 };
 use crate::provider::{ModelRequest, Provider};
 use crate::tools::Toolbox;
@@ -166,8 +166,10 @@ pub struct JobState {
     pub revocations: Vec<Revocation>,
     /// The model requests go to now.
     pub model: String,
-    /// The size of the last model request, in tokens.
+    /// The size of the last model request, in tokens, and whether the
+    /// server said so or the pod estimated it.
     pub context_tokens: u64,
+    pub context_source: ContextSource,
 }
 
 impl JobState {
@@ -189,6 +191,7 @@ impl JobState {
             revocations: Vec::new(),
             model,
             context_tokens: 0,
+            context_source: ContextSource::Estimate,
         }
     }
 
@@ -214,6 +217,7 @@ impl JobState {
             approval: self.policy.mode,
             model: self.model.clone(),
             context_tokens: self.context_tokens,
+            context_source: self.context_source,
             context_window,
             turn: self.turn.clone(),
         }

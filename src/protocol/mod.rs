@@ -14,8 +14,9 @@ pub use entry::{
     ToolResult, TurnEndReason, TurnError, TurnErrorCode, Usage,
 };
 pub use event::{
-    ApprovalMode, CompactReason, CompletionItem, ErrorCode, Event, Greeting, Level, McpServerInfo,
-    McpState, PodState, Response, RuleInfo, SandboxInfo, SandboxMode, SessionInfo, Snapshot,
+    ApprovalMode, CompactReason, CompletionItem, ContextSource, ErrorCode, Event, Greeting, Level,
+    McpServerInfo, McpState, PodState, Response, RuleInfo, SandboxInfo, SandboxMode, SessionInfo,
+    Snapshot,
     Status, SwitchReason, TurnRef, PROTOCOL_VERSION,
 };
 pub use in_flight::InFlight;
