@@ -43,17 +43,6 @@ fn config_path(dir: &Path) -> PathBuf {
     dir.join("config/pod/config.toml")
 }
 
-/// An executable script outside the workspace; returns its path.
-fn script_file(dir: &Path, name: &str, body: &str) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let bin = dir.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let path = bin.join(name);
-    std::fs::write(&path, format!("#!/bin/bash\n{body}\n")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
-}
-
 fn entries(pod: &Pod) -> Vec<Value> {
     pod.log_lines()
         .into_iter()
@@ -74,27 +63,56 @@ fn turn(c: &mut Client, text: &str) -> Value {
     c.until_entry("turn_end")
 }
 
-#[test]
-fn a_pre_tool_use_hook_blocks_a_push_to_main_and_the_model_reads_why() {
-    let dir = tempfile::tempdir().unwrap();
-    let hook = script_file(
-        dir.path(),
-        "no-push-to-main",
-        r#"if grep -q '"git push[^"]*main' ; then echo "pushing to main is not allowed; open a PR" >&2; exit 2; fi"#,
-    );
-    let config = format!(
-        "# hooks\n[[hooks]]\nevent = \"pre_tool_use\"\nmatcher = \"bash:git push*\"\ncommand = '{}'\n",
-        hook.display()
-    );
-    let dir = {
-        let path = config_path(dir.path());
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, config).unwrap();
-        dir
+/// A recipe of `docs/hooks.md`, as written: its script (if it has one)
+/// installed in `dir/bin`, standing in for `~/.config/pod/hooks/`, and
+/// its config excerpt, returned with that directory moved too.
+fn recipe(dir: &Path, title: &str) -> String {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/hooks.md")).unwrap();
+    let section = doc
+        .split("\n### ")
+        .find(|s| s.starts_with(title))
+        .unwrap_or_else(|| panic!("no recipe {title:?} in docs/hooks.md"));
+    let block = |lang: &str| {
+        section
+            .split(&format!("```{lang}\n"))
+            .nth(1)
+            .map(|rest| rest.split("```").next().unwrap().to_owned())
     };
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let moved = |text: &str| text.replace("~/.config/pod/hooks/", &format!("{}/", bin.display()));
+    if let Some(script) = block("bash") {
+        let name = script
+            .lines()
+            .find_map(|l| l.strip_prefix("# ~/.config/pod/hooks/"))
+            .and_then(|l| l.split(':').next())
+            .expect("the script names its file")
+            .to_owned();
+        use std::os::unix::fs::PermissionsExt;
+        let path = bin.join(name);
+        std::fs::write(&path, moved(&script)).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    moved(&block("toml").expect("a config excerpt"))
+}
+
+/// A pod directory whose config file holds the recipe `title`.
+fn dir_with_recipe(title: &str, extra: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!("{}{extra}", recipe(dir.path(), title));
+    let path = config_path(dir.path());
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, config).unwrap();
+    dir
+}
+
+#[test]
+fn recipe_block_a_push_to_main_and_the_model_reads_why() {
+    let dir = dir_with_recipe("Block `git push` to main", "");
     let script = step(&[
         ("c1", "git push origin main; touch pushed"),
-        ("c2", "touch other"),
+        ("c2", "git push origin feature; touch other"),
     ]);
     let pod = Pod::builder().in_dir(dir).script(&script).start();
     let mut c = pod.client();
@@ -105,7 +123,7 @@ fn a_pre_tool_use_hook_blocks_a_push_to_main_and_the_model_reads_why() {
     );
     assert!(
         pod.workspace.join("other").exists(),
-        "an unmatched call was held"
+        "a push of a branch was held"
     );
     let decisions = of_kind(&pod, "approval_decision");
     assert_eq!(decisions.len(), 1, "{decisions:?}");
@@ -115,11 +133,118 @@ fn a_pre_tool_use_hook_blocks_a_push_to_main_and_the_model_reads_why() {
     assert_eq!(d["by"], "hook");
     assert_eq!(d["scope"], "once");
     assert_eq!(d["client"], "hook:pre_tool_use#1");
-    assert_eq!(d["message"], "pushing to main is not allowed; open a PR");
+    assert_eq!(
+        d["message"],
+        "pushing to main is not allowed here; push a branch and open a PR"
+    );
     let results = of_kind(&pod, "tool_results");
     let first = results[0]["results"][0]["output"].as_str().unwrap();
     assert!(first.contains("denied by a hook"), "{first}");
     assert!(first.contains("open a PR"), "{first}");
+}
+
+#[test]
+fn recipe_cargo_fmt_after_every_edit() {
+    let dir = dir_with_recipe("`cargo fmt` after every edit", "");
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(workspace.join("src")).unwrap();
+    std::fs::write(
+        workspace.join("Cargo.toml"),
+        "[package]\nname = \"fmtme\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    let script = format!(
+        "{}\n{}\n",
+        json!({"events":[{"tool_call":{"id":"w1","name":"write_file",
+            "arguments":{"path":"src/main.rs","content":"fn main(){println!(\"hi\");}\n"}}}]}),
+        json!({"events":[{"text":"done"}]})
+    );
+    let pod = Pod::builder().in_dir(dir).script(&script).start();
+    let mut c = pod.client();
+    assert_eq!(turn(&mut c, "write it")["entry"]["reason"], "completed");
+    let text = std::fs::read_to_string(pod.workspace.join("src/main.rs")).unwrap();
+    assert_eq!(text, "fn main() {\n    println!(\"hi\");\n}\n");
+}
+
+#[test]
+fn recipe_tell_the_model_which_tests_fail() {
+    let dir = dir_with_recipe("Tell the model which tests fail", "");
+    let command = "cargo test --no-run 2>/dev/null; \
+                   printf 'test parser::empty ... FAILED\\ntest lexer::ok ... ok\\ntest lexer::eof ... FAILED\\n'";
+    let pod = Pod::builder()
+        .in_dir(dir)
+        .script(&step(&[("c1", command)]))
+        .start();
+    let mut c = pod.client();
+    assert_eq!(turn(&mut c, "test")["entry"]["reason"], "completed");
+    let all = entries(&pod);
+    let kinds: Vec<&str> = all.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    let results = kinds.iter().position(|k| *k == "tool_results").unwrap();
+    assert_eq!(kinds[results + 1], "hook_injected_items", "{kinds:?}");
+    assert_eq!(kinds[results + 2], "assistant_items", "{kinds:?}");
+    assert_eq!(
+        all[results + 1]["items"],
+        json!([{"source":"hook","text":"failing tests: parser::empty, lexer::eof"}])
+    );
+}
+
+#[test]
+fn recipe_a_phone_notification_when_an_approval_waits() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/my-topic", listener.local_addr().unwrap());
+    let (sent, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut head = String::new();
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap();
+            }
+            head.push_str(&line);
+            if line == "\r\n" {
+                break;
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let mut stream = stream;
+        stream
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+            .unwrap();
+        sent.send((head, String::from_utf8(body).unwrap())).unwrap();
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let config = recipe(dir.path(), "A phone notification when an approval waits");
+    let script = dir.path().join("bin/ntfy");
+    let text = std::fs::read_to_string(&script)
+        .unwrap()
+        .replace("https://ntfy.sh/my-secret-topic", &url);
+    std::fs::write(&script, text).unwrap();
+    let path = config_path(dir.path());
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, config).unwrap();
+    let pod = Pod::builder()
+        .in_dir(dir)
+        .script(&step(&[("c1", "touch marker")]))
+        .args(["--approval", "ask"])
+        .start();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.run("go");
+    let (head, body) = received.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(head.starts_with("POST /my-topic"), "{head}");
+    assert!(head.contains("Title: pod waits for you"), "{head}");
+    assert_eq!(body, "touch marker");
+    // It decided nothing: the request waits for a person.
+    assert!(of_kind(&pod, "approval_decision").is_empty());
+    c.send(json!({"type":"approve","call_id":"c1","decision":"allow","request_id":"a"}));
+    c.until_entry("turn_end");
+    assert!(pod.workspace.join("marker").exists());
 }
 
 #[test]
@@ -210,27 +335,8 @@ fn context_from_post_tool_use_is_committed_before_the_next_model_call() {
 }
 
 #[test]
-fn an_approval_request_hook_allows_read_only_git_and_leaves_the_rest_waiting() {
-    let dir = tempfile::tempdir().unwrap();
-    let hook = script_file(
-        dir.path(),
-        "git-readonly",
-        r#"cmd=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["call"]["arguments"].get("command",""))')
-case "$cmd" in
-  *[\;\&\|\$\`\<\>]*) exit 0 ;;
-  "git status"|"git status "*|"git log"|"git log "*|"git diff"|"git diff "*) echo '{"decision":"allow"}' ;;
-esac"#,
-    );
-    let path = config_path(dir.path());
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(
-        &path,
-        format!(
-            "[[hooks]]\nevent = \"approval_request\"\nmatcher = \"bash:git *\"\ncommand = '{}'\n",
-            hook.display()
-        ),
-    )
-    .unwrap();
+fn recipe_allow_read_only_git_and_leave_the_rest_waiting() {
+    let dir = dir_with_recipe("Allow read-only `git` commands without asking", "");
     let script = step(&[("c1", "git status --short"), ("c2", "git status; touch b")]);
     let pod = Pod::builder()
         .in_dir(dir)

@@ -16,8 +16,7 @@ pub use entry::{
 pub use event::{
     ApprovalMode, CompactReason, CompletionItem, ContextSource, ErrorCode, Event, Greeting, Level,
     McpServerInfo, McpState, PodState, Response, RuleInfo, SandboxInfo, SandboxMode, SessionInfo,
-    Snapshot,
-    Status, SwitchReason, TurnRef, PROTOCOL_VERSION,
+    Snapshot, Status, SwitchReason, TurnRef, PROTOCOL_VERSION,
 };
 pub use in_flight::InFlight;
 pub use limits::{json_depth, MAX_JSON_DEPTH};
