@@ -597,3 +597,21 @@ fn hooks_run_in_the_bash_sandbox() {
     }
     let _ = std::fs::remove_file(&probe);
 }
+
+#[test]
+fn pod_send_exits_1_when_a_hook_blocks_the_message() {
+    let dir = dir_with_config(
+        "[[hooks]]\nevent = \"user_prompt_submit\"\n\
+         command = 'echo \"not today\" >&2; exit 2'\n",
+    );
+    let pod = Pod::builder().in_dir(dir).script(&text_reply()).start();
+    let out = pod
+        .command("send")
+        .args(["--text", "hello"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not today"), "{stderr}");
+    assert!(of_kind(&pod, "user_input").is_empty(), "nothing committed");
+}
