@@ -167,10 +167,6 @@ impl Hooks {
         Ok(Hooks { list })
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.list.is_empty()
-    }
-
     /// Whether any hook runs at `event` (for any call).
     pub fn has(&self, event: HookEvent) -> bool {
         self.list.iter().any(|h| h.event == event)

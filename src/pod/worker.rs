@@ -365,6 +365,9 @@ impl Actor for Worker {
         self.spawn(ctx, move |mut conversation| {
             Box::pin(async move {
                 recovery::settle(&env, &mut conversation).await;
+                // Its context is queued for the next step boundary: that of
+                // a resumed turn, or the next turn's.
+                hooks::session_start(&env, &conversation).await;
                 if waiting {
                     let turn = conversation.open_turn();
                     turn::resume_turn(&env, &mut conversation, turn, cancel).await;
@@ -372,7 +375,6 @@ impl Actor for Worker {
                 } else {
                     recovery::close_open_turn(&env, &mut conversation).await;
                 }
-                hooks::session_start(&env, &conversation).await;
                 conversation
             })
         });
