@@ -14,9 +14,7 @@ use std::collections::HashMap;
 use uuid::Uuid;
 
 use crate::input::{self, Resolvers};
-use crate::protocol::{
-    AssistantItem, Decision, InjectedItem, LogEntry, Scope, ToolResult, TurnRef,
-};
+use crate::protocol::{AssistantItem, Decision, InjectedItem, LogEntry, ToolResult, TurnRef};
 use crate::provider::{
     CacheRef, ChatMessage, MessageSource, ModelRequest, Span, ToolSpec, WireCache,
 };
@@ -206,19 +204,6 @@ impl Conversation {
         step
     }
 
-    /// The allow rules `scope: "session"` decisions of this session added.
-    pub fn session_rule_texts(&self) -> impl Iterator<Item = &str> {
-        self.entries.iter().filter_map(|e| match e {
-            LogEntry::ApprovalDecision {
-                decision: Decision::Allow,
-                scope: Scope::Session,
-                rule: Some(rule),
-                ..
-            } => Some(rule.as_str()),
-            _ => None,
-        })
-    }
-
     /// Tool calls of the current turn that have no result yet, in order.
     /// (A turn that went on in a compacted session starts at its beginning.)
     pub fn unanswered_calls(&self) -> Vec<String> {
@@ -260,6 +245,7 @@ impl Conversation {
                 | LogEntry::ToolResults { .. } => return true,
                 LogEntry::HookInjectedItems { .. }
                 | LogEntry::ModelChange { .. }
+                | LogEntry::RuleRevoked { .. }
                 | LogEntry::Unknown => {}
                 LogEntry::ApprovalRequest { .. } | LogEntry::ApprovalDecision { .. } => {
                     return true
@@ -428,6 +414,7 @@ impl<'a> Prepared<'a> {
                 | LogEntry::ApprovalRequest { .. }
                 | LogEntry::ApprovalDecision { .. }
                 | LogEntry::ModelChange { .. }
+                | LogEntry::RuleRevoked { .. }
                 | LogEntry::Unknown => {}
             }
         }

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod client;
 pub mod completion;
 pub mod context;
+pub mod hooks;
 pub mod input;
 pub mod mcp;
 pub mod pod;

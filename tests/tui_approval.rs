@@ -474,3 +474,13 @@ fn a_call_id_reused_by_a_later_turn_asks_again() {
         "no decision under the new call:\n{text}"
     );
 }
+
+#[test]
+fn shift_a_answers_always() {
+    let mut app = waiting();
+    key(&mut app, KeyCode::Char('A'));
+    assert_eq!(
+        methods(&mut app),
+        [json!({"type":"approve","call_id":"c1","decision":"allow","scope":"always"})]
+    );
+}

@@ -561,3 +561,113 @@ fn approving_a_command_with_y_runs_it() {
         child.try_wait().unwrap().is_some()
     });
 }
+
+/// [`in_pty`], also keeping every byte the program wrote, for escapes the
+/// screen does not show (a bell, a desktop notification).
+fn in_pty_raw(command: CommandBuilder) -> (InPty, Arc<Mutex<Vec<u8>>>) {
+    let pty = native_pty_system()
+        .openpty(PtySize {
+            rows: ROWS,
+            cols: COLS,
+            pixel_width: 0,
+            pixel_height: 0,
+        })
+        .unwrap();
+    let mut command = command;
+    command.env("TERM", "xterm-256color");
+    let child = pty.slave.spawn_command(command).unwrap();
+    drop(pty.slave);
+    let mut reader = pty.master.try_clone_reader().unwrap();
+    let keys = pty.master.take_writer().unwrap();
+    let parser = Arc::new(Mutex::new(vt100::Parser::new(ROWS, COLS, 0)));
+    let raw = Arc::new(Mutex::new(Vec::new()));
+    let (screen, bytes) = (Arc::clone(&parser), Arc::clone(&raw));
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 8192];
+        while let Ok(n @ 1..) = reader.read(&mut buf) {
+            bytes.lock().unwrap().extend_from_slice(&buf[..n]);
+            screen.lock().unwrap().process(&buf[..n]);
+        }
+    });
+    ((parser, child, keys), raw)
+}
+
+fn count(raw: &Mutex<Vec<u8>>, needle: &[u8]) -> usize {
+    raw.lock()
+        .unwrap()
+        .windows(needle.len())
+        .filter(|w| *w == needle)
+        .count()
+}
+
+/// While the terminal is not focused, an approval request rings the bell
+/// and sends OSC 9 and OSC 777 notifications; while it is focused, the end
+/// of the turn sends nothing.
+#[test]
+fn an_approval_while_unfocused_rings_and_notifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket: PathBuf = dir.path().join("run").join("pod.sock");
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let script = dir.path().join("script.jsonl");
+    std::fs::write(
+        &script,
+        concat!(
+            r#"{"events":[{"tool_call":{"id":"call-1","name":"bash","arguments":{"command":"touch marker"}}}]}"#,
+            "\n",
+            r#"{"events":[{"text":"Made it."}]}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let _server = Server(
+        Command::new(POD)
+            .arg("serve")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .arg("--workspace")
+            .arg(&workspace)
+            .args(["--approval", "ask", "--provider", "script", "--script"])
+            .arg(&script)
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_until("the pod's socket", || socket.exists());
+    let mut attach = CommandBuilder::new(POD);
+    attach.args(["attach", "--notify", "desktop", "--socket"]);
+    attach.arg(&socket);
+    attach.env("XDG_CONFIG_HOME", dir.path().join("config"));
+    let ((parser, mut child, mut keys), raw) = in_pty_raw(attach);
+    let mut press = |bytes: &[u8]| {
+        keys.write_all(bytes).unwrap();
+        keys.flush().unwrap();
+    };
+    wait_for_screen(&parser, "● connected");
+    press(b"make the marker\r");
+    // The terminal loses focus (its focus report) before the request comes.
+    press(b"\x1b[O");
+    wait_for_screen(&parser, "bash wants to run");
+    wait_until("the notification", || count(&raw, b"\x1b]9;") == 1);
+    assert!(
+        count(
+            &raw,
+            b"\x1b]777;notify;pod waits for approval;bash: touch marker"
+        ) == 1
+    );
+    assert!(count(&raw, b"\x07") >= 1);
+    press(b"\x1b[I");
+    std::thread::sleep(Duration::from_millis(100));
+    press(b"y");
+    wait_for_screen(&parser, "Made it.");
+    wait_for_screen(&parser, "done in");
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(count(&raw, b"\x1b]9;"), 1, "nothing while focused");
+    press(b"\x04");
+    wait_until("pod attach to exit", || child.try_wait().unwrap().is_some());
+}

@@ -8,6 +8,7 @@
 
 mod bash;
 mod describe;
+pub mod persist;
 mod rules;
 #[cfg(test)]
 mod tests;
@@ -128,28 +129,68 @@ pub(crate) fn workspace_relative(root: &Path, raw: &str) -> Option<String> {
     })
 }
 
+/// What the policy needs to know about `call`, with paths made relative
+/// to `root`.
+fn subject_of<'a>(root: &Path, call: &Call<'a>) -> Subject<'a> {
+    let path = |default: Option<&str>| {
+        call.arg("path")
+            .or(default)
+            .and_then(|raw| workspace_relative(root, raw))
+    };
+    match call.tool {
+        // `read_file` needs a path; the others search the root without one.
+        "read_file" => Subject::Read(path(None)),
+        tool if READ_ONLY_TOOLS.contains(&tool) => Subject::Read(path(Some("."))),
+        tool if WRITE_TOOLS.contains(&tool) => Subject::Write(path(None)),
+        BASH => Subject::Bash(call.arg("command").unwrap_or("")),
+        _ => Subject::Other,
+    }
+}
+
+/// Whether `rule` matches `call` as a deny rule would: for `bash`, when any
+/// simple command of the line does, those inside substitutions included.
+/// Hooks' matchers use these semantics, so a matcher cannot be slipped past
+/// by wrapping the command in a compound line.
+pub fn matches_as_deny(rule: &Rule, call: &Call, workspace_root: &Path) -> bool {
+    denies(rule, call.tool, &subject_of(workspace_root, call))
+}
+
 impl Policy {
     fn subject<'a>(&self, call: &Call<'a>) -> Subject<'a> {
-        let path = |default: Option<&str>| {
-            call.arg("path")
-                .or(default)
-                .and_then(|raw| workspace_relative(&self.workspace_root, raw))
+        subject_of(&self.workspace_root, call)
+    }
+
+    /// The deny rule that denies `call`, if one does: the first step of
+    /// the decision, before hooks are asked.
+    pub fn deny_rule(&self, call: &Call) -> Option<String> {
+        let subject = self.subject(call);
+        self.deny
+            .iter()
+            .find(|r| denies(r, call.tool, &subject))
+            .map(ToString::to_string)
+    }
+
+    /// Whether the rule a `session` answer to `call` adds is its exact
+    /// command line (a compound line, a substitution, a redirection into a
+    /// file): such a rule is never written to the config file, where it
+    /// would outlive the one line it was meant for.
+    pub fn is_exact_line_rule(&self, call: &Call) -> bool {
+        let Subject::Bash(line) = self.subject(call) else {
+            return false;
         };
-        match call.tool {
-            // `read_file` needs a path; the others search the root without one.
-            "read_file" => Subject::Read(path(None)),
-            tool if READ_ONLY_TOOLS.contains(&tool) => Subject::Read(path(Some("."))),
-            tool if WRITE_TOOLS.contains(&tool) => Subject::Write(path(None)),
-            BASH => Subject::Bash(call.arg("command").unwrap_or("")),
-            _ => Subject::Other,
-        }
+        let parsed = bash::parse(&bash::collapse(line));
+        !matches!(parsed.commands.as_slice(), [only] if !parsed.substitution && !parsed.uncertain && !only.writes_file)
     }
 
     /// Decides a call, in the contract's order: a matching deny rule denies
     /// (in every mode), then a matching allow rule — configured, or one of
     /// `session_rules` added by earlier `session` approvals — runs it, then
     /// the mode decides.
-    pub fn decide(&self, call: &Call, session_rules: &[Rule]) -> Verdict {
+    pub fn decide<'r>(
+        &'r self,
+        call: &Call,
+        session_rules: impl IntoIterator<Item = &'r Rule>,
+    ) -> Verdict {
         let subject = self.subject(call);
         if let Some(rule) = self.deny.iter().find(|r| denies(r, call.tool, &subject)) {
             return Verdict::Deny {

@@ -159,7 +159,11 @@ pub fn pending(paths: &Paths) -> anyhow::Result<ExitCode> {
 pub fn approve(paths: &Paths, args: ApproveArgs) -> anyhow::Result<ExitCode> {
     let answer = Answer {
         decision: Decision::Allow,
-        scope: args.session.then_some(Scope::Session),
+        scope: if args.always {
+            Some(Scope::Always)
+        } else {
+            args.session.then_some(Scope::Session)
+        },
         message: args.message,
     };
     super::runtime()?.block_on(decide(paths, args.call_id.as_deref(), answer))
@@ -198,6 +202,7 @@ async fn decide(paths: &Paths, wanted: Option<&str>, answer: Answer) -> anyhow::
     };
     let scope = match answer.scope {
         Some(Scope::Session) => " for the rest of the session",
+        Some(Scope::Always) => " always (its rule is kept in the config file)",
         _ => "",
     };
     match send_decision(&mut events, &mut sink, &chosen.call_id, answer).await? {

@@ -132,6 +132,11 @@ pub struct Global {
     /// Read this config file instead of $XDG_CONFIG_HOME/pod/config.toml.
     #[arg(long, global = true, env = "POD_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// How the TUI tells you, while its terminal is not focused, that an approval waits or a
+    /// turn ended: off, bell, or desktop (a bell and an OSC 9 / OSC 777 notification).
+    #[arg(long, global = true, env = "POD_NOTIFY", value_enum,
+          default_value_t = crate::tui::notify::NotifyMode::Desktop, value_name = "MODE")]
+    pub notify: crate::tui::notify::NotifyMode,
 }
 
 #[derive(Debug, Subcommand)]
@@ -169,6 +174,21 @@ pub enum Command {
     Stop,
     /// List pods with a live socket.
     List,
+    /// List the conversation's allow and deny rules and where each came from;
+    /// `pod rules revoke RULE` revokes one a decision added.
+    Rules {
+        #[command(subcommand)]
+        action: Option<RulesAction>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RulesAction {
+    /// Revoke an allow rule a decision of this conversation added.
+    Revoke {
+        /// The rule, as `pod rules` prints it (e.g. `bash:git status *`).
+        rule: String,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -276,6 +296,10 @@ pub struct ServeArgs {
         value_delimiter = '\n'
     )]
     pub pass_env: Vec<String>,
+    /// Let clients over the network answer `always` (which writes the rule to the config
+    /// file, for every future session); refused from there otherwise.
+    #[arg(long, env = "POD_ALLOW_REMOTE_ALWAYS", value_parser = BoolishValueParser::new())]
+    pub allow_remote_always: bool,
 }
 
 fn parse_approval(s: &str) -> Result<crate::protocol::ApprovalMode, String> {
@@ -320,8 +344,13 @@ pub struct ApproveArgs {
     pub call_id: Option<String>,
     /// Also allow calls like it for the rest of the session (`bash:cargo *`, the file, the tool).
     /// Its variable is not `POD_SESSION`, which names `pod serve`'s session.
-    #[arg(long, env = "POD_APPROVE_SESSION", value_parser = BoolishValueParser::new())]
+    #[arg(long, env = "POD_APPROVE_SESSION", value_parser = BoolishValueParser::new(),
+          conflicts_with = "always")]
     pub session: bool,
+    /// Also keep its rule in the config file, for every future session (`[permissions]
+    /// allow`; path rules under the workspace's own table).
+    #[arg(long, env = "POD_APPROVE_ALWAYS", value_parser = BoolishValueParser::new())]
+    pub always: bool,
     /// A note for the model, appended to the tool's result.
     #[arg(long, env = "POD_MESSAGE", value_name = "TEXT")]
     pub message: Option<String>,
@@ -409,7 +438,7 @@ fn unknown_settings(cmd: &clap::Command, table: &toml::Table) -> Vec<String> {
         .filter_map(|arg| arg.get_long())
         .map(|long| long.replace('-', "_"))
         .collect();
-    known.extend(["mcp_servers", "permissions"].map(String::from));
+    known.extend(["mcp_servers", "permissions", "hooks", "workspaces"].map(String::from));
     table
         .keys()
         .filter(|key| !known.contains(key))

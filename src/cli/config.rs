@@ -3,7 +3,8 @@
 //!
 //! Its top-level scalar keys are flag defaults (installed into clap by
 //! [`super::args::with_config_file`]); its tables are typed here:
-//! `[mcp_servers.NAME]` and `[permissions]`. The file must be found before
+//! `[mcp_servers.NAME]`, `[permissions]`, `[workspaces."<path>".permissions]`
+//! and `[[hooks]]`. The file must be found before
 //! clap parses the command line, because its values become clap's defaults,
 //! so [`ConfigFile::locate`] pre-scans argv and the environment for
 //! `--config` itself.
@@ -15,6 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::approval::Rule;
+use crate::hooks::{Hooks, RawHook};
 use crate::mcp::McpServerConfig;
 
 /// The parsed config file. An absent default file is an empty one.
@@ -22,12 +24,20 @@ use crate::mcp::McpServerConfig;
 pub struct ConfigFile {
     /// Where it was read from; `None` when there was none.
     pub path: Option<PathBuf>,
+    /// Where an `always` answer writes its rule: the file read, else the
+    /// default file (created then); `None` without a config directory.
+    pub write_path: Option<PathBuf>,
     /// The whole file, for the flag defaults.
     pub table: toml::Table,
     /// `[mcp_servers.NAME]`: the MCP servers the pod keeps running.
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     /// `[permissions]`: approval rules, combined with `--allow` / `--deny`.
     pub permissions: Permissions,
+    /// `[workspaces."<path>".permissions]`: rules for one workspace, by its
+    /// path as written (see [`ConfigFile::permissions_for`]).
+    pub workspaces: BTreeMap<String, Permissions>,
+    /// `[[hooks]]`, in file order.
+    pub hooks: Hooks,
 }
 
 /// `[permissions]` `allow = [...]`, `deny = [...]`: rules as `TOOL:PATTERN`,
@@ -57,6 +67,26 @@ fn rules(list: Vec<String>, key: &str) -> Result<Vec<Rule>, String> {
         .collect()
 }
 
+impl RawPermissions {
+    fn check(self, table: &str) -> Result<Permissions, String> {
+        let rules = |list: Vec<String>, key: &str| {
+            rules(list, key).map_err(|e| e.replacen("[permissions]", table, 1))
+        };
+        Ok(Permissions {
+            allow: rules(self.allow, "allow")?,
+            deny: rules(self.deny, "deny")?,
+        })
+    }
+}
+
+/// `[workspaces."<path>"]` as written.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWorkspace {
+    #[serde(default)]
+    permissions: RawPermissions,
+}
+
 /// The typed tables; everything else in the file is a flag default.
 #[derive(Deserialize)]
 struct Tables {
@@ -64,6 +94,10 @@ struct Tables {
     mcp_servers: BTreeMap<String, McpServerConfig>,
     #[serde(default)]
     permissions: RawPermissions,
+    #[serde(default)]
+    workspaces: BTreeMap<String, RawWorkspace>,
+    #[serde(default)]
+    hooks: Vec<RawHook>,
 }
 
 /// Where the config file is, and whether the user named it.
@@ -116,11 +150,30 @@ impl ConfigFile {
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
             Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(ConfigFile::default())
+                return Ok(ConfigFile {
+                    write_path: Some(path.clone()),
+                    ..ConfigFile::default()
+                })
             }
             Err(e) => return Err(format!("cannot read config file {}: {e}", path.display())),
         };
         Self::parse(&text, path).map_err(|e| format!("config file {}: {e}", path.display()))
+    }
+
+    /// The rules of `[permissions]` and of the `[workspaces."<path>"]`
+    /// tables naming `workspace` (by its path as written, or as it resolves).
+    pub fn permissions_for(&self, workspace: &Path) -> Permissions {
+        let mut all = self.permissions.clone();
+        for (key, permissions) in &self.workspaces {
+            let named = Path::new(key);
+            let same = named == workspace
+                || std::fs::canonicalize(named).is_ok_and(|real| real == workspace);
+            if same {
+                all.allow.extend(permissions.allow.iter().cloned());
+                all.deny.extend(permissions.deny.iter().cloned());
+            }
+        }
+        all
     }
 
     /// Parses the file's text; `path` is only remembered, for messages.
@@ -130,14 +183,21 @@ impl ConfigFile {
             .try_into()
             .map_err(|e: toml::de::Error| e.to_string())?;
         crate::mcp::check_names(&tables.mcp_servers)?;
+        let mut workspaces = BTreeMap::new();
+        for (key, raw) in tables.workspaces {
+            let checked = raw
+                .permissions
+                .check(&format!("[workspaces.{key:?}.permissions]"))?;
+            workspaces.insert(key, checked);
+        }
         Ok(ConfigFile {
             path: Some(path.to_owned()),
+            write_path: Some(path.to_owned()),
             table,
             mcp_servers: tables.mcp_servers,
-            permissions: Permissions {
-                allow: rules(tables.permissions.allow, "allow")?,
-                deny: rules(tables.permissions.deny, "deny")?,
-            },
+            permissions: tables.permissions.check("[permissions]")?,
+            workspaces,
+            hooks: Hooks::parse(tables.hooks)?,
         })
     }
 }
@@ -199,6 +259,34 @@ mod tests {
         assert_eq!(text(&config.permissions.deny), ["bash:rm *"]);
         let bad = ConfigFile::parse("[permissions]\nallow = [\"bash:\"]\n", Path::new("/x"));
         assert!(bad.unwrap_err().contains("[permissions] allow"));
+    }
+
+    #[test]
+    fn workspace_tables_add_their_rules_for_that_workspace_only() {
+        let text = r#"
+            [permissions]
+            allow = ["bash:ls *"]
+            [workspaces."/w/one".permissions]
+            allow = ["write:src/**"]
+            [workspaces."/w/two".permissions]
+            deny = ["read:secrets/**"]
+        "#;
+        let config = ConfigFile::parse(text, Path::new("/x.toml")).unwrap();
+        let texts = |rules: &[Rule]| rules.iter().map(Rule::to_string).collect::<Vec<_>>();
+        let one = config.permissions_for(Path::new("/w/one"));
+        assert_eq!(texts(&one.allow), ["bash:ls *", "write:src/**"]);
+        assert!(one.deny.is_empty());
+        let two = config.permissions_for(Path::new("/w/two"));
+        assert_eq!(texts(&two.deny), ["read:secrets/**"]);
+        let bad = ConfigFile::parse(
+            "[workspaces.\"/w\".permissions]\nallow = [\"write:/etc\"]\n",
+            Path::new("/x"),
+        );
+        assert!(
+            bad.unwrap_err()
+                .contains("[workspaces.\"/w\".permissions] allow"),
+            "names the table"
+        );
     }
 
     #[test]

@@ -203,8 +203,10 @@ fn describe(entry: &LogEntry) -> String {
             if let Some(client) = client {
                 line.push_str(&format!(" ({client})"));
             }
-            if *scope == crate::protocol::Scope::Session {
-                line.push_str(" for the session");
+            match scope {
+                crate::protocol::Scope::Session => line.push_str(" for the session"),
+                crate::protocol::Scope::Always => line.push_str(" always"),
+                _ => {}
             }
             if let Some(rule) = rule {
                 line.push_str(&format!(" [{rule}]"));
@@ -219,6 +221,10 @@ fn describe(entry: &LogEntry) -> String {
         } => {
             format!("model      {provider}/{model}")
         }
+        LogEntry::RuleRevoked { rule, client, .. } => match client {
+            Some(client) => format!("revoked    {rule} ({client})"),
+            None => format!("revoked    {rule}"),
+        },
         LogEntry::Unknown => "(unknown entry)".into(),
     }
 }

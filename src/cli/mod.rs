@@ -7,6 +7,7 @@ mod connect;
 mod log;
 mod paths;
 mod plain;
+mod rules;
 mod send;
 mod serve;
 mod sessions;
@@ -35,6 +36,7 @@ pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
         Some(Command::Status { json }) => status::status(&paths, json),
         Some(Command::Stop) => status::stop(&paths),
         Some(Command::List) => status::list(&paths),
+        Some(Command::Rules { action }) => rules::run(&paths, action),
         Some(Command::Log(args)) => log::run(&cli.global.name, &paths, args),
         Some(Command::Sessions { json }) => sessions::run(&cli.global.name, &paths, json),
         Some(Command::Attach) => {
@@ -43,7 +45,7 @@ pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
             if connect::nobody_listens(&paths.socket) {
                 return Ok(connect::no_pod(&paths.socket));
             }
-            serve::attach(&cli.global.name, &paths)
+            serve::attach(&cli.global.name, &paths, cli.global.notify)
         }
         None => plain::run(&cli, &paths),
     }

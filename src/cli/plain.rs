@@ -33,7 +33,7 @@ pub fn run(cli: &Cli, paths: &Paths) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    serve::attach(name, paths)
+    serve::attach(name, paths, cli.global.notify)
 }
 
 /// The running pod's snapshot; `None` when it cannot be read (the TUI

@@ -379,7 +379,14 @@ impl<O: Write, E: Write> Turn<O, E> {
                     safe_text::line(&summary),
                     safe_text::line(&call_id),
                 );
-                eprintln!("pod: waiting for approval: {tool}: {summary} (call {call_id})");
+                // A bell where a person can hear it: someone who sent a
+                // message and looked away learns that the pod waits for them.
+                let bell = if std::io::stderr().is_terminal() {
+                    "\x07"
+                } else {
+                    ""
+                };
+                eprintln!("{bell}pod: waiting for approval: {tool}: {summary} (call {call_id})");
                 eprintln!(
                     "pod: answer with `pod approve {call_id}` or `pod deny {call_id}` \
                      (any client may answer; `pod pending` lists what waits)"
@@ -388,7 +395,7 @@ impl<O: Write, E: Write> Turn<O, E> {
             LogEntry::ApprovalDecision {
                 call_id,
                 decision,
-                by: DecidedBy::User,
+                by: DecidedBy::User | DecidedBy::Hook,
                 client,
                 ..
             } => {

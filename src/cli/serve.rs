@@ -39,6 +39,12 @@ pub fn run(
     if provider_config.kind.is_none() {
         eprintln!("pod: no --provider given: {}", why_chosen(&provider_config));
     }
+    let workspace_root = std::fs::canonicalize(&paths.workspace).unwrap_or(paths.workspace.clone());
+    if let Err(e) = config.hooks.check_unsandboxed(&workspace_root) {
+        eprintln!("pod: {e}");
+        return Ok(ExitCode::from(2));
+    }
+    let permissions = config.permissions_for(&workspace_root);
     let provider = provider::build(&provider_config)?;
     crate::tools::process::keep_env(args.pass_env);
     crate::pod::serve(ServeConfig {
@@ -70,21 +76,42 @@ pub fn run(
         },
         mcp_servers: config.mcp_servers,
         approval: args.approval,
+        configured_rules: listed(&permissions, &args.allow, &args.deny),
         // The rules of every source are combined.
-        allow: config
-            .permissions
-            .allow
-            .into_iter()
-            .chain(args.allow)
-            .collect(),
-        deny: config
-            .permissions
-            .deny
-            .into_iter()
-            .chain(args.deny)
-            .collect(),
+        allow: permissions.allow.into_iter().chain(args.allow).collect(),
+        deny: permissions.deny.into_iter().chain(args.deny).collect(),
+        hooks: config.hooks,
+        config_path: config.write_path,
+        allow_remote_always: args.allow_remote_always,
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The configured rules as `list_rules` shows them: deny rules first, each
+/// with where it came from.
+fn listed(
+    file: &super::config::Permissions,
+    allow: &[crate::approval::Rule],
+    deny: &[crate::approval::Rule],
+) -> Vec<crate::protocol::RuleInfo> {
+    let info = |rule: &crate::approval::Rule, kind: &str, source: &str| crate::protocol::RuleInfo {
+        rule: rule.to_string(),
+        kind: kind.into(),
+        source: source.into(),
+        session_id: None,
+        seq: None,
+    };
+    let deny = file
+        .deny
+        .iter()
+        .map(|r| info(r, "deny", "config"))
+        .chain(deny.iter().map(|r| info(r, "deny", "flag")));
+    let allow = file
+        .allow
+        .iter()
+        .map(|r| info(r, "allow", "config"))
+        .chain(allow.iter().map(|r| info(r, "allow", "flag")));
+    deny.chain(allow).collect()
 }
 
 /// Which provider the pod picks without `--provider`, and why — the
@@ -108,10 +135,15 @@ fn why_chosen(config: &ProviderConfig) -> String {
 }
 
 /// Attaches the TUI to the pod on `paths.socket`.
-pub fn attach(name: &str, paths: &Paths) -> anyhow::Result<ExitCode> {
+pub fn attach(
+    name: &str,
+    paths: &Paths,
+    notify: crate::tui::notify::NotifyMode,
+) -> anyhow::Result<ExitCode> {
     super::runtime()?.block_on(crate::tui::run(crate::tui::AttachOptions {
         socket: paths.socket.clone(),
         pod_name: name.to_owned(),
+        notify,
     }))?;
     Ok(ExitCode::SUCCESS)
 }

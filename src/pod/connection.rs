@@ -130,9 +130,9 @@ impl Connection {
         if self.read_only && !method.is_read_only() {
             return self.error(
                 ErrorCode::Forbidden,
-                "this connection comes from a tool process (a command or an MCP server of \
-                 this pod or another): it may only read (hello, get_session, list_sessions, \
-                 list_completions)",
+                "this connection comes from a tool process (a command, a hook or an MCP server \
+                 of this pod or another): it may only read (hello, get_session, \
+                 list_sessions, list_completions, list_rules)",
                 request_id,
             );
         }
@@ -171,7 +171,16 @@ impl Connection {
                 scope: scope.unwrap_or_default(),
                 message,
                 label: self.label.clone(),
+                // A local socket; a network connection passes its address.
+                remote: None,
                 client,
+            }),
+            Method::ListRules => worker.do_send(worker::Control::ListRules(client)),
+            Method::RevokeRule { rule } => worker.do_send(worker::Control::RevokeRule {
+                client,
+                rule,
+                label: self.label.clone(),
+                remote: None,
             }),
             Method::SetApproval { mode } => {
                 worker.do_send(worker::Control::SetApproval(client, mode))

@@ -23,10 +23,11 @@ use super::outbox::Client;
 use super::session_log::{self, SessionLog, StorageError};
 use crate::approval::{Policy, Rule};
 use crate::context::{Conversation, Prepared};
+use crate::hooks::Hooks;
 use crate::input::{self, Resolvers};
 use crate::protocol::{
-    ContextSource, Decision, ErrorCode, Event, Level, LogEntry, PodState, Scope, Segment, Status,
-    TurnRef, Usage,
+    ContextSource, DecidedBy, Decision, ErrorCode, Event, Level, LogEntry, PodState, RuleInfo,
+    Scope, Segment, Status, TurnRef, Usage,
 };
 use crate::provider::{ModelRequest, Provider};
 use crate::tools::Toolbox;
@@ -72,24 +73,64 @@ pub struct WorkerConfig {
     pub max_steps: usize,
     pub system_prompt: String,
     pub compaction: Thresholds,
+    /// The rules from flags and the config file, as `list_rules` shows them.
+    pub configured_rules: Vec<RuleInfo>,
+    /// Where `scope: "always"` writes its rule: the config file the pod
+    /// read, else the default one; `None` when there is no config directory.
+    pub config_path: Option<std::path::PathBuf>,
+    /// `--allow-remote-always`: a client over the network may answer `always`.
+    pub allow_remote_always: bool,
 }
 
 /// A run waiting for its turn.
 pub struct QueuedRun {
     pub segments: Vec<Segment>,
     pub request_id: Option<String>,
+    /// Who sent it, to hear that a hook refused it.
+    pub client: Option<Client>,
 }
 
-/// A person's answer to an approval request, with the client to tell once
-/// it is committed.
+/// An answer to an approval request — a person's, or an `approval_request`
+/// hook's — with the client to tell once it is committed.
 pub struct Answer {
     pub call_id: String,
     pub decision: Decision,
     pub scope: Scope,
     pub message: Option<String>,
-    /// The deciding connection's `hello` label.
+    /// The deciding connection's `hello` label, or the hook's `hook:<event>#<n>`.
     pub label: Option<String>,
+    pub by: DecidedBy,
+    /// The client to answer; `None` for a hook.
+    pub client: Option<Client>,
+}
+
+/// The first answer to `call_id` takes it out of the pending requests and
+/// gets the channel to the running step; any later one gets `None` (the
+/// call is decided, or was never pending).
+pub fn take_pending(state: &mut JobState, call_id: &str) -> Option<mpsc::UnboundedSender<Answer>> {
+    let position = state.pending.iter().position(|id| id == call_id)?;
+    state.pending.remove(position);
+    state.answers.clone()
+}
+
+/// An allow rule a decision of this conversation added.
+#[derive(Debug, Clone)]
+pub struct SessionRule {
+    pub rule: Rule,
+    /// The session and seq of that `approval_decision`.
+    pub session_id: uuid::Uuid,
+    pub seq: u64,
+}
+
+/// A `revoke_rule` whose entry waits for the next step boundary (or is
+/// committed at once when idle); its rule is already out of force.
+pub struct Revocation {
+    pub rule: String,
+    pub label: Option<String>,
+    pub remote: Option<String>,
     pub client: Client,
+    /// What was taken out, put back if the entry cannot be committed.
+    pub removed: Vec<SessionRule>,
 }
 
 /// State the worker and its running job both read and change.
@@ -115,9 +156,14 @@ pub struct JobState {
     pub pending: Vec<String>,
     /// Where answers go to the running step.
     pub answers: Option<mpsc::UnboundedSender<Answer>>,
-    /// Allow rules added by `scope: "session"` decisions of this
-    /// conversation (this session and those it was compacted from).
-    pub session_rules: Vec<Rule>,
+    /// Allow rules added by `scope: "session"`/`"always"` decisions of this
+    /// conversation (this session and those it was compacted from), less
+    /// those revoked.
+    pub session_rules: Vec<SessionRule>,
+    /// Hooks' `context`s to commit at the next step boundary.
+    pub hook_context: Vec<String>,
+    /// `revoke_rule`s to commit at the next step boundary.
+    pub revocations: Vec<Revocation>,
     /// The model requests go to now.
     pub model: String,
     /// The size of the last model request, in tokens, and whether the
@@ -141,6 +187,8 @@ impl JobState {
             pending: Vec::new(),
             answers: None,
             session_rules: Vec::new(),
+            hook_context: Vec::new(),
+            revocations: Vec::new(),
             model,
             context_tokens: 0,
             context_source: ContextSource::Estimate,
@@ -183,6 +231,8 @@ pub struct JobEnv {
     pub compactor: Addr<Compactor>,
     pub provider: Arc<dyn Provider>,
     pub toolbox: Arc<Toolbox>,
+    /// The config file's `[[hooks]]`.
+    pub hooks: Arc<Hooks>,
     pub resolvers: Arc<Resolvers>,
     pub workspace: Workspace,
     pub config: WorkerConfig,

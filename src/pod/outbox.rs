@@ -127,6 +127,7 @@ impl Outbox {
 }
 
 /// The client a method came from, so answers reach it alone.
+#[derive(Clone)]
 pub struct Client {
     pub outbox: Outbox,
     pub request_id: Option<String>,

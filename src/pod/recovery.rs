@@ -4,10 +4,10 @@
 //! conversation's session rules are rebuilt from the log, and the model the
 //! session records is reconciled with the pod's.
 
-use super::job::JobEnv;
+use super::job::{JobEnv, SessionRule};
+use super::rules;
 use super::session_log::GetSession;
 use super::turn;
-use crate::approval::Rule;
 use crate::context::Conversation;
 use crate::protocol::{LogEntry, LogLine};
 
@@ -59,34 +59,28 @@ async fn read_session(env: &JobEnv, id: uuid::Uuid) -> Option<Vec<LogEntry>> {
     }
 }
 
-/// The conversation's session rules: those `scope: "session"` decisions
-/// added in this session and in the sessions it was compacted from, so an
-/// approval for the session survives restarts and compactions.
-pub async fn session_rules(env: &JobEnv, conversation: &Conversation) -> Vec<Rule> {
-    let mut texts: Vec<String> = conversation
-        .session_rule_texts()
-        .map(str::to_owned)
-        .collect();
+/// The conversation's session rules: those `scope: "session"` and
+/// `"always"` decisions added in this session and in the sessions it was
+/// compacted from, less those a `rule_revoked` took out since — so an
+/// approval for the session survives restarts and compactions, and a
+/// revocation does too.
+pub async fn session_rules(env: &JobEnv, conversation: &Conversation) -> Vec<SessionRule> {
+    let mut chain = Vec::new();
     let mut from = compacted_from(conversation.entries());
     for _ in 0..MAX_CHAIN {
         let Some(id) = from else { break };
         let Some(entries) = read_session(env, id).await else {
             break;
         };
-        let older = Conversation::new(id, entries);
-        texts.extend(older.session_rule_texts().map(str::to_owned));
-        from = compacted_from(older.entries());
+        from = compacted_from(&entries);
+        chain.push((id, entries));
     }
-    texts
-        .iter()
-        .filter_map(|text| match text.parse::<Rule>() {
-            Ok(rule) => Some(rule),
-            Err(e) => {
-                tracing::warn!("ignoring session rule {text:?} from the log: {e}");
-                None
-            }
-        })
-        .collect()
+    let mut rules = Vec::new();
+    for (id, entries) in chain.iter().rev() {
+        rules::replay(*id, entries, &mut rules);
+    }
+    rules::replay(conversation.session_id, conversation.entries(), &mut rules);
+    rules
 }
 
 fn compacted_from(entries: &[LogEntry]) -> Option<uuid::Uuid> {

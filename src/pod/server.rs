@@ -55,6 +55,14 @@ pub struct ServeConfig {
     pub deny: Vec<Rule>,
     /// The config file's `[mcp_servers.NAME]`: started with the pod.
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// The config file's `[[hooks]]`.
+    pub hooks: crate::hooks::Hooks,
+    /// `allow` and `deny` with where each rule came from, for `list_rules`.
+    pub configured_rules: Vec<crate::protocol::RuleInfo>,
+    /// Where `scope: "always"` writes (the config file read, else the default).
+    pub config_path: Option<PathBuf>,
+    /// `--allow-remote-always`.
+    pub allow_remote_always: bool,
 }
 
 /// Runs the pod until it is told to stop. Blocks the calling thread.
@@ -176,11 +184,15 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             provider: config.provider.clone(),
             resolvers: Arc::new(Resolvers::for_workspace(&workspace)),
             toolbox,
+            hooks: Arc::new(config.hooks.clone()),
             workspace: workspace.clone(),
             config: WorkerConfig {
                 max_steps: config.max_steps,
                 system_prompt: system_prompt(&workspace),
                 compaction: config.thresholds,
+                configured_rules: config.configured_rules.clone(),
+                config_path: config.config_path.clone(),
+                allow_remote_always: config.allow_remote_always,
             },
             state: Rc::new(RefCell::new(state)),
             paused,

@@ -64,10 +64,15 @@ pub async fn run(
     cancel: &CancellationToken,
     calls: Vec<Call>,
 ) -> StepOutcome {
+    let session_id = conversation.session_id;
     let mut plans = Vec::with_capacity(calls.len());
     let mut entries = Vec::new();
+    let mut requests = Vec::new();
     for call in &calls {
-        let (plan, entry) = decide(env, call).await;
+        let (plan, entry) = decide(env, session_id, call).await;
+        if let (Plan::Pending, Some(request)) = (&plan, &entry) {
+            requests.push((call.clone(), request.clone()));
+        }
         plans.push(plan);
         entries.extend(entry);
     }
@@ -80,6 +85,7 @@ pub async fn run(
             return StepOutcome::Storage(e.to_string());
         }
     }
+    let _deciding = super::hooks::approval_requests(env, session_id, requests);
     execute(env, conversation, cancel, calls, plans, answers).await
 }
 
@@ -138,19 +144,25 @@ pub async fn resume(
 
 /// The policy's verdict on one call, and the entry it commits (a policy
 /// denial or an approval request; a call simply allowed commits none).
-async fn decide(env: &JobEnv, call: &Call) -> (Plan, Option<LogEntry>) {
+async fn decide(env: &JobEnv, session_id: uuid::Uuid, call: &Call) -> (Plan, Option<LogEntry>) {
     if let Err(outcome) = env.toolbox.precheck(&call.name, &call.arguments) {
         return (Plan::Invalid(outcome), None);
     }
+    let subject = approval::Call {
+        tool: &call.name,
+        arguments: &call.arguments,
+    };
+    // A deny rule first; then the `pre_tool_use` hooks, which can only deny.
+    if env.state.borrow().policy.deny_rule(&subject).is_none() {
+        if let Some((result, entry)) = super::hooks::pre_tool_use(env, session_id, call).await {
+            return (Plan::Denied(result), Some(entry));
+        }
+    }
     let verdict = {
         let state = env.state.borrow();
-        state.policy.decide(
-            &approval::Call {
-                tool: &call.name,
-                arguments: &call.arguments,
-            },
-            &state.session_rules,
-        )
+        state
+            .policy
+            .decide(&subject, state.session_rules.iter().map(|r| &r.rule))
     };
     match verdict {
         Verdict::Run => (Plan::Run(None), None),
@@ -298,6 +310,8 @@ async fn execute_in_order(
                 outcome
             }
         };
+        let observed =
+            super::hooks::wants_results(env).then(|| (outcome.output.clone(), outcome.is_error));
         let result = LogEntry::ToolResults {
             results: vec![ToolResult {
                 call_id: calls[i].call_id.clone(),
@@ -307,6 +321,10 @@ async fn execute_in_order(
         };
         if let Err(e) = commit(env, conversation, result).await {
             return StepOutcome::Storage(e.to_string());
+        }
+        if let Some((output, is_error)) = observed {
+            let session_id = conversation.session_id;
+            super::hooks::post_tool_use(env, session_id, &calls[i], &output, is_error).await;
         }
         if cancel.is_cancelled() {
             return abandon(env, conversation, calls, plans).await;
@@ -385,40 +403,69 @@ async fn record(
         return Ok(());
     }
     let call = &calls[index];
-    let rule = if answer.decision == Decision::Allow && answer.scope == Scope::Session {
-        env.state.borrow().policy.session_rule(&approval::Call {
-            tool: &call.name,
-            arguments: &call.arguments,
-        })
+    let subject = approval::Call {
+        tool: &call.name,
+        arguments: &call.arguments,
+    };
+    let adds_rule = answer.decision == Decision::Allow
+        && matches!(answer.scope, Scope::Session | Scope::Always);
+    let rule = if adds_rule {
+        env.state.borrow().policy.session_rule(&subject)
     } else {
         None
     };
+    let mut scope = answer.scope;
+    if scope == Scope::Always {
+        match super::rules::persist_always(env, &subject, rule.as_ref()).await {
+            Ok(written) => scope = written,
+            Err(why) => {
+                // Refused: the call is still waiting for a usable answer.
+                env.state.borrow_mut().pending.push(call.call_id.clone());
+                if let Some(client) = &answer.client {
+                    client.error(crate::protocol::ErrorCode::InvalidParams, why);
+                }
+                return Ok(());
+            }
+        }
+    }
     let entry = LogEntry::ApprovalDecision {
         call_id: call.call_id.clone(),
         decision: answer.decision,
-        scope: answer.scope,
+        scope,
         rule: rule.as_ref().map(ToString::to_string),
-        by: DecidedBy::User,
+        by: answer.by,
         client: answer.label,
         message: answer.message.clone(),
     };
-    if let Err(e) = commit(env, conversation, entry).await {
-        answer
-            .client
-            .error(crate::protocol::ErrorCode::StorageError, e.to_string());
-        return Err(e.to_string());
-    }
+    let seq = match commit(env, conversation, entry).await {
+        Ok(seq) => seq,
+        Err(e) => {
+            if let Some(client) = &answer.client {
+                client.error(crate::protocol::ErrorCode::StorageError, e.to_string());
+            }
+            return Err(e.to_string());
+        }
+    };
     if let Some(rule) = rule {
-        env.state.borrow_mut().session_rules.push(rule);
+        env.state
+            .borrow_mut()
+            .session_rules
+            .push(super::job::SessionRule {
+                rule,
+                session_id: conversation.session_id,
+                seq,
+            });
     }
     plans[index] = match answer.decision {
         Decision::Allow => Plan::Run(answer.message),
         _ => Plan::Denied(denied_by_user(answer.message.as_deref())),
     };
-    answer.client.respond(Response {
-        ok: Some(true),
-        ..Response::default()
-    });
+    if let Some(client) = &answer.client {
+        client.respond(Response {
+            ok: Some(true),
+            ..Response::default()
+        });
+    }
     env.publish_status();
     Ok(())
 }

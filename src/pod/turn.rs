@@ -13,8 +13,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::assembly::{self, ReplyEnd};
 use super::compaction;
+use super::hooks;
 use super::instructions;
 use super::job::{commit, JobEnv, QueuedRun};
+use super::rules;
 use super::tool_step::{self, StepOutcome};
 use crate::context::{missing_results, Conversation};
 use crate::protocol::{
@@ -69,6 +71,18 @@ pub async fn run_turn(
     turn: TurnRef,
     cancel: CancellationToken,
 ) {
+    // Before anything is said or committed: a hook may refuse the run.
+    let Ok(contexts) = hooks::user_prompt_submit(
+        env,
+        conversation.session_id,
+        &turn.turn_id,
+        &run.segments,
+        run.client.as_ref(),
+    )
+    .await
+    else {
+        return;
+    };
     env.publish(crate::protocol::Event::TurnStart {
         turn_id: turn.turn_id.clone(),
         request_id: turn.request_id.clone(),
@@ -76,6 +90,7 @@ pub async fn run_turn(
     if close_unfinished(env, conversation).await.is_err() {
         return;
     }
+    env.state.borrow_mut().hook_context.extend(contexts);
     let input = LogEntry::UserInput {
         segments: run.segments,
         at: LogEntry::now(),
@@ -85,6 +100,10 @@ pub async fn run_turn(
     let instructions = instructions::current(&env.workspace)
         .await
         .update_for(conversation);
+    let instructions: Vec<LogEntry> = instructions
+        .into_iter()
+        .chain(hooks::context_entry(env))
+        .collect();
     let early = match commit_input(env, conversation, input, instructions).await {
         Ok(early) => early,
         Err(()) => return,
@@ -158,6 +177,7 @@ async fn finish_turn(
     // idle (a fork, say): the turn is over from here on.
     env.state.borrow_mut().turn = None;
     commit(env, conversation, end).await?;
+    hooks::turn_end(env, conversation.session_id, &turn.turn_id, ending.reason);
     Ok(())
 }
 
@@ -199,8 +219,8 @@ pub async fn close_interrupted(env: &JobEnv, conversation: &mut Conversation, tu
     let _ = finish_turn(env, conversation, &turn, ending, None, why).await;
 }
 
-/// Commits the turn's user input (and the project's instructions, when they
-/// changed). When nothing has to happen before the first model call (no
+/// Commits the turn's user input and what goes with it (the project's
+/// instructions, when they changed; hooks' context). When nothing has to happen before the first model call (no
 /// pause, no pending notify or model change, no compaction that could be
 /// due), that call is started at the same time, so the model's time to
 /// first byte hides the sync; its stream is returned, and not one of its
@@ -210,7 +230,7 @@ async fn commit_input(
     env: &JobEnv,
     conversation: &mut Conversation,
     input: LogEntry,
-    instructions: Option<LogEntry>,
+    instructions: Vec<LogEntry>,
 ) -> Result<Option<ModelStream>, ()> {
     let overlap = {
         let state = env.state.borrow();
@@ -279,6 +299,12 @@ async fn step_boundary(env: &JobEnv, conversation: &mut Conversation) -> Result<
             .await
             .map_err(|e| e.to_string())?;
     }
+    hooks::commit_context(env, conversation)
+        .await
+        .map_err(|e| e.to_string())?;
+    rules::commit_revocations(env, conversation)
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(())
 }
 

@@ -19,14 +19,16 @@ use tokio_util::sync::CancellationToken;
 
 use super::broadcaster::Shutdown;
 use super::compaction;
-use super::job::{Answer, JobEnv, JobState, QueuedRun};
+use super::hooks;
+use super::job::{take_pending, Answer, JobEnv, JobState, QueuedRun};
 use super::outbox::Client;
 use super::recovery;
+use super::rules;
 use super::session_log::{Switch, SwitchTo};
 use super::turn;
 use crate::context::Conversation;
 use crate::protocol::{
-    ApprovalMode, CompactReason, Decision, ErrorCode, Response, Scope, Segment, TurnRef,
+    ApprovalMode, CompactReason, DecidedBy, Decision, ErrorCode, Response, Scope, Segment, TurnRef,
 };
 
 /// A run whose segments were checked (file refs resolve and are readable).
@@ -57,6 +59,15 @@ pub enum Control {
     SetModel(Client, String),
     /// `new_session`, `fork`, `resume_session`: idle only.
     Switch(Client, SwitchTo),
+    /// `list_rules`.
+    ListRules(Client),
+    /// `revoke_rule`: the rule, and who revoked it.
+    RevokeRule {
+        client: Client,
+        rule: String,
+        label: Option<String>,
+        remote: Option<std::net::IpAddr>,
+    },
 }
 
 /// A person's answer to an approval request.
@@ -69,6 +80,9 @@ pub struct Approve {
     pub message: Option<String>,
     /// The deciding connection's `hello` label.
     pub label: Option<String>,
+    /// The client's address when it answers over the network, else `None`.
+    /// `scope: "always"` from there needs `--allow-remote-always`.
+    pub remote: Option<std::net::IpAddr>,
     pub client: Client,
 }
 
@@ -161,16 +175,18 @@ impl Worker {
         let cancel = CancellationToken::new();
         // One job at a time: a compaction request waits for the notifies
         // ahead of it instead of being taken (and dropped) with them.
-        let (notifies, model, compact_now) = {
+        let (notifies, model, injected, compact_now) = {
             let mut state = self.state();
             let notifies = std::mem::take(&mut state.notifies);
             let model = state.model_request.take();
+            let injected = !state.hook_context.is_empty() || !state.revocations.is_empty();
             let compact = notifies.is_empty()
                 && model.is_none()
+                && !injected
                 && std::mem::take(&mut state.compact_requested);
-            (notifies, model, compact)
+            (notifies, model, injected, compact)
         };
-        if !notifies.is_empty() || model.is_some() {
+        if !notifies.is_empty() || model.is_some() || injected {
             self.running = Some(cancel);
             self.spawn(ctx, move |mut conversation| {
                 Box::pin(async move {
@@ -186,6 +202,8 @@ impl Worker {
                     if let Some(model) = model {
                         let _ = turn::commit_model_change(&env, &mut conversation, model).await;
                     }
+                    let _ = hooks::commit_context(&env, &mut conversation).await;
+                    let _ = rules::commit_revocations(&env, &mut conversation).await;
                     conversation
                 })
             });
@@ -312,6 +330,7 @@ impl Worker {
                         }
                         recovery::settle(&env, &mut conversation).await;
                         recovery::close_open_turn(&env, &mut conversation).await;
+                        hooks::session_start(&env, &conversation).await;
                     }
                     Ok(Err(e)) => client.error(e.code, e.message),
                     Err(e) => client.error(
@@ -346,6 +365,9 @@ impl Actor for Worker {
         self.spawn(ctx, move |mut conversation| {
             Box::pin(async move {
                 recovery::settle(&env, &mut conversation).await;
+                // Its context is queued for the next step boundary: that of
+                // a resumed turn, or the next turn's.
+                hooks::session_start(&env, &conversation).await;
                 if waiting {
                     let turn = conversation.open_turn();
                     turn::resume_turn(&env, &mut conversation, turn, cancel).await;
@@ -375,7 +397,8 @@ impl Handler<Run> for Worker {
         });
         self.queue.push_back(QueuedRun {
             segments: msg.segments,
-            request_id: msg.client.request_id,
+            request_id: msg.client.request_id.clone(),
+            client: Some(msg.client),
         });
         // A run that starts at once never shows as queued: the status goes
         // out when it starts.
@@ -400,34 +423,39 @@ impl Handler<Approve> for Worker {
     type Result = ();
 
     fn handle(&mut self, msg: Approve, _: &mut Context<Self>) {
+        if msg.scope == Scope::Always
+            && msg.remote.is_some()
+            && !self.env.config.allow_remote_always
+        {
+            return msg.client.error(
+                ErrorCode::Forbidden,
+                "`always` changes the policy of every future session, so it is refused over \
+                 the network unless the pod was started with --allow-remote-always; answer \
+                 `session` instead",
+            );
+        }
         // The first answer takes the call out of `pending`; any later one,
         // like an answer to nothing, is `not_pending`.
-        let sender = {
-            let mut state = self.state();
-            let position = state.pending.iter().position(|id| *id == msg.call_id);
-            position.and_then(|i| {
-                state.pending.remove(i);
-                state.answers.clone()
-            })
-        };
+        let sender = take_pending(&mut self.state(), &msg.call_id);
         let answer = Answer {
             call_id: msg.call_id.clone(),
             decision: msg.decision,
             scope: msg.scope,
             message: msg.message,
             label: msg.label,
-            client: msg.client,
+            by: DecidedBy::User,
+            client: Some(msg.client.clone()),
         };
         match sender {
             Some(sender) => {
-                if let Err(unsent) = sender.send(answer) {
-                    unsent.0.client.error(
+                if sender.send(answer).is_err() {
+                    msg.client.error(
                         ErrorCode::NotPending,
                         format!("{} is no longer waiting for an answer", msg.call_id),
                     );
                 }
             }
-            None => answer.client.error(
+            None => msg.client.error(
                 ErrorCode::NotPending,
                 format!(
                     "no approval request {:?} is waiting (unknown, already decided, or not \
@@ -530,6 +558,23 @@ impl Handler<Control> for Worker {
                 if self.idle_for(&client) {
                     self.switch_next = Some((client, to));
                     self.pump(ctx);
+                }
+            }
+            Control::ListRules(client) => client.respond(Response {
+                rules: Some(rules::list(&self.env)),
+                ..Response::default()
+            }),
+            Control::RevokeRule {
+                client,
+                rule,
+                label,
+                remote,
+            } => {
+                let remote = remote.map(|ip| ip.to_string());
+                match rules::revoke(&self.env, &rule, label, remote, client.clone()) {
+                    // Committed at the next step boundary, or at once when idle.
+                    Ok(()) => self.pump(ctx),
+                    Err((code, message)) => client.error(code, message),
                 }
             }
             Control::SetModel(client, model) => {

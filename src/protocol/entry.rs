@@ -83,6 +83,18 @@ pub enum LogEntry {
         #[serde(default)]
         message: Option<String>,
     },
+    /// An allow rule a decision of this conversation added is revoked: the
+    /// rules rebuilt from decisions leave it out from here on.
+    RuleRevoked {
+        rule: String,
+        by: DecidedBy,
+        #[serde(default)]
+        client: Option<String>,
+        /// The address of a client that revoked it over the network.
+        #[serde(default)]
+        remote: Option<String>,
+        at: String,
+    },
     /// From here on the conversation runs on this model.
     ModelChange {
         provider: String,
@@ -196,6 +208,8 @@ pub enum Scope {
     #[default]
     Once,
     Session,
+    /// `session`, and the rule is also written to the config file.
+    Always,
     #[serde(other)]
     #[schemars(skip)]
     Unknown,
@@ -208,6 +222,8 @@ pub enum DecidedBy {
     User,
     Policy,
     Cancel,
+    /// An `approval_request` or `pre_tool_use` hook of the config file.
+    Hook,
     #[serde(other)]
     #[schemars(skip)]
     Unknown,
@@ -304,6 +320,7 @@ impl LogEntry {
             LogEntry::HookInjectedItems { .. } => "hook_injected_items",
             LogEntry::ApprovalRequest { .. } => "approval_request",
             LogEntry::ApprovalDecision { .. } => "approval_decision",
+            LogEntry::RuleRevoked { .. } => "rule_revoked",
             LogEntry::ModelChange { .. } => "model_change",
             LogEntry::TurnEnd { .. } => "turn_end",
             LogEntry::Unknown => "unknown",

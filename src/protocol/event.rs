@@ -350,6 +350,11 @@ pub enum ErrorCode {
     Busy,
     /// A method a tool's own process may not send (only reads are allowed).
     Forbidden,
+    /// A `user_prompt_submit` hook refused the run (exit 2); nothing was committed.
+    BlockedByHook,
+    /// What the method names does not exist (`revoke_rule`: no rule a
+    /// decision of this conversation added).
+    NotFound,
     #[serde(other)]
     #[schemars(skip)]
     Other,
@@ -379,6 +384,9 @@ pub struct Response {
     /// `list_sessions`: newest first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<Vec<SessionInfo>>,
+    /// `list_rules`: the conversation's allow and deny rules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<Vec<RuleInfo>>,
     /// `cancel` with `run`: the run was still queued and is removed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub removed: Option<bool>,
@@ -393,6 +401,23 @@ pub struct CompletionItem {
     pub value: String,
     pub kind: String,
     pub detail: Option<String>,
+}
+
+/// One rule in force, as `list_rules` describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RuleInfo {
+    /// The rule's canonical text (`bash:git status *`).
+    pub rule: String,
+    /// `allow` or `deny`.
+    pub kind: String,
+    /// `flag`, `config` or `decision`.
+    pub source: String,
+    /// For `decision`: the session of the `approval_decision` that added it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<Uuid>,
+    /// For `decision`: that entry's seq.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
 }
 
 /// One session of the data directory, as `list_sessions` describes it.

@@ -74,6 +74,12 @@ pub enum Method {
     SetModel {
         model: String,
     },
+    /// The conversation's rules, with where each came from (a read method).
+    ListRules,
+    /// Revokes an allow rule a decision of this conversation added.
+    RevokeRule {
+        rule: String,
+    },
 }
 
 impl Method {
@@ -87,6 +93,7 @@ impl Method {
                 | Method::GetSession { .. }
                 | Method::ListSessions
                 | Method::ListCompletions { .. }
+                | Method::ListRules
         )
     }
 }
@@ -117,6 +124,8 @@ const METHOD_TYPES: &[&str] = &[
     "fork",
     "resume_session",
     "set_model",
+    "list_rules",
+    "revoke_rule",
 ];
 
 /// Why a frame could not become a [`Request`].
@@ -243,18 +252,24 @@ impl Request {
                 ..
             }) => Err(fail(
                 ErrorCode::InvalidParams,
-                "`scope` must be \"once\" or \"session\"".into(),
+                "`scope` must be \"once\", \"session\" or \"always\"".into(),
                 request_id,
             )),
             Ok(Method::Approve {
                 decision: Decision::Deny,
-                scope: Some(Scope::Session),
+                scope: Some(scope @ (Scope::Session | Scope::Always)),
                 ..
             }) => Err(fail(
                 ErrorCode::InvalidParams,
-                "`deny` cannot have `scope: \"session\"`: deny rules come from --deny or the \
-                 config file"
-                    .into(),
+                format!(
+                    "`deny` cannot have `scope: \"{}\"`: deny rules come from --deny or the \
+                     config file",
+                    if scope == Scope::Session {
+                        "session"
+                    } else {
+                        "always"
+                    }
+                ),
                 request_id,
             )),
             Ok(method) => Ok(Request { request_id, method }),

@@ -15,8 +15,8 @@ pub use entry::{
 };
 pub use event::{
     ApprovalMode, CompactReason, CompletionItem, ContextSource, ErrorCode, Event, Greeting, Level,
-    McpServerInfo, McpState, PodState, Response, SandboxInfo, SandboxMode, SessionInfo, Snapshot,
-    Status, SwitchReason, TurnRef, PROTOCOL_VERSION,
+    McpServerInfo, McpState, PodState, Response, RuleInfo, SandboxInfo, SandboxMode, SessionInfo,
+    Snapshot, Status, SwitchReason, TurnRef, PROTOCOL_VERSION,
 };
 pub use in_flight::InFlight;
 pub use limits::{json_depth, MAX_JSON_DEPTH};

@@ -74,17 +74,17 @@ pub struct BashArgs {
 /// call's future is dropped mid-run, nothing it started is left behind. The
 /// [`reaper`](super::reaper) watches the group meanwhile, for a pod that
 /// dies before it can.
-struct ProcessGroup(Option<Pid>);
+pub(crate) struct ProcessGroup(Option<Pid>);
 
 impl ProcessGroup {
-    fn new(leader: Option<Pid>) -> Self {
+    pub(crate) fn new(leader: Option<Pid>) -> Self {
         if let Some(group) = leader {
             super::reaper::watch(group, true);
         }
         Self(leader)
     }
 
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(pid) = self.0.take() {
             // ESRCH (everyone already gone) is the expected, harmless case.
             let _ = kill_process_group(pid, Signal::Kill);

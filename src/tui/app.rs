@@ -14,6 +14,7 @@ use super::composer::{Atom, Composer, MenuItem, TokenKind};
 use super::connection::{ConnEvent, ConnectionState, Outgoing};
 use super::conversation::{Applied, Conversation, PendingApproval};
 use super::layout_cache::LayoutCache;
+use super::notify::{Notifier, NotifyMode};
 use super::overlay::{self, Overlay, SessionPicker};
 use super::viewport::Viewport;
 use crate::protocol::{
@@ -57,6 +58,12 @@ pub struct App {
     workflows_request: Option<String>,
     /// The `list_sessions` whose answer opens the session picker.
     sessions_request: Option<String>,
+    /// The `list_rules` that `/permissions` sent.
+    rules_request: Option<String>,
+    /// Bell and desktop notifications for a person who looked away.
+    notifier: Notifier,
+    /// Escapes to write to the terminal beside the next frame.
+    alerts: Vec<String>,
     /// A session the picker resumed in order to fork it: forked as soon
     /// as its snapshot arrives.
     fork_after_resume: Option<String>,
@@ -117,6 +124,9 @@ impl App {
             workflows: Vec::new(),
             workflows_request: None,
             sessions_request: None,
+            rules_request: None,
+            notifier: Notifier::new(NotifyMode::Desktop),
+            alerts: Vec::new(),
             fork_after_resume: None,
             now,
             view_size: (80, 20),
@@ -154,6 +164,16 @@ impl App {
 
     pub fn should_quit(&self) -> bool {
         self.quit
+    }
+
+    /// How to tell a person who looked away (`--notify`).
+    pub fn set_notify(&mut self, mode: NotifyMode) {
+        self.notifier = Notifier::new(mode);
+    }
+
+    /// The bell and notification escapes due, for the run loop to write.
+    pub fn take_alerts(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.alerts)
     }
 
     /// Whether anything changed since the last call: the run loop draws at
@@ -362,6 +382,22 @@ impl App {
                 {
                     self.usage = Some(*u);
                 }
+                let alert = match &event {
+                    Event::Entry {
+                        entry: LogEntry::ApprovalRequest { tool, summary, .. },
+                        ..
+                    } => self
+                        .notifier
+                        .alert("pod waits for approval", &format!("{tool}: {summary}")),
+                    Event::Entry {
+                        entry: LogEntry::TurnEnd { reason, .. },
+                        ..
+                    } => self
+                        .notifier
+                        .alert("pod", &format!("turn ended: {}", reason_text(*reason))),
+                    _ => None,
+                };
+                self.alerts.extend(alert);
                 if let Applied::Resync(why) = self.conversation.apply(&event, self.now) {
                     self.conversation
                         .push_notice(Level::Warn, format!("[resync] {why}"));
@@ -401,6 +437,15 @@ impl App {
             }
             if let Some(run) = self.taking_back.remove(id) {
                 self.took_back(&run, response.removed == Some(true));
+            }
+        }
+        if let (Some(id), Some(rules)) = (&response.request_id, &response.rules) {
+            if self.rules_request.as_deref() == Some(id) {
+                self.rules_request = None;
+                let text = command::rules_report(rules);
+                self.conversation.push_notice(Level::Info, text);
+                self.viewport.end();
+                return;
             }
         }
         if let (Some(id), Some(sessions)) = (&response.request_id, response.sessions) {
@@ -452,6 +497,8 @@ impl App {
                 self.composer.paste(&text);
                 self.refresh_completion();
             }
+            TermEvent::FocusGained => self.notifier.set_focused(true),
+            TermEvent::FocusLost => self.notifier.set_focused(false),
             TermEvent::Mouse(MouseEvent { kind, .. }) => match kind {
                 MouseEventKind::ScrollUp => self.scroll(true, WHEEL_ROWS),
                 MouseEventKind::ScrollDown => self.scroll(false, WHEEL_ROWS),
@@ -669,4 +716,12 @@ impl App {
         self.cancel();
         self.flash = Some("Ctrl+C again to quit (the pod keeps running)".into());
     }
+}
+
+/// A turn's end reason as the notification says it.
+fn reason_text(reason: crate::protocol::TurnEndReason) -> String {
+    serde_json::to_value(reason)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| "unknown".into())
 }

@@ -120,6 +120,14 @@ impl ApprovalPanel {
                     None,
                 ))
             }
+            KeyCode::Char('A') => {
+                return PanelAction::Answer(answer(
+                    request,
+                    Decision::Allow,
+                    Some(Scope::Always),
+                    None,
+                ))
+            }
             KeyCode::Char('n') => {
                 return PanelAction::Answer(answer(request, Decision::Deny, None, None))
             }

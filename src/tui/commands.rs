@@ -63,6 +63,11 @@ pub const BUILTINS: &[Builtin] = &[
         help: "next approval mode (as Shift+Tab), or set one: when the pod asks before a tool runs",
     },
     Builtin {
+        name: "permissions",
+        args: "[revoke RULE]",
+        help: "the conversation's rules and where each came from, or revoke one an answer added",
+    },
+    Builtin {
         name: "clear",
         args: "",
         help: "clear this screen's transcript (the log keeps everything)",

@@ -670,6 +670,13 @@ impl Conversation {
                 provider: provider.clone(),
                 model: model.clone(),
             }),
+            LogEntry::RuleRevoked { rule, client, .. } => self.push_notice(
+                Level::Info,
+                match client {
+                    Some(client) => format!("rule revoked: {rule} (by {client})"),
+                    None => format!("rule revoked: {rule}"),
+                },
+            ),
             LogEntry::HookInjectedItems { items } => {
                 for item in items {
                     self.push(BlockKind::Injected {

@@ -26,11 +26,12 @@ pub mod composer;
 pub mod connection;
 pub mod conversation;
 pub mod layout_cache;
+pub mod notify;
 pub mod overlay;
 pub mod render;
 pub mod viewport;
 
-use std::io::{stdout, Stdout};
+use std::io::{stdout, Stdout, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Once;
@@ -39,8 +40,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use crossterm::cursor::Show;
 use crossterm::event::{
-    DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
-    Event as TermEvent, EventStream,
+    DisableBracketedPaste, DisableFocusChange, DisableMouseCapture, EnableBracketedPaste,
+    EnableFocusChange, EnableMouseCapture, Event as TermEvent, EventStream,
 };
 use crossterm::execute;
 use crossterm::terminal::{
@@ -64,6 +65,8 @@ pub struct AttachOptions {
     pub socket: PathBuf,
     /// Shown until the pod's greeting names it.
     pub pod_name: String,
+    /// `--notify`: how to tell a person who looked away.
+    pub notify: notify::NotifyMode,
 }
 
 /// Runs the TUI until the user quits. Quitting detaches: the pod keeps
@@ -82,6 +85,7 @@ pub async fn run(options: AttachOptions) -> anyhow::Result<()> {
     let conn = tokio::spawn(connection::run(options.socket, conn_tx, out_rx));
 
     let mut app = App::new(options.pod_name, Instant::now());
+    app.set_notify(options.notify);
     let result = event_loop(&mut app, &mut terminal, term_rx, conn_rx, out_tx).await;
     input.abort();
     conn.abort();
@@ -114,6 +118,15 @@ async fn event_loop(
                 app.on_tick(Instant::now());
                 if app.take_dirty() {
                     terminal.draw(|f| render::draw(f, app)).context("drawing failed")?;
+                }
+                let alerts = app.take_alerts();
+                if !alerts.is_empty() {
+                    // Beside the frame, not in it: escapes a terminal acts on.
+                    let mut out = stdout();
+                    for alert in alerts {
+                        out.write_all(alert.as_bytes()).context("writing to the terminal failed")?;
+                    }
+                    out.flush().context("writing to the terminal failed")?;
                 }
             }
         }
@@ -167,7 +180,8 @@ impl TerminalGuard {
             stdout(),
             EnterAlternateScreen,
             EnableBracketedPaste,
-            EnableMouseCapture
+            EnableMouseCapture,
+            EnableFocusChange
         )?;
         Ok(guard)
     }
@@ -183,6 +197,7 @@ fn restore() {
     if ACTIVE.swap(false, Ordering::SeqCst) {
         let _ = execute!(
             stdout(),
+            DisableFocusChange,
             DisableMouseCapture,
             DisableBracketedPaste,
             LeaveAlternateScreen,

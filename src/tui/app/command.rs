@@ -151,6 +151,23 @@ impl App {
                 }
                 self.send(Method::SetApproval { mode });
             }
+            "permissions" if args.is_empty() => {
+                let id = self.send(Method::ListRules);
+                self.rules_request = Some(id);
+            }
+            "permissions" => match args.strip_prefix("revoke").map(str::trim) {
+                Some(rule) if !rule.is_empty() => {
+                    self.send(Method::RevokeRule {
+                        rule: rule.to_owned(),
+                    });
+                }
+                _ => {
+                    self.flash = Some(
+                        "/permissions lists the rules; /permissions revoke RULE revokes one".into(),
+                    );
+                    return;
+                }
+            },
             "clear" => {
                 self.conversation.clear();
                 self.viewport.end();
@@ -296,4 +313,20 @@ fn unescape_slash(mut segments: Vec<Segment>) -> Vec<Segment> {
         }
     }
     segments
+}
+
+/// What `/permissions` shows: one rule a line with where it came from, and
+/// how to revoke one an answer added.
+pub(super) fn rules_report(rules: &[crate::protocol::RuleInfo]) -> String {
+    let mut lines = vec!["[permissions]".to_owned()];
+    if rules.is_empty() {
+        lines.push("  no rules: the approval mode decides every call".into());
+    }
+    for r in rules {
+        lines.push(format!("  {:<5} {:<8} {}", r.kind, r.source, r.rule));
+    }
+    if rules.iter().any(|r| r.source == "decision") {
+        lines.push("  /permissions revoke RULE takes back a rule an answer added".into());
+    }
+    lines.join("\n")
 }

@@ -110,6 +110,7 @@ pub fn lines(
             for (i, (key, what)) in [
                 ("y", "allow once".to_owned()),
                 ("a", session),
+                ("A", "always (config file)".to_owned()),
                 ("n", "deny".to_owned()),
                 ("N", "deny with a message".to_owned()),
             ]

@@ -181,12 +181,14 @@ fn decision(d: &DecisionView, width: usize, out: &mut Vec<Line<'static>>) {
     let mut text = match d.by {
         DecidedBy::Cancel => "cancelled".to_owned(),
         DecidedBy::Policy => format!("{verb} by policy"),
+        DecidedBy::Hook => format!("{verb} by {}", d.client.as_deref().unwrap_or("a hook")),
         DecidedBy::User | DecidedBy::Unknown => {
             format!("{verb} by {}", d.client.as_deref().unwrap_or("a client"))
         }
     };
     match (&d.rule, d.scope, d.by) {
         (Some(rule), Scope::Session, _) => text.push_str(&format!(" (session: {rule})")),
+        (Some(rule), Scope::Always, _) => text.push_str(&format!(" (always: {rule})")),
         (Some(rule), _, DecidedBy::Policy) => text.push_str(&format!(" ({rule})")),
         _ => {}
     }

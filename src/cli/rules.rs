@@ -1,0 +1,129 @@
+//! `pod rules` and `pod rules revoke RULE`: the conversation's rules, where
+//! each came from, and revoking one a decision added (`list_rules`,
+//! `revoke_rule`).
+
+use std::process::ExitCode;
+
+use crate::client::{EventStream, RequestSink};
+use crate::protocol::{Event, Method, Request, Response, RuleInfo};
+
+use super::args::RulesAction;
+use super::connect::{connect, exit, no_pod, snapshot};
+use super::Paths;
+
+pub fn run(paths: &Paths, action: Option<RulesAction>) -> anyhow::Result<ExitCode> {
+    super::runtime()?.block_on(async {
+        let Some((mut events, mut sink)) = connect(&paths.socket).await? else {
+            return Ok(no_pod(&paths.socket));
+        };
+        snapshot(&mut events, &paths.socket).await?;
+        match action {
+            None => match ask(&mut events, &mut sink, Method::ListRules).await? {
+                Ok(response) => {
+                    print!("{}", table(&response.rules.unwrap_or_default()));
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(why) => refused(&why),
+            },
+            Some(RulesAction::Revoke { rule }) => {
+                sink.send(&Request::new(Method::Hello {
+                    client: "pod rules".into(),
+                }))
+                .await?;
+                match ask(
+                    &mut events,
+                    &mut sink,
+                    Method::RevokeRule { rule: rule.clone() },
+                )
+                .await?
+                {
+                    Ok(_) => {
+                        println!("revoked: {rule}");
+                        Ok(ExitCode::SUCCESS)
+                    }
+                    Err(why) => refused(&why),
+                }
+            }
+        }
+    })
+}
+
+fn refused(why: &str) -> anyhow::Result<ExitCode> {
+    eprintln!("pod: {why}");
+    Ok(ExitCode::from(exit::FAILED))
+}
+
+/// Sends `method` and waits for its answer: the response, or the error's message.
+async fn ask(
+    events: &mut EventStream,
+    sink: &mut RequestSink,
+    method: Method,
+) -> anyhow::Result<Result<Response, String>> {
+    let request_id = format!("rules-{}", uuid::Uuid::new_v4().simple());
+    sink.send(&Request::with_id(method, request_id.clone()))
+        .await?;
+    while let Some(event) = events.next().await {
+        match event? {
+            Event::Response(r) if r.request_id.as_deref() == Some(&request_id) => return Ok(Ok(r)),
+            Event::Error {
+                request_id: Some(id),
+                message,
+                ..
+            } if id == request_id => return Ok(Err(message)),
+            Event::Shutdown { reason } => return Ok(Err(format!("the pod shut down ({reason})"))),
+            _ => {}
+        }
+    }
+    Ok(Err("the pod closed the connection before answering".into()))
+}
+
+/// One line a rule: kind, source, the rule (a decision's also says where
+/// in the log it was made).
+fn table(rules: &[RuleInfo]) -> String {
+    if rules.is_empty() {
+        return "no rules: every call is decided by the approval mode\n".into();
+    }
+    let mut out = String::new();
+    for r in rules {
+        let origin = match (&r.session_id, r.seq) {
+            (Some(session), Some(seq)) => {
+                let short: String = session.to_string().chars().take(8).collect();
+                format!("decision {short}#{seq}")
+            }
+            _ => r.source.clone(),
+        };
+        out.push_str(&format!("{:<5}  {:<17}  {}\n", r.kind, origin, r.rule));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_are_listed_one_a_line_with_where_they_came_from() {
+        let id = uuid::Uuid::parse_str("0123abcd-0000-0000-0000-000000000000").unwrap();
+        let rules = [
+            RuleInfo {
+                rule: "bash:rm *".into(),
+                kind: "deny".into(),
+                source: "config".into(),
+                session_id: None,
+                seq: None,
+            },
+            RuleInfo {
+                rule: "bash:git status *".into(),
+                kind: "allow".into(),
+                source: "decision".into(),
+                session_id: Some(id),
+                seq: Some(7),
+            },
+        ];
+        assert_eq!(
+            table(&rules),
+            "deny   config             bash:rm *\nallow  decision 0123abcd#7  bash:git status *\n"
+        );
+        assert!(table(&[]).starts_with("no rules"));
+    }
+}
