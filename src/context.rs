@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use crate::input::{self, Resolvers};
 use crate::protocol::{
-    AssistantItem, Decision, InjectedItem, LogEntry, Scope, ToolResult, TurnRef,
+    AssistantItem, CheckpointReason, Decision, InjectedItem, LogEntry, Scope, ToolResult, TurnRef,
 };
 use crate::provider::{
     CacheRef, ChatMessage, MessageSource, ModelRequest, Span, ToolSpec, WireCache,
@@ -260,6 +260,8 @@ impl Conversation {
                 | LogEntry::ToolResults { .. } => return true,
                 LogEntry::HookInjectedItems { .. }
                 | LogEntry::ModelChange { .. }
+                | LogEntry::Checkpoint { .. }
+                | LogEntry::Rewind { .. }
                 | LogEntry::Unknown => {}
                 LogEntry::ApprovalRequest { .. } | LogEntry::ApprovalDecision { .. } => {
                     return true
@@ -383,7 +385,14 @@ impl<'a> Prepared<'a> {
     pub fn request(self, system: &'a str, tools: Cow<'a, [ToolSpec]>) -> ModelRequest<'a> {
         let conversation = self.0;
         let mut raw: Vec<Raw<'a>> = Vec::new();
+        // Notes from checkpoint and rewind entries wait for the next message
+        // that is not a tool result: a turn-start checkpoint sits between a
+        // call and its result, where no user message may go.
+        let mut notes: Vec<(String, MessageSource)> = Vec::new();
         for (index, entry) in conversation.entries.iter().enumerate() {
+            if !notes.is_empty() && starts_message(entry) {
+                raw.extend(notes.drain(..).map(|(text, source)| Raw::User(Cow::Owned(text), source)));
+            }
             match entry {
                 LogEntry::UserInput { .. } => {
                     // Every input is in `flattened`: a `Prepared` is only
@@ -423,7 +432,40 @@ impl<'a> Prepared<'a> {
                         raw.push(Raw::User(Cow::Owned(injected_text(item)), source));
                     }
                 }
-                LogEntry::SessionStart { .. }
+                LogEntry::Checkpoint {
+                    reason: CheckpointReason::TurnStart,
+                    changes,
+                    ..
+                } if !changes.is_empty() => notes.push((
+                    format!("[checkpoint] {}", crate::checkpoint::notes::hand_edits(changes)),
+                    MessageSource::Injected {
+                        entry: index,
+                        item: 0,
+                    },
+                )),
+                LogEntry::Rewind {
+                    files_restored,
+                    conflicts,
+                    not_restored,
+                    conversation: rewound,
+                    ..
+                } => notes.push((
+                    format!(
+                        "[rewind] {}",
+                        crate::checkpoint::notes::rewind(
+                            files_restored,
+                            conflicts,
+                            not_restored,
+                            *rewound
+                        )
+                    ),
+                    MessageSource::Injected {
+                        entry: index,
+                        item: 0,
+                    },
+                )),
+                LogEntry::Checkpoint { .. }
+                | LogEntry::SessionStart { .. }
                 | LogEntry::TurnEnd { .. }
                 | LogEntry::ApprovalRequest { .. }
                 | LogEntry::ApprovalDecision { .. }
@@ -431,6 +473,11 @@ impl<'a> Prepared<'a> {
                 | LogEntry::Unknown => {}
             }
         }
+        raw.extend(
+            notes
+                .into_iter()
+                .map(|(text, source)| Raw::User(Cow::Owned(text), source)),
+        );
         let (messages, sources) = answer_every_call(raw).into_iter().unzip();
         ModelRequest {
             model: conversation.model.as_deref().map(Cow::Borrowed),
@@ -443,6 +490,17 @@ impl<'a> Prepared<'a> {
             }),
         }
     }
+}
+
+/// Whether an entry becomes a message of its own (not a tool result, which
+/// joins the assistant message before it): where waiting notes may go.
+fn starts_message(entry: &LogEntry) -> bool {
+    matches!(
+        entry,
+        LogEntry::UserInput { .. }
+            | LogEntry::AssistantItems { .. }
+            | LogEntry::HookInjectedItems { .. }
+    )
 }
 
 /// A message as the entries give it, before [`answer_every_call`] pairs

@@ -19,7 +19,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::protocol::{
-    AssistantItem, DecidedBy, Decision, Event, ForkPoint, InFlight, Level, LogEntry, LogLine,
+    AssistantItem, CheckpointReason, DecidedBy, Decision, Event, ForkPoint, InFlight, Level, LogEntry, LogLine,
     Scope, Segment, Snapshot, SwitchReason, TurnEndReason, TurnError,
 };
 
@@ -643,6 +643,32 @@ impl Conversation {
                 provider: provider.clone(),
                 model: model.clone(),
             }),
+            LogEntry::Checkpoint {
+                reason: CheckpointReason::TurnEnd,
+                changes,
+                ..
+            } if !changes.is_empty() => self.push(BlockKind::Injected {
+                source: "checkpoint".into(),
+                text: crate::tui::checkpoints::turn_summary(changes),
+                expanded: false,
+            }),
+            LogEntry::Rewind {
+                files_restored,
+                conflicts,
+                not_restored,
+                conversation,
+                ..
+            } => self.push(BlockKind::Injected {
+                source: "rewind".into(),
+                text: crate::checkpoint::notes::rewind(
+                    files_restored,
+                    conflicts,
+                    not_restored,
+                    *conversation,
+                ),
+                expanded: false,
+            }),
+            LogEntry::Checkpoint { .. } => {}
             LogEntry::HookInjectedItems { items } => {
                 for item in items {
                     self.push(BlockKind::Injected {

@@ -20,6 +20,7 @@
 //! once per frame.
 
 pub mod app;
+pub mod checkpoints;
 pub mod approval;
 pub mod commands;
 pub mod composer;
