@@ -14,6 +14,7 @@ pub mod diff;
 pub mod manifest;
 pub mod notes;
 pub mod restore;
+pub mod serve;
 pub mod walk;
 
 use std::collections::HashSet;

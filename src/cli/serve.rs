@@ -63,6 +63,8 @@ pub fn run(
             ..ToolLimits::default()
         },
         mcp_servers: config.mcp_servers,
+        checkpoint_max_file_bytes: args.checkpoint_max_file_bytes,
+        checkpoint_store_bytes: args.checkpoint_store_bytes,
         approval: args.approval,
         // The rules of every source are combined.
         allow: config

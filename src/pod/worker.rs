@@ -18,6 +18,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::broadcaster::Shutdown;
+use super::checkpoint;
+pub use super::checkpoint::RewindRequest;
 use super::compaction;
 use super::job::{Answer, JobEnv, JobState, QueuedRun};
 use super::outbox::Client;
@@ -57,6 +59,8 @@ pub enum Control {
     SetModel(Client, String),
     /// `new_session`, `fork`, `resume_session`: idle only.
     Switch(Client, SwitchTo),
+    /// `rewind`: idle only.
+    Rewind(Client, RewindRequest),
 }
 
 /// A person's answer to an approval request.
@@ -271,7 +275,9 @@ impl Worker {
                     SwitchTo::Fork { at_seq } => conversation
                         .recorded_model_at(*at_seq)
                         .unwrap_or(configured),
-                    SwitchTo::Resume { .. } | SwitchTo::Compacted { .. } => {
+                    SwitchTo::Resume { .. }
+                    | SwitchTo::Compacted { .. }
+                    | SwitchTo::Rewind { .. } => {
                         (configured.0, env.state.borrow().model.clone())
                     }
                 };
@@ -318,6 +324,41 @@ impl Worker {
                         ErrorCode::ShuttingDown,
                         format!("the session log stopped: {e}"),
                     ),
+                }
+                conversation
+            })
+        });
+    }
+}
+
+impl Worker {
+    /// Runs a `rewind` as the next job: files restored and the entries
+    /// committed (into a fork when the conversation is rewound too), then
+    /// the client answered; a fork is settled like any switch.
+    fn rewind(&mut self, ctx: &mut Context<Self>, client: Client, request: RewindRequest) {
+        let env = self.env.clone();
+        self.running = Some(CancellationToken::new());
+        self.spawn(ctx, move |mut conversation| {
+            Box::pin(async move {
+                match checkpoint::rewind(&env, &mut conversation, request).await {
+                    Ok(done) => {
+                        let switched = done.switched.is_some();
+                        if let Some(new) = done.switched {
+                            conversation = Conversation::new(new.session_id, new.entries);
+                        }
+                        client.respond(Response {
+                            ok: Some(true),
+                            session_id: Some(done.session_id),
+                            files_restored: Some(done.files_restored),
+                            conflicts: Some(done.conflicts),
+                            not_restored: Some(done.not_restored),
+                            ..Response::default()
+                        });
+                        if switched {
+                            recovery::settle(&env, &mut conversation).await;
+                        }
+                    }
+                    Err(refused) => client.error(refused.code, refused.message),
                 }
                 conversation
             })
@@ -530,6 +571,11 @@ impl Handler<Control> for Worker {
                 if self.idle_for(&client) {
                     self.switch_next = Some((client, to));
                     self.pump(ctx);
+                }
+            }
+            Control::Rewind(client, request) => {
+                if self.idle_for(&client) {
+                    self.rewind(ctx, client, request);
                 }
             }
             Control::SetModel(client, model) => {
