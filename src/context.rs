@@ -391,7 +391,11 @@ impl<'a> Prepared<'a> {
         let mut notes: Vec<(String, MessageSource)> = Vec::new();
         for (index, entry) in conversation.entries.iter().enumerate() {
             if !notes.is_empty() && starts_message(entry) {
-                raw.extend(notes.drain(..).map(|(text, source)| Raw::User(Cow::Owned(text), source)));
+                raw.extend(
+                    notes
+                        .drain(..)
+                        .map(|(text, source)| Raw::User(Cow::Owned(text), source)),
+                );
             }
             match entry {
                 LogEntry::UserInput { .. } => {
@@ -437,7 +441,10 @@ impl<'a> Prepared<'a> {
                     changes,
                     ..
                 } if !changes.is_empty() => notes.push((
-                    format!("[checkpoint] {}", crate::checkpoint::notes::hand_edits(changes)),
+                    format!(
+                        "[checkpoint] {}",
+                        crate::checkpoint::notes::hand_edits(changes)
+                    ),
                     MessageSource::Injected {
                         entry: index,
                         item: 0,

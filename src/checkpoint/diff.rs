@@ -315,7 +315,10 @@ mod tests {
              diff --git a/new.sh b/new.sh\nnew file mode 100755\n--- /dev/null\n+++ b/new.sh\n@@ -0,0 +1 @@\n+echo hi\n\\ No newline at end of file\n\
              diff --git a/run b/run\nold mode 100644\nnew mode 100755\n"
         );
-        let kinds: Vec<_> = files.iter().map(|f| (f.change, f.added, f.removed)).collect();
+        let kinds: Vec<_> = files
+            .iter()
+            .map(|f| (f.change, f.added, f.removed))
+            .collect();
         assert_eq!(
             kinds,
             [

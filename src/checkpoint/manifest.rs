@@ -77,13 +77,20 @@ impl Manifest {
 
     /// Whether `path` is listed in `skipped`.
     pub fn skips(&self, path: &str) -> bool {
-        self.skipped.binary_search_by(|p| p.as_str().cmp(path)).is_ok()
+        self.skipped
+            .binary_search_by(|p| p.as_str().cmp(path))
+            .is_ok()
     }
 
     /// The skipped paths as an entry lists them: at most
     /// [`MAX_SKIPPED_LISTED`], and how many more.
     pub fn skipped_for_entry(&self) -> (Vec<String>, Option<u64>) {
-        let listed = self.skipped.iter().take(MAX_SKIPPED_LISTED).cloned().collect();
+        let listed = self
+            .skipped
+            .iter()
+            .take(MAX_SKIPPED_LISTED)
+            .cloned()
+            .collect();
         let more = self.skipped.len().saturating_sub(MAX_SKIPPED_LISTED);
         (listed, (more > 0).then_some(more as u64))
     }

@@ -138,7 +138,10 @@ impl Checkpoints {
         })?;
         let bytes = self.objects.get(&digest)?;
         Manifest::from_bytes(&bytes).map_err(|e| {
-            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("manifest {id}: {e}"))
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("manifest {id}: {e}"),
+            )
         })
     }
 
@@ -360,9 +363,7 @@ pub fn crash_point(step: &str) {
     });
     if wanted {
         tracing::warn!("POD_FAULT: crashing at {step}");
-        let _ = rustix::process::kill_process(
-            rustix::process::getpid(),
-            rustix::process::Signal::Kill,
-        );
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::Kill);
     }
 }

@@ -40,7 +40,11 @@ fn named<T>(items: &[T], show: impl Fn(&T) -> String) -> String {
 pub fn hand_edits(changes: &[FileChange]) -> String {
     format!(
         "Since the last turn, files were changed outside the pod: {}.",
-        named(changes, |c| format!("{} ({})", c.path, change_word(c.change)))
+        named(changes, |c| format!(
+            "{} ({})",
+            c.path,
+            change_word(c.change)
+        ))
     )
 }
 
@@ -76,7 +80,9 @@ pub fn rewind(
     }
     if !not_restored.is_empty() {
         text.push_str("; not restored: ");
-        text.push_str(&named(not_restored, |n| format!("{} ({})", n.path, n.reason)));
+        text.push_str(&named(not_restored, |n| {
+            format!("{} ({})", n.path, n.reason)
+        }));
     }
     text.push_str(". Files may differ from what earlier messages say: read them again before relying on them.");
     text
@@ -95,9 +101,16 @@ mod tests {
             removed,
         };
         assert_eq!(
-            summary(&[change(Some(10), Some(4)), change(Some(2), None), change(None, None)]),
+            summary(&[
+                change(Some(10), Some(4)),
+                change(Some(2), None),
+                change(None, None)
+            ]),
             "3 files changed, +12 \u{2212}4"
         );
-        assert_eq!(summary(&[change(Some(1), Some(0))]), "1 file changed, +1 \u{2212}0");
+        assert_eq!(
+            summary(&[change(Some(1), Some(0))]),
+            "1 file changed, +1 \u{2212}0"
+        );
     }
 }

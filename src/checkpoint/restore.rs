@@ -154,9 +154,7 @@ fn restore_one(
                     .open(&tmp)
                     .map_err(|e| format!("cannot write beside it: {e}"))?;
                 file.write_all(&bytes)
-                    .and_then(|()| {
-                        file.set_permissions(std::fs::Permissions::from_mode(mode))
-                    })
+                    .and_then(|()| file.set_permissions(std::fs::Permissions::from_mode(mode)))
                     .and_then(|()| file.sync_all())
                     .map_err(|e| format!("cannot write it: {e}"))?;
             }

@@ -136,7 +136,11 @@ impl Handle {
     }
 
     /// `get_file`: one path's bytes in a checkpoint, and its type.
-    pub fn get_file(&self, checkpoint: &str, path: &str) -> Result<(Vec<u8>, &'static str), Refusal> {
+    pub fn get_file(
+        &self,
+        checkpoint: &str,
+        path: &str,
+    ) -> Result<(Vec<u8>, &'static str), Refusal> {
         let store = self.opened()?;
         let manifest = self.manifest(&store, checkpoint)?;
         let Some(node) = manifest.files.get(path.trim_start_matches("./")) else {

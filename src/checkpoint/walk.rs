@@ -300,10 +300,11 @@ fn walk(scope: &Scope<'_>) -> std::io::Result<(Vec<Found>, Vec<String>)> {
                     return ignore::WalkState::Continue;
                 };
                 match std::fs::symlink_metadata(&path) {
-                    Ok(meta) => found
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(Found { rel, path, meta }),
+                    Ok(meta) => found.lock().unwrap_or_else(|e| e.into_inner()).push(Found {
+                        rel,
+                        path,
+                        meta,
+                    }),
                     Err(e) if gone(&e) => {}
                     Err(e) => {
                         *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);

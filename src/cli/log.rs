@@ -228,7 +228,11 @@ fn describe(entry: &LogEntry) -> String {
             let reason = serde_json::to_string(reason).unwrap_or_default();
             match (checkpoint, error) {
                 (Some(id), _) if changes.is_empty() => {
-                    format!("checkpoint {} {}", reason.trim_matches('"'), &id[..id.len().min(12)])
+                    format!(
+                        "checkpoint {} {}",
+                        reason.trim_matches('"'),
+                        &id[..id.len().min(12)]
+                    )
                 }
                 (Some(id), _) => format!(
                     "checkpoint {} {} ({})",
@@ -251,7 +255,12 @@ fn describe(entry: &LogEntry) -> String {
             ..
         } => format!(
             "rewind     {}",
-            crate::checkpoint::notes::rewind(files_restored, conflicts, not_restored, *conversation)
+            crate::checkpoint::notes::rewind(
+                files_restored,
+                conflicts,
+                not_restored,
+                *conversation
+            )
         ),
         LogEntry::Unknown => "(unknown entry)".into(),
     }

@@ -11,8 +11,7 @@ use super::connect::{connect, exit, no_pod, snapshot};
 use super::Paths;
 use crate::client::{EventStream, RequestSink};
 use crate::protocol::{
-    CheckpointReason, ErrorCode, Event, LogEntry, Method, Request, Response, Segment,
-    SegmentView,
+    CheckpointReason, ErrorCode, Event, LogEntry, Method, Request, Response, Segment, SegmentView,
 };
 
 /// A refused request: its code and message.
@@ -28,9 +27,7 @@ async fn call(
     sink.send(&Request::with_id(method, id.clone())).await?;
     while let Some(event) = events.next().await {
         match event? {
-            Event::Response(r) if r.request_id.as_deref() == Some(id.as_str()) => {
-                return Ok(Ok(r))
-            }
+            Event::Response(r) if r.request_id.as_deref() == Some(id.as_str()) => return Ok(Ok(r)),
             Event::Error {
                 code,
                 message,
@@ -125,7 +122,9 @@ fn find_turn<'a>(turns: &'a [Turn], query: &str) -> Result<&'a Turn, String> {
     match matching.as_slice() {
         [one] => Ok(one),
         [] => Err(format!("no turn of this session matches {query:?}")),
-        _ => Err(format!("{query:?} matches more than one turn; give more digits")),
+        _ => Err(format!(
+            "{query:?} matches more than one turn; give more digits"
+        )),
     }
 }
 
@@ -225,7 +224,9 @@ async fn rewind_with(
     };
     let response = match call(events, sink, method).await? {
         Ok(r) => r,
-        Err(Refused(code, message)) => return Ok(failed(format!("{message} ({})", code_name(code)))),
+        Err(Refused(code, message)) => {
+            return Ok(failed(format!("{message} ({})", code_name(code))))
+        }
     };
     print!("{}", rewind_report(&response));
     Ok(ExitCode::SUCCESS)
@@ -257,7 +258,11 @@ fn rewind_report(r: &Response) -> String {
 }
 
 /// `pod diff [TURN]`, `pod diff --since TURN`.
-pub fn diff(paths: &Paths, turn: Option<String>, since: Option<String>) -> anyhow::Result<ExitCode> {
+pub fn diff(
+    paths: &Paths,
+    turn: Option<String>,
+    since: Option<String>,
+) -> anyhow::Result<ExitCode> {
     with_pod(paths, async |events, sink, snap| {
         let turns = turns(&snap.entries);
         let (from, to) = if let Some(query) = since {

@@ -17,9 +17,7 @@ use super::job::{commit, JobEnv};
 use super::session_log::{StorageError, Switch, SwitchTo};
 use crate::checkpoint::{diff, restore, Checkpoints, Manifest};
 use crate::context::Conversation;
-use crate::protocol::{
-    CheckpointReason, ErrorCode, LogEntry, NotRestored, RestoredFile,
-};
+use crate::protocol::{CheckpointReason, ErrorCode, LogEntry, NotRestored, RestoredFile};
 
 /// Whether a call of `tool` may change files.
 pub fn changes_files(tool: &str) -> bool {
@@ -211,7 +209,11 @@ pub fn ids(entries: &[LogEntry]) -> impl Iterator<Item = String> + '_ {
                 checkpoint,
                 checkpoint_before,
                 ..
-            } => checkpoint.iter().chain(checkpoint_before).cloned().collect(),
+            } => checkpoint
+                .iter()
+                .chain(checkpoint_before)
+                .cloned()
+                .collect(),
             _ => Vec::new(),
         };
         ids
@@ -384,8 +386,13 @@ pub async fn rewind(
     let mut checkpoint_entry = None;
     if request.files && plan.target.is_some() {
         let taken = take_full(env, conversation, CheckpointReason::Rewind).await;
-        let (Some(now), LogEntry::Checkpoint { checkpoint: Some(id), .. }) =
-            (taken.manifest.clone(), &taken.entry)
+        let (
+            Some(now),
+            LogEntry::Checkpoint {
+                checkpoint: Some(id),
+                ..
+            },
+        ) = (taken.manifest.clone(), &taken.entry)
         else {
             let why = match &taken.entry {
                 LogEntry::Checkpoint {
@@ -395,12 +402,17 @@ pub async fn rewind(
             };
             return Err(refuse(
                 ErrorCode::StorageError,
-                format!("the state before the rewind could not be kept, so nothing was restored: {why}"),
+                format!(
+                    "the state before the rewind could not be kept, so nothing was restored: {why}"
+                ),
             ));
         };
         before = Some(id.clone());
         checkpoint_entry = Some(taken.entry);
-        let store = env.checkpoints.store().map_err(|e| refuse(ErrorCode::StorageError, e))?;
+        let store = env
+            .checkpoints
+            .store()
+            .map_err(|e| refuse(ErrorCode::StorageError, e))?;
         let target_id = plan.target.clone().unwrap_or_default();
         let force = request.force;
         let done = tokio::task::spawn_blocking(move || {

@@ -172,12 +172,13 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             workspace_root: workspace.root().to_path_buf(),
         };
         let state = JobState::new(policy, config.provider.model().to_owned());
-        let checkpoints = crate::checkpoint::serve::Handle::new(crate::checkpoint::Checkpoints::open(
-            &config.data_dir,
-            workspace.root(),
-            config.checkpoint_max_file_bytes,
-            config.checkpoint_store_bytes,
-        ));
+        let checkpoints =
+            crate::checkpoint::serve::Handle::new(crate::checkpoint::Checkpoints::open(
+                &config.data_dir,
+                workspace.root(),
+                config.checkpoint_max_file_bytes,
+                config.checkpoint_store_bytes,
+            ));
         if let Err(e) = checkpoints.store() {
             tracing::warn!("checkpoints are off: the store could not be opened: {e}");
         }

@@ -277,9 +277,7 @@ impl Worker {
                         .unwrap_or(configured),
                     SwitchTo::Resume { .. }
                     | SwitchTo::Compacted { .. }
-                    | SwitchTo::Rewind { .. } => {
-                        (configured.0, env.state.borrow().model.clone())
-                    }
+                    | SwitchTo::Rewind { .. } => (configured.0, env.state.borrow().model.clone()),
                 };
                 // The snapshot that follows `session_switched` carries the
                 // status as the broadcaster last heard it: the turn before

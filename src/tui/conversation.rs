@@ -19,8 +19,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::protocol::{
-    AssistantItem, CheckpointReason, DecidedBy, Decision, Event, ForkPoint, InFlight, Level, LogEntry, LogLine,
-    Scope, Segment, Snapshot, SwitchReason, TurnEndReason, TurnError,
+    AssistantItem, CheckpointReason, DecidedBy, Decision, Event, ForkPoint, InFlight, Level,
+    LogEntry, LogLine, Scope, Segment, Snapshot, SwitchReason, TurnEndReason, TurnError,
 };
 
 /// Lines of a running tool's output shown under its call.

@@ -20,8 +20,8 @@
 //! once per frame.
 
 pub mod app;
-pub mod checkpoints;
 pub mod approval;
+pub mod checkpoints;
 pub mod commands;
 pub mod composer;
 pub mod connection;
