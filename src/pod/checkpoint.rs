@@ -292,11 +292,8 @@ fn plan_before(entries: &[LogEntry], before_seq: u64) -> Result<Plan, Refused> {
             continue;
         };
         match reason {
-            CheckpointReason::TurnStart if target.is_none() => {
-                if checkpoint.is_some() {
-                    target = checkpoint.clone();
-                }
-            }
+            // A turn whose checkpoint failed gives no target: the next does.
+            CheckpointReason::TurnStart if target.is_none() => target = checkpoint.clone(),
             CheckpointReason::TurnStart => {
                 hand_changed.extend(changes.iter().map(|c| c.path.clone()))
             }
@@ -438,6 +435,7 @@ pub async fn rewind(
     entries.push(rewind_entry);
     let mut switched = None;
     if let (true, Some(seq)) = (rewind_conversation, by_seq) {
+        let model = env.state.borrow().model.clone();
         let result = env
             .session_log
             .send(Switch {
@@ -446,7 +444,7 @@ pub async fn rewind(
                     then: entries,
                 },
                 provider: env.provider.name().to_owned(),
-                model: env.state.borrow().model.clone(),
+                model,
             })
             .await;
         match result {
