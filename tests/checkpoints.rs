@@ -404,4 +404,35 @@ fn a_pod_killed_mid_restore_leaves_every_file_old_or_new() {
         .filter(|e| e.file_name().to_string_lossy().starts_with(".pod-restore"))
         .collect();
     assert!(stray.is_empty());
+
+    // The next start says what happened, and the state before the rewind
+    // can be restored.
+    let dir = pod.into_dir();
+    let pod = Pod::builder().in_dir(dir).script(&script).start();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    let noted = |lines: &[Value]| {
+        lines.iter().any(|l| {
+            l["entry"]["kind"] == "hook_injected_items"
+                && l["entry"]["items"][0]["source"] == "rewind"
+        })
+    };
+    harness::eventually("the note about the rewind", Duration::from_secs(10), || {
+        noted(&pod.log_lines())
+    });
+    let lines = pod.log_lines();
+    let before = lines
+        .iter()
+        .rev()
+        .find(|l| l["entry"]["kind"] == "checkpoint" && l["entry"]["reason"] == "rewind")
+        .expect("the state before the rewind")["entry"]["checkpoint"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let answer = ask(&mut c, json!({"type":"rewind","checkpoint":before}));
+    assert_eq!(answer["type"], "response", "{answer}");
+    for i in 0..20 {
+        let text = fs::read_to_string(pod.workspace.join(format!("f{i:02}.txt"))).unwrap();
+        assert_eq!(text, format!("new {i}\n"));
+    }
 }

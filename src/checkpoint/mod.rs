@@ -41,6 +41,7 @@ pub struct Checkpoints {
     objects: ContentStore,
     root: PathBuf,
     cache_path: PathBuf,
+    journal_path: PathBuf,
     cache: Mutex<StatCache>,
     max_file_bytes: u64,
     store_bytes: u64,
@@ -49,6 +50,17 @@ pub struct Checkpoints {
     exclude: Vec<PathBuf>,
     /// Bytes the objects take, once counted.
     total: Mutex<Option<u64>>,
+}
+
+/// A rewind under way, recorded durably before its first file is touched
+/// and removed once its entries are committed: a pod killed in between
+/// finds it at the next start and says what happened.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Journal {
+    /// The state just before the rewind (a checkpoint already stored).
+    pub before: String,
+    /// The state it was restoring to.
+    pub target: String,
 }
 
 /// A checkpoint just taken.
@@ -71,6 +83,7 @@ impl Checkpoints {
         objects.sweep_temporaries()?;
         let tag = &Digest::of(root.as_os_str().as_encoded_bytes()).hex()[..16];
         let cache_path = base.join(format!("stat-{tag}.json"));
+        let journal_path = base.join(format!("rewind-{tag}.json"));
         let cache = Mutex::new(StatCache::load(&cache_path));
         let exclude = [data_dir.to_path_buf(), base.clone()]
             .into_iter()
@@ -81,6 +94,7 @@ impl Checkpoints {
             objects,
             root: root.to_path_buf(),
             cache_path,
+            journal_path,
             cache,
             max_file_bytes,
             store_bytes,
@@ -177,6 +191,32 @@ impl Checkpoints {
                 .into_bytes()),
             Node::File { .. } => restore::read_no_follow(&full),
         }
+    }
+
+    /// Records, durably, that a rewind is about to restore files.
+    pub fn begin_rewind(&self, journal: &Journal) -> std::io::Result<()> {
+        let tmp = self.journal_path.with_extension("tmp");
+        let mut file = crate::private::file_options()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        file.write_all(&serde_json::to_vec(journal).map_err(std::io::Error::other)?)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, &self.journal_path)?;
+        let dir = self.journal_path.parent().unwrap_or(Path::new("."));
+        std::fs::File::open(dir)?.sync_all()
+    }
+
+    /// The rewind is recorded in the log: its journal goes.
+    pub fn end_rewind(&self) {
+        let _ = std::fs::remove_file(&self.journal_path);
+    }
+
+    /// A rewind a killed pod left unfinished, if any.
+    pub fn interrupted_rewind(&self) -> Option<Journal> {
+        let bytes = std::fs::read(&self.journal_path).ok()?;
+        serde_json::from_slice(&bytes).ok()
     }
 
     fn count(&self, added: u64) {

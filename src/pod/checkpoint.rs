@@ -404,6 +404,7 @@ pub async fn rewind(
                 ),
             ));
         };
+        let id = id.clone();
         before = Some(id.clone());
         checkpoint_entry = Some(taken.entry);
         let store = env
@@ -412,12 +413,19 @@ pub async fn rewind(
             .map_err(|e| refuse(ErrorCode::StorageError, e))?;
         let target_id = plan.target.clone().unwrap_or_default();
         let force = request.force;
+        let journal = crate::checkpoint::Journal {
+            before: id.clone(),
+            target: target_id.clone(),
+        };
         let done = tokio::task::spawn_blocking(move || {
+            store
+                .begin_rewind(&journal)
+                .map_err(|e| format!("cannot record the rewind before it starts: {e}"))?;
             restore_files(&store, &target_id, now, plan, force)
         })
         .await
         .map_err(|e| refuse(ErrorCode::StorageError, e.to_string()))?;
-        let (restored, left) = done.map_err(|e| refuse(ErrorCode::CheckpointNotFound, e))?;
+        let (restored, left) = done.map_err(|e| refuse(ErrorCode::StorageError, e))?;
         outcome = restored;
         conflicts = left;
     }
@@ -458,6 +466,9 @@ pub async fn rewind(
                 .await
                 .map_err(|e| refuse(ErrorCode::StorageError, e.to_string()))?;
         }
+    }
+    if let Ok(store) = env.checkpoints.store() {
+        let _ = tokio::task::spawn_blocking(move || store.end_rewind()).await;
     }
     let session_id = switched
         .as_ref()
@@ -513,6 +524,52 @@ fn restore_files(
         .filter(|p| target.files.get(p) != now.files.get(p) || target.skips(p) || now.skips(p))
         .collect();
     Ok((restore::restore(store, &target, &now, &paths), conflicts))
+}
+
+/// Says what happened when the last pod was killed in the middle of a
+/// rewind: the state before it is committed as a `rewind` checkpoint (so
+/// `rewind --checkpoint` can go back to it), and the model and every client
+/// get a note. Each file is either as it was or restored, never torn.
+pub async fn settle_interrupted_rewind(env: &JobEnv, conversation: &mut Conversation) {
+    let Ok(store) = env.checkpoints.store() else {
+        return;
+    };
+    let lookup = Arc::clone(&store);
+    let Ok(Some(journal)) = tokio::task::spawn_blocking(move || lookup.interrupted_rewind()).await
+    else {
+        return;
+    };
+    env.checkpoints.know(&journal.before);
+    env.checkpoints.know(&journal.target);
+    let entries = [
+        LogEntry::Checkpoint {
+            checkpoint: Some(journal.before.clone()),
+            error: None,
+            reason: CheckpointReason::Rewind,
+            changes: Vec::new(),
+            skipped: Vec::new(),
+            skipped_more: None,
+            at: LogEntry::now(),
+        },
+        LogEntry::HookInjectedItems {
+            items: vec![crate::protocol::InjectedItem {
+                source: "rewind".into(),
+                text: format!(
+                    "The pod was stopped in the middle of a rewind of the files to checkpoint \
+                     {}: each file is either as it was before the rewind or restored, none is \
+                     torn. `pod rewind --checkpoint {}` puts back the state before it; \
+                     rewinding again finishes it.",
+                    journal.target, journal.before
+                ),
+            }],
+        },
+    ];
+    for entry in entries {
+        if commit(env, conversation, entry).await.is_err() {
+            return;
+        }
+    }
+    let _ = tokio::task::spawn_blocking(move || store.end_rewind()).await;
 }
 
 /// Whether background jobs run. This build has none, so never.

@@ -97,6 +97,8 @@ pub struct Worker {
     /// A session switch asked for while a quiet job (the check after a
     /// turn, a notify) finished: it runs next.
     switch_next: Option<(Client, SwitchTo)>,
+    /// A `rewind` waiting, like a switch, for a quiet job to finish.
+    rewind_next: Option<(Client, RewindRequest)>,
 }
 
 impl Worker {
@@ -109,6 +111,7 @@ impl Worker {
             running: None,
             paused,
             switch_next: None,
+            rewind_next: None,
         }
     }
 
@@ -160,6 +163,9 @@ impl Worker {
         }
         if let Some((client, to)) = self.switch_next.take() {
             return self.switch(ctx, client, to);
+        }
+        if let Some((client, request)) = self.rewind_next.take() {
+            return self.rewind(ctx, client, request);
         }
         let env = self.env.clone();
         let cancel = CancellationToken::new();
@@ -241,7 +247,8 @@ impl Worker {
             let state = self.env.state.borrow();
             state.turn.is_none() && !state.compacting && state.stopping.is_none()
         } && self.queue.is_empty()
-            && self.switch_next.is_none();
+            && self.switch_next.is_none()
+            && self.rewind_next.is_none();
         if !idle {
             client.error(
                 ErrorCode::Busy,
@@ -385,6 +392,7 @@ impl Actor for Worker {
         self.spawn(ctx, move |mut conversation| {
             Box::pin(async move {
                 recovery::settle(&env, &mut conversation).await;
+                checkpoint::settle_interrupted_rewind(&env, &mut conversation).await;
                 if waiting {
                     let turn = conversation.open_turn();
                     turn::resume_turn(&env, &mut conversation, turn, cancel).await;
@@ -573,7 +581,8 @@ impl Handler<Control> for Worker {
             }
             Control::Rewind(client, request) => {
                 if self.idle_for(&client) {
-                    self.rewind(ctx, client, request);
+                    self.rewind_next = Some((client, request));
+                    self.pump(ctx);
                 }
             }
             Control::SetModel(client, model) => {
