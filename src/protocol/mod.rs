@@ -15,9 +15,9 @@ pub use entry::{
     TurnEndReason, TurnError, TurnErrorCode, Usage,
 };
 pub use event::{
-    ApprovalMode, CompactReason, CompletionItem, ErrorCode, Event, Greeting, Level, McpServerInfo,
-    McpState, PodState, Response, SandboxInfo, SandboxMode, SessionInfo, Snapshot, Status,
-    SwitchReason, TurnRef, PROTOCOL_VERSION,
+    ApprovalMode, CompactReason, CompletionItem, ContextSource, ErrorCode, Event, Greeting, Level,
+    McpServerInfo, McpState, PodState, Response, SandboxInfo, SandboxMode, SessionInfo, Snapshot,
+    Status, SwitchReason, TurnRef, PROTOCOL_VERSION,
 };
 pub use in_flight::InFlight;
 pub use limits::{json_depth, MAX_JSON_DEPTH};
