@@ -926,6 +926,57 @@ mod tests {
         assert_eq!(stray.len(), 2, "{stray:?}");
     }
 
+    fn checkpoint(changes: Vec<crate::protocol::FileChange>) -> LogEntry {
+        LogEntry::Checkpoint {
+            checkpoint: Some("ab".into()),
+            error: None,
+            reason: CheckpointReason::TurnStart,
+            changes,
+            skipped: Vec::new(),
+            skipped_more: None,
+            at: "2026-12-01T00:00:00.000Z".into(),
+        }
+    }
+
+    #[test]
+    fn hand_edits_reach_the_model_after_the_results_and_checkpoints_do_not() {
+        let edit = crate::protocol::FileChange {
+            path: "notes.md".into(),
+            change: crate::protocol::ChangeKind::Modified,
+            added: Some(1),
+            removed: Some(0),
+        };
+        let messages = project(vec![
+            start(None),
+            user("one"),
+            call("c1"),
+            checkpoint(vec![edit]),
+            result("c1"),
+            text(),
+            end(),
+        ]);
+        assert_valid(&messages);
+        let ChatMessage::User { text } = &messages[3] else {
+            panic!("{messages:?}");
+        };
+        assert_eq!(
+            text,
+            "[checkpoint] Since the last turn, files were changed outside the pod: notes.md \
+             (modified)."
+        );
+        assert!(is_injected(text));
+        assert_eq!(messages.len(), 5, "{messages:?}");
+        // A checkpoint with no hand edits is not sent at all.
+        let quiet = project(vec![
+            start(None),
+            user("one"),
+            call("c1"),
+            checkpoint(Vec::new()),
+            result("c1"),
+        ]);
+        assert_eq!(quiet.len(), 3, "{quiet:?}");
+    }
+
     #[test]
     fn a_session_not_compacted_carries_nothing() {
         let fresh = Conversation::new(Uuid::new_v4(), vec![start(None)]);
