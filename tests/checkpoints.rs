@@ -436,3 +436,61 @@ fn a_pod_killed_mid_restore_leaves_every_file_old_or_new() {
         assert_eq!(text, format!("new {i}\n"));
     }
 }
+
+#[test]
+fn a_pod_killed_mid_checkpoint_commits_no_checkpoint_and_leaves_no_torn_object() {
+    let script = call("c1", "write_file", json!({"path":"a.txt","content":"x\n"}))
+        + "\n"
+        + &text("ok")
+        + "\n";
+    let mut pod = Pod::builder()
+        .env("POD_FAULT", "crash_at=checkpoint_contents")
+        .script(&script)
+        .start();
+    for i in 0..100 {
+        fs::write(
+            pod.workspace.join(format!("s{i}.txt")),
+            format!("seed {i}\n"),
+        )
+        .unwrap();
+    }
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.run("go");
+    pod.wait_exit(Duration::from_secs(20));
+    assert!(!pod.workspace.join("a.txt").exists(), "the call never ran");
+    let dir = pod.into_dir();
+    let pod = Pod::builder().in_dir(dir).script(&script).start();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    harness::eventually("the turn closed", Duration::from_secs(10), || {
+        pod.log_lines()
+            .iter()
+            .any(|l| l["entry"]["kind"] == "turn_end")
+    });
+    let lines = pod.log_lines();
+    let end = lines
+        .iter()
+        .find(|l| l["entry"]["kind"] == "turn_end")
+        .unwrap();
+    assert_eq!(end["entry"]["reason"], "interrupted");
+    assert!(entries_of(&pod, "checkpoint").is_empty());
+    // Every object in the store is whole: named by the digest of its bytes.
+    let objects = pod.data_dir.join("checkpoints/objects");
+    for fan in fs::read_dir(&objects).unwrap().flatten() {
+        for object in fs::read_dir(fan.path()).unwrap().flatten() {
+            let name = object.file_name().to_string_lossy().into_owned();
+            assert!(!name.starts_with(".tmp-"), "a temporary was left: {name}");
+        }
+    }
+    // The next turn checkpoints as usual.
+    c.send(json!({"type":"run","request_id":"again","segments":[{"type":"text","text":"again"}]}));
+    c.until_with("the second turn's end", |v| {
+        v["type"] == "entry"
+            && v["entry"]["kind"] == "turn_end"
+            && v["entry"]["request_id"] == "again"
+    });
+    let checkpoints = entries_of(&pod, "checkpoint");
+    assert_eq!(checkpoints.len(), 2, "{:?}", pod.log_lines());
+    assert!(checkpoints[0]["entry"]["checkpoint"].is_string());
+}

@@ -58,7 +58,11 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
 
     // First checkpoint vs `git add -A` into a fresh repository's index.
     let fresh_git = dir.path().join("fresh.git");
-    git(dir.path(), &["init", "-q", "--bare", fresh_git.to_str().unwrap_or("")], &[])?;
+    git(
+        dir.path(),
+        &["init", "-q", "--bare", fresh_git.to_str().unwrap_or("")],
+        &[],
+    )?;
     let git_add = git(
         &ws,
         &["add", "-A"],
@@ -82,7 +86,15 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
     git(&ws, &["add", "-A"], &[])?;
     git(
         &ws,
-        &["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "x"],
+        &[
+            "-c",
+            "user.name=b",
+            "-c",
+            "user.email=b@b",
+            "commit",
+            "-qm",
+            "x",
+        ],
         &[],
     )?;
     // Let the files' times age past the stat cache's racy window.
@@ -147,7 +159,12 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
     let mut lines: Vec<String> = (0..2_000).map(|i| format!("line {i:045}\n")).collect();
     std::fs::write(small.join("big.txt"), lines.concat())?;
     std::fs::write(small.join("README"), "a small project\n")?;
-    let store = Checkpoints::open(&small_data, &small, DEFAULT_MAX_FILE_BYTES, DEFAULT_STORE_BYTES)?;
+    let store = Checkpoints::open(
+        &small_data,
+        &small,
+        DEFAULT_MAX_FILE_BYTES,
+        DEFAULT_STORE_BYTES,
+    )?;
     store.take()?;
     let start_bytes = store.objects().total_bytes()?;
     let mut changed = 0u64;
