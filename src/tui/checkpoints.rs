@@ -3,7 +3,42 @@
 //! files.
 
 use crate::checkpoint::notes;
-use crate::protocol::FileChange;
+use crate::protocol::{FileChange, Method, Response};
+
+/// `/undo`: files and conversation back to before the message at `seq`.
+pub fn undo(seq: u64) -> Method {
+    Method::Rewind {
+        before_seq: Some(seq),
+        session_id: None,
+        checkpoint: None,
+        files: Some(true),
+        conversation: Some(true),
+        force: None,
+        kill_jobs: None,
+    }
+}
+
+/// What the transcript shows for the answer to `/diff` or `/undo`; `None`
+/// for other responses.
+pub fn response_text(response: &Response) -> Option<String> {
+    if let Some(diff) = &response.diff {
+        let mut text = format!("[diff]\n{diff}");
+        if response.truncated == Some(true) {
+            text.push_str("\n(cut at 4 MiB)");
+        }
+        return Some(text);
+    }
+    let restored = response.files_restored.as_ref()?;
+    Some(format!(
+        "[rewind] {}",
+        notes::rewind(
+            restored,
+            response.conflicts.as_deref().unwrap_or_default(),
+            response.not_restored.as_deref().unwrap_or_default(),
+            false,
+        )
+    ))
+}
 
 /// The block text for a turn's changes: the summary line, then one line per
 /// file (shown when the block is expanded).

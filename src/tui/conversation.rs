@@ -169,6 +169,11 @@ pub struct Conversation {
     live_rev: u64,
     session_id: Option<Uuid>,
     last_seq: Option<u64>,
+    /// The seq of the session's last user input (what `/undo` rewinds to).
+    pub last_input_seq: Option<u64>,
+    /// The last turn that changed files: its turn_start and turn_end
+    /// checkpoints (what `/diff` shows).
+    pub last_changed: Option<(String, Option<String>)>,
     tools: HashMap<String, usize>,
     /// Tool blocks whose running time is shown, with when they started.
     timed: Vec<(usize, Instant)>,
@@ -342,6 +347,8 @@ impl Conversation {
         self.retry = None;
         self.session_id = Some(snapshot.session_id);
         self.last_seq = None;
+        self.last_input_seq = None;
+        self.last_changed = None;
         let switch = self.switch.take();
         for LogLine { seq, entry } in &snapshot.entries {
             self.last_seq = Some(*seq);
@@ -524,9 +531,12 @@ impl Conversation {
                 forked_from: forked_from.clone(),
                 switch: None,
             }),
-            LogEntry::UserInput { segments, .. } => self.push(BlockKind::User {
-                segments: segments.clone(),
-            }),
+            LogEntry::UserInput { segments, .. } => {
+                self.last_input_seq = self.last_seq;
+                self.push(BlockKind::User {
+                    segments: segments.clone(),
+                })
+            }
             LogEntry::AssistantItems { items } => {
                 for item in items {
                     self.push(match item {
@@ -644,14 +654,27 @@ impl Conversation {
                 model: model.clone(),
             }),
             LogEntry::Checkpoint {
+                checkpoint: Some(id),
+                reason: CheckpointReason::TurnStart,
+                ..
+            } => self.last_changed = Some((id.clone(), None)),
+            LogEntry::Checkpoint {
+                checkpoint,
                 reason: CheckpointReason::TurnEnd,
                 changes,
                 ..
-            } if !changes.is_empty() => self.push(BlockKind::Injected {
-                source: "checkpoint".into(),
-                text: crate::tui::checkpoints::turn_summary(changes),
-                expanded: false,
-            }),
+            } => {
+                if let Some((_, end)) = &mut self.last_changed {
+                    *end = checkpoint.clone();
+                }
+                if !changes.is_empty() {
+                    self.push(BlockKind::Injected {
+                        source: "checkpoint".into(),
+                        text: crate::tui::checkpoints::turn_summary(changes),
+                        expanded: false,
+                    });
+                }
+            }
             LogEntry::Rewind {
                 files_restored,
                 conflicts,
