@@ -40,6 +40,7 @@ pub fn run(
         eprintln!("pod: no --provider given: {}", why_chosen(&provider_config));
     }
     let provider = provider::build(&provider_config)?;
+    crate::tools::process::keep_env(args.pass_env);
     crate::pod::serve(ServeConfig {
         name: name.to_owned(),
         data_dir: paths.data_dir.clone(),
@@ -63,6 +64,7 @@ pub fn run(
             sandbox: SandboxPolicy {
                 mode: args.sandbox,
                 network: args.sandbox_network == Switch::On,
+                unix_sockets: args.sandbox_unix_sockets == Switch::On,
             },
             ..ToolLimits::default()
         },

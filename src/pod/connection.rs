@@ -131,8 +131,8 @@ impl Connection {
         if self.read_only && !method.is_read_only() {
             return self.error(
                 ErrorCode::Forbidden,
-                "this connection comes from a process the pod started (a tool or an MCP \
-                 server): it may only read (hello, get_session, list_sessions, \
+                "this connection comes from a tool process (a command or an MCP server of \
+                 this pod or another): it may only read (hello, get_session, list_sessions, \
                  list_completions, get_diff, get_file)",
                 request_id,
             );

@@ -9,6 +9,7 @@
 mod bash;
 mod cap;
 mod fs;
+pub mod process;
 pub mod reaper;
 mod sandbox;
 mod search;
