@@ -14,7 +14,9 @@ use std::collections::HashMap;
 use uuid::Uuid;
 
 use crate::input::{self, Resolvers};
-use crate::protocol::{AssistantItem, Decision, InjectedItem, LogEntry, ToolResult, TurnRef};
+use crate::protocol::{
+    AssistantItem, CheckpointReason, Decision, InjectedItem, LogEntry, ToolResult, TurnRef,
+};
 use crate::provider::{
     CacheRef, ChatMessage, MessageSource, ModelRequest, Span, ToolSpec, WireCache,
 };
@@ -246,6 +248,8 @@ impl Conversation {
                 LogEntry::HookInjectedItems { .. }
                 | LogEntry::ModelChange { .. }
                 | LogEntry::RuleRevoked { .. }
+                | LogEntry::Checkpoint { .. }
+                | LogEntry::Rewind { .. }
                 | LogEntry::Unknown => {}
                 LogEntry::ApprovalRequest { .. } | LogEntry::ApprovalDecision { .. } => {
                     return true
@@ -369,7 +373,18 @@ impl<'a> Prepared<'a> {
     pub fn request(self, system: &'a str, tools: Cow<'a, [ToolSpec]>) -> ModelRequest<'a> {
         let conversation = self.0;
         let mut raw: Vec<Raw<'a>> = Vec::new();
+        // Notes from checkpoint and rewind entries wait for the next message
+        // that is not a tool result: a turn-start checkpoint sits between a
+        // call and its result, where no user message may go.
+        let mut notes: Vec<(String, MessageSource)> = Vec::new();
         for (index, entry) in conversation.entries.iter().enumerate() {
+            if !notes.is_empty() && starts_message(entry) {
+                raw.extend(
+                    notes
+                        .drain(..)
+                        .map(|(text, source)| Raw::User(Cow::Owned(text), source)),
+                );
+            }
             match entry {
                 LogEntry::UserInput { .. } => {
                     // Every input is in `flattened`: a `Prepared` is only
@@ -409,7 +424,43 @@ impl<'a> Prepared<'a> {
                         raw.push(Raw::User(Cow::Owned(injected_text(item)), source));
                     }
                 }
-                LogEntry::SessionStart { .. }
+                LogEntry::Checkpoint {
+                    reason: CheckpointReason::TurnStart,
+                    changes,
+                    ..
+                } if !changes.is_empty() => notes.push((
+                    format!(
+                        "[checkpoint] {}",
+                        crate::checkpoint::notes::hand_edits(changes)
+                    ),
+                    MessageSource::Injected {
+                        entry: index,
+                        item: 0,
+                    },
+                )),
+                LogEntry::Rewind {
+                    files_restored,
+                    conflicts,
+                    not_restored,
+                    conversation: rewound,
+                    ..
+                } => notes.push((
+                    format!(
+                        "[rewind] {}",
+                        crate::checkpoint::notes::rewind(
+                            files_restored,
+                            conflicts,
+                            not_restored,
+                            *rewound
+                        )
+                    ),
+                    MessageSource::Injected {
+                        entry: index,
+                        item: 0,
+                    },
+                )),
+                LogEntry::Checkpoint { .. }
+                | LogEntry::SessionStart { .. }
                 | LogEntry::TurnEnd { .. }
                 | LogEntry::ApprovalRequest { .. }
                 | LogEntry::ApprovalDecision { .. }
@@ -418,6 +469,11 @@ impl<'a> Prepared<'a> {
                 | LogEntry::Unknown => {}
             }
         }
+        raw.extend(
+            notes
+                .into_iter()
+                .map(|(text, source)| Raw::User(Cow::Owned(text), source)),
+        );
         let (messages, sources) = answer_every_call(raw).into_iter().unzip();
         ModelRequest {
             model: conversation.model.as_deref().map(Cow::Borrowed),
@@ -431,6 +487,17 @@ impl<'a> Prepared<'a> {
             max_output_tokens: None,
         }
     }
+}
+
+/// Whether an entry becomes a message of its own (not a tool result, which
+/// joins the assistant message before it): where waiting notes may go.
+fn starts_message(entry: &LogEntry) -> bool {
+    matches!(
+        entry,
+        LogEntry::UserInput { .. }
+            | LogEntry::AssistantItems { .. }
+            | LogEntry::HookInjectedItems { .. }
+    )
 }
 
 /// A message as the entries give it, before [`answer_every_call`] pairs
@@ -846,6 +913,57 @@ mod tests {
         let stray = project(vec![start(None), user("one"), result("c9"), text(), end()]);
         assert_valid(&stray);
         assert_eq!(stray.len(), 2, "{stray:?}");
+    }
+
+    fn checkpoint(changes: Vec<crate::protocol::FileChange>) -> LogEntry {
+        LogEntry::Checkpoint {
+            checkpoint: Some("ab".into()),
+            error: None,
+            reason: CheckpointReason::TurnStart,
+            changes,
+            skipped: Vec::new(),
+            skipped_more: None,
+            at: "2026-12-01T00:00:00.000Z".into(),
+        }
+    }
+
+    #[test]
+    fn hand_edits_reach_the_model_after_the_results_and_checkpoints_do_not() {
+        let edit = crate::protocol::FileChange {
+            path: "notes.md".into(),
+            change: crate::protocol::ChangeKind::Modified,
+            added: Some(1),
+            removed: Some(0),
+        };
+        let messages = project(vec![
+            start(None),
+            user("one"),
+            call("c1"),
+            checkpoint(vec![edit]),
+            result("c1"),
+            text(),
+            end(),
+        ]);
+        assert_valid(&messages);
+        let ChatMessage::User { text } = &messages[3] else {
+            panic!("{messages:?}");
+        };
+        assert_eq!(
+            text,
+            "[checkpoint] Since the last turn, files were changed outside the pod: notes.md \
+             (modified)."
+        );
+        assert!(is_injected(text));
+        assert_eq!(messages.len(), 5, "{messages:?}");
+        // A checkpoint with no hand edits is not sent at all.
+        let quiet = project(vec![
+            start(None),
+            user("one"),
+            call("c1"),
+            checkpoint(Vec::new()),
+            result("c1"),
+        ]);
+        assert_eq!(quiet.len(), 3, "{quiet:?}");
     }
 
     #[test]

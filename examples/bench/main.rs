@@ -4,6 +4,7 @@
 //! every scenario and records a run.
 
 mod attach;
+mod checkpoint;
 mod clients;
 mod durable;
 mod fanout;
@@ -27,7 +28,7 @@ pub struct Config {
     #[arg(long)]
     quick: bool,
     /// Run only these scenarios: durable, attach, fanout, startup, turn,
-    /// later, stream, sessions.
+    /// later, stream, sessions, checkpoint.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Run this program's `serve` (another build of the bench) as the pod,
@@ -42,7 +43,7 @@ pub struct Config {
 
 type Scenario = fn(&Config) -> anyhow::Result<Vec<util::Row>>;
 
-const SCENARIOS: [(&str, Scenario); 8] = [
+const SCENARIOS: [(&str, Scenario); 9] = [
     ("durable", durable::run),
     ("attach", attach::run),
     ("fanout", fanout::run),
@@ -51,6 +52,7 @@ const SCENARIOS: [(&str, Scenario); 8] = [
     ("later", later::run),
     ("stream", stream::run),
     ("sessions", sessions::run),
+    ("checkpoint", checkpoint::run),
 ];
 
 fn main() -> ExitCode {

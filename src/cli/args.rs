@@ -170,6 +170,17 @@ pub enum Command {
         #[arg(long, env = "POD_JSON", value_parser = BoolishValueParser::new())]
         json: bool,
     },
+    /// Rewind the last turn: its files and the conversation.
+    Undo(ForceArgs),
+    /// Rewind to just before the user message at SEQ, or files to a checkpoint.
+    Rewind(RewindArgs),
+    /// Print the unified diff a turn made (default: the last turn that changed files).
+    Diff(DiffArgs),
+    /// Print each line of FILE with the turn that last changed it.
+    Blame {
+        /// The file (relative to this directory).
+        file: PathBuf,
+    },
     /// Stop the pod cleanly.
     Stop,
     /// List pods with a live socket.
@@ -277,6 +288,15 @@ pub struct ServeArgs {
     #[arg(long, env = "POD_SANDBOX", value_enum, default_value_t = SandboxMode::WorkspaceWrite,
           value_name = "MODE")]
     pub sandbox: SandboxMode,
+    /// Files larger than this are not kept in checkpoints (listed as skipped).
+    #[arg(long, env = "POD_CHECKPOINT_MAX_FILE_BYTES", value_name = "BYTES",
+          default_value_t = crate::checkpoint::DEFAULT_MAX_FILE_BYTES)]
+    pub checkpoint_max_file_bytes: u64,
+    /// How large the checkpoint store may grow before the oldest contents no
+    /// checkpoint of the current conversation needs are pruned.
+    #[arg(long, env = "POD_CHECKPOINT_STORE_BYTES", value_name = "BYTES",
+          default_value_t = crate::checkpoint::DEFAULT_STORE_BYTES)]
+    pub checkpoint_store_bytes: u64,
     /// Whether `bash` commands may open network (TCP) connections.
     #[arg(long, env = "POD_SANDBOX_NETWORK", value_enum, default_value_t = Switch::On,
           value_name = "on|off")]
@@ -363,6 +383,47 @@ pub struct DenyArgs {
     /// Tell the model why, or what to do instead.
     #[arg(long, env = "POD_MESSAGE", value_name = "TEXT")]
     pub message: Option<String>,
+}
+
+#[derive(Debug, Args, Clone, Copy)]
+pub struct ForceArgs {
+    /// Restore paths that were also changed outside a turn (conflicts) too.
+    #[arg(long, env = "POD_FORCE", value_parser = BoolishValueParser::new())]
+    pub force: bool,
+    /// Kill running background jobs instead of refusing.
+    #[arg(long, env = "POD_KILL_JOBS", value_parser = BoolishValueParser::new())]
+    pub kill_jobs: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RewindArgs {
+    /// The seq of a user_input of the current session.
+    #[arg(required_unless_present = "checkpoint", conflicts_with = "checkpoint")]
+    pub seq: Option<u64>,
+    /// Restore the files to this checkpoint (e.g. a rewind's checkpoint_before, to undo it).
+    #[arg(long, env = "POD_CHECKPOINT", value_name = "ID")]
+    pub checkpoint: Option<String>,
+    /// Rewind the files only, not the conversation.
+    #[arg(long, conflicts_with_all = ["conversation_only", "checkpoint"],
+          value_parser = BoolishValueParser::new())]
+    pub files_only: bool,
+    /// Rewind the conversation only, not the files.
+    #[arg(long, conflicts_with = "checkpoint", value_parser = BoolishValueParser::new())]
+    pub conversation_only: bool,
+    #[command(flatten)]
+    pub forcing: ForceArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// A turn id, or a unique prefix of at least 4 hex digits after its `t-`.
+    #[arg(conflicts_with = "since")]
+    pub turn: Option<String>,
+    /// Everything since that turn began, up to the workspace now.
+    #[arg(long, value_name = "TURN")]
+    pub since: Option<String>,
+    #[command(flatten)]
+    pub forcing: ForceArgs,
 }
 
 #[derive(Debug, Args)]

@@ -225,6 +225,50 @@ fn describe(entry: &LogEntry) -> String {
             Some(client) => format!("revoked    {rule} ({client})"),
             None => format!("revoked    {rule}"),
         },
+        LogEntry::Checkpoint {
+            checkpoint,
+            error,
+            reason,
+            changes,
+            ..
+        } => {
+            let reason = serde_json::to_string(reason).unwrap_or_default();
+            match (checkpoint, error) {
+                (Some(id), _) if changes.is_empty() => {
+                    format!(
+                        "checkpoint {} {}",
+                        reason.trim_matches('"'),
+                        &id[..id.len().min(12)]
+                    )
+                }
+                (Some(id), _) => format!(
+                    "checkpoint {} {} ({})",
+                    reason.trim_matches('"'),
+                    &id[..id.len().min(12)],
+                    crate::checkpoint::notes::summary(changes)
+                ),
+                (None, error) => format!(
+                    "checkpoint {} not taken: {}",
+                    reason.trim_matches('"'),
+                    error.as_deref().unwrap_or("unknown error")
+                ),
+            }
+        }
+        LogEntry::Rewind {
+            files_restored,
+            conflicts,
+            not_restored,
+            conversation,
+            ..
+        } => format!(
+            "rewind     {}",
+            crate::checkpoint::notes::rewind(
+                files_restored,
+                conflicts,
+                not_restored,
+                *conversation
+            )
+        ),
         LogEntry::Unknown => "(unknown entry)".into(),
     }
 }

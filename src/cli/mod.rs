@@ -7,6 +7,7 @@ mod connect;
 mod log;
 mod paths;
 mod plain;
+mod rewind;
 mod rules;
 mod send;
 mod serve;
@@ -35,6 +36,19 @@ pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
         Some(Command::Pending) => approve::pending(&paths),
         Some(Command::Status { json }) => status::status(&paths, json),
         Some(Command::Stop) => status::stop(&paths),
+        Some(Command::Undo(f)) => rewind::undo(&paths, forcing(f)),
+        Some(Command::Rewind(args)) => rewind::rewind(
+            &paths,
+            rewind::RewindWhat {
+                seq: args.seq,
+                checkpoint: args.checkpoint,
+                files_only: args.files_only,
+                conversation_only: args.conversation_only,
+                forcing: forcing(args.forcing),
+            },
+        ),
+        Some(Command::Diff(args)) => rewind::diff(&paths, args.turn, args.since),
+        Some(Command::Blame { file }) => rewind::blame(&paths, file),
         Some(Command::List) => status::list(&paths),
         Some(Command::Rules { action }) => rules::run(&paths, action),
         Some(Command::Log(args)) => log::run(&cli.global.name, &paths, args),
@@ -48,6 +62,13 @@ pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
             serve::attach(&cli.global.name, &paths, cli.global.notify)
         }
         None => plain::run(&cli, &paths),
+    }
+}
+
+fn forcing(f: args::ForceArgs) -> rewind::Forcing {
+    rewind::Forcing {
+        force: f.force,
+        kill_jobs: f.kill_jobs,
     }
 }
 

@@ -75,6 +75,8 @@ pub fn run(
             ..ToolLimits::default()
         },
         mcp_servers: config.mcp_servers,
+        checkpoint_max_file_bytes: args.checkpoint_max_file_bytes,
+        checkpoint_store_bytes: args.checkpoint_store_bytes,
         approval: args.approval,
         configured_rules: listed(&permissions, &args.allow, &args.deny),
         // The rules of every source are combined.

@@ -51,6 +51,7 @@ pub struct Hub {
     pub worker: Addr<worker::Worker>,
     pub workspace: Workspace,
     pub config: ConnectionLimits,
+    pub checkpoints: crate::checkpoint::serve::Handle,
 }
 
 pub struct Connection {
@@ -132,7 +133,7 @@ impl Connection {
                 ErrorCode::Forbidden,
                 "this connection comes from a tool process (a command, a hook or an MCP server \
                  of this pod or another): it may only read (hello, get_session, \
-                 list_sessions, list_completions, list_rules)",
+                 list_sessions, list_completions, list_rules, get_diff, get_file)",
                 request_id,
             );
         }
@@ -262,6 +263,64 @@ impl Connection {
                             ),
                         };
                         outbox.push_event(&event);
+                    })
+                    .spawn(ctx);
+            }
+            Method::Rewind {
+                before_seq,
+                session_id,
+                checkpoint,
+                files,
+                conversation,
+                force,
+                kill_jobs,
+            } => worker.do_send(worker::Control::Rewind(
+                client,
+                worker::RewindRequest {
+                    before_seq,
+                    session_id,
+                    checkpoint,
+                    files: files.unwrap_or(true),
+                    conversation,
+                    force: force.unwrap_or(false),
+                    kill_jobs: kill_jobs.unwrap_or(false),
+                },
+            )),
+            Method::GetDiff { from, to, path } => {
+                // A walk of the workspace and reads of the store: on the
+                // blocking pool.
+                let checkpoints = self.hub.checkpoints.clone();
+                tokio::task::spawn_blocking(move || {
+                    checkpoints.get_diff(&from, to.as_deref(), path.as_deref())
+                })
+                .into_actor(self)
+                .map(move |result, _, _| match result {
+                    Ok(Ok((diff, files, truncated))) => client.respond(Response {
+                        diff: Some(diff),
+                        files: Some(files),
+                        truncated: Some(truncated),
+                        ..Response::default()
+                    }),
+                    Ok(Err(refusal)) => client.error(refusal.code, refusal.message),
+                    Err(e) => client.error(ErrorCode::StorageError, e.to_string()),
+                })
+                .spawn(ctx);
+            }
+            Method::GetFile { checkpoint, path } => {
+                let checkpoints = self.hub.checkpoints.clone();
+                tokio::task::spawn_blocking(move || checkpoints.get_file(&checkpoint, &path))
+                    .into_actor(self)
+                    .map(move |result, _, _| match result {
+                        Ok(Ok((bytes, kind))) => client.respond(Response {
+                            content: Some(base64::Engine::encode(
+                                &base64::engine::general_purpose::STANDARD,
+                                bytes,
+                            )),
+                            file_type: Some(kind.into()),
+                            ..Response::default()
+                        }),
+                        Ok(Err(refusal)) => client.error(refusal.code, refusal.message),
+                        Err(e) => client.error(ErrorCode::StorageError, e.to_string()),
                     })
                     .spawn(ctx);
             }

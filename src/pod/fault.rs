@@ -49,6 +49,7 @@ impl Faults {
                     faults.fail_writes_while = Some(PathBuf::from(path))
                 }
                 Some(("crash_at", step)) => faults.crash_at = Some(step.to_owned()),
+                Some(("fail_checkpoint_writes_while", _)) => {}
                 _ => anyhow::bail!("POD_FAULT: unknown fault {item:?}"),
             }
         }

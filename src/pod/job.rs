@@ -238,6 +238,8 @@ pub struct JobEnv {
     pub config: WorkerConfig,
     pub state: Rc<RefCell<JobState>>,
     pub paused: watch::Receiver<bool>,
+    /// The checkpoint store and the conversation's checkpoint ids.
+    pub checkpoints: crate::checkpoint::serve::Handle,
 }
 
 impl JobEnv {

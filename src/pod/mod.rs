@@ -17,6 +17,7 @@ mod assembly;
 #[doc(hidden)]
 pub mod bench;
 mod broadcaster;
+mod checkpoint;
 mod compaction;
 mod compactor;
 mod connection;

@@ -4,6 +4,7 @@
 //! conversation's session rules are rebuilt from the log, and the model the
 //! session records is reconciled with the pod's.
 
+use super::checkpoint;
 use super::job::{JobEnv, SessionRule};
 use super::rules;
 use super::session_log::GetSession;
@@ -83,6 +84,22 @@ pub async fn session_rules(env: &JobEnv, conversation: &Conversation) -> Vec<Ses
     rules
 }
 
+/// The checkpoints a client may name from now on: those of this session
+/// and of the sessions it was compacted from.
+async fn checkpoint_ids(env: &JobEnv, conversation: &Conversation) {
+    let mut ids: Vec<String> = checkpoint::ids(conversation.entries()).collect();
+    let mut from = compacted_from(conversation.entries());
+    for _ in 0..MAX_CHAIN {
+        let Some(id) = from else { break };
+        let Some(entries) = read_session(env, id).await else {
+            break;
+        };
+        ids.extend(checkpoint::ids(&entries));
+        from = compacted_from(&entries);
+    }
+    env.checkpoints.reset(ids);
+}
+
 fn compacted_from(entries: &[LogEntry]) -> Option<uuid::Uuid> {
     match entries.first() {
         Some(LogEntry::SessionStart { compacted_from, .. }) => *compacted_from,
@@ -117,6 +134,7 @@ pub fn reconcile_model(env: &JobEnv, conversation: &Conversation) -> (String, bo
 /// Everything to settle when `conversation` becomes current: rules rebuilt,
 /// the model reconciled (committing a `model_change` if needed).
 pub async fn settle(env: &JobEnv, conversation: &mut Conversation) {
+    checkpoint_ids(env, conversation).await;
     let rules = session_rules(env, conversation).await;
     env.state.borrow_mut().session_rules = rules;
     let (model, record) = reconcile_model(env, conversation);

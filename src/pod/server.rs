@@ -53,6 +53,9 @@ pub struct ServeConfig {
     pub approval: ApprovalMode,
     pub allow: Vec<Rule>,
     pub deny: Vec<Rule>,
+    /// `--checkpoint-max-file-bytes`, `--checkpoint-store-bytes`.
+    pub checkpoint_max_file_bytes: u64,
+    pub checkpoint_store_bytes: u64,
     /// The config file's `[mcp_servers.NAME]`: started with the pod.
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     /// The config file's `[[hooks]]`.
@@ -177,7 +180,18 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             workspace_root: workspace.root().to_path_buf(),
         };
         let state = JobState::new(policy, config.provider.model().to_owned());
+        let checkpoints =
+            crate::checkpoint::serve::Handle::new(crate::checkpoint::Checkpoints::open(
+                &config.data_dir,
+                workspace.root(),
+                config.checkpoint_max_file_bytes,
+                config.checkpoint_store_bytes,
+            ));
+        if let Err(e) = checkpoints.store() {
+            tracing::warn!("checkpoints are off: the store could not be opened: {e}");
+        }
         let env = JobEnv {
+            checkpoints: checkpoints.clone(),
             session_log: session_log.clone(),
             broadcaster: broadcaster.clone(),
             compactor,
@@ -205,6 +219,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             worker: worker.clone(),
             workspace,
             config: config.limits,
+            checkpoints,
         };
         actix_rt::spawn(accept_loop(listener, hub));
         actix_rt::spawn(descendants::reap_orphans());

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::assembly::Call;
 use super::broadcaster::Published;
+use super::checkpoint;
 use super::job::{commit, Answer, JobEnv};
 use crate::approval::{self, Verdict};
 use crate::context::{Conversation, StepCall, STOPPED_MARK as STOPPED};
@@ -295,6 +296,9 @@ async fn execute_in_order(
                 if !env.wait_while_paused(cancel).await {
                     plans[i] = Plan::Run(message);
                     return abandon(env, conversation, calls, plans).await;
+                }
+                if let Err(e) = checkpoint::before_call(env, conversation, &calls[i].name).await {
+                    return StepOutcome::Storage(e.to_string());
                 }
                 let ran =
                     run_tool(env, conversation, cancel, &calls[i], calls, plans, answers).await;

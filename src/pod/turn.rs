@@ -12,6 +12,7 @@
 use tokio_util::sync::CancellationToken;
 
 use super::assembly::{self, ReplyEnd};
+use super::checkpoint;
 use super::compaction;
 use super::hooks;
 use super::instructions;
@@ -166,6 +167,7 @@ async fn finish_turn(
         let results = missing_results(open, why);
         commit(env, conversation, LogEntry::ToolResults { results }).await?;
     }
+    checkpoint::before_turn_end(env, conversation).await?;
     let end = LogEntry::TurnEnd {
         reason: ending.reason,
         turn_id: Some(turn.turn_id.clone()),

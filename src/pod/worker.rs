@@ -18,6 +18,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::broadcaster::Shutdown;
+use super::checkpoint;
+pub use super::checkpoint::RewindRequest;
 use super::compaction;
 use super::hooks;
 use super::job::{take_pending, Answer, JobEnv, JobState, QueuedRun};
@@ -68,6 +70,8 @@ pub enum Control {
         label: Option<String>,
         remote: Option<std::net::IpAddr>,
     },
+    /// `rewind`: idle only.
+    Rewind(Client, RewindRequest),
 }
 
 /// A person's answer to an approval request.
@@ -107,6 +111,8 @@ pub struct Worker {
     /// A session switch asked for while a quiet job (the check after a
     /// turn, a notify) finished: it runs next.
     switch_next: Option<(Client, SwitchTo)>,
+    /// A `rewind` waiting, like a switch, for a quiet job to finish.
+    rewind_next: Option<(Client, RewindRequest)>,
 }
 
 impl Worker {
@@ -119,6 +125,7 @@ impl Worker {
             running: None,
             paused,
             switch_next: None,
+            rewind_next: None,
         }
     }
 
@@ -170,6 +177,9 @@ impl Worker {
         }
         if let Some((client, to)) = self.switch_next.take() {
             return self.switch(ctx, client, to);
+        }
+        if let Some((client, request)) = self.rewind_next.take() {
+            return self.rewind(ctx, client, request);
         }
         let env = self.env.clone();
         let cancel = CancellationToken::new();
@@ -255,7 +265,8 @@ impl Worker {
             let state = self.env.state.borrow();
             state.turn.is_none() && !state.compacting && state.stopping.is_none()
         } && self.queue.is_empty()
-            && self.switch_next.is_none();
+            && self.switch_next.is_none()
+            && self.rewind_next.is_none();
         if !idle {
             client.error(
                 ErrorCode::Busy,
@@ -289,9 +300,9 @@ impl Worker {
                     SwitchTo::Fork { at_seq } => conversation
                         .recorded_model_at(*at_seq)
                         .unwrap_or(configured),
-                    SwitchTo::Resume { .. } | SwitchTo::Compacted { .. } => {
-                        (configured.0, env.state.borrow().model.clone())
-                    }
+                    SwitchTo::Resume { .. }
+                    | SwitchTo::Compacted { .. }
+                    | SwitchTo::Rewind { .. } => (configured.0, env.state.borrow().model.clone()),
                 };
                 // The snapshot that follows `session_switched` carries the
                 // status as the broadcaster last heard it: the turn before
@@ -344,6 +355,41 @@ impl Worker {
     }
 }
 
+impl Worker {
+    /// Runs a `rewind` as the next job: files restored and the entries
+    /// committed (into a fork when the conversation is rewound too), then
+    /// the client answered; a fork is settled like any switch.
+    fn rewind(&mut self, ctx: &mut Context<Self>, client: Client, request: RewindRequest) {
+        let env = self.env.clone();
+        self.running = Some(CancellationToken::new());
+        self.spawn(ctx, move |mut conversation| {
+            Box::pin(async move {
+                match checkpoint::rewind(&env, &mut conversation, request).await {
+                    Ok(done) => {
+                        let switched = done.switched.is_some();
+                        if let Some(new) = done.switched {
+                            conversation = Conversation::new(new.session_id, new.entries);
+                        }
+                        client.respond(Response {
+                            ok: Some(true),
+                            session_id: Some(done.session_id),
+                            files_restored: Some(done.files_restored),
+                            conflicts: Some(done.conflicts),
+                            not_restored: Some(done.not_restored),
+                            ..Response::default()
+                        });
+                        if switched {
+                            recovery::settle(&env, &mut conversation).await;
+                        }
+                    }
+                    Err(refused) => client.error(refused.code, refused.message),
+                }
+                conversation
+            })
+        });
+    }
+}
+
 impl Actor for Worker {
     type Context = Context<Self>;
 
@@ -368,6 +414,7 @@ impl Actor for Worker {
                 // Its context is queued for the next step boundary: that of
                 // a resumed turn, or the next turn's.
                 hooks::session_start(&env, &conversation).await;
+                checkpoint::settle_interrupted_rewind(&env, &mut conversation).await;
                 if waiting {
                     let turn = conversation.open_turn();
                     turn::resume_turn(&env, &mut conversation, turn, cancel).await;
@@ -575,6 +622,12 @@ impl Handler<Control> for Worker {
                     // Committed at the next step boundary, or at once when idle.
                     Ok(()) => self.pump(ctx),
                     Err((code, message)) => client.error(code, message),
+                }
+            }
+            Control::Rewind(client, request) => {
+                if self.idle_for(&client) {
+                    self.rewind_next = Some((client, request));
+                    self.pump(ctx);
                 }
             }
             Control::SetModel(client, model) => {

@@ -101,6 +101,38 @@ pub enum LogEntry {
         model: String,
         at: String,
     },
+    /// The state of the workspace's files at a moment of the turn (see
+    /// "Checkpoints and rewind" in docs/protocol.md).
+    Checkpoint {
+        /// The checkpoint's id, or null when it could not be taken.
+        checkpoint: Option<String>,
+        /// Why it could not be taken.
+        #[serde(default)]
+        error: Option<String>,
+        reason: CheckpointReason,
+        /// What differs from the conversation's previous checkpoint.
+        #[serde(default)]
+        changes: Vec<FileChange>,
+        /// Paths not stored (at most 100 listed).
+        #[serde(default)]
+        skipped: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        skipped_more: Option<u64>,
+        at: String,
+    },
+    /// Files (and perhaps the conversation) were put back.
+    Rewind {
+        before_seq: Option<u64>,
+        session_id: Option<Uuid>,
+        /// The state the files were restored to.
+        checkpoint: Option<String>,
+        /// The state just before, so the rewind can be undone.
+        checkpoint_before: Option<String>,
+        files_restored: Vec<RestoredFile>,
+        conflicts: Vec<String>,
+        not_restored: Vec<NotRestored>,
+        conversation: bool,
+    },
     TurnEnd {
         reason: TurnEndReason,
         /// Those of the turn's `turn_start` (null in logs written before).
@@ -118,6 +150,68 @@ pub enum LogEntry {
     #[serde(other)]
     #[schemars(skip)]
     Unknown,
+}
+
+/// When a checkpoint was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckpointReason {
+    TurnStart,
+    TurnEnd,
+    Rewind,
+    #[serde(other)]
+    #[schemars(skip)]
+    Unknown,
+}
+
+/// How one path differs between two checkpoints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FileChange {
+    pub path: String,
+    pub change: ChangeKind,
+    /// Lines added and removed; null for binary content.
+    pub added: Option<u64>,
+    pub removed: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    Added,
+    Modified,
+    Deleted,
+    /// Only the executable bit changed.
+    Mode,
+    /// A file became a symlink or the other way round.
+    Type,
+    #[serde(other)]
+    #[schemars(skip)]
+    Unknown,
+}
+
+/// One path a rewind put back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RestoredFile {
+    pub path: String,
+    pub action: RestoreAction,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RestoreAction {
+    Written,
+    Created,
+    Deleted,
+    #[serde(other)]
+    #[schemars(skip)]
+    Unknown,
+}
+
+/// A path a rewind could not put back, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct NotRestored {
+    pub path: String,
+    pub reason: String,
 }
 
 /// One confirmed block of model output.
@@ -322,6 +416,8 @@ impl LogEntry {
             LogEntry::ApprovalDecision { .. } => "approval_decision",
             LogEntry::RuleRevoked { .. } => "rule_revoked",
             LogEntry::ModelChange { .. } => "model_change",
+            LogEntry::Checkpoint { .. } => "checkpoint",
+            LogEntry::Rewind { .. } => "rewind",
             LogEntry::TurnEnd { .. } => "turn_end",
             LogEntry::Unknown => "unknown",
         }
@@ -400,6 +496,19 @@ mod tests {
         round_trip(
             json!({"seq":9,"entry":{"kind":"model_change","provider":"openai",
             "model":"gpt-4o-mini","at":"2026-11-30T00:00:00.000Z"}}),
+        );
+        round_trip(
+            json!({"seq":10,"entry":{"kind":"checkpoint","checkpoint":"ab","error":null,
+            "reason":"turn_start","changes":[{"path":"a","change":"modified","added":1,"removed":0},
+            {"path":"b.png","change":"added","added":null,"removed":null}],
+            "skipped":["big.bin"],"skipped_more":3,"at":"2026-11-30T00:00:00.000Z"}}),
+        );
+        round_trip(
+            json!({"seq":11,"entry":{"kind":"rewind","before_seq":3,"session_id":id,
+            "checkpoint":"ab","checkpoint_before":"cd",
+            "files_restored":[{"path":"a","action":"written"},{"path":"n","action":"deleted"}],
+            "conflicts":["c"],"not_restored":[{"path":"d","reason":"its parent d is now a symlink"}],
+            "conversation":true}}),
         );
     }
 

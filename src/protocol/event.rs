@@ -291,6 +291,9 @@ pub enum SwitchReason {
     New,
     Fork,
     Resume,
+    /// A `rewind` with `conversation`: the new session is a fork just
+    /// before the user message rewound to.
+    Rewind,
     #[serde(other)]
     #[schemars(skip)]
     Unknown,
@@ -352,8 +355,13 @@ pub enum ErrorCode {
     Forbidden,
     /// A `user_prompt_submit` hook refused the run (exit 2); nothing was committed.
     BlockedByHook,
+    /// `rewind`/`get_diff`/`get_file`: no such checkpoint in this conversation.
+    CheckpointNotFound,
+    /// `rewind` with files while background jobs run (and no `kill_jobs`).
+    JobsRunning,
     /// What the method names does not exist (`revoke_rule`: no rule a
-    /// decision of this conversation added).
+    /// decision of this conversation added; `get_file`: the path is not in
+    /// that checkpoint).
     NotFound,
     #[serde(other)]
     #[schemars(skip)]
@@ -393,6 +401,27 @@ pub struct Response {
     /// `approve`, `hello`, `set_approval`, …: the method took effect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ok: Option<bool>,
+    /// `rewind`: the paths put back, those left alone as conflicts, and
+    /// those that could not be put back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files_restored: Option<Vec<crate::protocol::RestoredFile>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflicts: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_restored: Option<Vec<crate::protocol::NotRestored>>,
+    /// `get_diff`: the unified diff, the files it covers, whether it was cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<Vec<crate::protocol::FileChange>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<bool>,
+    /// `get_file`: the bytes (base64) and whether the path is a `file` or
+    /// a `symlink` (`file_type`: the frame's own `type` is `response`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_type: Option<String>,
 }
 
 /// One completion with what a menu shows beside it.

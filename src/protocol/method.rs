@@ -80,6 +80,39 @@ pub enum Method {
     RevokeRule {
         rule: String,
     },
+    /// Put files (and perhaps the conversation) back: exactly one of
+    /// `before_seq` and `checkpoint`.
+    Rewind {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        before_seq: Option<u64>,
+        /// The session `before_seq` is in: the current one by default, or
+        /// one it was compacted from.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        checkpoint: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        files: Option<bool>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        conversation: Option<bool>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        force: Option<bool>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kill_jobs: Option<bool>,
+    },
+    /// The unified diff between two checkpoints, or one and the workspace now.
+    GetDiff {
+        from: String,
+        #[serde(default)]
+        to: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+    },
+    /// One path's content in a checkpoint.
+    GetFile {
+        checkpoint: String,
+        path: String,
+    },
 }
 
 impl Method {
@@ -94,6 +127,8 @@ impl Method {
                 | Method::ListSessions
                 | Method::ListCompletions { .. }
                 | Method::ListRules
+                | Method::GetDiff { .. }
+                | Method::GetFile { .. }
         )
     }
 }
@@ -126,6 +161,9 @@ const METHOD_TYPES: &[&str] = &[
     "set_model",
     "list_rules",
     "revoke_rule",
+    "rewind",
+    "get_diff",
+    "get_file",
 ];
 
 /// Why a frame could not become a [`Request`].
@@ -355,6 +393,24 @@ mod tests {
             },
             Method::SetModel {
                 model: "gpt-4o".into(),
+            },
+            Method::Rewind {
+                before_seq: Some(3),
+                session_id: None,
+                checkpoint: None,
+                files: Some(true),
+                conversation: Some(false),
+                force: None,
+                kill_jobs: None,
+            },
+            Method::GetDiff {
+                from: "ab".into(),
+                to: None,
+                path: Some("src".into()),
+            },
+            Method::GetFile {
+                checkpoint: "ab".into(),
+                path: "a.txt".into(),
             },
         ];
         for method in methods {

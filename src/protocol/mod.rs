@@ -10,8 +10,9 @@ mod schema;
 mod segment;
 
 pub use entry::{
-    AssistantItem, DecidedBy, Decision, ForkPoint, InjectedItem, LogEntry, LogLine, Scope,
-    ToolResult, TurnEndReason, TurnError, TurnErrorCode, Usage,
+    AssistantItem, ChangeKind, CheckpointReason, DecidedBy, Decision, FileChange, ForkPoint,
+    InjectedItem, LogEntry, LogLine, NotRestored, RestoreAction, RestoredFile, Scope, ToolResult,
+    TurnEndReason, TurnError, TurnErrorCode, Usage,
 };
 pub use event::{
     ApprovalMode, CompactReason, CompletionItem, ContextSource, ErrorCode, Event, Greeting, Level,

@@ -448,6 +448,11 @@ impl App {
                 return;
             }
         }
+        if let Some(text) = super::checkpoints::response_text(&response) {
+            self.conversation.push_notice(Level::Info, text);
+            self.viewport.end();
+            return;
+        }
         if let (Some(id), Some(sessions)) = (&response.request_id, response.sessions) {
             if self.sessions_request.as_deref() == Some(id) {
                 self.sessions_request = None;

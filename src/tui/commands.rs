@@ -53,6 +53,16 @@ pub const BUILTINS: &[Builtin] = &[
         help: "continue in a copy of this session",
     },
     Builtin {
+        name: "undo",
+        args: "",
+        help: "rewind the last turn: its files and the conversation",
+    },
+    Builtin {
+        name: "diff",
+        args: "",
+        help: "the diff the last turn that changed files made",
+    },
+    Builtin {
         name: "model",
         args: "[NAME]",
         help: "show the model, or switch to another of the provider's",

@@ -19,8 +19,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::protocol::{
-    AssistantItem, DecidedBy, Decision, Event, ForkPoint, InFlight, Level, LogEntry, LogLine,
-    Scope, Segment, Snapshot, SwitchReason, TurnEndReason, TurnError,
+    AssistantItem, CheckpointReason, DecidedBy, Decision, Event, ForkPoint, InFlight, Level,
+    LogEntry, LogLine, Scope, Segment, Snapshot, SwitchReason, TurnEndReason, TurnError,
 };
 
 /// Lines of a running tool's output shown under its call.
@@ -172,6 +172,11 @@ pub struct Conversation {
     live_rev: u64,
     session_id: Option<Uuid>,
     last_seq: Option<u64>,
+    /// The seq of the session's last user input (what `/undo` rewinds to).
+    pub last_input_seq: Option<u64>,
+    /// The last turn that changed files: its turn_start and turn_end
+    /// checkpoints (what `/diff` shows).
+    pub last_changed: Option<(String, Option<String>)>,
     tools: HashMap<String, usize>,
     /// Tool blocks whose running time is shown, with when they started.
     timed: Vec<(usize, Instant)>,
@@ -367,6 +372,8 @@ impl Conversation {
         self.session_id = Some(snapshot.session_id);
         self.workspace = Some(snapshot.greeting.workspace.clone().into());
         self.last_seq = None;
+        self.last_input_seq = None;
+        self.last_changed = None;
         let switch = self.switch.take();
         for LogLine { seq, entry } in &snapshot.entries {
             self.last_seq = Some(*seq);
@@ -549,9 +556,12 @@ impl Conversation {
                 forked_from: forked_from.clone(),
                 switch: None,
             }),
-            LogEntry::UserInput { segments, .. } => self.push(BlockKind::User {
-                segments: segments.clone(),
-            }),
+            LogEntry::UserInput { segments, .. } => {
+                self.last_input_seq = self.last_seq;
+                self.push(BlockKind::User {
+                    segments: segments.clone(),
+                })
+            }
             LogEntry::AssistantItems { items } => {
                 for item in items {
                     self.push(match item {
@@ -677,6 +687,45 @@ impl Conversation {
                     None => format!("rule revoked: {rule}"),
                 },
             ),
+            LogEntry::Checkpoint {
+                checkpoint: Some(id),
+                reason: CheckpointReason::TurnStart,
+                ..
+            } => self.last_changed = Some((id.clone(), None)),
+            LogEntry::Checkpoint {
+                checkpoint,
+                reason: CheckpointReason::TurnEnd,
+                changes,
+                ..
+            } => {
+                if let Some((_, end)) = &mut self.last_changed {
+                    *end = checkpoint.clone();
+                }
+                if !changes.is_empty() {
+                    self.push(BlockKind::Injected {
+                        source: "checkpoint".into(),
+                        text: crate::tui::checkpoints::turn_summary(changes),
+                        expanded: false,
+                    });
+                }
+            }
+            LogEntry::Rewind {
+                files_restored,
+                conflicts,
+                not_restored,
+                conversation,
+                ..
+            } => self.push(BlockKind::Injected {
+                source: "rewind".into(),
+                text: crate::checkpoint::notes::rewind(
+                    files_restored,
+                    conflicts,
+                    not_restored,
+                    *conversation,
+                ),
+                expanded: false,
+            }),
+            LogEntry::Checkpoint { .. } => {}
             LogEntry::HookInjectedItems { items } => {
                 for item in items {
                     self.push(BlockKind::Injected {

@@ -21,6 +21,7 @@
 
 pub mod app;
 pub mod approval;
+pub mod checkpoints;
 pub mod commands;
 pub mod composer;
 pub mod connection;

@@ -48,6 +48,11 @@ pub enum SwitchTo {
     /// A copy of the current session up to `at_seq` (default: the last
     /// entry), which must be a `turn_end` or the last entry.
     Fork { at_seq: Option<u64> },
+    /// A `rewind` of the conversation: a copy of the current session up to
+    /// `at_seq` (any entry: the one just before a user message), followed
+    /// by `then` (the rewind's checkpoint and entry), all durable before the
+    /// switch is announced with reason `rewind`.
+    Rewind { at_seq: u64, then: Vec<LogEntry> },
     /// An earlier session, by full id or unique prefix. Resuming the current
     /// session is `invalid_params`: nothing would happen, and a client
     /// waiting for `session_switched` should hear so.
@@ -160,6 +165,26 @@ impl Handler<Switch> for SessionLog {
                     Announce::Switched(SwitchReason::Fork),
                 )
             }
+            SwitchTo::Rewind { at_seq, then } => {
+                let last = self.mirror.len().saturating_sub(1) as u64;
+                if at_seq > last {
+                    return Err(SwitchError::new(
+                        ErrorCode::InvalidParams,
+                        format!("seq {at_seq} is past the last entry of the session ({last})"),
+                    ));
+                }
+                let id = Uuid::new_v4();
+                let forked_from = ForkPoint {
+                    session_id: self.session_id,
+                    seq: Some(at_seq),
+                };
+                let fresh = vec![start(id, self.compacted_from(), Some(forked_from))];
+                let copies = self.mirror[1..=at_seq as usize].to_vec();
+                (
+                    self.create_with(id, fresh, &copies, then)?,
+                    Announce::Switched(SwitchReason::Rewind),
+                )
+            }
             SwitchTo::Resume { session_id } => (
                 self.open_existing(&session_id)?,
                 Announce::Switched(SwitchReason::Resume),
@@ -221,6 +246,17 @@ impl SessionLog {
         fresh: Vec<LogEntry>,
         copies: &[Bytes],
     ) -> Result<Target, SwitchError> {
+        self.create_with(session_id, fresh, copies, Vec::new())
+    }
+
+    /// [`SessionLog::create`], with `then` entries after the copies.
+    fn create_with(
+        &self,
+        session_id: Uuid,
+        fresh: Vec<LogEntry>,
+        copies: &[Bytes],
+        then: Vec<LogEntry>,
+    ) -> Result<Target, SwitchError> {
         let path = LogFile::path_for(&self.dirs.sessions, session_id);
         let failed = |e: &dyn std::fmt::Display| SwitchError::storage(&path, e);
         // `create` syncs the directory, so the file's name is durable too.
@@ -235,6 +271,15 @@ impl SessionLog {
             lines.push(line);
         }
         lines.extend(copies.iter().map(|line| line.to_vec()));
+        let first_then = (fresh.len() + copies.len()) as u64;
+        for (i, entry) in then.iter().enumerate() {
+            let line = serde_json::to_vec(&LineRef {
+                seq: first_then + i as u64,
+                entry,
+            })
+            .map_err(|e| failed(&e))?;
+            lines.push(line);
+        }
         let mut written = Vec::with_capacity(lines.len());
         for mut line in lines {
             file.write_line(&mut line).map_err(|e| failed(&e))?;
@@ -247,6 +292,7 @@ impl SessionLog {
             let line: LogLine = serde_json::from_slice(line).map_err(|e| failed(&e))?;
             entries.push(line.entry);
         }
+        entries.extend(then);
         Ok(Target {
             session_id,
             file,

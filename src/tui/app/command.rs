@@ -120,6 +120,28 @@ impl App {
             "fork" => {
                 self.send(Method::Fork { at_seq: None });
             }
+            "undo" => match self.conversation.last_input_seq {
+                Some(seq) => {
+                    self.send(crate::tui::checkpoints::undo(seq));
+                }
+                None => {
+                    self.flash = Some("nothing to undo: this session has no message yet".into());
+                    return;
+                }
+            },
+            "diff" => match self.conversation.last_changed.clone() {
+                Some((from, to)) => {
+                    self.send(Method::GetDiff {
+                        from,
+                        to,
+                        path: None,
+                    });
+                }
+                None => {
+                    self.flash = Some("no turn of this session changed files".into());
+                    return;
+                }
+            },
             "sessions" => {
                 let id = self.send(Method::ListSessions);
                 self.sessions_request = Some(id);

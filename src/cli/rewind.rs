@@ -1,0 +1,461 @@
+//! `pod undo`, `pod rewind`, `pod diff` and `pod blame`: clients of the
+//! `rewind`, `get_diff` and `get_file` methods. What they need of the log
+//! (turns, their messages and checkpoints) comes from the snapshot every
+//! connection opens with.
+
+use std::process::ExitCode;
+
+use base64::Engine as _;
+
+use super::connect::{connect, exit, no_pod, snapshot};
+use super::Paths;
+use crate::client::{EventStream, RequestSink};
+use crate::protocol::{
+    CheckpointReason, ErrorCode, Event, LogEntry, Method, Request, Response, Segment, SegmentView,
+};
+
+/// A refused request: its code and message.
+struct Refused(ErrorCode, String);
+
+/// Sends `method` and waits for its answer, skipping every other frame.
+async fn call(
+    events: &mut EventStream,
+    sink: &mut RequestSink,
+    method: Method,
+) -> anyhow::Result<Result<Response, Refused>> {
+    let id = format!("cli-{}", uuid::Uuid::new_v4().simple());
+    sink.send(&Request::with_id(method, id.clone())).await?;
+    while let Some(event) = events.next().await {
+        match event? {
+            Event::Response(r) if r.request_id.as_deref() == Some(id.as_str()) => return Ok(Ok(r)),
+            Event::Error {
+                code,
+                message,
+                request_id,
+            } if request_id.as_deref() == Some(id.as_str()) => {
+                return Ok(Err(Refused(code, message)))
+            }
+            _ => {}
+        }
+    }
+    anyhow::bail!("the pod closed the connection before it answered")
+}
+
+/// One turn of the session, as the log shows it.
+#[derive(Debug, Clone)]
+struct Turn {
+    turn_id: Option<String>,
+    seq: u64,
+    at: String,
+    text: String,
+    start: Option<String>,
+    end: Option<String>,
+}
+
+/// The turns of a session's entries, in order.
+fn turns(entries: &[crate::protocol::LogLine]) -> Vec<Turn> {
+    let mut out: Vec<Turn> = Vec::new();
+    for line in entries {
+        match &line.entry {
+            LogEntry::UserInput {
+                segments,
+                at,
+                turn_id,
+                ..
+            } => out.push(Turn {
+                turn_id: turn_id.clone(),
+                seq: line.seq,
+                at: at.clone(),
+                text: message_text(segments),
+                start: None,
+                end: None,
+            }),
+            LogEntry::Checkpoint {
+                checkpoint: Some(id),
+                reason,
+                ..
+            } => {
+                if let Some(turn) = out.last_mut() {
+                    match reason {
+                        CheckpointReason::TurnStart => turn.start = Some(id.clone()),
+                        CheckpointReason::TurnEnd => turn.end = Some(id.clone()),
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn message_text(segments: &[Segment]) -> String {
+    segments
+        .iter()
+        .filter_map(|s| match s.view() {
+            SegmentView::Text { text } | SegmentView::Paste { text, .. } => Some(text.to_owned()),
+            SegmentView::FileRef { path } => Some(format!("@{path}")),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The turn a CLI argument names: a turn id, or a unique prefix of at least
+/// 4 hex digits after its `t-`.
+fn find_turn<'a>(turns: &'a [Turn], query: &str) -> Result<&'a Turn, String> {
+    let hex = query.strip_prefix("t-").unwrap_or(query);
+    if hex.len() < 4 {
+        return Err(format!(
+            "{query:?}: give a turn id or at least 4 of its hex digits"
+        ));
+    }
+    let matching: Vec<&Turn> = turns
+        .iter()
+        .filter(|t| {
+            t.turn_id
+                .as_deref()
+                .and_then(|id| id.strip_prefix("t-"))
+                .is_some_and(|id| id.starts_with(hex))
+        })
+        .collect();
+    match matching.as_slice() {
+        [one] => Ok(one),
+        [] => Err(format!("no turn of this session matches {query:?}")),
+        _ => Err(format!(
+            "{query:?} matches more than one turn; give more digits"
+        )),
+    }
+}
+
+/// Runs `body` against the pod, or says none listens.
+fn with_pod<F>(paths: &Paths, body: F) -> anyhow::Result<ExitCode>
+where
+    F: AsyncFnOnce(
+        &mut EventStream,
+        &mut RequestSink,
+        crate::protocol::Snapshot,
+    ) -> anyhow::Result<ExitCode>,
+{
+    super::runtime()?.block_on(async {
+        let Some((mut events, mut sink)) = connect(&paths.socket).await? else {
+            return Ok(no_pod(&paths.socket));
+        };
+        let snap = snapshot(&mut events, &paths.socket).await?;
+        body(&mut events, &mut sink, snap).await
+    })
+}
+
+fn code_name(code: ErrorCode) -> String {
+    serde_json::to_string(&code)
+        .unwrap_or_default()
+        .trim_matches('"')
+        .to_owned()
+}
+
+fn failed(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("pod: {message}");
+    ExitCode::from(exit::FAILED)
+}
+
+/// Options every rewinding command takes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Forcing {
+    pub force: bool,
+    pub kill_jobs: bool,
+}
+
+/// `pod undo`: rewind files and conversation to before the last message.
+pub fn undo(paths: &Paths, forcing: Forcing) -> anyhow::Result<ExitCode> {
+    with_pod(paths, async |events, sink, snap| {
+        let Some(last) = turns(&snap.entries).last().map(|t| t.seq) else {
+            return Ok(failed("nothing to undo: this session has no message yet"));
+        };
+        rewind_with(events, sink, Some(last), None, true, true, forcing).await
+    })
+}
+
+/// What `pod rewind` is to do.
+pub struct RewindWhat {
+    pub seq: Option<u64>,
+    pub checkpoint: Option<String>,
+    pub files_only: bool,
+    pub conversation_only: bool,
+    pub forcing: Forcing,
+}
+
+/// `pod rewind SEQ [--files-only | --conversation-only]`, `pod rewind
+/// --checkpoint ID`.
+pub fn rewind(paths: &Paths, what: RewindWhat) -> anyhow::Result<ExitCode> {
+    with_pod(paths, async |events, sink, _| {
+        let files = !what.conversation_only;
+        let conversation = what.checkpoint.is_none() && !what.files_only;
+        rewind_with(
+            events,
+            sink,
+            what.seq,
+            what.checkpoint,
+            files,
+            conversation,
+            what.forcing,
+        )
+        .await
+    })
+}
+
+async fn rewind_with(
+    events: &mut EventStream,
+    sink: &mut RequestSink,
+    before_seq: Option<u64>,
+    checkpoint: Option<String>,
+    files: bool,
+    conversation: bool,
+    forcing: Forcing,
+) -> anyhow::Result<ExitCode> {
+    let by_checkpoint = checkpoint.is_some();
+    let method = Method::Rewind {
+        before_seq,
+        session_id: None,
+        checkpoint,
+        files: Some(files),
+        conversation: (!by_checkpoint).then_some(conversation),
+        force: Some(forcing.force),
+        kill_jobs: Some(forcing.kill_jobs),
+    };
+    let response = match call(events, sink, method).await? {
+        Ok(r) => r,
+        Err(Refused(code, message)) => {
+            return Ok(failed(format!("{message} ({})", code_name(code))))
+        }
+    };
+    print!("{}", rewind_report(&response));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What a rewind did, as `pod undo`/`pod rewind` print it.
+fn rewind_report(r: &Response) -> String {
+    let mut out = String::new();
+    let restored = r.files_restored.as_deref().unwrap_or_default();
+    if restored.is_empty() {
+        out.push_str("no file restored\n");
+    }
+    for f in restored {
+        let action = serde_json::to_string(&f.action).unwrap_or_default();
+        out.push_str(&format!("{:<8} {}\n", action.trim_matches('"'), f.path));
+    }
+    for c in r.conflicts.as_deref().unwrap_or_default() {
+        out.push_str(&format!(
+            "conflict {c} (also changed outside a turn; left as it is, --force restores it)\n"
+        ));
+    }
+    for n in r.not_restored.as_deref().unwrap_or_default() {
+        out.push_str(&format!("not restored {}: {}\n", n.path, n.reason));
+    }
+    if let Some(id) = r.session_id {
+        out.push_str(&format!("session {id}\n"));
+    }
+    out
+}
+
+/// `pod diff [TURN]`, `pod diff --since TURN`.
+pub fn diff(
+    paths: &Paths,
+    turn: Option<String>,
+    since: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    with_pod(paths, async |events, sink, snap| {
+        let turns = turns(&snap.entries);
+        let (from, to) = if let Some(query) = since {
+            let turn = match find_turn(&turns, &query) {
+                Ok(t) => t,
+                Err(e) => return Ok(failed(e)),
+            };
+            let start = turns
+                .iter()
+                .skip_while(|t| t.seq < turn.seq)
+                .find_map(|t| t.start.clone());
+            match start {
+                Some(start) => (start, None),
+                None => return Ok(ExitCode::SUCCESS),
+            }
+        } else {
+            let turn = match &turn {
+                Some(query) => match find_turn(&turns, query) {
+                    Ok(t) => Some(t),
+                    Err(e) => return Ok(failed(e)),
+                },
+                None => turns.iter().rev().find(|t| t.start.is_some()),
+            };
+            match turn.and_then(|t| t.start.clone().map(|s| (s, t.end.clone()))) {
+                Some(pair) => pair,
+                None => {
+                    eprintln!("no turn of this session changed files");
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+        };
+        let method = Method::GetDiff {
+            from,
+            to,
+            path: None,
+        };
+        match call(events, sink, method).await? {
+            Ok(r) => {
+                print!("{}", r.diff.unwrap_or_default());
+                if r.truncated == Some(true) {
+                    eprintln!("pod: the diff was cut at 4 MiB");
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(Refused(code, message)) => Ok(failed(format!("{message} ({})", code_name(code)))),
+        }
+    })
+}
+
+/// Who wrote a line: a turn (its index in the turns), or no turn.
+type Attr = Option<usize>;
+
+/// `pod blame FILE`.
+pub fn blame(paths: &Paths, file: std::path::PathBuf) -> anyhow::Result<ExitCode> {
+    with_pod(paths, async |events, sink, snap| {
+        let workspace = std::path::PathBuf::from(&snap.greeting.workspace);
+        let absolute = if file.is_absolute() {
+            file.clone()
+        } else {
+            std::env::current_dir()?.join(&file)
+        };
+        let absolute = absolute.canonicalize().unwrap_or(absolute);
+        let Ok(rel) = absolute.strip_prefix(&workspace) else {
+            return Ok(failed(format!(
+                "{} is not inside the pod's workspace {}",
+                file.display(),
+                workspace.display()
+            )));
+        };
+        let rel = rel.to_string_lossy().into_owned();
+        let now = match std::fs::read(&absolute) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(e) => return Ok(failed(format!("cannot read {}: {e}", file.display()))),
+        };
+        let turns = turns(&snap.entries);
+        // The file at each checkpoint, with who wrote each line.
+        let mut state: Option<(String, Vec<Attr>)> = None;
+        let mut seen: std::collections::HashMap<String, (String, Vec<Attr>)> = Default::default();
+        let mut current_turn: Option<usize> = None;
+        for line in &snap.entries {
+            match &line.entry {
+                LogEntry::UserInput { .. } => {
+                    current_turn = turns.iter().position(|t| t.seq == line.seq);
+                }
+                LogEntry::Checkpoint {
+                    checkpoint: Some(id),
+                    reason,
+                    ..
+                } => {
+                    let content = match call(
+                        events,
+                        sink,
+                        Method::GetFile {
+                            checkpoint: id.clone(),
+                            path: rel.clone(),
+                        },
+                    )
+                    .await?
+                    {
+                        Ok(r) => base64::engine::general_purpose::STANDARD
+                            .decode(r.content.unwrap_or_default())
+                            .map(|b| String::from_utf8_lossy(&b).into_owned())
+                            .unwrap_or_default(),
+                        Err(_) => String::new(),
+                    };
+                    let by = match reason {
+                        CheckpointReason::TurnEnd => current_turn,
+                        _ => None,
+                    };
+                    let next = advance(state.take(), &content, by);
+                    seen.insert(id.clone(), next.clone());
+                    state = Some(next);
+                }
+                LogEntry::Rewind {
+                    checkpoint: Some(target),
+                    files_restored,
+                    ..
+                } if files_restored.iter().any(|f| f.path == rel) => {
+                    if let Some(restored) = seen.get(target) {
+                        state = Some(restored.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+        let (_, attrs) = advance(state, &now, None);
+        print!("{}", blame_lines(&now, &attrs, &turns));
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// The file's lines as `new` has them, each attributed: kept lines keep
+/// their writer, inserted ones get `by`.
+fn advance(old: Option<(String, Vec<Attr>)>, new: &str, by: Attr) -> (String, Vec<Attr>) {
+    let (old_text, old_attrs) = old.unwrap_or_default();
+    let diff = similar::TextDiff::from_lines(old_text.as_str(), new);
+    let mut attrs = Vec::new();
+    for change in diff.iter_all_changes() {
+        match change.tag() {
+            similar::ChangeTag::Equal => {
+                let i = change.old_index().unwrap_or(0);
+                attrs.push(old_attrs.get(i).copied().flatten());
+            }
+            similar::ChangeTag::Insert => attrs.push(by),
+            similar::ChangeTag::Delete => {}
+        }
+    }
+    (new.to_owned(), attrs)
+}
+
+/// `<8 hex> <YYYY-MM-DD> <first five words>│<line>`, or `-│<line>`.
+fn blame_lines(text: &str, attrs: &[Attr], turns: &[Turn]) -> String {
+    let mut out = String::new();
+    for (i, line) in text.lines().enumerate() {
+        let who = attrs
+            .get(i)
+            .copied()
+            .flatten()
+            .and_then(|t| turns.get(t))
+            .map(|t| {
+                let id = t.turn_id.as_deref().unwrap_or("t-????????");
+                let hex: String = id.trim_start_matches("t-").chars().take(8).collect();
+                let date: String = t.at.chars().take(10).collect();
+                let words: Vec<&str> = t.text.split_whitespace().take(5).collect();
+                format!("{hex} {date} {}", words.join(" "))
+            })
+            .unwrap_or_else(|| "-".into());
+        out.push_str(&format!("{who}\u{2502}{line}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blame_keeps_the_writer_of_kept_lines() {
+        let first = advance(None, "a\nb\n", None);
+        let second = advance(Some(first), "a\nB\nc\n", Some(0));
+        assert_eq!(second.1, [None, Some(0), Some(0)]);
+        let turns = [Turn {
+            turn_id: Some("t-0123456789ab".into()),
+            seq: 1,
+            at: "2026-12-01T10:00:00.000Z".into(),
+            text: "please fix the   parser now and then".into(),
+            start: None,
+            end: None,
+        }];
+        assert_eq!(
+            blame_lines(&second.0, &second.1, &turns),
+            "-\u{2502}a\n01234567 2026-12-01 please fix the parser now\u{2502}B\n\
+             01234567 2026-12-01 please fix the parser now\u{2502}c\n"
+        );
+    }
+}
