@@ -146,6 +146,8 @@ pub struct Global {
     pub ca_cert: Option<PathBuf>,
 }
 
+// `Serve` is the big one; a command line is parsed once, so it stays unboxed.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the pod in the foreground until `shutdown`, SIGINT or SIGTERM.

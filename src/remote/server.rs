@@ -148,7 +148,7 @@ fn refusal(status: StatusCode, code: &str, message: &str) -> HttpResponse {
     }))
 }
 
-fn header<'r>(req: &'r HttpRequest, name: header::HeaderName) -> Option<&'r str> {
+fn header(req: &HttpRequest, name: header::HeaderName) -> Option<&str> {
     req.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
@@ -203,19 +203,21 @@ fn presented(req: &HttpRequest) -> Option<String> {
         .find_map(|p| p.trim().strip_prefix(TOKEN_SUBPROTOCOL).map(str::to_owned))
 }
 
-/// A valid token's grant, or the refusal: 429 while the address is locked
-/// out (never for a valid token), else 401, counted toward the lockout.
-fn authenticate(req: &HttpRequest, state: &State) -> Result<Granted, HttpResponse> {
-    if let Some(granted) = presented(req).and_then(|t| state.tokens.check(&t)) {
-        return Ok(granted);
-    }
-    Err(failed_check(
+/// A valid token's grant; `None` is answered with [`no_token`].
+fn authenticate(req: &HttpRequest, state: &State) -> Option<Granted> {
+    presented(req).and_then(|t| state.tokens.check(&t))
+}
+
+fn no_token(req: &HttpRequest, state: &State) -> HttpResponse {
+    failed_check(
         req,
         state,
         "no valid device token (make one with `pod token create`)",
-    ))
+    )
 }
 
+/// The refusal of a failed check: 429 while the address is locked out
+/// (never for a valid token), else 401, counted toward the lockout.
 fn failed_check(req: &HttpRequest, state: &State, message: &str) -> HttpResponse {
     let ip = client_ip(req);
     if state.checks.locked(ip) {
@@ -292,8 +294,8 @@ async fn blobs(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
     if let Some(refused) = misdirected(&req, &state) {
         return refused;
     }
-    if let Err(refused) = authenticate(&req, &state) {
-        return refused;
+    if authenticate(&req, &state).is_none() {
+        return no_token(&req, &state);
     }
     refusal(
         StatusCode::NOT_FOUND,
@@ -328,9 +330,8 @@ async fn websocket(req: HttpRequest, body: web::Payload, state: web::Data<State>
     if let Some(refused) = misdirected(&req, &state) {
         return refused;
     }
-    let granted = match authenticate(&req, &state) {
-        Ok(granted) => granted,
-        Err(refused) => return refused,
+    let Some(granted) = authenticate(&req, &state) else {
+        return no_token(&req, &state);
     };
     let Some(revoked) = state.tokens.watch(&granted.id) else {
         return failed_check(&req, &state, "that device token was revoked");
