@@ -29,11 +29,20 @@ fn the_documented_systemd_unit_verifies() {
         .replace("/usr/local/bin/pod", env!("CARGO_BIN_EXE_pod"))
         .replace("%h/src/%i", &workspace.display().to_string());
     let path = dir.path().join("pod@calc.service");
+    // A user manager needs a runtime directory, which a CI box may lack.
+    let runtime = dir.path().join("run");
+    std::fs::create_dir(&runtime).unwrap();
+    std::fs::set_permissions(
+        &runtime,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
     std::fs::write(&path, unit).unwrap();
     let out = Command::new("systemd-analyze")
         .args(["verify", "--user"])
         .arg(&path)
         .env("HOME", dir.path())
+        .env("XDG_RUNTIME_DIR", &runtime)
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
