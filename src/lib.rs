@@ -17,6 +17,7 @@ pub mod private;
 pub mod protocol;
 pub mod provider;
 pub mod remote;
+pub mod safe_text;
 pub mod store;
 pub mod tokens;
 pub mod tools;

@@ -377,6 +377,9 @@ fn a_tool_cannot_approve_another_call_of_its_step() {
         .in_dir(dir)
         .script(&script)
         .args(["--approval", "ask", "--allow", "bash:python3 *"])
+        // The door a tool would otherwise find shut: this is the check
+        // behind it.
+        .args(["--sandbox-unix-sockets", "on"])
         .start();
     assert_eq!(pod.socket, socket);
     let mut c = pod.client();
@@ -473,4 +476,41 @@ fn rules_from_the_config_file_and_the_flags_are_combined() {
         "the config file's deny rule was ignored"
     );
     assert!(marker(&pod, "b"), "the flag's allow rule was ignored");
+}
+
+/// Approving `*` for the session adds a rule for `*` itself, not `bash:*`:
+/// the next command is still asked. `pod pending` says what `--session`
+/// would add before anyone answers.
+#[test]
+fn a_session_rule_escapes_the_commands_own_wildcards_and_is_shown_first() {
+    let script = format!(
+        "{}\n{}\n{}\n",
+        json!({"events":[{"tool_call":{"id":"c1","name":"bash","arguments":{"command":"*"}}}]}),
+        json!({"events":[{"tool_call":{"id":"c2","name":"bash","arguments":{"command":"git status --short; touch marker"}}}]}),
+        done()
+    );
+    let pod = ask_pod(&script);
+    let mut c = pod.client();
+    run_until_waiting(&mut c, "go");
+    let pending = harness::succeeded(pod.command("pending").output().unwrap());
+    assert!(pending.contains("--session adds bash:\\* *"), "{pending}");
+    harness::succeeded(
+        pod.command("approve")
+            .args(["c1", "--session"])
+            .output()
+            .unwrap(),
+    );
+    c.until_with("c2 asked", |v| {
+        v["type"] == "entry"
+            && v["entry"]["kind"] == "approval_request"
+            && v["entry"]["call_id"] == "c2"
+    });
+    assert!(!marker(&pod, "marker"), "`bash:*` was added");
+    let pending = harness::succeeded(pod.command("pending").output().unwrap());
+    assert!(
+        pending.contains("--session adds bash:git status --short; touch marker"),
+        "a compound line adds itself: {pending}"
+    );
+    approve(&mut c, "c2", "deny", json!({}));
+    c.until_entry("turn_end");
 }

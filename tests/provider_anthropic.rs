@@ -60,6 +60,7 @@ fn text_events() -> Vec<ModelEvent> {
         ModelEvent::Usage(Usage {
             input_tokens: 30,
             output_tokens: 15,
+            ..Default::default()
         }),
     ]
 }
@@ -92,7 +93,8 @@ async fn text_turn_streams_deltas_and_usage() {
     assert_eq!(
         request.json(),
         json!({"model":"claude-sonnet-4-5","max_tokens":8192,"stream":true,
-               "messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]})
+               "messages":[{"role":"user","content":[{"type":"text","text":"hi",
+                   "cache_control":{"type":"ephemeral"}}]}]})
     );
 }
 
@@ -140,7 +142,8 @@ async fn thinking_text_and_tool_use_blocks_stream_in_order() {
             ModelEvent::BlockEnd,
             ModelEvent::Usage(Usage {
                 input_tokens: 30,
-                output_tokens: 89
+                output_tokens: 89,
+                ..Default::default()
             }),
         ]
     );
@@ -207,7 +210,9 @@ async fn request_projects_tool_use_and_tool_results_with_alternation() {
             "model": "claude-opus-4-1",
             "max_tokens": 8192,
             "stream": true,
-            "system": "You are pod.",
+            // Prompt-cache breakpoints on the stable prefix (the system
+            // prompt and the tools) and on the conversation's last message.
+            "system": [{"type":"text","text":"You are pod.","cache_control":{"type":"ephemeral"}}],
             "messages": [
                 {"role":"user","content":[{"type":"text","text":"read a.txt"}]},
                 {"role":"assistant","content":[
@@ -215,10 +220,11 @@ async fn request_projects_tool_use_and_tool_results_with_alternation() {
                     {"type":"tool_use","id":"toolu_01","name":"read_file","input":{"path":"a.txt"}}]},
                 {"role":"user","content":[
                     {"type":"tool_result","tool_use_id":"toolu_01","content":"no such file","is_error":true},
-                    {"type":"text","text":"build finished"}]}
+                    {"type":"text","text":"build finished","cache_control":{"type":"ephemeral"}}]}
             ],
             "tools": [{"name":"read_file","description":"Reads a file.",
-                "input_schema":{"type":"object","properties":{"path":{"type":"string"}}}}]
+                "input_schema":{"type":"object","properties":{"path":{"type":"string"}}},
+                "cache_control":{"type":"ephemeral"}}]
         })
     );
 }
@@ -427,7 +433,9 @@ async fn pings_unknown_events_redacted_thinking_and_signatures_are_ignored() {
             ModelEvent::BlockEnd,
             ModelEvent::Usage(Usage {
                 input_tokens: 30,
-                output_tokens: 15
+                output_tokens: 15,
+                cache_read_tokens: 5,
+                cache_write_tokens: 0,
             }),
         ]
     );
@@ -497,6 +505,7 @@ async fn a_tool_use_whose_input_comes_whole_in_its_start() {
     expected.push(ModelEvent::Usage(Usage {
         input_tokens: 30,
         output_tokens: 9,
+        ..Default::default()
     }));
     assert_eq!(events, expected);
 }
@@ -525,7 +534,8 @@ async fn a_whole_message_instead_of_a_stream_is_read() {
             ModelEvent::BlockEnd,
             ModelEvent::Usage(Usage {
                 input_tokens: 10,
-                output_tokens: 6
+                output_tokens: 6,
+                ..Default::default()
             }),
         ]
     );

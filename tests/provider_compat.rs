@@ -357,3 +357,40 @@ fn the_context_gauge_uses_the_estimate_when_the_server_reports_no_usage_and_says
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("estimated"), "{text}");
 }
+
+#[test]
+fn cached_prompt_tokens_are_read_into_the_turns_usage_for_both_formats() {
+    let openai = data_frames(&[
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"Hi."},"finish_reason":"stop"}]}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":2006,"completion_tokens":3,"total_tokens":2009,"prompt_tokens_details":{"cached_tokens":1920}}}"#,
+        "[DONE]",
+    ]);
+    let (_rt, server) = model_server(vec![Reply::sse(&openai)]);
+    let (end, _) = turn(&openai_pod(&server), "hello");
+    assert_eq!(end["usage"]["input_tokens"], 2006, "{end}");
+    assert_eq!(end["usage"]["cache_read_tokens"], 1920, "{end}");
+
+    let anthropic = typed_frames(&[
+        r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"usage":{"input_tokens":6,"cache_creation_input_tokens":100,"cache_read_input_tokens":1900,"output_tokens":1}}}"#,
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi."}}"#,
+        r#"{"type":"content_block_stop","index":0}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":6,"cache_creation_input_tokens":100,"cache_read_input_tokens":1900,"output_tokens":3}}"#,
+        r#"{"type":"message_stop"}"#,
+    ]);
+    let (_rt, server) = model_server(vec![Reply::sse(&anthropic)]);
+    let pod = Pod::builder()
+        .args(["--provider", "anthropic", "--base-url", &server.url])
+        .env("ANTHROPIC_API_KEY", "k")
+        .start();
+    let (end, _) = turn(&pod, "hello");
+    assert_eq!(end["usage"]["input_tokens"], 2006, "{end}");
+    assert_eq!(end["usage"]["cache_read_tokens"], 1900, "{end}");
+    assert_eq!(end["usage"]["cache_write_tokens"], 100, "{end}");
+    let body = server.requests()[0].json();
+    assert_eq!(
+        body["system"][0]["cache_control"],
+        json!({"type":"ephemeral"}),
+        "{body}"
+    );
+}

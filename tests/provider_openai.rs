@@ -54,6 +54,7 @@ fn usage(input_tokens: u64, output_tokens: u64) -> ModelEvent {
     ModelEvent::Usage(Usage {
         input_tokens,
         output_tokens,
+        ..Default::default()
     })
 }
 
@@ -145,7 +146,8 @@ async fn tool_calls_are_assembled_by_index_with_block_ends() {
             ModelEvent::BlockEnd,
             ModelEvent::Usage(Usage {
                 input_tokens: 40,
-                output_tokens: 20
+                output_tokens: 20,
+                ..Default::default()
             }),
         ]
     );
@@ -641,7 +643,8 @@ async fn openrouter_comments_reasoning_and_crlf_without_space_or_done() {
             ModelEvent::BlockEnd,
             ModelEvent::Usage(Usage {
                 input_tokens: 7,
-                output_tokens: 2
+                output_tokens: 2,
+                ..Default::default()
             }),
         ]
     );

@@ -77,7 +77,8 @@ async fn text_chunks_form_one_block_and_usage_passes_through() {
             text("lo"),
             ModelEvent::Usage(Usage {
                 input_tokens: 7,
-                output_tokens: 2
+                output_tokens: 2,
+                ..Default::default()
             }),
             ModelEvent::BlockEnd,
         ]

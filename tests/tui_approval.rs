@@ -65,6 +65,24 @@ fn a_bash_request_takes_the_input_box_place() {
     assert_snapshot!("bash_request", text);
 }
 
+/// What `a` would add is on the panel before it is pressed: the command's
+/// subcommand for `cargo test`, the file for an edit.
+#[test]
+fn the_panel_shows_the_rule_a_session_answer_adds() {
+    let mut app = waiting();
+    let text = screen(&mut app, 100, 20);
+    assert!(
+        text.contains("a allow for this session: bash:cargo test *"),
+        "{text}"
+    );
+    key(&mut app, KeyCode::Char('y'));
+    let text = screen(&mut app, 100, 20);
+    assert!(
+        text.contains("a allow for this session: write:src/lib.rs"),
+        "{text}"
+    );
+}
+
 #[test]
 fn a_diff_request_is_coloured_and_scrolls() {
     let mut app = waiting();

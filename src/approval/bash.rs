@@ -242,11 +242,31 @@ impl Parser {
                 self.open(LevelKind::Paren, true);
             }
             '`' => self.backtick(),
+            '$' if self.runs_a_command_at_brace() => self.funsub(),
             _ => {
                 self.push(c);
                 self.at += 1;
             }
         }
+    }
+
+    /// Whether a `$` here opens `${` that is not a plain parameter
+    /// expansion: bash 5.3 runs `${ cmd; }` and `${| cmd; }` as command
+    /// substitutions, and a later bash may add more forms, so any `${` not
+    /// followed by what a parameter starts with is treated as one.
+    fn runs_a_command_at_brace(&self) -> bool {
+        self.peek(1) == Some('{')
+            && !self.peek(2).is_some_and(|c| {
+                c.is_ascii_alphanumeric()
+                    || matches!(c, '_' | '#' | '!' | '@' | '*' | '?' | '$' | '-')
+            })
+    }
+
+    /// `${ …` run as a command substitution: no allow rule covers the line.
+    fn funsub(&mut self) {
+        self.out.substitution = true;
+        self.push('$');
+        self.at += 1;
     }
 
     fn unquoted(&mut self, c: char) {
@@ -272,6 +292,7 @@ impl Parser {
                 self.backslash();
             }
             '$' if self.peek(1) == Some('\'') => self.single_quoted(2),
+            '$' if self.runs_a_command_at_brace() => self.funsub(),
             '$' | '<' | '>' if self.peek(1) == Some('(') => {
                 self.push(c);
                 self.push('(');
@@ -625,28 +646,72 @@ pub fn first_word(text: &str) -> &str {
 }
 
 /// Whether `text` matches `pattern`, where `*` stands for any run of
-/// characters (none included) and every other character for itself. A
-/// pattern ending in ` *` also matches without that tail: `cargo *` allows
-/// `cargo` alone.
+/// characters (none included), `\` makes the character after it (`*`, `?`,
+/// `[` or `\`) stand for itself, and every other character stands for
+/// itself. A pattern ending in ` *` also matches without that tail:
+/// `cargo *` allows `cargo` alone.
 pub fn wildcard_match(pattern: &str, text: &str) -> bool {
-    star_match(pattern, text)
-        || pattern
-            .strip_suffix(" *")
-            .is_some_and(|head| star_match(head, text))
+    let tokens = tokens(pattern);
+    star_match(&tokens, text)
+        || matches!(tokens.as_slice(), [head @ .., Token::Char(' '), Token::Star] if star_match(head, text))
+}
+
+/// The characters a session rule escapes in a command so that they match
+/// only themselves: the wildcard, the characters other glob dialects treat
+/// as wildcards, and the escape itself.
+const ESCAPED: [char; 4] = ['*', '?', '[', '\\'];
+
+/// `text` as a pattern that matches exactly `text`: its `*`, `?`, `[` and
+/// `\` escaped with `\`.
+pub fn escape_pattern(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if ESCAPED.contains(&c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Token {
+    Star,
+    Char(char),
+}
+
+/// A pattern's wildcards and literal characters. A `\` before one of
+/// [`ESCAPED`] makes it literal; any other `\` is itself.
+fn tokens(pattern: &str) -> Vec<Token> {
+    let mut out = Vec::with_capacity(pattern.len());
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.peek() {
+                Some(&next) if ESCAPED.contains(&next) => {
+                    chars.next();
+                    out.push(Token::Char(next));
+                }
+                _ => out.push(Token::Char('\\')),
+            },
+            '*' => out.push(Token::Star),
+            c => out.push(Token::Char(c)),
+        }
+    }
+    out
 }
 
 /// The classic linear-time `*` matcher: on a mismatch, let the last `*`
 /// swallow one more character and retry from there.
-fn star_match(pattern: &str, text: &str) -> bool {
-    let p: Vec<char> = pattern.chars().collect();
+fn star_match(p: &[Token], text: &str) -> bool {
     let t: Vec<char> = text.chars().collect();
     let (mut pi, mut ti) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while ti < t.len() {
-        if pi < p.len() && p[pi] == '*' {
+        if pi < p.len() && p[pi] == Token::Star {
             star = Some((pi, ti));
             pi += 1;
-        } else if pi < p.len() && p[pi] == t[ti] {
+        } else if pi < p.len() && p[pi] == Token::Char(t[ti]) {
             pi += 1;
             ti += 1;
         } else if let Some((sp, st)) = star {
@@ -657,7 +722,85 @@ fn star_match(pattern: &str, text: &str) -> bool {
             return false;
         }
     }
-    p[pi..].iter().all(|c| *c == '*')
+    p[pi..].iter().all(|c| *c == Token::Star)
+}
+
+/// Programs whose first argument names a subcommand: a session rule for
+/// `git status --short` is `git status *`, never `git *`.
+const TAKES_SUBCOMMAND: [&str; 28] = [
+    "git",
+    "cargo",
+    "npm",
+    "pnpm",
+    "yarn",
+    "bun",
+    "deno",
+    "go",
+    "docker",
+    "podman",
+    "kubectl",
+    "helm",
+    "make",
+    "just",
+    "gh",
+    "pip",
+    "pip3",
+    "uv",
+    "poetry",
+    "rustup",
+    "dotnet",
+    "mvn",
+    "gradle",
+    "terraform",
+    "systemctl",
+    "brew",
+    "apt",
+    "npx",
+];
+
+/// The pattern a `session` answer adds for `line` (already collapsed): the
+/// simple command's first word and ` *` — its first two words when the
+/// first takes a subcommand (`git status *`), its first three for
+/// `python -m MODULE` — with the command's own wildcards escaped; the whole
+/// line, escaped, when it is compound, contains a substitution, writes a
+/// file or is uncertain (a first-word rule would not cover it), and when
+/// the word after a program that takes a subcommand is an option (`git -C
+/// dir …`: which subcommand runs is not its second word).
+pub fn session_pattern(line: &str) -> String {
+    let parsed = parse(line);
+    let exact = || escape_pattern(line);
+    let [only] = parsed.commands.as_slice() else {
+        return exact();
+    };
+    if parsed.substitution || parsed.uncertain || only.writes_file {
+        return exact();
+    }
+    let mut words = Vec::new();
+    let mut rest = only.text.as_str();
+    while !rest.is_empty() && words.len() < 3 {
+        let word = first_word(rest);
+        words.push(word);
+        rest = rest[word.len()..].trim_start();
+    }
+    let program = words[0];
+    let name = program.rsplit('/').next().unwrap_or(program);
+    let is_python = name.starts_with("python") && words.get(1) == Some(&"-m");
+    let taken = if is_python {
+        3
+    } else if TAKES_SUBCOMMAND.contains(&name) {
+        2
+    } else {
+        1
+    };
+    if words.len() < taken
+        || words[1..taken]
+            .iter()
+            .any(|w| w.starts_with('-') && *w != "-m")
+    {
+        return exact();
+    }
+    let head = words[..taken].join(" ");
+    format!("{} *", escape_pattern(&head))
 }
 
 #[cfg(test)]
@@ -700,6 +843,25 @@ mod tests {
         assert_eq!(texts("  git \t status   -s  "), ["git status -s"]);
         assert_eq!(texts("echo 'a   b'"), ["echo 'a   b'"]);
         assert_eq!(collapse("a  \"b  c\"  d"), "a \"b  c\" d");
+    }
+
+    #[test]
+    fn a_brace_that_runs_a_command_is_a_substitution() {
+        for line in [
+            "echo ${ rm -rf x; }",
+            "echo ${| REPLY=$(id); }",
+            "echo \"${\trm x;}\"",
+            "echo ${(x)}",
+        ] {
+            assert!(parse(line).substitution, "{line}");
+        }
+        for line in [
+            "echo ${HOME}",
+            "echo ${#x} ${!p} ${@} ${x:-a} \"${1}\"",
+            "echo '${ x; }'",
+        ] {
+            assert!(!parse(line).substitution, "{line}");
+        }
     }
 
     #[test]
@@ -879,6 +1041,45 @@ mod tests {
         assert!(!wildcard_match("ls", "ls -la"));
         assert!(wildcard_match("ls ?", "ls ?"));
         assert!(!wildcard_match("ls ?", "ls a"), "`?` is literal");
+        assert!(wildcard_match(r"echo \*", "echo *"));
+        assert!(
+            !wildcard_match(r"echo \*", "echo x"),
+            "an escaped `*` is itself"
+        );
+        assert!(wildcard_match(r"a\\b", r"a\b"));
+        assert!(
+            wildcard_match(r"grep a\|b *", r"grep a\|b src"),
+            "other `\\` stay"
+        );
+        assert!(
+            !wildcard_match(r"rm \*", "rm"),
+            "an escaped star is no optional tail"
+        );
+    }
+
+    #[test]
+    fn session_patterns_name_the_program_or_its_subcommand() {
+        assert_eq!(session_pattern("git status --short"), "git status *");
+        assert_eq!(session_pattern("cargo test --lib"), "cargo test *");
+        assert_eq!(session_pattern("ls -la src"), "ls *");
+        assert_eq!(
+            session_pattern("python3 -m pytest -x"),
+            "python3 -m pytest *"
+        );
+        assert_eq!(session_pattern("python3 app.py"), "python3 *");
+        assert_eq!(session_pattern("/usr/bin/git log"), "/usr/bin/git log *");
+        assert_eq!(session_pattern("git -C /x push"), "git -C /x push");
+        assert_eq!(session_pattern("git"), "git");
+        assert_eq!(session_pattern("*"), r"\* *");
+        assert_eq!(session_pattern("rm -rf *"), "rm *");
+        assert_eq!(session_pattern("l? x"), r"l\? *");
+        assert_eq!(
+            session_pattern("git status; rm -rf x"),
+            "git status; rm -rf x"
+        );
+        assert_eq!(session_pattern("echo * > out"), r"echo \* > out");
+        assert!(wildcard_match(&session_pattern("*"), "*"));
+        assert!(!wildcard_match(&session_pattern("*"), "rm -rf /"));
     }
 
     #[test]

@@ -185,46 +185,49 @@ impl Policy {
         }
     }
 
-    /// The allow rule a `scope: "session"` approval of `call` adds: for
-    /// `bash` the command's first word and ` *` (`bash:cargo *`), or the
-    /// exact line when it is compound, contains a substitution or writes a
-    /// file through a redirection (a first-word rule would not cover it);
-    /// the file's path for writes (`write:src/main.rs`); `TOOL:*` otherwise.
-    ///
-    /// `None` when the call lacks what its rule must name — a `bash` call
-    /// with a blank or missing `command`, a write without a `path` inside
-    /// the workspace: such calls fail the tool's schema or its workspace
-    /// check and are refused before anyone is asked.
+    /// The allow rule a `scope: "session"` approval of `call` adds
+    /// ([`session_rule`]).
     pub fn session_rule(&self, call: &Call) -> Option<Rule> {
-        let text = match self.subject(call) {
-            Subject::Bash(line) => {
-                let line = bash::collapse(line);
-                if line.is_empty() {
-                    return None;
-                }
-                let parsed = bash::parse(&line);
-                match parsed.commands.as_slice() {
-                    [only] if !parsed.substitution && !parsed.uncertain && !only.writes_file => {
-                        let word = bash::first_word(&only.text);
-                        if word.contains('*') {
-                            format!("bash:{line}")
-                        } else {
-                            format!("bash:{word} *")
-                        }
-                    }
-                    _ => format!("bash:{line}"),
-                }
-            }
-            Subject::Write(path) => format!("write:{}", globset::escape(&path?)),
-            Subject::Read(_) | Subject::Other => {
-                if call.tool.contains(':') {
-                    return None;
-                }
-                format!("{}:*", globset::escape(call.tool))
-            }
-        };
-        text.parse().ok()
+        session_rule(call, &self.workspace_root)
     }
+}
+
+/// The allow rule a `scope: "session"` approval of `call` adds, for a
+/// workspace at `workspace_root`: for `bash` the command's first word and
+/// ` *`, or its first two when the first takes a subcommand (`bash:git
+/// status *`), or the exact line when it is compound, contains a
+/// substitution or writes a file through a redirection — the command's own
+/// `*`, `?`, `[` and `\` escaped so they match only themselves
+/// ([`bash::session_pattern`]); the file's path for writes
+/// (`write:src/main.rs`); `TOOL:*` otherwise. The pod adds it, and every
+/// client shows it before the user chooses, so this one function decides.
+///
+/// `None` when the call lacks what its rule must name — a `bash` call
+/// with a blank or missing `command`, a write without a `path` inside
+/// the workspace: such calls fail the tool's schema or its workspace
+/// check and are refused before anyone is asked.
+pub fn session_rule(call: &Call, workspace_root: &Path) -> Option<Rule> {
+    let path = || {
+        call.arg("path")
+            .and_then(|raw| workspace_relative(workspace_root, raw))
+    };
+    let text = match call.tool {
+        BASH => {
+            let line = bash::collapse(call.arg("command").unwrap_or(""));
+            if line.is_empty() {
+                return None;
+            }
+            format!("bash:{}", bash::session_pattern(&line))
+        }
+        tool if WRITE_TOOLS.contains(&tool) => format!("write:{}", globset::escape(&path()?)),
+        tool => {
+            if tool.contains(':') {
+                return None;
+            }
+            format!("{}:*", globset::escape(tool))
+        }
+    };
+    text.parse().ok()
 }
 
 /// Whether a non-`bash` call matches `rule`.
@@ -277,10 +280,13 @@ fn deny_forms(text: &str) -> impl Iterator<Item = String> {
 /// file: a command writing one is covered only by a pattern that spells out
 /// a `>` itself, or by `*` alone (all of `bash`).
 fn bash_allowed(line: &str, rules: Vec<&Rule>) -> bool {
+    // The exact line, as a session rule spells it (its wildcards escaped)
+    // or as a person may have written it.
     let whole = bash::collapse(line);
+    let escaped = bash::escape_pattern(&whole);
     if rules
         .iter()
-        .any(|r| r.bash_pattern() == Some(whole.as_str()))
+        .any(|r| r.bash_pattern().is_some_and(|p| p == whole || p == escaped))
     {
         return true;
     }

@@ -278,12 +278,12 @@ fn session_rules_name_what_was_approved() {
         (
             "bash",
             json!({"command": "cargo test --lib"}),
-            Some("bash:cargo *"),
+            Some("bash:cargo test *"),
         ),
         (
             "bash",
             json!({"command": "  cargo   build  "}),
-            Some("bash:cargo *"),
+            Some("bash:cargo build *"),
         ),
         (
             "bash",
@@ -293,7 +293,7 @@ fn session_rules_name_what_was_approved() {
         (
             "bash",
             json!({"command": "git status # why"}),
-            Some("bash:git *"),
+            Some("bash:git status *"),
         ),
         (
             "bash",
@@ -314,9 +314,10 @@ fn session_rules_name_what_was_approved() {
         (
             "bash",
             json!({"command": "cargo test 2>&1"}),
-            Some("bash:cargo *"),
+            Some("bash:cargo test *"),
         ),
-        ("bash", json!({"command": "ls*x y"}), Some("bash:ls*x y")),
+        ("bash", json!({"command": "ls*x y"}), Some(r"bash:ls\*x *")),
+        ("bash", json!({"command": "*"}), Some(r"bash:\* *")),
         ("bash", json!({"command": "   "}), None),
         ("bash", json!({}), None),
         (

@@ -7,7 +7,7 @@
 use std::process::ExitCode;
 
 use crate::client::{EventStream, RequestSink};
-use crate::protocol::{Decision, Event, LogEntry, Method, Request, Scope, Snapshot};
+use crate::protocol::{AssistantItem, Decision, Event, LogEntry, Method, Request, Scope, Snapshot};
 
 use super::args::{ApproveArgs, DenyArgs};
 use super::connect::{connect, exit, snapshot};
@@ -19,11 +19,21 @@ struct Pending {
     call_id: String,
     tool: String,
     summary: String,
+    /// The rule `--session` would add, as the pod derives it.
+    session_rule: Option<String>,
 }
 
 impl Pending {
+    /// The call as one line, every control character in it (the model
+    /// chose them all) shown as a visible escape.
     fn line(&self) -> String {
-        format!("{}  {}: {}", self.call_id, self.tool, self.summary)
+        use crate::safe_text::line;
+        format!(
+            "{}  {}: {}",
+            line(&self.call_id),
+            line(&self.tool),
+            line(&self.summary)
+        )
     }
 }
 
@@ -49,13 +59,38 @@ fn pending_of(snapshot: &Snapshot) -> Vec<Pending> {
                 });
             let (tool, summary) = request
                 .unwrap_or_else(|| ("?".into(), "(its request is not in this session)".into()));
+            let session_rule = session_rule_of(snapshot, call_id, &tool);
             Pending {
                 call_id: call_id.clone(),
                 tool,
                 summary,
+                session_rule,
             }
         })
         .collect()
+}
+
+/// The rule a `session` answer to `call_id` would add, from the call's
+/// arguments in the snapshot and the pod's workspace.
+fn session_rule_of(snapshot: &Snapshot, call_id: &str, tool: &str) -> Option<String> {
+    let arguments = snapshot
+        .entries
+        .iter()
+        .rev()
+        .find_map(|line| match &line.entry {
+            LogEntry::AssistantItems { items } => items.iter().find_map(|item| match item {
+                AssistantItem::ToolCall {
+                    call_id: id,
+                    arguments,
+                    ..
+                } if id == call_id => Some(arguments),
+                _ => None,
+            }),
+            _ => None,
+        })?;
+    let call = crate::approval::Call { tool, arguments };
+    let workspace = std::path::Path::new(&snapshot.greeting.workspace);
+    crate::approval::session_rule(&call, workspace).map(|rule| rule.to_string())
 }
 
 /// Which pending approval `wanted` (a call id or a unique prefix; `None`:
@@ -114,6 +149,9 @@ pub fn pending(paths: &Paths) -> anyhow::Result<ExitCode> {
         }
         for p in pending {
             println!("{}", p.line());
+            if let Some(rule) = &p.session_rule {
+                println!("    --session adds {}", crate::safe_text::line(rule));
+            }
         }
         Ok(ExitCode::SUCCESS)
     })
@@ -152,7 +190,7 @@ async fn decide(paths: &Paths, wanted: Option<&str>, answer: Answer) -> anyhow::
     let chosen = match choose(&pending, wanted) {
         Ok(chosen) => chosen,
         Err(why) => {
-            eprintln!("pod: {why}");
+            eprintln!("pod: {}", crate::safe_text::lines(&why));
             return Ok(ExitCode::from(exit::FAILED));
         }
     };
@@ -171,8 +209,9 @@ async fn decide(paths: &Paths, wanted: Option<&str>, answer: Answer) -> anyhow::
         }
         Err(why) => {
             eprintln!(
-                "pod: the pod did not take the answer for {}: {why}",
-                chosen.call_id
+                "pod: the pod did not take the answer for {}: {}",
+                crate::safe_text::line(&chosen.call_id),
+                crate::safe_text::line(&why)
             );
             Ok(ExitCode::from(exit::FAILED))
         }
@@ -239,6 +278,7 @@ mod tests {
                 call_id: (*id).into(),
                 tool: "bash".into(),
                 summary: format!("run {id}"),
+                session_rule: None,
             })
             .collect()
     }

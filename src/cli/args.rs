@@ -318,6 +318,21 @@ pub struct ServeArgs {
     #[arg(long, env = "POD_SANDBOX_NETWORK", value_enum, default_value_t = Switch::On,
           value_name = "on|off")]
     pub sandbox_network: Switch,
+    /// Whether tool processes may create Unix-domain sockets while the sandbox is on: `on`
+    /// opens every local server that listens on one (another pod, tmux, D-Bus, ssh-agent,
+    /// docker) to the model's commands (docs/sandbox.md).
+    #[arg(long, env = "POD_SANDBOX_UNIX_SOCKETS", value_enum, default_value_t = Switch::Off,
+          value_name = "on|off")]
+    pub sandbox_unix_sockets: Switch,
+    /// Keep this variable in tool processes' environment although the pod withholds it
+    /// (OPENAI_API_KEY, ANTHROPIC_API_KEY, POD_TOKEN, POD_URL); repeatable.
+    #[arg(
+        long,
+        env = "POD_PASS_ENV",
+        value_name = "NAME",
+        value_delimiter = '\n'
+    )]
+    pub pass_env: Vec<String>,
     /// Also serve the protocol over a WebSocket and the web client on ADDR
     /// (e.g. 127.0.0.1:7878, [::]:7878); see docs/remote.md.
     #[arg(long, env = "POD_LISTEN", value_name = "ADDR")]

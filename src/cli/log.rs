@@ -141,7 +141,8 @@ fn print_session(
     for (seq, entry) in recovered.entries.iter().enumerate() {
         // Continuation lines are indented under the text, so the seq and
         // kind columns stay readable for multi-line messages.
-        let text = describe(entry);
+        let described = describe(entry);
+        let text = crate::safe_text::lines(&described);
         let mut lines = text.lines();
         writeln!(out, "{seq:>5}  {}", lines.next().unwrap_or(""))?;
         for line in lines {

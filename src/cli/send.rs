@@ -21,6 +21,7 @@ use crate::protocol::{
     AssistantItem, DecidedBy, Decision, ErrorCode, Event, LogEntry, Method, PodState, Request,
     Segment, TurnEndReason, TurnError,
 };
+use crate::safe_text;
 
 /// The label this connection gives itself (`approval_decision.client`).
 const CLIENT: &str = "pod send";
@@ -282,8 +283,9 @@ impl<O: Write, E: Write> Turn<O, E> {
             if let (false, Some((ErrorCode::FrameTooLarge, message))) = (self.accepted, refusal) {
                 self.print_json(line)?;
                 eprintln!(
-                    "pod: the pod refused the message: {message}. Attach long text as a file \
-                     (--file PATH) instead"
+                    "pod: the pod refused the message: {}. Attach long text as a file \
+                     (--file PATH) instead",
+                    safe_text::line(message)
                 );
                 return Ok(Some(Flow::Exit(ExitCode::from(exit::FAILED))));
             }
@@ -292,7 +294,10 @@ impl<O: Write, E: Write> Turn<O, E> {
         if id == self.request_id {
             self.print_json(line)?;
             if let Some((_, message)) = refusal {
-                eprintln!("pod: the pod refused the message: {message}");
+                eprintln!(
+                    "pod: the pod refused the message: {}",
+                    safe_text::line(message)
+                );
                 return Ok(Some(Flow::Exit(ExitCode::from(exit::FAILED))));
             }
             if let Event::Response(r) = event {
@@ -313,7 +318,9 @@ impl<O: Write, E: Write> Turn<O, E> {
                 }
                 // The turn ended on its own meanwhile; its `turn_end` says how.
                 (_, Some((ErrorCode::NotRunning, _))) => {}
-                (_, Some((_, message))) => eprintln!("pod: cancelling failed: {message}"),
+                (_, Some((_, message))) => {
+                    eprintln!("pod: cancelling failed: {}", safe_text::line(message))
+                }
                 // Cancelled while running: the turn ends `cancelled` next.
                 _ => {}
             }
@@ -334,7 +341,8 @@ impl<O: Write, E: Write> Turn<O, E> {
                 delay_ms,
                 error,
             } => eprintln!(
-                "pod: {error} · retrying in {} ({attempt}/{max_attempts})",
+                "pod: {} · retrying in {} ({attempt}/{max_attempts})",
+                safe_text::line(&error),
                 seconds(delay_ms)
             ),
             Event::Error {
@@ -342,7 +350,7 @@ impl<O: Write, E: Write> Turn<O, E> {
                 message,
                 ..
             } => self.model_error = Some(message),
-            Event::Error { message, .. } => eprintln!("pod: {message}"),
+            Event::Error { message, .. } => eprintln!("pod: {}", safe_text::line(&message)),
             Event::Entry { entry, .. } => return self.show_entry(entry),
             _ => {}
         }
@@ -367,6 +375,11 @@ impl<O: Write, E: Write> Turn<O, E> {
                 summary,
                 ..
             } => {
+                let (tool, summary, call_id) = (
+                    safe_text::line(&tool),
+                    safe_text::line(&summary),
+                    safe_text::line(&call_id),
+                );
                 eprintln!("pod: waiting for approval: {tool}: {summary} (call {call_id})");
                 eprintln!(
                     "pod: answer with `pod approve {call_id}` or `pod deny {call_id}` \
@@ -385,8 +398,10 @@ impl<O: Write, E: Write> Turn<O, E> {
                     Decision::Deny => "denied",
                     Decision::Unknown => "decided",
                 };
-                let by = client.map(|c| format!(" by {c}")).unwrap_or_default();
-                eprintln!("pod: call {call_id} {verb}{by}");
+                let by = client
+                    .map(|c| format!(" by {}", safe_text::line(&c)))
+                    .unwrap_or_default();
+                eprintln!("pod: call {} {verb}{by}", safe_text::line(&call_id));
             }
             LogEntry::TurnEnd { reason, error, .. } => return self.end(reason, error),
             _ => self.transcript.end_block(),
@@ -420,7 +435,11 @@ impl<O: Write, E: Write> Turn<O, E> {
                         .take()
                         .unwrap_or_else(|| "the pod recorded no reason".into()),
                 };
-                eprintln!("pod: the turn ended with {}: {why}", reason.as_str());
+                eprintln!(
+                    "pod: the turn ended with {}: {}",
+                    reason.as_str(),
+                    safe_text::lines(&why)
+                );
                 exit::FAILED
             }
         };

@@ -59,6 +59,7 @@ pub fn run(
         None => None,
     };
     let provider = provider::build(&provider_config)?;
+    crate::tools::process::keep_env(args.pass_env);
     crate::pod::serve(ServeConfig {
         remote,
         name: name.to_owned(),
@@ -83,6 +84,7 @@ pub fn run(
             sandbox: SandboxPolicy {
                 mode: args.sandbox,
                 network: args.sandbox_network == Switch::On,
+                unix_sockets: args.sandbox_unix_sockets == Switch::On,
             },
             ..ToolLimits::default()
         },

@@ -54,7 +54,7 @@ fn table(sessions: &[SessionInfo], now: SystemTime) -> String {
             ago(&s.updated_at, now),
             s.entries,
             from,
-            s.title.as_deref().unwrap_or("(no input yet)"),
+            crate::safe_text::line(s.title.as_deref().unwrap_or("(no input yet)")),
         ));
     }
     out

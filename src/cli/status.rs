@@ -40,7 +40,9 @@ pub fn status(paths: &Paths, json: bool) -> anyhow::Result<ExitCode> {
         println!("{value}");
         return Ok(ExitCode::SUCCESS);
     }
-    print!("{}", report(&s, &paths.endpoint));
+    // The pod's name, its workspace and MCP servers' errors come from
+    // elsewhere: nothing in them reaches the terminal as a control.
+    print!("{}", crate::safe_text::lines(&report(&s, &paths.endpoint)));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -49,7 +49,7 @@ impl<O: Write, E: Write> Transcript<O, E> {
             self.out.write_all(b"\n")?;
         }
         self.in_text = true;
-        self.write_out(text)
+        self.write_out(&crate::safe_text::lines(text))
     }
 
     /// The block being streamed is over (committed, or another kind began).
@@ -94,9 +94,10 @@ impl<O: Write, E: Write> Transcript<O, E> {
 }
 
 /// `⚙ bash cargo test`, `⚙ grep TODO`: the tool and what it is called with,
-/// on one line.
+/// on one line, every control character shown as a visible escape.
 pub fn tool_line(name: &str, arguments: &Value) -> String {
-    let summary = argument_summary(arguments);
+    let name = crate::safe_text::line(name);
+    let summary = crate::safe_text::line(&argument_summary(arguments)).into_owned();
     if summary.is_empty() {
         format!("⚙ {name}")
     } else {

@@ -158,7 +158,8 @@ impl StderrTail {
     }
 }
 
-/// Spawns the server in its own process group, initialises it and lists
+/// Spawns the server as a [tool process](crate::tools::process) — its own
+/// session and process group — initialises it and lists
 /// its tools, all within `config.timeout_s`. On failure whatever was
 /// spawned is killed, and the error says what happened.
 pub(super) async fn start(
@@ -169,22 +170,14 @@ pub(super) async fn start(
     tools_changed: mpsc::UnboundedSender<()>,
 ) -> Result<Started, String> {
     stderr_tail.clear();
+    let confinement = crate::tools::process::Confinement::unsandboxed()
+        .map_err(|e| format!("cannot start it: {e}"))?;
     let mut command = Command::new(&config.command);
-    for name in crate::tools::REMOVED_FROM_TOOL_ENV {
-        command.env_remove(name);
-    }
+    crate::tools::process::harden(&mut command, confinement);
     command
         .args(&config.args)
         .envs(&config.env)
-        .current_dir(workspace.join(config.cwd.as_deref().unwrap_or(Path::new(""))))
-        .process_group(0);
-    let pod = rustix::process::getpid();
-    // SAFETY: the closure runs between fork and exec, where only
-    // async-signal-safe work is allowed: `die_with_pod` makes two system
-    // calls and nothing else.
-    unsafe {
-        command.pre_exec(move || die_with_pod(pod));
-    }
+        .current_dir(workspace.join(config.cwd.as_deref().unwrap_or(Path::new(""))));
     let (transport, stderr) = TokioChildProcess::builder(command)
         .stderr(Stdio::piped())
         .spawn()
@@ -259,21 +252,6 @@ pub(super) async fn process_exit(pid: Option<u32>) {
             std::future::pending::<()>().await;
         }
     }
-}
-
-/// In the server's process, before `exec`: be killed if the pod dies
-/// without stopping it (a SIGKILL), so no server outlives a crashed pod.
-/// `PR_SET_PDEATHSIG` fires when the forking *thread* exits: servers are
-/// spawned from the supervisors' futures, which run on the pod's actix main
-/// thread, alive as long as the pod.
-fn die_with_pod(pod: rustix::process::Pid) -> std::io::Result<()> {
-    rustix::process::set_parent_process_death_signal(Some(Signal::Kill))?;
-    // The pod may have died between fork and the call above; then the
-    // signal will never come, so give up now.
-    if rustix::process::getppid() != Some(pod) {
-        return Err(rustix::io::Errno::SRCH.into());
-    }
-    Ok(())
 }
 
 /// `error`, followed by the server's last stderr lines if it wrote any.

@@ -1,13 +1,26 @@
-//! The pod's own process subtree: telling whether a socket peer is one of
-//! the pod's descendants, and reaping the orphans the pod adopts.
+//! Telling a tool process from the user: whether a socket peer is a pod's
+//! tool process — this pod's or any other's — and reaping the orphans the
+//! pod adopts.
 //!
-//! A tool must never approve itself. `bash` commands and MCP servers run as
-//! the user, so they can reach the socket; what sets them apart is that they
-//! descend from the pod. The pod makes itself a *child subreaper*
-//! (`PR_SET_CHILD_SUBREAPER`), so a command that double-forks a daemon does
-//! not escape to init: the daemon is reparented to the pod and stays in its
-//! subtree. The price of adopting orphans is reaping them, which
-//! [`reap_orphans`] does.
+//! A tool must never approve itself, nor another pod's requests. `bash`
+//! commands and MCP servers run as the user, so they may reach a socket;
+//! what sets them apart is one of two things, and either makes a peer
+//! read-only ([`is_tool_process`]):
+//!
+//! - **it descends from this pod.** The pod makes itself a *child
+//!   subreaper* (`PR_SET_CHILD_SUBREAPER`), so a command that double-forks
+//!   a daemon does not escape to init: the daemon is reparented to the pod
+//!   and stays in its subtree. The price of adopting orphans is reaping
+//!   them, which [`reap_orphans`] does.
+//! - **it carries the marker of a tool process** of any pod: it runs under
+//!   more seccomp filters than this pod (`Seccomp_filters` in
+//!   `/proc/PID/status`). Every pod installs its filter in every tool
+//!   process before `exec` ([`crate::tools::process`]); a filter is
+//!   inherited by every child and can never be removed, so nothing a tool
+//!   starts — a daemon of a pod that died, a command of another pod — can
+//!   shed it. A client the user runs under some other seccomp sandbox than
+//!   the pod's (a Flatpak terminal, a container the pod is not in) is read
+//!   as a tool too: the safe mistake, said in docs/approvals.md.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -24,6 +37,15 @@ pub fn become_subreaper() {
     if let Err(e) = rustix::process::set_child_subreaper(Some(getpid())) {
         tracing::warn!("cannot become a child subreaper ({e}); processes that tools daemonise will not count as the pod's");
     }
+}
+
+/// Whether the peer process `pid` is a tool process — of this pod or any
+/// other — or this pod itself: such a peer may only read. Blocking (it
+/// reads `/proc`): call it on the blocking pool. This is the one check
+/// every door uses, the Unix socket and (for a local TCP peer whose pid is
+/// known) the network.
+pub fn is_tool_process(pid: u32) -> bool {
+    crate::tools::process::carries_marker(pid) || is_pod_or_descendant(pid)
 }
 
 /// Whether `pid` is the pod itself or one of its descendants, by walking

@@ -459,7 +459,7 @@ async fn accept_loop(listener: UnixListener, hub: Hub) {
         let descendant = match stream.peer_cred().ok().and_then(|c| c.pid()) {
             Some(pid) => {
                 let pid = pid as u32;
-                tokio::task::spawn_blocking(move || descendants::is_pod_or_descendant(pid))
+                tokio::task::spawn_blocking(move || descendants::is_tool_process(pid))
                     .await
                     .unwrap_or(true)
             }

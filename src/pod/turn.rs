@@ -344,9 +344,7 @@ async fn steps(
         };
         let reply = assembly::stream_reply(env, conversation, cancel, stream).await;
         if let Some(u) = reply.usage {
-            let total = usage.get_or_insert_with(Usage::default);
-            total.input_tokens += u.input_tokens;
-            total.output_tokens += u.output_tokens;
+            usage.get_or_insert_with(Usage::default).add(&u);
             conversation.reported_tokens = Some(u.input_tokens + u.output_tokens);
             let mut state = env.state.borrow_mut();
             state.context_tokens = u.input_tokens;

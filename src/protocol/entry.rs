@@ -251,8 +251,32 @@ pub enum TurnErrorCode {
 /// Token usage as reported by a provider (or estimated by the pod).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Usage {
+    /// Everything the model read, cached parts included.
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Of `input_tokens`, those read from the provider's prompt cache
+    /// (Anthropic's `cache_read_input_tokens`, OpenAI's
+    /// `prompt_tokens_details.cached_tokens`): billed at a fraction.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// Of `input_tokens`, those written to the prompt cache (Anthropic's
+    /// `cache_creation_input_tokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Usage {
+    /// Adds another call's usage (a turn's is the sum of its calls').
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+    }
 }
 
 impl TurnEndReason {

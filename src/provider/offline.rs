@@ -57,6 +57,7 @@ impl Provider for Offline {
                 Ok(ModelEvent::Usage(Usage {
                     input_tokens,
                     output_tokens,
+                    ..Default::default()
                 })),
             ]))
             .boxed()

@@ -455,6 +455,9 @@ struct FunctionDelta {
 struct WireUsage {
     prompt_tokens: Option<Value>,
     completion_tokens: Option<Value>,
+    /// `{"cached_tokens": N}`: the part of the prompt OpenAI (and servers
+    /// that copy it) read from their prefix cache.
+    prompt_tokens_details: Option<Value>,
 }
 
 /// The text of a field that should be a string: a string as is; an array
@@ -700,9 +703,15 @@ impl Decoder {
             }
         }
         if let Some(usage) = chunk.usage {
+            let cached = usage
+                .prompt_tokens_details
+                .as_ref()
+                .and_then(|d| d.get("cached_tokens"));
             out.push(ModelEvent::Usage(Usage {
                 input_tokens: tokens(usage.prompt_tokens.as_ref()),
                 output_tokens: tokens(usage.completion_tokens.as_ref()),
+                cache_read_tokens: tokens(cached),
+                cache_write_tokens: 0,
             }));
         }
         Ok(out)

@@ -296,7 +296,8 @@ mod tests {
                 Step::Delay(Duration::from_millis(5)),
                 Step::Usage(Usage {
                     input_tokens: 1,
-                    output_tokens: 2
+                    output_tokens: 2,
+                    ..Default::default()
                 }),
                 Step::Error("e".into()),
             ]

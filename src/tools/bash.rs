@@ -1,6 +1,6 @@
 //! The `bash` tool: `bash -c` in the workspace root.
 //!
-//! The command runs as the leader of its own process group, so that
+//! The command runs as the leader of its own session and process group, so that
 //! cancelling, timing out or finishing can kill everything it started
 //! (pipelines, `&` jobs, grandchildren) in one signal — killing only `bash`
 //! would leave a `sleep 30; touch marker` running after the turn was
@@ -8,9 +8,10 @@
 //! interleaved as a terminal would show them, and the pipe is read into a
 //! [`CapBuffer`] so a command printing gigabytes costs bounded memory.
 //!
-//! Between `fork` and `exec` the child confines itself with the pod's
-//! [`Sandbox`] (prepared in the pod, so the child only makes system calls)
-//! and asks to be killed when the pod dies (`PR_SET_PDEATHSIG`); that
+//! It is started as a [tool process](super::process): between `fork` and
+//! `exec` it confines itself with the pod's [`Sandbox`] and the seccomp
+//! filter (prepared in the pod, so the child only makes system calls) and
+//! asks to be killed when the pod dies (`PR_SET_PDEATHSIG`); that
 //! reaches `bash` alone, so the [`reaper`](super::reaper) kills the rest of
 //! the group: a `kill -9` of the pod leaves nothing of its command running.
 
@@ -20,9 +21,7 @@ use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use rustix::pipe::{pipe_with, PipeFlags};
-use rustix::process::{
-    getpid, getppid, kill_process_group, set_parent_process_death_signal, Pid, Signal,
-};
+use rustix::process::{kill_process_group, Pid, Signal};
 use serde::Deserialize;
 use serde_json::json;
 use tokio::io::AsyncReadExt;
@@ -30,7 +29,6 @@ use tokio::net::unix::pipe;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-use super::sandbox::Prepared;
 use super::{CapBuffer, OutputSink, Sandbox, ToolLimits, ToolOutcome};
 use crate::provider::ToolSpec;
 use crate::workspace::Workspace;
@@ -301,69 +299,57 @@ fn describe(status: ExitStatus) -> (String, bool) {
     }
 }
 
-/// Starts `bash -c command` in its own process group with stdout and stderr
-/// on one pipe; returns the child and the pipe's read end. The write ends
-/// live only in the child once this returns, so the read end sees EOF when
-/// every process holding them has exited.
-///
-/// The child gets `PR_SET_PDEATHSIG`, which fires when the *thread* that
-/// forked it exits, not the process. That is the thread polling this future:
-/// the pod's actix main thread, which lives as long as the pod (tests drive it
-/// from their own runtime thread, which outlives the call). Spawning from a
-/// pool thread that can retire (`spawn_blocking`) would kill commands at
-/// random, so this must stay on the caller's thread.
-/// A remote client's credentials, which a tool's process must never
-/// inherit from the user who started the pod (a prompt-injected command
-/// would otherwise hold a device token and the pod's address).
-pub const REMOVED_FROM_TOOL_ENV: &[&str] = &["POD_TOKEN", "POD_URL"];
-
+/// Starts `bash -c command` with stdout and stderr on one pipe; returns the
+/// child and the pipe's read end. The write ends live only in the child
+/// once this returns, so the read end sees EOF when every process holding
+/// them has exited.
 fn spawn(
     ws: &Workspace,
     sandbox: &Sandbox,
     command: &str,
 ) -> std::io::Result<(tokio::process::Child, OwnedFd)> {
-    let mut confinement = sandbox.prepare()?;
-    let pod = getpid();
     let (read_end, write_end) = pipe_with(PipeFlags::CLOEXEC)?;
     let write_err = write_end.try_clone()?;
-    let mut cmd = Command::new("bash");
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(ws.root())
-        .stdin(Stdio::null())
+    let mut cmd = tool_command(ws.root(), Some(sandbox), command)?;
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::from(write_end))
-        .stderr(Stdio::from(write_err))
-        .env("PAGER", "cat")
-        .env("GIT_PAGER", "cat")
-        .process_group(0)
-        .kill_on_drop(true);
-    for name in REMOVED_FROM_TOOL_ENV {
-        cmd.env_remove(name);
-    }
-    // SAFETY: the closure runs between fork and exec, where only
-    // async-signal-safe work is allowed: `confine_child` makes system calls
-    // and moves an already-built ruleset, nothing else.
-    unsafe {
-        cmd.pre_exec(move || confine_child(pod, confinement.take()));
-    }
+        .stderr(Stdio::from(write_err));
     let child = cmd.spawn()?;
     drop(cmd);
     Ok((child, read_end))
 }
 
-/// In the child, before `exec`: die with the pod, then apply the sandbox.
-/// System calls only (see [`spawn`]).
-fn confine_child(pod: Pid, sandbox: Option<Prepared>) -> std::io::Result<()> {
-    set_parent_process_death_signal(Some(Signal::Kill))?;
-    // The pod may have died between fork and the call above; then the signal
-    // will never come, so give up now.
-    if getppid() != Some(pod) {
-        return Err(rustix::io::Errno::SRCH.into());
-    }
-    if let Some(sandbox) = sandbox {
-        sandbox.restrict_self()?;
-    }
-    Ok(())
+/// `bash -c command` in `root` as a [tool process](super::process) — the
+/// leader of its own session (so of its own process group, with no
+/// controlling terminal), under the seccomp filter, without the pod's
+/// secrets, dying with the pod — confined by `sandbox` when given (`bash`
+/// commands, background jobs), else only by the filter (hooks). The caller
+/// sets its stdio, spawns it and hands its pid to a [`ProcessGroup`].
+///
+/// The child gets `PR_SET_PDEATHSIG`, which fires when the *thread* that
+/// forked it exits, not the process. That is the thread polling the
+/// caller's future: the pod's actix main thread, which lives as long as the
+/// pod (tests drive it from their own runtime thread, which outlives the
+/// call). Spawning from a pool thread that can retire (`spawn_blocking`)
+/// would kill commands at random, so spawning must stay on that thread.
+pub(crate) fn tool_command(
+    root: &std::path::Path,
+    sandbox: Option<&Sandbox>,
+    command: &str,
+) -> std::io::Result<Command> {
+    let confinement = match sandbox {
+        Some(sandbox) => sandbox.confinement()?,
+        None => super::process::Confinement::unsandboxed()?,
+    };
+    let mut cmd = Command::new("bash");
+    super::process::harden(&mut cmd, confinement);
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(root)
+        .env("PAGER", "cat")
+        .env("GIT_PAGER", "cat")
+        .kill_on_drop(true);
+    Ok(cmd)
 }
 
 #[cfg(test)]

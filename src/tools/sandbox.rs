@@ -21,6 +21,7 @@ use landlock::{
     RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus, ABI,
 };
 
+use super::process::Confinement;
 use crate::approval::SandboxGate;
 pub use crate::protocol::{SandboxInfo, SandboxMode};
 
@@ -59,6 +60,10 @@ pub struct SandboxPolicy {
     pub mode: SandboxMode,
     /// Whether `bash` commands may open TCP connections and bind TCP ports.
     pub network: bool,
+    /// Whether `bash` commands may create Unix-domain sockets while the
+    /// sandbox is on (`--sandbox-unix-sockets`); with `--sandbox off` they
+    /// always may.
+    pub unix_sockets: bool,
 }
 
 impl Default for SandboxPolicy {
@@ -66,11 +71,18 @@ impl Default for SandboxPolicy {
         Self {
             mode: SandboxMode::WorkspaceWrite,
             network: true,
+            unix_sockets: false,
         }
     }
 }
 
 impl SandboxPolicy {
+    /// Whether tool processes may create Unix-domain sockets: only when the
+    /// sandbox is off or the user opened that door.
+    pub fn allows_unix_sockets(&self) -> bool {
+        self.mode == SandboxMode::Off || self.unix_sockets
+    }
+
     /// Whether `write_file` and `edit_file` may change files.
     pub fn allows_file_edits(&self) -> bool {
         matches!(self.mode, SandboxMode::WorkspaceWrite | SandboxMode::Off)
@@ -260,25 +272,34 @@ impl Sandbox {
             "NOT enforced"
         };
         let network = if self.info.network { "on" } else { "off" };
+        let sockets = if self.policy.allows_unix_sockets() {
+            "on"
+        } else {
+            "off"
+        };
         format!(
-            "sandbox {} ({state}, network {network})",
+            "sandbox {} ({state}, network {network}, unix sockets {sockets})",
             self.policy.mode.as_str()
         )
     }
 
-    /// The ruleset a `bash` child applies before `exec`, or `None` when the
-    /// policy confines nothing.
-    pub(crate) fn prepare(&self) -> std::io::Result<Option<Prepared>> {
-        if self.rules.is_empty() {
-            return Ok(None);
-        }
-        build(self.rules.writable.as_deref(), self.rules.deny_tcp)
-            .map(|ruleset| Some(Prepared(ruleset)))
-            .map_err(|e| {
-                std::io::Error::other(format!(
-                    "cannot prepare the sandbox: {e} (--sandbox off runs commands unconfined)"
-                ))
-            })
+    /// What a sandboxed tool process (a `bash` command, a background job)
+    /// is confined by: the Landlock ruleset it applies before `exec` (none
+    /// when the policy confines nothing) and the seccomp filter, for
+    /// [`harden`](super::process::harden).
+    pub fn confinement(&self) -> std::io::Result<Confinement> {
+        let landlock = if self.rules.is_empty() {
+            None
+        } else {
+            let ruleset =
+                build(self.rules.writable.as_deref(), self.rules.deny_tcp).map_err(|e| {
+                    std::io::Error::other(format!(
+                        "cannot prepare the sandbox: {e} (--sandbox off runs commands unconfined)"
+                    ))
+                })?;
+            Some(Prepared(ruleset))
+        };
+        Confinement::new(landlock, self.policy.allows_unix_sockets())
     }
 
     /// The line added to a `bash` result whose output shows a refused
@@ -390,7 +411,12 @@ mod tests {
     use super::*;
 
     fn rules(mode: SandboxMode, network: bool, tmpdir: Option<&str>) -> Rules {
-        SandboxPolicy { mode, network }.rules(Path::new("/home/u/project"), tmpdir.map(Path::new))
+        SandboxPolicy {
+            mode,
+            network,
+            unix_sockets: false,
+        }
+        .rules(Path::new("/home/u/project"), tmpdir.map(Path::new))
     }
 
     fn paths(list: &[&str]) -> Option<Vec<PathBuf>> {
@@ -458,6 +484,7 @@ mod tests {
             SandboxPolicy {
                 mode: SandboxMode::Off,
                 network: true,
+                unix_sockets: false,
             },
             Path::new("/"),
         );

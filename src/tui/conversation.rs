@@ -127,6 +127,9 @@ pub struct PendingApproval {
     pub summary: String,
     pub preview: String,
     pub reason: String,
+    /// The rule a `session` answer would add (`bash:git status *`), shown
+    /// before the user chooses; `None` when the call is not in view.
+    pub session_rule: Option<String>,
 }
 
 /// A `retry` hint: the model call failed and is tried again.
@@ -175,6 +178,9 @@ pub struct Conversation {
     /// The block showing a running tool's output tail.
     tailing: Option<usize>,
     pending: Vec<PendingApproval>,
+    /// The pod's workspace, from the greeting: a session rule for a write
+    /// names the file relative to it.
+    workspace: Option<std::path::PathBuf>,
     /// The running turn's clock.
     turn: Option<TurnClock>,
     /// Set by `session_switched`, consumed by the snapshot that follows.
@@ -305,6 +311,24 @@ impl Conversation {
     }
 
     /// Marks the call's block as waiting for an answer, or not.
+    /// The rule a `session` answer to `call_id` would add, from the call's
+    /// arguments, as the pod derives it.
+    fn session_rule(&self, call_id: &str, tool: &str) -> Option<String> {
+        let block = self.blocks.get(*self.tools.get(call_id)?)?;
+        let BlockKind::Tool(call) = &block.kind else {
+            return None;
+        };
+        let workspace = self
+            .workspace
+            .as_deref()
+            .unwrap_or(std::path::Path::new("/"));
+        let call = crate::approval::Call {
+            tool,
+            arguments: &call.arguments,
+        };
+        crate::approval::session_rule(&call, workspace).map(|rule| rule.to_string())
+    }
+
     fn set_awaiting(&mut self, call_id: &str, awaiting: bool) {
         let Some(&i) = self.tools.get(call_id) else {
             return;
@@ -341,6 +365,7 @@ impl Conversation {
         self.pending.clear();
         self.retry = None;
         self.session_id = Some(snapshot.session_id);
+        self.workspace = Some(snapshot.greeting.workspace.clone().into());
         self.last_seq = None;
         let switch = self.switch.take();
         for LogLine { seq, entry } in &snapshot.entries {
@@ -598,12 +623,14 @@ impl Conversation {
                 reason,
             } => {
                 self.set_awaiting(call_id, true);
+                let session_rule = self.session_rule(call_id, tool);
                 self.pending.push(PendingApproval {
                     call_id: call_id.clone(),
                     tool: tool.clone(),
                     summary: summary.clone(),
                     preview: preview.clone(),
                     reason: reason.clone(),
+                    session_rule,
                 });
             }
             LogEntry::ApprovalDecision {

@@ -101,11 +101,17 @@ pub fn lines(
         }
         None => {
             let mut spans = vec![Span::raw(" ")];
+            // What `a` adds is shown before it is chosen: the rule
+            // decides what else runs unasked.
+            let session = match &request.session_rule {
+                Some(rule) => format!("allow for this session: {rule}"),
+                None => "allow for this session".to_owned(),
+            };
             for (i, (key, what)) in [
-                ("y", "allow once"),
-                ("a", "allow for this session"),
-                ("n", "deny"),
-                ("N", "deny with a message"),
+                ("y", "allow once".to_owned()),
+                ("a", session),
+                ("n", "deny".to_owned()),
+                ("N", "deny with a message".to_owned()),
             ]
             .into_iter()
             .enumerate()

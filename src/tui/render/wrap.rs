@@ -8,6 +8,8 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use unicode_width::UnicodeWidthChar;
 
+use crate::safe_text;
+
 /// Wraps one logical line (no `\n` inside) to `width` columns, putting
 /// `first` before the first row and `rest` before every following row.
 pub fn wrap(
@@ -61,19 +63,22 @@ pub fn wrap(
     }
 }
 
-/// The characters to draw, with their styles. Tabs become spaces and other
-/// control characters a visible replacement, so that tool output can never
-/// send escape sequences to the terminal.
+/// The characters to draw, with their styles. Tabs become spaces and every
+/// other character unsafe on a terminal its visible escape (`\e`, `\u202e`;
+/// [`crate::safe_text`], which every CLI uses too), so that tool output can
+/// never send escape sequences to the terminal nor reorder what is shown.
 fn cells<'a>(spans: &'a [Span<'_>]) -> impl Iterator<Item = (char, Style)> + 'a {
     spans.iter().flat_map(|span| {
         span.content.chars().flat_map(move |c| {
-            let (c, n) = match c {
-                '\t' => (' ', 4),
-                '\r' | '\n' => (' ', 0),
-                c if c.is_control() => ('\u{fffd}', 1),
-                c => (c, 1),
+            let (c, n, escape) = match c {
+                '\t' => (' ', 4, None),
+                '\r' | '\n' => (' ', 0, None),
+                c if safe_text::is_unsafe(c) => (c, 0, Some(safe_text::escape(c))),
+                c => (c, 1, None),
             };
-            std::iter::repeat_n((c, span.style), n)
+            std::iter::repeat_n(c, n)
+                .chain(escape.into_iter().flatten())
+                .map(move |c| (c, span.style))
         })
     })
 }
@@ -132,7 +137,7 @@ mod tests {
     #[test]
     fn wide_chars_and_controls() {
         assert_eq!(rows("日本語", 4), ["日本", "語"]);
-        assert_eq!(rows("a\x1b[2Jb", 10), ["a\u{fffd}[2Jb"]);
+        assert_eq!(rows("a\x1b[2Jb", 10), ["a\\e[2Jb"]);
         assert_eq!(rows("x", 0), ["x"]);
     }
 
