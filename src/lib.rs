@@ -18,6 +18,7 @@ pub mod pod;
 pub mod private;
 pub mod protocol;
 pub mod provider;
+pub mod remote;
 pub mod safe_text;
 pub mod store;
 pub mod tokens;

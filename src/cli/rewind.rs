@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use base64::Engine as _;
 
-use super::connect::{connect, exit, no_pod, snapshot};
+use super::connect::{connect, exit, snapshot};
 use super::Paths;
 use crate::client::{EventStream, RequestSink};
 use crate::protocol::{
@@ -138,10 +138,11 @@ where
     ) -> anyhow::Result<ExitCode>,
 {
     super::runtime()?.block_on(async {
-        let Some((mut events, mut sink)) = connect(&paths.socket).await? else {
-            return Ok(no_pod(&paths.socket));
+        let (mut events, mut sink) = match connect(&paths.endpoint).await? {
+            Ok(connection) => connection,
+            Err(code) => return Ok(code),
         };
-        let snap = snapshot(&mut events, &paths.socket).await?;
+        let snap = snapshot(&mut events, &paths.endpoint).await?;
         body(&mut events, &mut sink, snap).await
     })
 }

@@ -8,15 +8,16 @@ use crate::client::{EventStream, RequestSink};
 use crate::protocol::{Event, Method, Request, Response, RuleInfo};
 
 use super::args::RulesAction;
-use super::connect::{connect, exit, no_pod, snapshot};
+use super::connect::{connect, exit, snapshot};
 use super::Paths;
 
 pub fn run(paths: &Paths, action: Option<RulesAction>) -> anyhow::Result<ExitCode> {
     super::runtime()?.block_on(async {
-        let Some((mut events, mut sink)) = connect(&paths.socket).await? else {
-            return Ok(no_pod(&paths.socket));
+        let (mut events, mut sink) = match connect(&paths.endpoint).await? {
+            Ok(connection) => connection,
+            Err(code) => return Ok(code),
         };
-        snapshot(&mut events, &paths.socket).await?;
+        snapshot(&mut events, &paths.endpoint).await?;
         match action {
             None => match ask(&mut events, &mut sink, Method::ListRules).await? {
                 Ok(response) => {

@@ -241,6 +241,7 @@ pub async fn pre_tool_use(
         rule: None,
         by: DecidedBy::Hook,
         client: Some(label),
+        remote: None,
         message: (!stderr.is_empty()).then_some(stderr),
     };
     Some((result, entry))
@@ -300,6 +301,7 @@ pub fn approval_requests(
                     message,
                     label: Some(label),
                     by: DecidedBy::Hook,
+                    remote: None,
                     client: None,
                 });
             })

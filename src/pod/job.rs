@@ -100,6 +100,8 @@ pub struct Answer {
     /// The deciding connection's `hello` label, or the hook's `hook:<event>#<n>`.
     pub label: Option<String>,
     pub by: DecidedBy,
+    /// The deciding client's IP address when it came over the network.
+    pub remote: Option<String>,
     /// The client to answer; `None` for a hook.
     pub client: Option<Client>,
 }

@@ -177,6 +177,7 @@ async fn decide(env: &JobEnv, session_id: uuid::Uuid, call: &Call) -> (Plan, Opt
                 rule: Some(rule),
                 by: DecidedBy::Policy,
                 client: None,
+                remote: None,
                 message: None,
             };
             (Plan::Denied(result), Some(entry))
@@ -439,6 +440,7 @@ async fn record(
         rule: rule.as_ref().map(ToString::to_string),
         by: answer.by,
         client: answer.label,
+        remote: answer.remote,
         message: answer.message.clone(),
     };
     let seq = match commit(env, conversation, entry).await {
@@ -500,6 +502,7 @@ async fn abandon(
             rule: None,
             by: DecidedBy::Cancel,
             client: None,
+            remote: None,
             message: None,
         };
         if let Err(e) = commit(env, conversation, entry).await {

@@ -491,6 +491,7 @@ impl Handler<Approve> for Worker {
             message: msg.message,
             label: msg.label,
             by: DecidedBy::User,
+            remote: msg.remote.map(|ip| ip.to_string()),
             client: Some(msg.client.clone()),
         };
         match sender {

@@ -12,6 +12,9 @@ use super::{ForkPoint, InFlight, LogEntry, LogLine, Usage};
 
 pub const PROTOCOL_VERSION: u32 = 1;
 
+// `Response` carries every method's answer fields; boxing it would touch every
+// client that matches on it, for a frame type that is never queued in bulk.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
@@ -127,6 +130,59 @@ pub struct Greeting {
     pub sandbox: SandboxInfo,
     #[serde(default)]
     pub mcp_servers: Vec<McpServerInfo>,
+    /// What this connection may do: `full`, or `read` (the read methods only).
+    #[serde(default)]
+    pub access: AccessLevel,
+    /// Why a connection may only read, or null.
+    #[serde(default)]
+    pub access_reason: Option<AccessReason>,
+    /// Where the pod serves the protocol over a WebSocket (`--listen`), or null.
+    #[serde(default)]
+    pub listen: Option<ListenInfo>,
+}
+
+/// What a connection may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AccessLevel {
+    #[default]
+    Full,
+    Read,
+    #[serde(other)]
+    #[schemars(skip)]
+    Unknown,
+}
+
+/// Why a connection may only read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AccessReason {
+    /// Its peer is a pod or a pod's descendant (a tool's process).
+    Descendant,
+    /// It showed a read-only device token.
+    ReadToken,
+    #[serde(other)]
+    #[schemars(skip)]
+    Unknown,
+}
+
+/// The pod's network listener, as the greeting tells it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ListenInfo {
+    /// `HOST:PORT` as bound (IPv6 in brackets).
+    pub address: String,
+    pub tls: bool,
+}
+
+/// One device token as `list_tokens` shows it (never the token itself).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TokenInfo {
+    pub id: String,
+    pub label: Option<String>,
+    /// `full` or `read`.
+    pub scope: AccessLevel,
+    pub created_at: String,
+    pub last_used: Option<String>,
 }
 
 /// How `bash` is confined, and whether the kernel enforces it.
@@ -351,7 +407,8 @@ pub enum ErrorCode {
     NotRunning,
     /// A method that needs the pod idle, while a turn runs or is queued.
     Busy,
-    /// A method a tool's own process may not send (only reads are allowed).
+    /// A method this connection may not send: it may only read (a tool's
+    /// own process, a read-only token), or the method is local-only.
     Forbidden,
     /// A `user_prompt_submit` hook refused the run (exit 2); nothing was committed.
     BlockedByHook,
@@ -359,7 +416,11 @@ pub enum ErrorCode {
     CheckpointNotFound,
     /// `rewind` with files while background jobs run (and no `kill_jobs`).
     JobsRunning,
-    /// What the method names does not exist (`revoke_rule`: no rule a
+    /// The connection's device token was revoked (then it is closed).
+    Unauthorized,
+    /// `issue_pairing` on a pod that does not listen (`--listen`).
+    NotListening,
+    /// What the method names does not exist (a device token; `revoke_rule`: no rule a
     /// decision of this conversation added; `get_file`: the path is not in
     /// that checkpoint).
     NotFound,
@@ -422,6 +483,21 @@ pub struct Response {
     pub content: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_type: Option<String>,
+    /// `issue_token`: the new token, shown this once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// `issue_token`: the token's id (for `revoke_token`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// `issue_token`: `full` or `read`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<AccessLevel>,
+    /// `issue_pairing`: the web client's URL with its one-time `#pair=` code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// `list_tokens`: every token, oldest first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<Vec<TokenInfo>>,
 }
 
 /// One completion with what a menu shows beside it.
@@ -583,7 +659,9 @@ mod tests {
             "greeting":{"pod":"default","version":"0.1.0","session_id":id,"provider":"offline",
                         "model":"offline","workspace":"/w","pid":7,"approval":"ask",
                         "sandbox":{"mode":"workspace-write","available":true,"network":true},
-                        "mcp_servers":[{"name":"git","state":"failed","tools":0,"error":"x"}]},
+                        "mcp_servers":[{"name":"git","state":"failed","tools":0,"error":"x"}],
+                        "access":"read","access_reason":"read_token",
+                        "listen":{"address":"127.0.0.1:7878","tls":true}},
             "status":{"state":"waiting","queued":0,"pending_approvals":["c1"],"approval":"ask",
                       "model":"offline","context_tokens":1200,"context_source":"usage","context_window":128000,
                       "turn":{"turn_id":"t1","request_id":null}},"session_id":id,

@@ -15,9 +15,10 @@ pub use entry::{
     TurnEndReason, TurnError, TurnErrorCode, Usage,
 };
 pub use event::{
-    ApprovalMode, CompactReason, CompletionItem, ContextSource, ErrorCode, Event, Greeting, Level,
-    McpServerInfo, McpState, PodState, Response, RuleInfo, SandboxInfo, SandboxMode, SessionInfo,
-    Snapshot, Status, SwitchReason, TurnRef, PROTOCOL_VERSION,
+    AccessLevel, AccessReason, ApprovalMode, CompactReason, CompletionItem, ContextSource,
+    ErrorCode, Event, Greeting, Level, ListenInfo, McpServerInfo, McpState, PodState, Response,
+    RuleInfo, SandboxInfo, SandboxMode, SessionInfo, Snapshot, Status, SwitchReason, TokenInfo,
+    TurnRef, PROTOCOL_VERSION,
 };
 pub use in_flight::InFlight;
 pub use limits::{json_depth, MAX_JSON_DEPTH};

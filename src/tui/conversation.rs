@@ -651,6 +651,7 @@ impl Conversation {
                 by,
                 client,
                 message,
+                ..
             } => {
                 self.drop_pending(call_id);
                 // An allowed call starts running now: time it from here,
