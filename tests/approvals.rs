@@ -207,8 +207,10 @@ fn kill_9_while_waiting_then_restart_and_approve_runs_it_and_completes() {
             "assistant_items",
             "approval_request",
             "approval_decision",
+            "checkpoint",
             "tool_results",
             "assistant_items",
+            "checkpoint",
             "turn_end"
         ]
     );

@@ -148,18 +148,20 @@ fn a_turn_cut_short_in_a_compacted_session_is_closed_there_on_restart() {
             "hook_injected_items",
             "assistant_items",
             "assistant_items",
+            "checkpoint",
             "tool_results",
+            "checkpoint",
             "turn_end"
         ]
     );
-    assert_eq!(lines[4]["entry"]["results"][0]["call_id"], "slow");
-    assert_eq!(lines[4]["entry"]["results"][0]["is_error"], true);
-    assert_eq!(lines[5]["entry"]["reason"], "interrupted");
+    assert_eq!(lines[5]["entry"]["results"][0]["call_id"], "slow");
+    assert_eq!(lines[5]["entry"]["results"][0]["is_error"], true);
+    assert_eq!(lines[7]["entry"]["reason"], "interrupted");
     b.run("hello again");
     // (The interrupted turn's end may reach b as an entry, after its snapshot.)
     b.until_with("the new turn's end", |f| {
-        f["type"] == "entry" && f["entry"]["kind"] == "turn_end" && f["seq"] == 8
+        f["type"] == "entry" && f["entry"]["kind"] == "turn_end" && f["seq"] == 10
     });
-    assert_eq!(pod.log_lines()[8]["entry"]["reason"], "completed");
+    assert_eq!(pod.log_lines()[10]["entry"]["reason"], "completed");
     assert_gapless("b", &b, &pod);
 }

@@ -41,7 +41,12 @@ fn a_turn_whose_end_failed_on_a_full_disk_is_closed_before_the_next_input() {
     assert_eq!(err["code"], "storage_error", "{err}");
     assert_eq!(
         kinds(&pod.log_lines()),
-        ["session_start", "user_input", "assistant:tool_call"]
+        [
+            "session_start",
+            "user_input",
+            "assistant:tool_call",
+            "checkpoint"
+        ]
     );
 
     // The disk is freed; the next run goes through, the old turn closed first.
