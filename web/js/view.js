@@ -35,6 +35,10 @@ function countLines(n) {
   return n === 1 ? '1 line' : `${n} lines`;
 }
 
+function countItems(n) {
+  return n === 1 ? '1 item' : `${n} items`;
+}
+
 function lineCount(text) {
   if (!text) return 0;
   return text.replace(/\n$/, '').split('\n').length;
@@ -51,6 +55,7 @@ export function shortDuration(ms) {
 function keyArgument(name, args) {
   if (args === null || args === undefined) return '';
   if (typeof args !== 'object' || Array.isArray(args)) return JSON.stringify(args);
+  if (name === 'update_plan' && Array.isArray(args.items)) return countItems(args.items.length);
   const field = (k) => (typeof args[k] === 'string' ? args[k] : null);
   if ((name === 'grep' || name === 'glob') && field('pattern') !== null) {
     const path = field('path');
@@ -108,12 +113,12 @@ export function diffOfCall(name, args) {
       out.push(` ${a[i]}`);
       i++;
       j++;
-    } else if (j < m && (i >= n || lcs[i][j + 1] >= lcs[i + 1][j])) {
-      out.push(`+${b[j]}`);
-      j++;
-    } else {
+    } else if (i < n && (j >= m || lcs[i + 1][j] >= lcs[i][j + 1])) {
       out.push(`-${a[i]}`);
       i++;
+    } else {
+      out.push(`+${b[j]}`);
+      j++;
     }
   }
   return out;
