@@ -92,8 +92,11 @@ async function main() {
         controls.connection('incompatible', `this pod speaks protocol ${frame.protocol_version}; this page knows 1`);
         return;
       }
+      // For the bench and the curious (devtools): how long a snapshot took to draw.
+      performance.mark('pod:snapshot-received');
       view.loadSnapshot(frame);
       controls.snapshot(frame);
+      performance.mark('pod:snapshot-drawn', { detail: frame.entries?.length ?? 0 });
       connection.send({ type: 'hello', client: 'web' });
     } else {
       const resync = view.apply(frame);

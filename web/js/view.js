@@ -16,7 +16,7 @@ const OUTPUT_TAIL_LINES = 8;
 const FOLD_LINES = 12;
 const FOLD_CHARS = 2000;
 /** Blocks of a snapshot rendered at once; older Markdown waits until seen. */
-const EAGER_BLOCKS = 300;
+const EAGER_BLOCKS = 100;
 /** The argument fields that name what a tool acts on, most telling first. */
 const KEY_ARGUMENTS = ['command', 'path', 'pattern', 'query', 'url', 'file'];
 
