@@ -1,16 +1,88 @@
-//! A protocol client: connect to a pod's socket, read events, send methods.
+//! A protocol client: connect to a pod — over its Unix socket, or over the
+//! network (`--url`, a WebSocket) — read events, send methods.
 //!
 //! Used by every front end in this crate (`pod send`, `status`, `stop`, the
-//! TUI). It is deliberately thin: the protocol is the API.
+//! TUI). It is deliberately thin: the protocol is the API, and both
+//! transports carry the same frames (one line ↔ one text message).
 
+use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt, StreamExt};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::UnixStream;
+use tokio::net::{TcpStream, UnixStream};
+use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest as _, Message};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tokio_util::codec::{FramedRead, FramedWrite, LinesCodec};
 
 use crate::protocol::{Event, Request};
+
+/// Where a pod is reached.
+#[derive(Debug, Clone)]
+pub enum Endpoint {
+    /// Its Unix socket.
+    Socket(PathBuf),
+    /// `--url`: its WebSocket.
+    Remote(Remote),
+}
+
+/// A pod over the network, with the device token to show it.
+#[derive(Clone)]
+pub struct Remote {
+    /// `ws://…/v1/ws` or `wss://…/v1/ws`.
+    pub url: String,
+    pub token: String,
+    /// `--ca-cert`: a certificate authority to trust besides the system's.
+    pub ca_cert: Option<PathBuf>,
+}
+
+impl fmt::Debug for Remote {
+    // Never the token.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Remote")
+            .field("url", &self.url)
+            .field("ca_cert", &self.ca_cert)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Endpoint::Socket(path) => write!(f, "{}", path.display()),
+            Endpoint::Remote(remote) => f.write_str(&remote.url),
+        }
+    }
+}
+
+/// `--url`'s value as the WebSocket URL to open: `http(s)` becomes
+/// `ws(s)`, and `/v1/ws` is the path when it has none.
+pub fn websocket_url(url: &str) -> Result<String, String> {
+    let mut parsed =
+        reqwest::Url::parse(url.trim()).map_err(|e| format!("--url {url:?} is not a URL ({e})"))?;
+    let scheme = match parsed.scheme() {
+        "ws" | "http" => "ws",
+        "wss" | "https" => "wss",
+        other => {
+            return Err(format!(
+                "--url {url:?}: the scheme {other}:// is not one of ws, wss, http, https"
+            ))
+        }
+    };
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(format!("--url {url:?} names no host"));
+    }
+    parsed
+        .set_scheme(scheme)
+        .map_err(|()| format!("--url {url:?}: cannot use it as a WebSocket URL"))?;
+    if matches!(parsed.path(), "" | "/") {
+        parsed.set_path("/v1/ws");
+    }
+    parsed.set_fragment(None);
+    Ok(parsed.to_string())
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -30,26 +102,56 @@ pub enum ClientError {
         server_uid: u32,
         my_uid: u32,
     },
+    #[error("no pod answers at {url}: {reason}")]
+    Unreachable { url: String, reason: String },
+    /// The pod refused the connection before the upgrade (401, 403, …).
+    #[error("the pod at {url} refused the connection ({status}): {reason}")]
+    Refused {
+        url: String,
+        status: u16,
+        reason: String,
+    },
+    #[error("--ca-cert {}: {reason}", path.display())]
+    CaCert { path: PathBuf, reason: String },
     #[error("connection to the pod failed: {0}")]
     Io(#[from] std::io::Error),
     #[error("the pod sent a frame that is not a valid event: {0}")]
     BadEvent(String),
 }
 
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
 /// The reading half: yields events in the pod's order.
 pub struct EventStream {
-    frames: FramedRead<OwnedReadHalf, LinesCodec>,
+    frames: Frames,
+}
+
+enum Frames {
+    Socket(FramedRead<OwnedReadHalf, LinesCodec>),
+    Remote(SplitStream<Ws>),
 }
 
 /// The writing half: sends methods.
 pub struct RequestSink {
-    frames: FramedWrite<OwnedWriteHalf, LinesCodec>,
+    frames: Sink,
 }
 
-/// Connects to the pod listening on `socket`. Nothing is sent to a server
-/// run by another user: whoever can create the socket first could otherwise
-/// read what the user types.
-pub async fn connect(socket: &Path) -> Result<(EventStream, RequestSink), ClientError> {
+enum Sink {
+    Socket(FramedWrite<OwnedWriteHalf, LinesCodec>),
+    Remote(SplitSink<Ws, Message>),
+}
+
+/// Connects to the pod at `endpoint`.
+pub async fn connect(endpoint: &Endpoint) -> Result<(EventStream, RequestSink), ClientError> {
+    match endpoint {
+        Endpoint::Socket(path) => connect_socket(path).await,
+        Endpoint::Remote(remote) => connect_remote(remote).await,
+    }
+}
+
+/// Nothing is sent to a server run by another user: whoever can create the
+/// socket first could otherwise read what the user types.
+async fn connect_socket(socket: &Path) -> Result<(EventStream, RequestSink), ClientError> {
     let stream = UnixStream::connect(socket)
         .await
         .map_err(|source| ClientError::Connect {
@@ -68,12 +170,95 @@ pub async fn connect(socket: &Path) -> Result<(EventStream, RequestSink), Client
     let (read, write) = stream.into_split();
     Ok((
         EventStream {
-            frames: FramedRead::new(read, LinesCodec::new()),
+            frames: Frames::Socket(FramedRead::new(read, LinesCodec::new())),
         },
         RequestSink {
-            frames: FramedWrite::new(write, LinesCodec::new()),
+            frames: Sink::Socket(FramedWrite::new(write, LinesCodec::new())),
         },
     ))
+}
+
+/// The token goes in `Authorization: Bearer`, never in the URL.
+async fn connect_remote(remote: &Remote) -> Result<(EventStream, RequestSink), ClientError> {
+    let unreachable = |reason: String| ClientError::Unreachable {
+        url: remote.url.clone(),
+        reason,
+    };
+    let mut request = remote
+        .url
+        .as_str()
+        .into_client_request()
+        .map_err(|e| unreachable(e.to_string()))?;
+    let bearer = format!("Bearer {}", remote.token);
+    let bearer = bearer
+        .parse()
+        .map_err(|_| unreachable("the device token holds characters no header may".into()))?;
+    request.headers_mut().insert("authorization", bearer);
+    let connector = tokio_tungstenite::Connector::Rustls(tls_config(remote.ca_cert.as_deref())?);
+    // A snapshot is one message: as long as the session it holds.
+    let config = tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(None)
+        .max_frame_size(None);
+    let connected = tokio_tungstenite::connect_async_tls_with_config(
+        request,
+        Some(config),
+        true,
+        Some(connector),
+    )
+    .await;
+    let (ws, _) = connected.map_err(|e| match e {
+        tungstenite::Error::Http(response) => {
+            let body = response.body().as_deref().unwrap_or_default();
+            let reason = serde_json::from_slice::<serde_json::Value>(body)
+                .ok()
+                .and_then(|v| v.get("message")?.as_str().map(str::to_owned))
+                .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
+            ClientError::Refused {
+                url: remote.url.clone(),
+                status: response.status().as_u16(),
+                reason,
+            }
+        }
+        e => unreachable(e.to_string()),
+    })?;
+    let (sink, stream) = ws.split();
+    Ok((
+        EventStream {
+            frames: Frames::Remote(stream),
+        },
+        RequestSink {
+            frames: Sink::Remote(sink),
+        },
+    ))
+}
+
+/// The system's roots (as webpki ships them) and `--ca-cert`'s.
+fn tls_config(ca_cert: Option<&Path>) -> Result<Arc<rustls::ClientConfig>, ClientError> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = ca_cert {
+        let bad = |reason: String| ClientError::CaCert {
+            path: path.to_owned(),
+            reason,
+        };
+        let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+        let certs: Vec<_> = rustls_pemfile::certs(&mut pem.as_slice())
+            .collect::<Result<_, _>>()
+            .map_err(|e| bad(format!("not PEM ({e})")))?;
+        if certs.is_empty() {
+            return Err(bad("holds no PEM certificate".into()));
+        }
+        for cert in certs {
+            roots.add(cert).map_err(|e| bad(e.to_string()))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ClientError::Io(std::io::Error::other(e)))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
 }
 
 impl EventStream {
@@ -84,9 +269,20 @@ impl EventStream {
 
     /// The next event with the frame it was parsed from.
     pub async fn next_frame(&mut self) -> Option<Result<(String, Event), ClientError>> {
-        let line = match self.frames.next().await? {
-            Ok(line) => line,
-            Err(e) => return Some(Err(ClientError::BadEvent(e.to_string()))),
+        let line = match &mut self.frames {
+            Frames::Socket(frames) => match frames.next().await? {
+                Ok(line) => line,
+                Err(e) => return Some(Err(ClientError::BadEvent(e.to_string()))),
+            },
+            Frames::Remote(frames) => loop {
+                match frames.next().await? {
+                    Ok(Message::Text(text)) => break text.as_str().to_owned(),
+                    Ok(Message::Close(_)) => return None,
+                    // Pings are answered by the library; nothing else is sent.
+                    Ok(_) => continue,
+                    Err(e) => return Some(Err(ClientError::Io(std::io::Error::other(e)))),
+                }
+            },
         };
         Some(match serde_json::from_str(&line) {
             Ok(event) => Ok((line, event)),
@@ -98,9 +294,29 @@ impl EventStream {
 impl RequestSink {
     pub async fn send(&mut self, request: &Request) -> Result<(), ClientError> {
         let frame = request.to_frame();
-        self.frames
-            .send(frame.trim_end_matches('\n'))
-            .await
-            .map_err(|e| ClientError::Io(std::io::Error::other(e.to_string())))
+        let frame = frame.trim_end_matches('\n');
+        let sent = match &mut self.frames {
+            Sink::Socket(frames) => frames.send(frame).await.map_err(|e| e.to_string()),
+            Sink::Remote(frames) => frames
+                .send(Message::text(frame))
+                .await
+                .map_err(|e| e.to_string()),
+        };
+        sent.map_err(|e| ClientError::Io(std::io::Error::other(e)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_become_websocket_urls_with_the_default_path() {
+        assert_eq!(websocket_url("http://h:1").unwrap(), "ws://h:1/v1/ws");
+        assert_eq!(websocket_url("https://h/").unwrap(), "wss://h/v1/ws");
+        assert_eq!(websocket_url("wss://h:2/v1/ws").unwrap(), "wss://h:2/v1/ws");
+        assert_eq!(websocket_url("https://h/#pair=x").unwrap(), "wss://h/v1/ws");
+        assert!(websocket_url("ftp://h").is_err());
+        assert!(websocket_url("h:1").is_err());
     }
 }

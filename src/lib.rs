@@ -16,6 +16,7 @@ pub mod pod;
 pub mod private;
 pub mod protocol;
 pub mod provider;
+pub mod remote;
 pub mod store;
 pub mod tokens;
 pub mod tools;

@@ -10,7 +10,7 @@ use crate::client::{EventStream, RequestSink};
 use crate::protocol::{Decision, Event, LogEntry, Method, Request, Scope, Snapshot};
 
 use super::args::{ApproveArgs, DenyArgs};
-use super::connect::{connect, exit, no_pod, snapshot};
+use super::connect::{connect, exit, snapshot};
 use super::Paths;
 
 /// One approval the pod waits for.
@@ -104,10 +104,11 @@ fn choose(pending: &[Pending], wanted: Option<&str>) -> Result<Pending, String> 
 
 pub fn pending(paths: &Paths) -> anyhow::Result<ExitCode> {
     super::runtime()?.block_on(async {
-        let Some((mut events, _sink)) = connect(&paths.socket).await? else {
-            return Ok(no_pod(&paths.socket));
+        let (mut events, _sink) = match connect(&paths.endpoint).await? {
+            Ok(connection) => connection,
+            Err(code) => return Ok(code),
         };
-        let pending = pending_of(&snapshot(&mut events, &paths.socket).await?);
+        let pending = pending_of(&snapshot(&mut events, &paths.endpoint).await?);
         if pending.is_empty() {
             println!("nothing pending");
         }
@@ -143,10 +144,11 @@ struct Answer {
 }
 
 async fn decide(paths: &Paths, wanted: Option<&str>, answer: Answer) -> anyhow::Result<ExitCode> {
-    let Some((mut events, mut sink)) = connect(&paths.socket).await? else {
-        return Ok(no_pod(&paths.socket));
+    let (mut events, mut sink) = match connect(&paths.endpoint).await? {
+        Ok(connection) => connection,
+        Err(code) => return Ok(code),
     };
-    let pending = pending_of(&snapshot(&mut events, &paths.socket).await?);
+    let pending = pending_of(&snapshot(&mut events, &paths.endpoint).await?);
     let chosen = match choose(&pending, wanted) {
         Ok(chosen) => chosen,
         Err(why) => {

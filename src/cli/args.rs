@@ -132,6 +132,18 @@ pub struct Global {
     /// Read this config file instead of $XDG_CONFIG_HOME/pod/config.toml.
     #[arg(long, global = true, env = "POD_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Reach the pod over the network instead of its socket (ws://, wss://, http://,
+    /// https://; /v1/ws is added when there is no path). The token comes from
+    /// --token-file or the environment variable POD_TOKEN, never from a flag.
+    #[arg(long, global = true, env = "POD_URL", value_name = "URL")]
+    pub url: Option<String>,
+    /// The file holding the device token for --url (`pod token create` makes one).
+    #[arg(long, global = true, env = "POD_TOKEN_FILE", value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Trust this certificate authority (PEM) for --url, besides the system's:
+    /// a pod's self-signed certificate.
+    #[arg(long, global = true, env = "POD_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -169,6 +181,49 @@ pub enum Command {
     Stop,
     /// List pods with a live socket.
     List,
+    /// Device tokens for remote clients (over the local socket only).
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Print a one-time link (valid 10 minutes) that pairs a browser or phone with the pod.
+    Url(UrlArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Make a device token and print it alone on stdout (it is shown only this once).
+    Create {
+        /// The token may only read: no runs, approvals or other changes.
+        #[arg(long, env = "POD_READ_ONLY", value_parser = BoolishValueParser::new())]
+        read_only: bool,
+        /// A name to tell it by in `pod token list`.
+        #[arg(long, env = "POD_LABEL", value_name = "LABEL")]
+        label: Option<String>,
+    },
+    /// List the device tokens (never the tokens themselves).
+    List {
+        /// Print the `list_tokens` objects as one JSON array.
+        #[arg(long, env = "POD_JSON", value_parser = BoolishValueParser::new())]
+        json: bool,
+    },
+    /// Revoke a device token; its connections are closed.
+    Revoke {
+        /// The token's id, as `pod token list` shows it.
+        id: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct UrlArgs {
+    /// The device the link pairs may only read.
+    #[arg(long, env = "POD_READ_ONLY", value_parser = BoolishValueParser::new())]
+    pub read_only: bool,
+    /// Also draw the link as a QR code, for a phone.
+    #[arg(long, env = "POD_QR", value_parser = BoolishValueParser::new())]
+    pub qr: bool,
+    /// The host name the link uses [default: the certificate's first name, else this
+    /// machine's name when listening on a wildcard address, else the listen address].
+    #[arg(long, env = "POD_HOST", value_name = "NAME")]
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -251,6 +306,49 @@ pub struct ServeArgs {
     #[arg(long, env = "POD_SANDBOX_NETWORK", value_enum, default_value_t = Switch::On,
           value_name = "on|off")]
     pub sandbox_network: Switch,
+    /// Also serve the protocol over a WebSocket and the web client on ADDR
+    /// (e.g. 127.0.0.1:7878, [::]:7878); see docs/remote.md.
+    #[arg(long, env = "POD_LISTEN", value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// The TLS certificate (PEM) for --listen: serve https:// and wss://.
+    #[arg(long, env = "POD_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The TLS certificate's private key (PEM).
+    #[arg(long, env = "POD_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Listen without TLS on an address other machines can reach (for a network that is
+    /// already encrypted, such as a VPN).
+    #[arg(long, env = "POD_ALLOW_PLAINTEXT", value_parser = BoolishValueParser::new())]
+    pub allow_plaintext: bool,
+    /// Also accept requests from pages of this origin (e.g. https://pod.example.org);
+    /// repeatable.
+    #[arg(
+        long,
+        env = "POD_ALLOW_ORIGIN",
+        value_name = "ORIGIN",
+        value_delimiter = '\n'
+    )]
+    pub allow_origin: Vec<String>,
+    /// Also answer requests whose Host header names NAME (a reverse proxy's name);
+    /// repeatable.
+    #[arg(
+        long,
+        env = "POD_ALLOW_HOST",
+        value_name = "NAME",
+        value_delimiter = '\n'
+    )]
+    pub allow_host: Vec<String>,
+    /// Authenticated remote connections at most; more are answered 503.
+    #[arg(
+        long,
+        env = "POD_MAX_REMOTE_CLIENTS",
+        default_value_t = 64,
+        value_name = "N"
+    )]
+    pub max_remote_clients: usize,
+    /// Let network clients approve with scope `always` (which edits the config file).
+    #[arg(long, env = "POD_ALLOW_REMOTE_ALWAYS", value_parser = BoolishValueParser::new())]
+    pub allow_remote_always: bool,
 }
 
 fn parse_approval(s: &str) -> Result<crate::protocol::ApprovalMode, String> {

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::client::{self, ClientError, EventStream, RequestSink};
+use crate::client::{self, ClientError, Endpoint, EventStream, RequestSink};
 use crate::protocol::{Event, Snapshot};
 
 /// Exit codes of the client commands (`cli.md`); 0 and clap's 2 aside.
@@ -15,7 +15,8 @@ pub mod exit {
     pub const FAILED: u8 = 1;
     /// Bad usage (clap's own code for a bad flag).
     pub const USAGE: u8 = 2;
-    /// No pod is listening on the socket.
+    /// No pod is listening on the socket (or at `--url`), or it refused
+    /// the device token.
     pub const NO_POD: u8 = 3;
     /// The turn was cancelled, or the queued run removed.
     pub const CANCELLED: u8 = 4;
@@ -26,13 +27,19 @@ pub mod exit {
 /// How long a pod may take to send the snapshot that opens a connection.
 const SNAPSHOT_WAIT: Duration = Duration::from_secs(10);
 
-/// Says that no pod listens on `socket` and how to start one; the exit code
-/// that goes with it.
-pub fn no_pod(socket: &Path) -> ExitCode {
-    eprintln!(
-        "pod: no pod is listening on {}; start one with `pod serve` (or just `pod`)",
-        socket.display()
-    );
+/// Says that no pod listens at `endpoint` and how to start one; the exit
+/// code that goes with it.
+pub fn no_pod(endpoint: &Endpoint) -> ExitCode {
+    match endpoint {
+        Endpoint::Socket(socket) => eprintln!(
+            "pod: no pod is listening on {}; start one with `pod serve` (or just `pod`)",
+            socket.display()
+        ),
+        Endpoint::Remote(remote) => eprintln!(
+            "pod: no pod answers at {}; is it started with `pod serve --listen`?",
+            remote.url
+        ),
+    }
     ExitCode::from(exit::NO_POD)
 }
 
@@ -49,25 +56,35 @@ pub fn nobody_listens(socket: &Path) -> bool {
         Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused))
 }
 
-/// Connects to the pod; `None` when no pod listens on `socket`.
-pub async fn connect(socket: &Path) -> anyhow::Result<Option<(EventStream, RequestSink)>> {
-    match client::connect(socket).await {
-        Ok(connection) => Ok(Some(connection)),
-        Err(e) if is_no_pod(&e) => Ok(None),
+/// Connects to the pod; `Err` with the exit code (said on stderr) when no
+/// pod listens there (3) or it refused the device token (3, with its reason).
+pub async fn connect(
+    endpoint: &Endpoint,
+) -> anyhow::Result<Result<(EventStream, RequestSink), ExitCode>> {
+    match client::connect(endpoint).await {
+        Ok(connection) => Ok(Ok(connection)),
+        Err(e) if is_no_pod(&e) => Ok(Err(no_pod(endpoint))),
+        Err(ClientError::Unreachable { url, reason }) => {
+            eprintln!("pod: no pod answers at {url}: {reason}");
+            Ok(Err(ExitCode::from(exit::NO_POD)))
+        }
+        Err(ClientError::Refused { status, reason, .. }) => {
+            eprintln!("pod: the pod refused the connection ({status}): {reason}");
+            Ok(Err(ExitCode::from(exit::NO_POD)))
+        }
         Err(e) => Err(e.into()),
     }
 }
 
 /// Reads the snapshot every connection opens with.
-pub async fn snapshot(events: &mut EventStream, socket: &Path) -> anyhow::Result<Snapshot> {
+pub async fn snapshot(events: &mut EventStream, socket: &Endpoint) -> anyhow::Result<Snapshot> {
     match tokio::time::timeout(SNAPSHOT_WAIT, events.next()).await {
         Ok(Some(Ok(Event::Snapshot(snapshot)))) => Ok(*snapshot),
         Ok(Some(Ok(_))) => anyhow::bail!("the pod did not start with a snapshot"),
         Ok(Some(Err(e))) => Err(e.into()),
         Ok(None) => anyhow::bail!("the pod closed the connection without a snapshot"),
         Err(_) => anyhow::bail!(
-            "the pod at {} did not answer within {} s",
-            socket.display(),
+            "the pod at {socket} did not answer within {} s",
             SNAPSHOT_WAIT.as_secs()
         ),
     }

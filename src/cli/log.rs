@@ -187,6 +187,7 @@ fn describe(entry: &LogEntry) -> String {
             by,
             rule,
             client,
+            remote,
             message,
         } => {
             let mut line = format!(
@@ -201,6 +202,9 @@ fn describe(entry: &LogEntry) -> String {
             );
             if let Some(client) = client {
                 line.push_str(&format!(" ({client})"));
+            }
+            if let Some(remote) = remote {
+                line.push_str(&format!(" from {remote}"));
             }
             if *scope == crate::protocol::Scope::Session {
                 line.push_str(" for the session");

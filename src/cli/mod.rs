@@ -11,6 +11,7 @@ mod send;
 mod serve;
 mod sessions;
 mod status;
+mod token;
 mod transcript;
 
 pub use args::{Cli, Command};
@@ -23,7 +24,7 @@ use std::process::ExitCode;
 /// with (its flag defaults are already applied; its tables are used here).
 pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
     let paths = Paths::resolve(&cli.global)?;
-    if !matches!(cli.command, Some(Command::Log(_) | Command::Serve(_))) {
+    if !paths.is_remote() && !matches!(cli.command, Some(Command::Log(_) | Command::Serve(_))) {
         paths.check_socket_dir()?;
     }
     match cli.command {
@@ -40,11 +41,13 @@ pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
         Some(Command::Attach) => {
             // Checked here so that every client command words a missing pod
             // alike; the TUI itself keeps reconnecting to a pod that goes away.
-            if connect::nobody_listens(&paths.socket) {
-                return Ok(connect::no_pod(&paths.socket));
+            if !paths.is_remote() && connect::nobody_listens(&paths.socket) {
+                return Ok(connect::no_pod(&paths.endpoint));
             }
             serve::attach(&cli.global.name, &paths)
         }
+        Some(Command::Token(command)) => token::run(&paths, command),
+        Some(Command::Url(args)) => token::url(&paths, args),
         None => plain::run(&cli, &paths),
     }
 }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 
 use super::args::Global;
+use crate::client::{Endpoint, Remote};
 
 #[derive(Debug, Clone)]
 pub struct Paths {
@@ -16,6 +17,8 @@ pub struct Paths {
     /// anyone can create first, so it must be the user's own.
     pub socket_in_default_dir: bool,
     pub workspace: PathBuf,
+    /// Where client commands reach the pod: its socket, or `--url`.
+    pub endpoint: Endpoint,
 }
 
 impl Paths {
@@ -38,13 +41,23 @@ impl Paths {
             Some(dir) => dir.clone(),
             None => std::env::current_dir().context("cannot read the current directory")?,
         };
+        let endpoint = match &global.url {
+            Some(url) => Endpoint::Remote(remote(url, global)?),
+            None => Endpoint::Socket(socket.clone()),
+        };
         Ok(Paths {
             data_dir,
+            endpoint,
             socket_in_default_dir: global.socket.is_none(),
             socket,
             socket_dir,
             workspace,
         })
+    }
+
+    /// Whether client commands go over the network (`--url`).
+    pub fn is_remote(&self) -> bool {
+        matches!(self.endpoint, Endpoint::Remote(_))
     }
 
     /// For clients: refuses the default socket directory when it is not the
@@ -58,4 +71,27 @@ impl Paths {
         }
         crate::private::check_own_dir(dir)
     }
+}
+
+/// `--url` with its token: from `--token-file`, else `POD_TOKEN` — never a
+/// flag's value, which every process on the machine can read in argv.
+fn remote(url: &str, global: &Global) -> anyhow::Result<Remote> {
+    let url = crate::client::websocket_url(url).map_err(anyhow::Error::msg)?;
+    let token = match &global.token_file {
+        Some(file) => std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read the token file {}", file.display()))?,
+        None => std::env::var("POD_TOKEN").map_err(|_| {
+            anyhow::anyhow!(
+                "--url needs a device token: put it in a file and give --token-file FILE, or set \
+                 POD_TOKEN (make one with `pod token create` on the pod's machine)"
+            )
+        })?,
+    };
+    let token = token.trim().to_owned();
+    anyhow::ensure!(!token.is_empty(), "the device token for --url is empty");
+    Ok(Remote {
+        url,
+        token,
+        ca_cert: global.ca_cert.clone(),
+    })
 }

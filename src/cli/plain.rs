@@ -10,13 +10,18 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use super::args::{Cli, Given, ServeArgs};
-use super::connect::{connect, exit, nobody_listens, snapshot};
+use super::connect::{exit, nobody_listens, snapshot};
 use super::{serve, Paths};
 use crate::protocol::{Greeting, Snapshot, Status};
 use crate::tools::Switch;
 
 pub fn run(cli: &Cli, paths: &Paths) -> anyhow::Result<ExitCode> {
     let name = &cli.global.name;
+    if paths.is_remote() {
+        // A pod over the network is attached to as it is: this machine
+        // cannot start it, nor compare its settings with the flags.
+        return serve::attach(name, paths);
+    }
     if nobody_listens(&paths.socket) {
         serve::start_background(name, paths, cli.global.config.as_deref(), &cli.given.argv)?;
     } else if let Some(snapshot) = super::runtime()?.block_on(running(&paths.socket)) {
@@ -39,8 +44,9 @@ pub fn run(cli: &Cli, paths: &Paths) -> anyhow::Result<ExitCode> {
 /// The running pod's snapshot; `None` when it cannot be read (the TUI
 /// will say why, and keeps trying).
 async fn running(socket: &Path) -> Option<Snapshot> {
-    let (mut events, _sink) = connect(socket).await.ok()??;
-    snapshot(&mut events, socket).await.ok()
+    let endpoint = crate::client::Endpoint::Socket(socket.to_owned());
+    let (mut events, _sink) = crate::client::connect(&endpoint).await.ok()?;
+    snapshot(&mut events, &endpoint).await.ok()
 }
 
 /// Asks on the terminal; without one there is nobody to ask, and the TUI

@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use tokio::signal::unix::{signal, SignalKind};
 
 use super::args::SendArgs;
-use super::connect::{connect, exit, no_pod};
+use super::connect::{connect, exit};
 use super::transcript::Transcript;
 use super::Paths;
 use crate::client::EventStream;
@@ -81,8 +81,9 @@ struct Options {
 }
 
 async fn send(paths: &Paths, segments: Vec<Segment>, options: Options) -> anyhow::Result<ExitCode> {
-    let Some((mut events, mut sink)) = connect(&paths.socket).await? else {
-        return Ok(no_pod(&paths.socket));
+    let (mut events, mut sink) = match connect(&paths.endpoint).await? {
+        Ok(connection) => connection,
+        Err(code) => return Ok(code),
     };
     // Installed before the run goes out, so that no Ctrl+C can kill this
     // process silently while its run is on its way.
@@ -117,7 +118,7 @@ async fn send(paths: &Paths, segments: Vec<Segment>, options: Options) -> anyhow
                 Some(Err(e)) => turn.stop_waiting(&format!("the connection to the pod failed: {e}"))?,
                 None => turn.stop_waiting(&format!(
                     "the connection to the pod at {} was lost before the turn ended",
-                    paths.socket.display()
+                    paths.endpoint
                 ))?,
             },
             _ = interrupts.recv() => match turn.interrupt()? {

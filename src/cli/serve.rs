@@ -35,8 +35,28 @@ pub fn run(
     if provider_config.kind.is_none() {
         eprintln!("pod: no --provider given: {}", why_chosen(&provider_config));
     }
+    let remote = match args.listen {
+        Some(listen) => {
+            let tls = args.tls_cert.zip(args.tls_key);
+            if let Err(why) =
+                crate::remote::check_plaintext(&listen, tls.is_some(), args.allow_plaintext)
+            {
+                eprintln!("pod: {why}");
+                return Ok(ExitCode::from(super::connect::exit::USAGE));
+            }
+            Some(crate::remote::RemoteConfig {
+                listen,
+                tls,
+                allow_hosts: args.allow_host,
+                allow_origins: args.allow_origin,
+                max_remote_clients: args.max_remote_clients,
+            })
+        }
+        None => None,
+    };
     let provider = provider::build(&provider_config)?;
     crate::pod::serve(ServeConfig {
+        remote,
         name: name.to_owned(),
         data_dir: paths.data_dir.clone(),
         socket: paths.socket.clone(),
@@ -101,10 +121,10 @@ fn why_chosen(config: &ProviderConfig) -> String {
     }
 }
 
-/// Attaches the TUI to the pod on `paths.socket`.
+/// Attaches the TUI to the pod at `paths.endpoint`.
 pub fn attach(name: &str, paths: &Paths) -> anyhow::Result<ExitCode> {
     super::runtime()?.block_on(crate::tui::run(crate::tui::AttachOptions {
-        socket: paths.socket.clone(),
+        endpoint: paths.endpoint.clone(),
         pod_name: name.to_owned(),
     }))?;
     Ok(ExitCode::SUCCESS)

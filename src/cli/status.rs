@@ -6,20 +6,29 @@ use std::process::ExitCode;
 use crate::protocol::{Event, Method, Request, Snapshot};
 use crate::store::pod_socket;
 
-use super::connect::{connect, no_pod, snapshot};
+use super::connect::{connect, snapshot};
 use super::Paths;
+use crate::client::Endpoint;
 
-/// Connects and returns the snapshot, or `None` when no pod listens.
-async fn probe(socket: &Path) -> anyhow::Result<Option<Snapshot>> {
-    let Some((mut events, _sink)) = connect(socket).await? else {
-        return Ok(None);
-    };
-    snapshot(&mut events, socket).await.map(Some)
+/// Connects to the socket and returns the snapshot quietly, or `None`
+/// when no pod answers there (for `pod list`).
+async fn probe(socket: &Path) -> Option<Snapshot> {
+    let endpoint = Endpoint::Socket(socket.to_owned());
+    let (mut events, _sink) = crate::client::connect(&endpoint).await.ok()?;
+    snapshot(&mut events, &endpoint).await.ok()
 }
 
 pub fn status(paths: &Paths, json: bool) -> anyhow::Result<ExitCode> {
-    let Some(s) = super::runtime()?.block_on(probe(&paths.socket))? else {
-        return Ok(no_pod(&paths.socket));
+    let s = super::runtime()?.block_on(async {
+        let (mut events, _sink) = match connect(&paths.endpoint).await? {
+            Ok(connection) => connection,
+            Err(code) => return anyhow::Ok(Err(code)),
+        };
+        snapshot(&mut events, &paths.endpoint).await.map(Ok)
+    })?;
+    let s = match s {
+        Ok(s) => s,
+        Err(code) => return Ok(code),
     };
     if json {
         let value = serde_json::json!({
@@ -31,13 +40,13 @@ pub fn status(paths: &Paths, json: bool) -> anyhow::Result<ExitCode> {
         println!("{value}");
         return Ok(ExitCode::SUCCESS);
     }
-    print!("{}", report(&s, &paths.socket));
+    print!("{}", report(&s, &paths.endpoint));
     Ok(ExitCode::SUCCESS)
 }
 
 /// `pod status`'s text: what the pod is, what it does and how it is set up
 /// now (the model and approval mode as last changed, not as started).
-fn report(s: &Snapshot, socket: &Path) -> String {
+fn report(s: &Snapshot, endpoint: &Endpoint) -> String {
     let (g, status) = (&s.greeting, &s.status);
     let model = if status.model.is_empty() {
         &g.model
@@ -84,7 +93,10 @@ fn report(s: &Snapshot, socket: &Path) -> String {
         format!("approval   {}", status.approval.as_str()),
         format!("sandbox    {sandbox}"),
         format!("workspace  {}", g.workspace),
-        format!("socket     {}", socket.display()),
+        match endpoint {
+            Endpoint::Socket(socket) => format!("socket     {}", socket.display()),
+            Endpoint::Remote(remote) => format!("url        {}", remote.url),
+        },
     ];
     if g.mcp_servers.is_empty() {
         lines.push("mcp        no servers".to_owned());
@@ -101,8 +113,9 @@ fn report(s: &Snapshot, socket: &Path) -> String {
 
 pub fn stop(paths: &Paths) -> anyhow::Result<ExitCode> {
     super::runtime()?.block_on(async {
-        let Some((mut events, mut sink)) = connect(&paths.socket).await? else {
-            return Ok(no_pod(&paths.socket));
+        let (mut events, mut sink) = match connect(&paths.endpoint).await? {
+            Ok(connection) => connection,
+            Err(code) => return Ok(code),
         };
         sink.send(&Request::new(Method::Shutdown)).await?;
         // The pod says `shutdown` to everyone, then closes: wait for either.
@@ -111,7 +124,7 @@ pub fn stop(paths: &Paths) -> anyhow::Result<ExitCode> {
                 break;
             }
         }
-        println!("stopped the pod at {}", paths.socket.display());
+        println!("stopped the pod at {}", paths.endpoint);
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -138,7 +151,7 @@ pub fn list(paths: &Paths) -> anyhow::Result<ExitCode> {
     let live: Vec<(PathBuf, Snapshot)> = sockets
         .into_iter()
         .filter_map(|socket| {
-            let snapshot = rt.block_on(probe(&socket)).ok()??;
+            let snapshot = rt.block_on(probe(&socket))?;
             Some((socket, snapshot))
         })
         .collect();

@@ -61,6 +61,9 @@ impl DurableLog {
             approval: Default::default(),
             sandbox: Default::default(),
             mcp_servers: Vec::new(),
+            access: Default::default(),
+            access_reason: None,
+            listen: None,
         })
         .start();
         let arbiter = actix_rt::Arbiter::new();

@@ -47,12 +47,20 @@ use uuid::Uuid;
 use super::frames;
 use super::outbox::{ClientSocket, Deliver, Queue};
 use crate::mcp::McpChange;
-use crate::protocol::{Event, Greeting, InFlight, Status, SwitchReason, Usage};
+use crate::protocol::{
+    AccessLevel, AccessReason, Event, Greeting, InFlight, Status, SwitchReason, Usage,
+};
 
 pub use super::outbox::ConnId;
 
+/// A connection's `access` and `access_reason`, as its greeting says them.
+pub type GreetingAccess = (AccessLevel, Option<AccessReason>);
+
 pub struct Broadcaster {
     connections: HashMap<ConnId, Queue>,
+    /// Each connection's access, for the greetings of its snapshots.
+    access: HashMap<ConnId, GreetingAccess>,
+    /// The greeting, with the access of a full connection.
     greeting: Greeting,
     status: Status,
     in_flight: Option<InFlight>,
@@ -66,6 +74,7 @@ impl Broadcaster {
     pub fn new(greeting: Greeting) -> Self {
         Self {
             connections: HashMap::new(),
+            access: HashMap::new(),
             greeting,
             status: Status::default(),
             in_flight: None,
@@ -124,10 +133,32 @@ impl Broadcaster {
             reason,
         }
         .to_frame();
-        let parts =
-            frames::snapshot_parts(&self.greeting, &self.status, new_session_id, entries, None);
-        self.connections
-            .retain(|_, queue| queue.push(announce.clone()) && queue.push_snapshot(parts.clone()));
+        // One snapshot per kind of access (there are three at most).
+        let mut parts: Vec<(GreetingAccess, Vec<Bytes>)> = Vec::new();
+        let (greeting, status, access) = (&self.greeting, &self.status, &self.access);
+        self.connections.retain(|id, queue| {
+            let of = access.get(id).copied().unwrap_or_default();
+            let at = match parts.iter().position(|(a, _)| *a == of) {
+                Some(at) => at,
+                None => {
+                    let greeting = with_access(greeting, of);
+                    let built =
+                        frames::snapshot_parts(&greeting, status, new_session_id, entries, None);
+                    parts.push((of, built));
+                    parts.len() - 1
+                }
+            };
+            queue.push(announce.clone()) && queue.push_snapshot(parts[at].1.clone())
+        });
+    }
+}
+
+/// The greeting as a connection with `access` gets it.
+fn with_access(greeting: &Greeting, (level, reason): GreetingAccess) -> Greeting {
+    Greeting {
+        access: level,
+        access_reason: reason,
+        ..greeting.clone()
     }
 }
 
@@ -140,6 +171,7 @@ impl Actor for Broadcaster {
 #[rtype(result = "()")]
 pub struct Register {
     pub id: ConnId,
+    pub access: GreetingAccess,
     /// The connection's write half, which becomes its queue here.
     pub socket: ClientSocket,
     pub session_id: Uuid,
@@ -157,7 +189,7 @@ impl Handler<Register> for Broadcaster {
         // The snapshot's `in_flight` already holds the held deltas.
         self.flush_held();
         let parts = frames::snapshot_parts(
-            &self.greeting,
+            &with_access(&self.greeting, msg.access),
             &self.status,
             msg.session_id,
             &msg.entries,
@@ -171,6 +203,7 @@ impl Handler<Register> for Broadcaster {
         actix::spawn(drain.run());
         if queue.push_snapshot(parts) {
             self.connections.insert(msg.id, queue);
+            self.access.insert(msg.id, msg.access);
             let _ = msg.registered.send(());
         }
     }
@@ -184,6 +217,7 @@ impl Handler<Unregister> for Broadcaster {
     type Result = ();
 
     fn handle(&mut self, msg: Unregister, _: &mut Context<Self>) {
+        self.access.remove(&msg.0);
         if let Some(queue) = self.connections.remove(&msg.0) {
             queue.close();
         }

@@ -21,6 +21,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, Interest, ReadBuf};
 use tokio_util::codec::{Decoder, FramedRead};
 
+use super::access::Access;
 use super::broadcaster::{Broadcaster, ConnId, Unregister};
 use super::outbox::{Client, ClientSocket, Outbox};
 use super::session_log::{
@@ -51,6 +52,10 @@ pub struct Hub {
     pub worker: Addr<worker::Worker>,
     pub workspace: Workspace,
     pub config: ConnectionLimits,
+    /// The device tokens remote clients show (made by the token methods).
+    pub tokens: std::sync::Arc<crate::remote::Tokens>,
+    /// Where the pod listens (`--listen`), for pairing links.
+    pub listening: Option<crate::remote::Listening>,
 }
 
 pub struct Connection {
@@ -59,9 +64,8 @@ pub struct Connection {
     hub: Hub,
     /// The client's `hello` label, for `approval_decision.client`.
     label: Option<String>,
-    /// The peer is the pod itself or one of its descendants (a tool's
-    /// process): it may only read, so a tool can never approve itself.
-    read_only: bool,
+    /// What this client may do (`access.rs` decides `forbidden`).
+    access: Access,
     /// Taken in `started`, where the actor can attach it as a stream.
     reader: Option<FramedRead<ReadHalf, FrameDecoder>>,
     /// Taken in `started`, where it goes to the broadcaster.
@@ -73,15 +77,13 @@ pub struct Connection {
 impl Connection {
     /// Splits the socket in two descriptors: one the broadcaster writes to,
     /// on its own thread (see `outbox.rs`), and one this actor reads from.
+    /// `stream` must be non-blocking (its duplicates share that mode).
     pub fn start(
         id: ConnId,
-        stream: tokio::net::UnixStream,
+        stream: UnixStream,
         hub: Hub,
-        read_only: bool,
+        access: Access,
     ) -> std::io::Result<Addr<Connection>> {
-        // `into_std` leaves the socket non-blocking, and its duplicates share
-        // that mode.
-        let stream = stream.into_std()?;
         let write = stream.try_clone()?;
         let peer = OwnedFd::from(stream.try_clone()?);
         let read = ReadHalf::new(stream)?;
@@ -97,7 +99,7 @@ impl Connection {
             outbox,
             hub,
             label: None,
-            read_only,
+            access,
             reader: Some(reader),
             socket: Some(socket),
             peer,
@@ -127,14 +129,8 @@ impl Connection {
 
     fn handle_request(&mut self, request: Request, ctx: &mut Context<Self>) {
         let Request { request_id, method } = request;
-        if self.read_only && !method.is_read_only() {
-            return self.error(
-                ErrorCode::Forbidden,
-                "this connection comes from a process the pod started (a tool or an MCP \
-                 server): it may only read (hello, get_session, list_sessions, \
-                 list_completions)",
-                request_id,
-            );
+        if let Err(why) = self.access.check(&method) {
+            return self.error(ErrorCode::Forbidden, why, request_id);
         }
         let client = Client {
             outbox: self.outbox.clone(),
@@ -171,6 +167,7 @@ impl Connection {
                 scope: scope.unwrap_or_default(),
                 message,
                 label: self.label.clone(),
+                remote: self.access.remote.map(|ip| ip.to_string()),
                 client,
             }),
             Method::SetApproval { mode } => {
@@ -264,8 +261,84 @@ impl Connection {
                 client,
                 SwitchTo::Resume { session_id },
             )),
+            Method::IssueToken { .. }
+            | Method::IssuePairing { .. }
+            | Method::ListTokens
+            | Method::RevokeToken { .. } => self.token_method(method, client, ctx),
         }
     }
+
+    /// The token methods (local and full connections only, checked above).
+    /// The token file is written on the blocking pool.
+    fn token_method(&mut self, method: Method, client: Client, ctx: &mut Context<Self>) {
+        let tokens = self.hub.tokens.clone();
+        let listening = self.hub.listening.clone();
+        tokio::task::spawn_blocking(move || token_answer(&tokens, listening.as_ref(), method))
+            .into_actor(self)
+            .map(move |answer, _, _| match answer {
+                Ok(Ok(response)) => client.respond(response),
+                Ok(Err((code, message))) => client.error(code, message),
+                Err(e) => client.error(ErrorCode::StorageError, e.to_string()),
+            })
+            .spawn(ctx);
+    }
+}
+
+/// What a token method answers.
+fn token_answer(
+    tokens: &crate::remote::Tokens,
+    listening: Option<&crate::remote::Listening>,
+    method: Method,
+) -> Result<Response, (ErrorCode, String)> {
+    let storage = |e: std::io::Error| {
+        (
+            ErrorCode::StorageError,
+            format!("cannot write the token file: {e}"),
+        )
+    };
+    Ok(match method {
+        Method::IssueToken { read_only, label } => {
+            let issued = tokens.issue(read_only, label).map_err(storage)?;
+            Response {
+                token: Some(issued.token),
+                id: Some(issued.info.id),
+                scope: Some(issued.info.scope),
+                ..Response::default()
+            }
+        }
+        Method::IssuePairing { read_only, host } => {
+            let Some(listening) = listening else {
+                return Err((
+                    ErrorCode::NotListening,
+                    "this pod does not listen on the network; start it with `pod serve \
+                     --listen ADDR`"
+                        .into(),
+                ));
+            };
+            let code = tokens.issue_pairing(read_only);
+            Response {
+                url: Some(listening.pairing_url(host.as_deref(), &code)),
+                ..Response::default()
+            }
+        }
+        Method::ListTokens => Response {
+            tokens: Some(tokens.list()),
+            ..Response::default()
+        },
+        Method::RevokeToken { id } => {
+            if !tokens.revoke(&id).map_err(storage)? {
+                return Err((
+                    ErrorCode::NotFound,
+                    format!("no device token has the id {id:?}"),
+                ));
+            }
+            Response {
+                ok: Some(true),
+                ..Response::default()
+            }
+        }
+        _ => Response::default(),
+    })
 }
 
 impl Actor for Connection {
@@ -278,6 +351,7 @@ impl Actor for Connection {
         if let Some(socket) = self.socket.take() {
             self.hub.session_log.do_send(Subscribe {
                 id: self.id,
+                access: (self.access.level, self.access.reason),
                 socket,
                 registered,
             });

@@ -88,6 +88,8 @@ pub struct Answer {
     pub message: Option<String>,
     /// The deciding connection's `hello` label.
     pub label: Option<String>,
+    /// The deciding client's IP address when it came over the network.
+    pub remote: Option<String>,
     pub client: Client,
 }
 

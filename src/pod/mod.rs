@@ -12,6 +12,7 @@
 //!
 //! `docs/architecture.md` explains the ordering argument in full.
 
+mod access;
 mod assembly;
 /// For `examples/bench` only: not part of the crate's API.
 #[doc(hidden)]
@@ -20,7 +21,7 @@ mod broadcaster;
 mod compaction;
 mod compactor;
 mod connection;
-mod descendants;
+pub(crate) mod descendants;
 mod fault;
 mod frames;
 mod instructions;
@@ -33,10 +34,11 @@ mod tool_step;
 mod turn;
 mod worker;
 
+pub use access::Access;
 pub use connection::ConnectionLimits;
 /// For the fuzz targets in `fuzz/`: the frame decoder every connection reads with.
 #[doc(hidden)]
 pub use connection::{FrameDecoder, Inbound};
 pub use job::Thresholds;
-pub use server::{serve, ServeConfig};
+pub use server::{serve, RemoteClient, ServeConfig};
 pub use turn::new_turn_id;

@@ -12,6 +12,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
+use super::access::Access;
 use super::broadcaster::{Broadcaster, McpServerChanged, Published};
 use super::compactor::Compactor;
 use super::connection::Connection;
@@ -55,6 +56,15 @@ pub struct ServeConfig {
     pub deny: Vec<Rule>,
     /// The config file's `[mcp_servers.NAME]`: started with the pod.
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// `--listen` and its flags: the protocol over a WebSocket.
+    pub remote: Option<crate::remote::RemoteConfig>,
+}
+
+/// A client the network server accepted and authenticated: its end of a
+/// socket pair, which becomes a `Connection` like any other.
+pub struct RemoteClient {
+    pub socket: std::os::unix::net::UnixStream,
+    pub access: Access,
 }
 
 /// Runs the pod until it is told to stop. Blocks the calling thread.
@@ -82,6 +92,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     // Before anything else is created: a second pod of this name stops here.
     let _lock = PodLock::acquire(&config.data_dir, &pods_dir, &config.name)?;
     prepare_socket_path(&config.socket, config.socket_in_default_dir)?;
+    let tokens = Arc::new(crate::remote::Tokens::open(&pods_dir, &config.name)?);
     let pointer_path = pointer::path(&pods_dir, &config.name);
     let start = Start {
         new_session: config.new_session,
@@ -125,6 +136,25 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         // waits for), and before the worker exists to run any command.
         crate::tools::reaper::start();
         let mcp_changes = mcp_supervisors.start();
+        let (remote_tx, remote_rx) = mpsc::unbounded_channel();
+        let listening = match config.remote {
+            Some(remote) => {
+                let listening = crate::remote::start(
+                    remote,
+                    tokens.clone(),
+                    remote_tx,
+                    config.limits.max_frame_bytes,
+                )?;
+                let scheme = if listening.tls { "https" } else { "http" };
+                eprintln!(
+                    "pod {:?}: listening on {scheme}://{} (WebSocket /v1/ws); `pod url` prints a \
+                     link for a browser or phone, `pod token create` a device token",
+                    config.name, listening.address
+                );
+                Some(listening)
+            }
+            None => None,
+        };
         let greeting = Greeting {
             pod: config.name.clone(),
             version: env!("CARGO_PKG_VERSION").into(),
@@ -136,6 +166,9 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             approval: config.approval,
             sandbox: toolbox.sandbox().info(),
             mcp_servers: mcp_servers_at_start,
+            access: Default::default(),
+            access_reason: None,
+            listen: listening.as_ref().map(crate::remote::Listening::info),
         };
         let broadcaster = Broadcaster::new(greeting).start();
         actix_rt::spawn(announce_mcp(mcp_changes, broadcaster.clone()));
@@ -193,7 +226,10 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             worker: worker.clone(),
             workspace,
             config: config.limits,
+            tokens,
+            listening,
         };
+        actix_rt::spawn(accept_remote(remote_rx, hub.clone()));
         actix_rt::spawn(accept_loop(listener, hub));
         actix_rt::spawn(descendants::reap_orphans());
         actix_rt::spawn(stop_on_signal(worker));
@@ -403,8 +439,10 @@ fn remove_own_socket(socket: &Path, identity: FileIdentity) {
     }
 }
 
+/// Connection ids, shared by local and remote clients.
+static NEXT_CONN_ID: AtomicU64 = AtomicU64::new(1);
+
 async fn accept_loop(listener: UnixListener, hub: Hub) {
-    static NEXT_ID: AtomicU64 = AtomicU64::new(1);
     let uid = rustix::process::geteuid().as_raw();
     loop {
         let stream = match listener.accept().await {
@@ -418,7 +456,7 @@ async fn accept_loop(listener: UnixListener, hub: Hub) {
         if !same_user(&stream, uid) {
             continue;
         }
-        let read_only = match stream.peer_cred().ok().and_then(|c| c.pid()) {
+        let descendant = match stream.peer_cred().ok().and_then(|c| c.pid()) {
             Some(pid) => {
                 let pid = pid as u32;
                 tokio::task::spawn_blocking(move || descendants::is_pod_or_descendant(pid))
@@ -428,9 +466,22 @@ async fn accept_loop(listener: UnixListener, hub: Hub) {
             // No pid (the kernel does not say): it cannot be proven a stranger.
             None => true,
         };
-        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = Connection::start(id, stream, hub.clone(), read_only) {
+        let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
+        let stream = stream.into_std();
+        let started =
+            stream.and_then(|s| Connection::start(id, s, hub.clone(), Access::local(descendant)));
+        if let Err(e) = started {
             tracing::warn!("cannot set up a connection: {e}");
+        }
+    }
+}
+
+/// The clients the network server hands over (see `crate::remote`).
+async fn accept_remote(mut clients: mpsc::UnboundedReceiver<RemoteClient>, hub: Hub) {
+    while let Some(client) = clients.recv().await {
+        let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = Connection::start(id, client.socket, hub.clone(), client.access) {
+            tracing::warn!("cannot set up a remote connection: {e}");
         }
     }
 }

@@ -225,6 +225,8 @@ impl Handler<Flush> for SessionLog {
 #[rtype(result = "()")]
 pub struct Subscribe {
     pub id: ConnId,
+    /// What the connection may do, for its snapshot's greeting.
+    pub access: super::broadcaster::GreetingAccess,
     /// The connection's write half, for the broadcaster.
     pub socket: ClientSocket,
     /// Fired once the snapshot is queued on the outbox.
@@ -237,6 +239,7 @@ impl Handler<Subscribe> for SessionLog {
     fn handle(&mut self, msg: Subscribe, _: &mut Context<Self>) {
         self.broadcaster.do_send(Register {
             id: msg.id,
+            access: msg.access,
             socket: msg.socket,
             session_id: self.session_id,
             entries: self.mirror.clone(),

@@ -164,6 +164,7 @@ async fn decide(env: &JobEnv, call: &Call) -> (Plan, Option<LogEntry>) {
                 rule: Some(rule),
                 by: DecidedBy::Policy,
                 client: None,
+                remote: None,
                 message: None,
             };
             (Plan::Denied(result), Some(entry))
@@ -400,6 +401,7 @@ async fn record(
         rule: rule.as_ref().map(ToString::to_string),
         by: DecidedBy::User,
         client: answer.label,
+        remote: answer.remote,
         message: answer.message.clone(),
     };
     if let Err(e) = commit(env, conversation, entry).await {
@@ -449,6 +451,7 @@ async fn abandon(
             rule: None,
             by: DecidedBy::Cancel,
             client: None,
+            remote: None,
             message: None,
         };
         if let Err(e) = commit(env, conversation, entry).await {

@@ -69,6 +69,8 @@ pub struct Approve {
     pub message: Option<String>,
     /// The deciding connection's `hello` label.
     pub label: Option<String>,
+    /// The deciding client's IP address when it came over the network.
+    pub remote: Option<String>,
     pub client: Client,
 }
 
@@ -416,6 +418,7 @@ impl Handler<Approve> for Worker {
             scope: msg.scope,
             message: msg.message,
             label: msg.label,
+            remote: msg.remote,
             client: msg.client,
         };
         match sender {

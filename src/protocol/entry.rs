@@ -80,6 +80,9 @@ pub enum LogEntry {
         by: DecidedBy,
         #[serde(default)]
         client: Option<String>,
+        /// The IP address of a client that answered over the network.
+        #[serde(default)]
+        remote: Option<String>,
         #[serde(default)]
         message: Option<String>,
     },

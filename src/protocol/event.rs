@@ -127,6 +127,59 @@ pub struct Greeting {
     pub sandbox: SandboxInfo,
     #[serde(default)]
     pub mcp_servers: Vec<McpServerInfo>,
+    /// What this connection may do: `full`, or `read` (the read methods only).
+    #[serde(default)]
+    pub access: AccessLevel,
+    /// Why a connection may only read, or null.
+    #[serde(default)]
+    pub access_reason: Option<AccessReason>,
+    /// Where the pod serves the protocol over a WebSocket (`--listen`), or null.
+    #[serde(default)]
+    pub listen: Option<ListenInfo>,
+}
+
+/// What a connection may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AccessLevel {
+    #[default]
+    Full,
+    Read,
+    #[serde(other)]
+    #[schemars(skip)]
+    Unknown,
+}
+
+/// Why a connection may only read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AccessReason {
+    /// Its peer is a pod or a pod's descendant (a tool's process).
+    Descendant,
+    /// It showed a read-only device token.
+    ReadToken,
+    #[serde(other)]
+    #[schemars(skip)]
+    Unknown,
+}
+
+/// The pod's network listener, as the greeting tells it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ListenInfo {
+    /// `HOST:PORT` as bound (IPv6 in brackets).
+    pub address: String,
+    pub tls: bool,
+}
+
+/// One device token as `list_tokens` shows it (never the token itself).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TokenInfo {
+    pub id: String,
+    pub label: Option<String>,
+    /// `full` or `read`.
+    pub scope: AccessLevel,
+    pub created_at: String,
+    pub last_used: Option<String>,
 }
 
 /// How `bash` is confined, and whether the kernel enforces it.
@@ -331,8 +384,15 @@ pub enum ErrorCode {
     NotRunning,
     /// A method that needs the pod idle, while a turn runs or is queued.
     Busy,
-    /// A method a tool's own process may not send (only reads are allowed).
+    /// A method this connection may not send: it may only read (a tool's
+    /// own process, a read-only token), or the method is local-only.
     Forbidden,
+    /// The connection's device token was revoked (then it is closed).
+    Unauthorized,
+    /// `issue_pairing` on a pod that does not listen (`--listen`).
+    NotListening,
+    /// A named thing (a device token, …) that does not exist.
+    NotFound,
     #[serde(other)]
     #[schemars(skip)]
     Other,
@@ -368,6 +428,21 @@ pub struct Response {
     /// `approve`, `hello`, `set_approval`, …: the method took effect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ok: Option<bool>,
+    /// `issue_token`: the new token, shown this once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// `issue_token`: the token's id (for `revoke_token`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// `issue_token`: `full` or `read`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<AccessLevel>,
+    /// `issue_pairing`: the web client's URL with its one-time `#pair=` code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// `list_tokens`: every token, oldest first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<Vec<TokenInfo>>,
 }
 
 /// One completion with what a menu shows beside it.

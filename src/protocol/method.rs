@@ -74,12 +74,31 @@ pub enum Method {
     SetModel {
         model: String,
     },
+    /// Mints a device token for remote clients (local socket only).
+    IssueToken {
+        #[serde(default)]
+        read_only: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        label: Option<String>,
+    },
+    /// Mints a one-time pairing link for the web client (local socket only).
+    IssuePairing {
+        #[serde(default)]
+        read_only: bool,
+        /// The host the link names, instead of the one the pod would pick.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host: Option<String>,
+    },
+    ListTokens,
+    RevokeToken {
+        id: String,
+    },
 }
 
 impl Method {
-    /// Whether a tool's own process may send this method: only reads are
-    /// allowed to a connection from the pod or one of its descendants, so
-    /// a tool can never approve itself or steer the pod.
+    /// Whether this is one of the contract's *read methods*, the only ones
+    /// a read-only connection (a pod's descendant, a read-only token) may
+    /// send. `pod::access` is where that is decided.
     pub fn is_read_only(&self) -> bool {
         matches!(
             self,
@@ -87,6 +106,18 @@ impl Method {
                 | Method::GetSession { .. }
                 | Method::ListSessions
                 | Method::ListCompletions { .. }
+        )
+    }
+
+    /// The token methods: over the local socket only, and never for a
+    /// descendant — a credential is made by the user at their terminal.
+    pub fn is_local_only(&self) -> bool {
+        matches!(
+            self,
+            Method::IssueToken { .. }
+                | Method::IssuePairing { .. }
+                | Method::ListTokens
+                | Method::RevokeToken { .. }
         )
     }
 }
@@ -117,6 +148,10 @@ const METHOD_TYPES: &[&str] = &[
     "fork",
     "resume_session",
     "set_model",
+    "issue_token",
+    "issue_pairing",
+    "list_tokens",
+    "revoke_token",
 ];
 
 /// Why a frame could not become a [`Request`].

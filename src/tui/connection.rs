@@ -6,7 +6,6 @@
 //! the app rebuilds its whole view from it: nothing is patched across a
 //! reconnect.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
@@ -61,13 +60,13 @@ pub enum ConnectionState {
 
 /// Runs until the app drops its end of `outgoing`.
 pub async fn run(
-    socket: PathBuf,
+    endpoint: client::Endpoint,
     events: mpsc::Sender<ConnEvent>,
     mut outgoing: mpsc::Receiver<Outgoing>,
 ) {
     let mut backoff = BACKOFF_MIN;
     loop {
-        let error = match client::connect(&socket).await {
+        let error = match client::connect(&endpoint).await {
             Ok((mut stream, mut sink)) => {
                 backoff = BACKOFF_MIN;
                 if events.send(ConnEvent::Connected).await.is_err() {

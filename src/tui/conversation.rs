@@ -614,6 +614,7 @@ impl Conversation {
                 by,
                 client,
                 message,
+                ..
             } => {
                 self.drop_pending(call_id);
                 // An allowed call starts running now: time it from here,

@@ -31,7 +31,6 @@ pub mod render;
 pub mod viewport;
 
 use std::io::{stdout, Stdout};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Once;
 use std::time::{Duration, Instant};
@@ -61,7 +60,8 @@ const FRAME: Duration = Duration::from_millis(16);
 /// What `pod attach` needs to know.
 #[derive(Debug, Clone)]
 pub struct AttachOptions {
-    pub socket: PathBuf,
+    /// The pod's socket, or its WebSocket (`--url`).
+    pub endpoint: crate::client::Endpoint,
     /// Shown until the pod's greeting names it.
     pub pod_name: String,
 }
@@ -79,7 +79,7 @@ pub async fn run(options: AttachOptions) -> anyhow::Result<()> {
     let input = tokio::spawn(read_terminal(term_tx));
     let (conn_tx, conn_rx) = mpsc::channel(1024);
     let (out_tx, out_rx) = mpsc::channel(256);
-    let conn = tokio::spawn(connection::run(options.socket, conn_tx, out_rx));
+    let conn = tokio::spawn(connection::run(options.endpoint, conn_tx, out_rx));
 
     let mut app = App::new(options.pod_name, Instant::now());
     let result = event_loop(&mut app, &mut terminal, term_rx, conn_rx, out_tx).await;

@@ -1,0 +1,413 @@
+//! The HTTP routes: `/v1/health`, `/v1/pair`, `/v1/ws`, `/v1/blobs` and the
+//! web client's files. Every refusal happens before any upgrade, in the
+//! contract's order: `Host` (421), `Origin` (403), then the token (401, or
+//! 429 for a locked-out address), then `--max-remote-clients` (503).
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::StatusCode;
+use actix_web::middleware::DefaultHeaders;
+use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use anyhow::Context as _;
+use tokio::sync::mpsc;
+
+use super::checks::Checks;
+use super::peer;
+use super::tokens::{Granted, Tokens};
+use crate::pod::{Access, RemoteClient};
+use crate::protocol::AccessLevel;
+
+/// The same on every response (the contract's exact policy).
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: \
+                   data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; \
+                   form-action 'none'";
+
+/// How long a client has to send its request headers.
+const HEADERS_WITHIN: Duration = Duration::from_secs(10);
+
+/// The subprotocol a browser names to carry its token.
+const SUBPROTOCOL: &str = "pod.v1";
+const TOKEN_SUBPROTOCOL: &str = "pod.token.";
+
+pub struct State {
+    pub tokens: Arc<Tokens>,
+    pub checks: Arc<Checks>,
+    pub accept: mpsc::UnboundedSender<RemoteClient>,
+    /// Authenticated WebSocket connections now.
+    pub active: Arc<AtomicUsize>,
+    pub max_clients: usize,
+    pub max_frame_bytes: usize,
+}
+
+/// A place among `--max-remote-clients`, given back when dropped.
+pub struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    fn take(active: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
+        let taken = active
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .is_ok();
+        taken.then(|| Slot(active.clone()))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Loads `--tls-cert` / `--tls-key` (PEM); also answers the certificate's
+/// DNS names, which the `Host` check accepts.
+pub fn tls_config(cert: &Path, key: &Path) -> anyhow::Result<(rustls::ServerConfig, Vec<String>)> {
+    let read = |path: &Path| {
+        std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+    };
+    let cert_pem = read(cert)?;
+    let certs: Vec<_> = rustls_pemfile::certs(&mut cert_pem.as_slice())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("{} is not a PEM certificate", cert.display()))?;
+    anyhow::ensure!(
+        !certs.is_empty(),
+        "{} holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+        cert.display()
+    );
+    let key_pem = read(key)?;
+    let key_der = rustls_pemfile::private_key(&mut key_pem.as_slice())
+        .with_context(|| format!("{} is not a PEM private key", key.display()))?
+        .with_context(|| format!("{} holds no PEM private key", key.display()))?;
+    let names = webpki::EndEntityCert::try_from(&certs[0])
+        .map(|c| c.valid_dns_names().map(str::to_owned).collect())
+        .unwrap_or_default();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, key_der)
+        .with_context(|| {
+            format!(
+                "{} and {} do not make a usable certificate and key",
+                cert.display(),
+                key.display()
+            )
+        })?;
+    Ok((config, names))
+}
+
+/// Serves on `listener` from now on (on the running actix system).
+pub fn start(
+    listener: std::net::TcpListener,
+    tls: Option<rustls::ServerConfig>,
+    state: State,
+) -> anyhow::Result<()> {
+    let state = web::Data::new(state);
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .wrap(
+                DefaultHeaders::new()
+                    .add((header::CONTENT_SECURITY_POLICY, CSP))
+                    .add((header::REFERRER_POLICY, "no-referrer"))
+                    .add((header::X_CONTENT_TYPE_OPTIONS, "nosniff")),
+            )
+            .route("/v1/health", web::get().to(health))
+            .route("/v1/pair", web::post().to(pair))
+            .route("/v1/ws", web::get().to(websocket))
+            .route("/v1/blobs", web::post().to(blobs))
+            .route("/v1/blobs/{id}", web::get().to(blobs))
+            .default_service(web::to(asset))
+    })
+    // One worker thread: the pumps are light, and the machine's cores
+    // belong to the pod's own threads.
+    .workers(1)
+    .disable_signals()
+    .shutdown_timeout(1)
+    .client_request_timeout(HEADERS_WITHIN)
+    .client_disconnect_timeout(Duration::from_secs(1));
+    let server = match tls {
+        Some(config) => server.listen_rustls_0_23(listener, config)?,
+        None => server.listen(listener)?,
+    };
+    actix_rt::spawn(server.run());
+    Ok(())
+}
+
+/// `{"type":"error","code":…,"message":…}` with `status`.
+fn refusal(status: StatusCode, code: &str, message: &str) -> HttpResponse {
+    HttpResponse::build(status).json(serde_json::json!({
+        "type": "error",
+        "code": code,
+        "message": message,
+    }))
+}
+
+fn header<'r>(req: &'r HttpRequest, name: header::HeaderName) -> Option<&'r str> {
+    req.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+fn client_ip(req: &HttpRequest) -> IpAddr {
+    req.peer_addr()
+        .map(|a| peer::unmapped(a.ip()))
+        .unwrap_or(IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED))
+}
+
+/// The `Host` and `Origin` checks, which come before everything else.
+fn misdirected(req: &HttpRequest, state: &State) -> Option<HttpResponse> {
+    let host = header(req, header::HOST);
+    if !state.checks.host_ok(host) {
+        return Some(refusal(
+            StatusCode::MISDIRECTED_REQUEST,
+            "unknown_host",
+            "this server does not answer to that Host (start the pod with --allow-host NAME \
+             to accept it)",
+        ));
+    }
+    let origin = match req.headers().get(header::ORIGIN) {
+        None => None,
+        Some(value) => match value.to_str() {
+            Ok(origin) => Some(origin),
+            Err(_) => Some("null"),
+        },
+    };
+    if !state.checks.origin_ok(origin, host.unwrap_or_default()) {
+        return Some(refusal(
+            StatusCode::FORBIDDEN,
+            "forbidden_origin",
+            "requests from pages of another origin are refused (start the pod with \
+             --allow-origin ORIGIN to accept one)",
+        ));
+    }
+    None
+}
+
+/// The token a request carries: `Authorization: Bearer`, or the
+/// `pod.token.` subprotocol a browser's WebSocket can send.
+fn presented(req: &HttpRequest) -> Option<String> {
+    if let Some(bearer) = header(req, header::AUTHORIZATION)
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+    {
+        return Some(bearer.to_owned());
+    }
+    req.headers()
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .find_map(|p| p.trim().strip_prefix(TOKEN_SUBPROTOCOL).map(str::to_owned))
+}
+
+/// A valid token's grant, or the refusal: 429 while the address is locked
+/// out (never for a valid token), else 401, counted toward the lockout.
+fn authenticate(req: &HttpRequest, state: &State) -> Result<Granted, HttpResponse> {
+    if let Some(granted) = presented(req).and_then(|t| state.tokens.check(&t)) {
+        return Ok(granted);
+    }
+    Err(failed_check(
+        req,
+        state,
+        "no valid device token (make one with `pod token create`)",
+    ))
+}
+
+fn failed_check(req: &HttpRequest, state: &State, message: &str) -> HttpResponse {
+    let ip = client_ip(req);
+    if state.checks.locked(ip) {
+        return HttpResponse::TooManyRequests()
+            .insert_header((header::RETRY_AFTER, "60"))
+            .json(serde_json::json!({
+                "type": "error",
+                "code": "locked_out",
+                "message": "too many failed token checks from this address; try again in a minute",
+            }));
+    }
+    state.checks.failed(ip);
+    let mut response = refusal(StatusCode::UNAUTHORIZED, "unauthorized", message);
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}
+
+async fn health(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
+    if let Some(refused) = misdirected(&req, &state) {
+        return refused;
+    }
+    HttpResponse::Ok().json(serde_json::json!({"ok": true}))
+}
+
+#[derive(serde::Deserialize)]
+struct PairRequest {
+    code: String,
+}
+
+/// Exchanges a pairing code for a device token.
+async fn pair(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> HttpResponse {
+    if let Some(refused) = misdirected(&req, &state) {
+        return refused;
+    }
+    let code = serde_json::from_slice::<PairRequest>(&body).map(|r| r.code);
+    let Ok(code) = code else {
+        return refusal(
+            StatusCode::BAD_REQUEST,
+            "invalid_params",
+            "send {\"code\": \"…\"}, the code after #pair= in the link `pod url` printed",
+        );
+    };
+    if state.checks.locked(client_ip(&req)) {
+        return failed_check(&req, &state, "");
+    }
+    let tokens = state.tokens.clone();
+    match web::block(move || tokens.redeem_pairing(&code)).await {
+        Ok(Ok(Some(issued))) => HttpResponse::Ok().json(serde_json::json!({
+            "token": issued.token,
+            "scope": issued.info.scope,
+        })),
+        Ok(Ok(None)) => failed_check(
+            &req,
+            &state,
+            "that pairing code is unknown, used or expired; ask for a new link with `pod url`",
+        ),
+        Ok(Err(e)) => refusal(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "storage_error",
+            &format!("cannot store the device token: {e}"),
+        ),
+        Err(_) => refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the pod is stopping",
+        ),
+    }
+}
+
+/// The blob store is not part of this build yet.
+async fn blobs(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
+    if let Some(refused) = misdirected(&req, &state) {
+        return refused;
+    }
+    if let Err(refused) = authenticate(&req, &state) {
+        return refused;
+    }
+    refusal(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "this pod does not serve blobs over HTTP yet",
+    )
+}
+
+/// The web client's files: no data, no token.
+async fn asset(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
+    if let Some(refused) = misdirected(&req, &state) {
+        return refused;
+    }
+    if !matches!(req.method().as_str(), "GET" | "HEAD") {
+        return refusal(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "only GET",
+        );
+    }
+    match crate::web::asset(req.path()) {
+        Some(asset) => HttpResponse::Ok()
+            .content_type(asset.content_type)
+            .insert_header((header::CACHE_CONTROL, "no-cache"))
+            .body(asset.body),
+        None => refusal(StatusCode::NOT_FOUND, "not_found", "no such page"),
+    }
+}
+
+/// Upgrades an authenticated request and bridges it to a pod connection.
+async fn websocket(req: HttpRequest, body: web::Payload, state: web::Data<State>) -> HttpResponse {
+    if let Some(refused) = misdirected(&req, &state) {
+        return refused;
+    }
+    let granted = match authenticate(&req, &state) {
+        Ok(granted) => granted,
+        Err(refused) => return refused,
+    };
+    let Some(revoked) = state.tokens.watch(&granted.id) else {
+        return failed_check(&req, &state, "that device token was revoked");
+    };
+    let Some(slot) = Slot::take(&state.active, state.max_clients) else {
+        return refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_clients",
+            "the pod has as many remote clients as --max-remote-clients allows",
+        );
+    };
+    let ip = client_ip(&req);
+    let descendant = match (req.peer_addr(), peer::is_local(ip)) {
+        (Some(from), true) => {
+            let ours: SocketAddr = req.app_config().local_addr();
+            web::block(move || peer::held_by_a_tool(from, ours))
+                .await
+                .unwrap_or(true)
+        }
+        _ => false,
+    };
+    let access = Access::remote(ip, descendant, granted.scope == AccessLevel::Read);
+    let (mut response, session, messages) = match actix_ws::handle(&req, body) {
+        Ok(parts) => parts,
+        Err(e) => return e.error_response(),
+    };
+    let pair = std::os::unix::net::UnixStream::pair().and_then(|(ours, theirs)| {
+        ours.set_nonblocking(true)?;
+        theirs.set_nonblocking(true)?;
+        Ok((ours, theirs))
+    });
+    let Ok((ours, theirs)) = pair else {
+        return refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "the pod cannot open a connection now (out of descriptors?)",
+        );
+    };
+    let ours = match tokio::net::UnixStream::from_std(ours) {
+        Ok(ours) => ours,
+        Err(e) => {
+            return refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                &e.to_string(),
+            )
+        }
+    };
+    if state
+        .accept
+        .send(RemoteClient {
+            socket: theirs,
+            access,
+        })
+        .is_err()
+    {
+        return refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the pod is stopping",
+        );
+    }
+    let offered_subprotocol = req
+        .headers()
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|p| p.trim() == SUBPROTOCOL);
+    if offered_subprotocol {
+        response.headers_mut().insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static(SUBPROTOCOL),
+        );
+    }
+    // The codec holds at most one frame of this size; a longer message
+    // must come in fragments, which the pod's decoder counts and skips.
+    let messages = messages.max_frame_size(state.max_frame_bytes.saturating_add(2));
+    actix_web::rt::spawn(super::bridge::run(session, messages, ours, revoked, slot));
+    response
+}

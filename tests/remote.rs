@@ -1,0 +1,363 @@
+//! `pod serve --listen`: the protocol over a WebSocket, with real sockets
+//! and a real WebSocket client (tungstenite), against the built binary.
+
+mod harness;
+
+use std::net::TcpStream;
+use std::time::Duration;
+
+use harness::{succeeded, Pod};
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::{
+    self, client::IntoClientRequest, protocol::frame::coding::OpCode, protocol::frame::Frame,
+    Message,
+};
+
+type Ws = tungstenite::WebSocket<TcpStream>;
+
+/// A pod listening on a free loopback port, and that port.
+fn listening(builder: harness::PodBuilder) -> (Pod, u16) {
+    let pod = builder.args(["--listen", "127.0.0.1:0"]).start();
+    let mut local = pod.client();
+    let snapshot = local.until_type("snapshot");
+    let address = snapshot["greeting"]["listen"]["address"]
+        .as_str()
+        .expect("the greeting names the listen address")
+        .to_owned();
+    assert_eq!(snapshot["greeting"]["listen"]["tls"], false);
+    assert_eq!(snapshot["greeting"]["access"], "full");
+    assert_eq!(snapshot["greeting"]["access_reason"], Value::Null);
+    let port = address.rsplit(':').next().unwrap().parse().unwrap();
+    (pod, port)
+}
+
+fn token(pod: &Pod, args: &[&str]) -> String {
+    let out = succeeded(
+        pod.command("token")
+            .arg("create")
+            .args(args)
+            .output()
+            .unwrap(),
+    );
+    let token = out.trim().to_owned();
+    assert_eq!(out, format!("{token}\n"), "the token alone on stdout");
+    token
+}
+
+/// Opens `/v1/ws` with these extra headers; the HTTP status when refused.
+fn open(port: u16, headers: &[(&str, &str)]) -> Result<Ws, (u16, Value)> {
+    let mut request = format!("ws://127.0.0.1:{port}/v1/ws")
+        .into_client_request()
+        .unwrap();
+    for (name, value) in headers {
+        request
+            .headers_mut()
+            .insert(*name, value.parse().unwrap());
+    }
+    let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    match tungstenite::client(request, stream) {
+        Ok((ws, _)) => Ok(ws),
+        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(response))) => {
+            let body = response.body().clone().unwrap_or_default();
+            Err((
+                response.status().as_u16(),
+                serde_json::from_slice(&body).unwrap_or(Value::Null),
+            ))
+        }
+        Err(e) => panic!("handshake failed: {e}"),
+    }
+}
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+fn connect(port: u16, token: &str) -> Ws {
+    open(port, &[("authorization", &bearer(token))]).expect("the token is accepted")
+}
+
+fn next(ws: &mut Ws) -> Option<Value> {
+    loop {
+        match ws.read() {
+            Ok(Message::Text(text)) => return Some(serde_json::from_str(text.as_str()).unwrap()),
+            Ok(Message::Close(_)) | Err(_) => return None,
+            Ok(_) => continue,
+        }
+    }
+}
+
+fn until(ws: &mut Ws, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    loop {
+        let frame = next(ws).unwrap_or_else(|| panic!("closed while waiting for {what}"));
+        if pred(&frame) {
+            return frame;
+        }
+    }
+}
+
+fn send(ws: &mut Ws, frame: Value) {
+    ws.send(Message::text(frame.to_string())).unwrap();
+}
+
+/// `(session_id, seq, entry)` of the snapshot and every `entry` frame up to
+/// and including the first `turn_end`.
+fn view_until_turn_end(ws: &mut Ws) -> Vec<(String, u64, Value)> {
+    let snapshot = until(ws, "snapshot", |v| v["type"] == "snapshot");
+    let session = snapshot["session_id"].as_str().unwrap().to_owned();
+    let mut view: Vec<(String, u64, Value)> = snapshot["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (session.clone(), l["seq"].as_u64().unwrap(), l["entry"].clone()))
+        .collect();
+    let mut ended = view.iter().any(|(_, _, e)| e["kind"] == "turn_end");
+    while !ended {
+        let frame = next(ws).expect("the connection stays open until the turn ends");
+        if frame["type"] == "entry" {
+            ended = frame["entry"]["kind"] == "turn_end";
+            view.push((
+                frame["session_id"].as_str().unwrap().to_owned(),
+                frame["seq"].as_u64().unwrap(),
+                frame["entry"].clone(),
+            ));
+        }
+    }
+    view
+}
+
+#[test]
+fn websocket_clients_joining_mid_turn_see_exactly_the_log() {
+    let (pod, port) = listening(Pod::builder().script(&harness::slow_text_reply(40, 25)));
+    let token = token(&pod, &[]);
+    let mut driver = connect(port, &token);
+    let snapshot = until(&mut driver, "snapshot", |v| v["type"] == "snapshot");
+    assert_eq!(snapshot["greeting"]["access"], "full");
+    assert_eq!(snapshot["greeting"]["access_reason"], Value::Null);
+    send(
+        &mut driver,
+        json!({"type":"run","segments":[{"type":"text","text":"hi"}]}),
+    );
+    until(&mut driver, "the first delta", |v| v["type"] == "text_delta");
+    // Joined at several instants of the streaming reply.
+    let mut late = Vec::new();
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(150));
+        late.push(connect(port, &token));
+    }
+    let log = pod.log_lines();
+    let _ = log;
+    let views: Vec<_> = std::iter::once(&mut driver)
+        .chain(late.iter_mut())
+        .map(view_until_turn_end)
+        .collect();
+    let log = pod.log_lines();
+    for (who, view) in views.iter().enumerate() {
+        assert_eq!(view.len(), log.len(), "client {who}: one frame per log line");
+        for (i, (_, seq, entry)) in view.iter().enumerate() {
+            assert_eq!(*seq, log[i]["seq"].as_u64().unwrap(), "client {who}: at {i}");
+            assert_eq!(entry, &log[i]["entry"], "client {who}: entry {i}");
+        }
+    }
+}
+
+#[test]
+fn refusals_come_before_the_upgrade_in_the_contracts_order() {
+    let (pod, port) = listening(Pod::builder().args(["--max-remote-clients", "1"]));
+    let token = token(&pod, &[]);
+    let auth = bearer(&token);
+    assert_eq!(open(port, &[]).err().map(|e| e.0), Some(401));
+    assert_eq!(
+        open(port, &[("authorization", "Bearer nope")]).err().map(|e| e.0),
+        Some(401)
+    );
+    // Host first: even a valid token is refused for a rebound name.
+    let refused = open(port, &[("authorization", &auth), ("host", "evil.example:1")]).err();
+    assert_eq!(refused.as_ref().map(|e| e.0), Some(421));
+    assert_eq!(refused.unwrap().1["type"], "error");
+    for origin in ["http://evil.example", "null"] {
+        let refused = open(port, &[("authorization", &auth), ("origin", origin)]).err();
+        assert_eq!(refused.map(|e| e.0), Some(403), "{origin}");
+    }
+    let own = format!("http://127.0.0.1:{port}");
+    let mut first = open(port, &[("authorization", &auth), ("origin", &own)]).unwrap();
+    until(&mut first, "snapshot", |v| v["type"] == "snapshot");
+    // The one client allowed is connected: the next gets 503.
+    assert_eq!(
+        open(port, &[("authorization", &auth)]).err().map(|e| e.0),
+        Some(503)
+    );
+    drop(first);
+    // The browser form of the token: the subprotocol list.
+    let protocols = format!("pod.v1, pod.token.{token}");
+    harness::eventually("the slot to free", Duration::from_secs(5), || {
+        open(port, &[("sec-websocket-protocol", &protocols)]).is_ok()
+    });
+}
+
+#[test]
+fn ten_bad_tokens_lock_an_address_out_but_never_a_valid_token() {
+    let (pod, port) = listening(Pod::builder());
+    let token = token(&pod, &[]);
+    // Responses: the 10 bad tokens are 401, then the address is locked out.
+    for i in 0..10 {
+        let status = open(port, &[("authorization", "Bearer wrong")]).err().unwrap().0;
+        assert_eq!(status, 401, "attempt {i}");
+    }
+    assert_eq!(
+        open(port, &[("authorization", "Bearer wrong")]).err().map(|e| e.0),
+        Some(429)
+    );
+    assert_eq!(open(port, &[]).err().map(|e| e.0), Some(429));
+    let mut ws = connect(port, &token);
+    until(&mut ws, "snapshot", |v| v["type"] == "snapshot");
+}
+
+#[test]
+fn a_read_only_token_reads_and_is_forbidden_everything_else() {
+    let (pod, port) = listening(Pod::builder());
+    let token = token(&pod, &["--read-only", "--label", "phone"]);
+    let mut ws = connect(port, &token);
+    let snapshot = until(&mut ws, "snapshot", |v| v["type"] == "snapshot");
+    assert_eq!(snapshot["greeting"]["access"], "read");
+    assert_eq!(snapshot["greeting"]["access_reason"], "read_token");
+    send(&mut ws, json!({"type":"hello","client":"phone","request_id":"h"}));
+    let ok = until(&mut ws, "hello", |v| v["request_id"] == "h");
+    assert_eq!(ok["type"], "response");
+    for (id, frame) in [
+        ("r", json!({"type":"run","segments":[{"type":"text","text":"x"}]})),
+        ("s", json!({"type":"shutdown"})),
+        ("t", json!({"type":"issue_token"})),
+    ] {
+        let mut frame = frame;
+        frame["request_id"] = json!(id);
+        send(&mut ws, frame);
+        let refused = until(&mut ws, id, |v| v["request_id"] == id);
+        assert_eq!(refused["code"], "forbidden", "{id}: {refused}");
+    }
+    // A full token over the network cannot mint tokens either.
+    let full = token_for_pod_full(&pod);
+    let mut ws = connect(port, &full);
+    send(&mut ws, json!({"type":"issue_token","request_id":"t"}));
+    let refused = until(&mut ws, "t", |v| v["request_id"] == "t");
+    assert_eq!(refused["code"], "forbidden", "{refused}");
+    let log = std::fs::read_to_string(pod.data_dir.join("pods/default.tokens")).unwrap();
+    assert!(!log.contains(&full) && !log.contains(&token), "only hashes on disk");
+}
+
+fn token_for_pod_full(pod: &Pod) -> String {
+    token(pod, &[])
+}
+
+#[test]
+fn revoking_a_token_closes_its_connections_with_unauthorized() {
+    let (pod, port) = listening(Pod::builder());
+    let token = token(&pod, &["--label", "laptop"]);
+    let mut ws = connect(port, &token);
+    until(&mut ws, "snapshot", |v| v["type"] == "snapshot");
+    let list: Value = serde_json::from_str(&succeeded(
+        pod.command("token").args(["list", "--json"]).output().unwrap(),
+    ))
+    .unwrap();
+    let id = list[0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(list[0]["label"], "laptop");
+    assert!(!list.to_string().contains(&token));
+    let started = std::time::Instant::now();
+    succeeded(pod.command("token").args(["revoke", &id]).output().unwrap());
+    let said = until(&mut ws, "unauthorized", |v| v["type"] == "error");
+    assert_eq!(said["code"], "unauthorized");
+    assert!(next(&mut ws).is_none(), "then closed");
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert_eq!(
+        open(port, &[("authorization", &bearer(&token))]).err().map(|e| e.0),
+        Some(401)
+    );
+}
+
+#[test]
+fn a_pairing_code_is_exchanged_once() {
+    let (pod, port) = listening(Pod::builder());
+    let url = succeeded(pod.command("url").output().unwrap());
+    let url = url.trim();
+    let prefix = format!("http://127.0.0.1:{port}/#pair=");
+    assert!(url.starts_with(&prefix), "{url}");
+    let code = &url[prefix.len()..];
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let pair = |code: &str| {
+        rt.block_on(async {
+            let response = reqwest::Client::new()
+                .post(format!("http://127.0.0.1:{port}/v1/pair"))
+                .json(&json!({ "code": code }))
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap_or(Value::Null))
+        })
+    };
+    let (status, body) = pair(code);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["scope"], "full");
+    let mut ws = connect(port, body["token"].as_str().unwrap());
+    until(&mut ws, "snapshot", |v| v["type"] == "snapshot");
+    assert_eq!(pair(code).0, 401, "a code is good for one use");
+    // The page itself needs no token and carries the security headers.
+    rt.block_on(async {
+        let page = reqwest::get(format!("http://127.0.0.1:{port}/")).await.unwrap();
+        assert_eq!(page.status().as_u16(), 200);
+        let headers = page.headers();
+        assert!(headers["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .starts_with("default-src 'none'; script-src 'self'"));
+        assert_eq!(headers["referrer-policy"], "no-referrer");
+        assert_eq!(headers["x-content-type-options"], "nosniff");
+    });
+}
+
+#[test]
+fn plaintext_on_a_network_address_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pod"))
+        .args(["serve", "--listen", "0.0.0.0:0", "--socket"])
+        .arg(dir.path().join("s.sock"))
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("--allow-plaintext") && said.contains("--tls-cert"), "{said}");
+}
+
+#[test]
+fn binary_and_oversized_messages_are_refused_and_the_connection_kept() {
+    let (pod, port) = listening(Pod::builder().args(["--max-frame-bytes", "1000"]));
+    let token = token(&pod, &[]);
+    let mut ws = connect(port, &token);
+    until(&mut ws, "snapshot", |v| v["type"] == "snapshot");
+    ws.send(Message::binary(vec![1, 2, 3])).unwrap();
+    let refused = until(&mut ws, "bad_frame", |v| v["type"] == "error");
+    assert_eq!(refused["code"], "bad_frame");
+    // 3 fragments of 600 bytes: only their sum passes the limit.
+    let part = vec![b' '; 600];
+    ws.write(Message::Frame(Frame::message(part.clone(), OpCode::Data(tungstenite::protocol::frame::coding::Data::Text), false)))
+        .unwrap();
+    ws.write(Message::Frame(Frame::message(part.clone(), OpCode::Data(tungstenite::protocol::frame::coding::Data::Continue), false)))
+        .unwrap();
+    ws.write(Message::Frame(Frame::message(part, OpCode::Data(tungstenite::protocol::frame::coding::Data::Continue), true)))
+        .unwrap();
+    ws.flush().unwrap();
+    let refused = until(&mut ws, "frame_too_large", |v| v["type"] == "error");
+    assert_eq!(refused["code"], "frame_too_large");
+    send(&mut ws, json!({"type":"hello","client":"x","request_id":"still"}));
+    let ok = until(&mut ws, "hello", |v| v["request_id"] == "still");
+    assert_eq!(ok["type"], "response");
+    // Two objects in one message are one bad frame.
+    ws.send(Message::text("{\"type\":\"hello\",\"client\":\"a\"}\n{\"type\":\"shutdown\"}"))
+        .unwrap();
+    let refused = until(&mut ws, "bad_frame", |v| v["type"] == "error");
+    assert_eq!(refused["code"], "bad_frame");
+}
