@@ -99,7 +99,11 @@ mod tests {
                 }
             }
         }
-        assert_eq!(on_disk.len(), FILES.len(), "web/ and the embedded list differ");
+        assert_eq!(
+            on_disk.len(),
+            FILES.len(),
+            "web/ and the embedded list differ"
+        );
         for (path, bytes) in on_disk {
             let served = asset(&path).unwrap_or_else(|| panic!("{path} is not embedded"));
             assert_eq!(served.body, bytes.as_slice(), "{path}");

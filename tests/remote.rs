@@ -50,9 +50,7 @@ fn open(port: u16, headers: &[(&str, &str)]) -> Result<Ws, (u16, Value)> {
         .into_client_request()
         .unwrap();
     for (name, value) in headers {
-        request
-            .headers_mut()
-            .insert(*name, value.parse().unwrap());
+        request.headers_mut().insert(*name, value.parse().unwrap());
     }
     let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     stream
@@ -111,7 +109,13 @@ fn view_until_turn_end(ws: &mut Ws) -> Vec<(String, u64, Value)> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|l| (session.clone(), l["seq"].as_u64().unwrap(), l["entry"].clone()))
+        .map(|l| {
+            (
+                session.clone(),
+                l["seq"].as_u64().unwrap(),
+                l["entry"].clone(),
+            )
+        })
         .collect();
     let mut ended = view.iter().any(|(_, _, e)| e["kind"] == "turn_end");
     while !ended {
@@ -140,7 +144,9 @@ fn websocket_clients_joining_mid_turn_see_exactly_the_log() {
         &mut driver,
         json!({"type":"run","segments":[{"type":"text","text":"hi"}]}),
     );
-    until(&mut driver, "the first delta", |v| v["type"] == "text_delta");
+    until(&mut driver, "the first delta", |v| {
+        v["type"] == "text_delta"
+    });
     // Joined at several instants of the streaming reply.
     let mut late = Vec::new();
     for _ in 0..3 {
@@ -155,9 +161,17 @@ fn websocket_clients_joining_mid_turn_see_exactly_the_log() {
         .collect();
     let log = pod.log_lines();
     for (who, view) in views.iter().enumerate() {
-        assert_eq!(view.len(), log.len(), "client {who}: one frame per log line");
+        assert_eq!(
+            view.len(),
+            log.len(),
+            "client {who}: one frame per log line"
+        );
         for (i, (_, seq, entry)) in view.iter().enumerate() {
-            assert_eq!(*seq, log[i]["seq"].as_u64().unwrap(), "client {who}: at {i}");
+            assert_eq!(
+                *seq,
+                log[i]["seq"].as_u64().unwrap(),
+                "client {who}: at {i}"
+            );
             assert_eq!(entry, &log[i]["entry"], "client {who}: entry {i}");
         }
     }
@@ -170,11 +184,17 @@ fn refusals_come_before_the_upgrade_in_the_contracts_order() {
     let auth = bearer(&token);
     assert_eq!(open(port, &[]).err().map(|e| e.0), Some(401));
     assert_eq!(
-        open(port, &[("authorization", "Bearer nope")]).err().map(|e| e.0),
+        open(port, &[("authorization", "Bearer nope")])
+            .err()
+            .map(|e| e.0),
         Some(401)
     );
     // Host first: even a valid token is refused for a rebound name.
-    let refused = open(port, &[("authorization", &auth), ("host", "evil.example:1")]).err();
+    let refused = open(
+        port,
+        &[("authorization", &auth), ("host", "evil.example:1")],
+    )
+    .err();
     assert_eq!(refused.as_ref().map(|e| e.0), Some(421));
     assert_eq!(refused.unwrap().1["type"], "error");
     for origin in ["http://evil.example", "null"] {
@@ -203,11 +223,16 @@ fn ten_bad_tokens_lock_an_address_out_but_never_a_valid_token() {
     let token = token(&pod, &[]);
     // Responses: the 10 bad tokens are 401, then the address is locked out.
     for i in 0..10 {
-        let status = open(port, &[("authorization", "Bearer wrong")]).err().unwrap().0;
+        let status = open(port, &[("authorization", "Bearer wrong")])
+            .err()
+            .unwrap()
+            .0;
         assert_eq!(status, 401, "attempt {i}");
     }
     assert_eq!(
-        open(port, &[("authorization", "Bearer wrong")]).err().map(|e| e.0),
+        open(port, &[("authorization", "Bearer wrong")])
+            .err()
+            .map(|e| e.0),
         Some(429)
     );
     assert_eq!(open(port, &[]).err().map(|e| e.0), Some(429));
@@ -223,11 +248,17 @@ fn a_read_only_token_reads_and_is_forbidden_everything_else() {
     let snapshot = until(&mut ws, "snapshot", |v| v["type"] == "snapshot");
     assert_eq!(snapshot["greeting"]["access"], "read");
     assert_eq!(snapshot["greeting"]["access_reason"], "read_token");
-    send(&mut ws, json!({"type":"hello","client":"phone","request_id":"h"}));
+    send(
+        &mut ws,
+        json!({"type":"hello","client":"phone","request_id":"h"}),
+    );
     let ok = until(&mut ws, "hello", |v| v["request_id"] == "h");
     assert_eq!(ok["type"], "response");
     for (id, frame) in [
-        ("r", json!({"type":"run","segments":[{"type":"text","text":"x"}]})),
+        (
+            "r",
+            json!({"type":"run","segments":[{"type":"text","text":"x"}]}),
+        ),
         ("s", json!({"type":"shutdown"})),
         ("t", json!({"type":"issue_token"})),
     ] {
@@ -244,7 +275,10 @@ fn a_read_only_token_reads_and_is_forbidden_everything_else() {
     let refused = until(&mut ws, "t", |v| v["request_id"] == "t");
     assert_eq!(refused["code"], "forbidden", "{refused}");
     let log = std::fs::read_to_string(pod.data_dir.join("pods/default.tokens")).unwrap();
-    assert!(!log.contains(&full) && !log.contains(&token), "only hashes on disk");
+    assert!(
+        !log.contains(&full) && !log.contains(&token),
+        "only hashes on disk"
+    );
 }
 
 fn token_for_pod_full(pod: &Pod) -> String {
@@ -258,7 +292,10 @@ fn revoking_a_token_closes_its_connections_with_unauthorized() {
     let mut ws = connect(port, &token);
     until(&mut ws, "snapshot", |v| v["type"] == "snapshot");
     let list: Value = serde_json::from_str(&succeeded(
-        pod.command("token").args(["list", "--json"]).output().unwrap(),
+        pod.command("token")
+            .args(["list", "--json"])
+            .output()
+            .unwrap(),
     ))
     .unwrap();
     let id = list[0]["id"].as_str().unwrap().to_owned();
@@ -271,7 +308,9 @@ fn revoking_a_token_closes_its_connections_with_unauthorized() {
     assert!(next(&mut ws).is_none(), "then closed");
     assert!(started.elapsed() < Duration::from_secs(1));
     assert_eq!(
-        open(port, &[("authorization", &bearer(&token))]).err().map(|e| e.0),
+        open(port, &[("authorization", &bearer(&token))])
+            .err()
+            .map(|e| e.0),
         Some(401)
     );
 }
@@ -294,7 +333,10 @@ fn a_pairing_code_is_exchanged_once() {
                 .await
                 .unwrap();
             let status = response.status().as_u16();
-            (status, response.json::<Value>().await.unwrap_or(Value::Null))
+            (
+                status,
+                response.json::<Value>().await.unwrap_or(Value::Null),
+            )
         })
     };
     let (status, body) = pair(code);
@@ -305,7 +347,9 @@ fn a_pairing_code_is_exchanged_once() {
     assert_eq!(pair(code).0, 401, "a code is good for one use");
     // The page itself needs no token and carries the security headers.
     rt.block_on(async {
-        let page = reqwest::get(format!("http://127.0.0.1:{port}/")).await.unwrap();
+        let page = reqwest::get(format!("http://127.0.0.1:{port}/"))
+            .await
+            .unwrap();
         assert_eq!(page.status().as_u16(), 200);
         let headers = page.headers();
         assert!(headers["content-security-policy"]
@@ -329,7 +373,10 @@ fn plaintext_on_a_network_address_is_refused_at_start() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let said = String::from_utf8_lossy(&out.stderr);
-    assert!(said.contains("--allow-plaintext") && said.contains("--tls-cert"), "{said}");
+    assert!(
+        said.contains("--allow-plaintext") && said.contains("--tls-cert"),
+        "{said}"
+    );
 }
 
 #[test]
@@ -343,21 +390,38 @@ fn binary_and_oversized_messages_are_refused_and_the_connection_kept() {
     assert_eq!(refused["code"], "bad_frame");
     // 3 fragments of 600 bytes: only their sum passes the limit.
     let part = vec![b' '; 600];
-    ws.write(Message::Frame(Frame::message(part.clone(), OpCode::Data(tungstenite::protocol::frame::coding::Data::Text), false)))
-        .unwrap();
-    ws.write(Message::Frame(Frame::message(part.clone(), OpCode::Data(tungstenite::protocol::frame::coding::Data::Continue), false)))
-        .unwrap();
-    ws.write(Message::Frame(Frame::message(part, OpCode::Data(tungstenite::protocol::frame::coding::Data::Continue), true)))
-        .unwrap();
+    ws.write(Message::Frame(Frame::message(
+        part.clone(),
+        OpCode::Data(tungstenite::protocol::frame::coding::Data::Text),
+        false,
+    )))
+    .unwrap();
+    ws.write(Message::Frame(Frame::message(
+        part.clone(),
+        OpCode::Data(tungstenite::protocol::frame::coding::Data::Continue),
+        false,
+    )))
+    .unwrap();
+    ws.write(Message::Frame(Frame::message(
+        part,
+        OpCode::Data(tungstenite::protocol::frame::coding::Data::Continue),
+        true,
+    )))
+    .unwrap();
     ws.flush().unwrap();
     let refused = until(&mut ws, "frame_too_large", |v| v["type"] == "error");
     assert_eq!(refused["code"], "frame_too_large");
-    send(&mut ws, json!({"type":"hello","client":"x","request_id":"still"}));
+    send(
+        &mut ws,
+        json!({"type":"hello","client":"x","request_id":"still"}),
+    );
     let ok = until(&mut ws, "hello", |v| v["request_id"] == "still");
     assert_eq!(ok["type"], "response");
     // Two objects in one message are one bad frame.
-    ws.send(Message::text("{\"type\":\"hello\",\"client\":\"a\"}\n{\"type\":\"shutdown\"}"))
-        .unwrap();
+    ws.send(Message::text(
+        "{\"type\":\"hello\",\"client\":\"a\"}\n{\"type\":\"shutdown\"}",
+    ))
+    .unwrap();
     let refused = until(&mut ws, "bad_frame", |v| v["type"] == "error");
     assert_eq!(refused["code"], "bad_frame");
 }

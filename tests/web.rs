@@ -149,9 +149,8 @@ impl Browser {
         let deadline = Instant::now() + WAIT;
         loop {
             let v = self.js(expr).await;
-            let truthy = !matches!(&v, Value::Null | Value::Bool(false))
-                && v != json!(0)
-                && v != json!("");
+            let truthy =
+                !matches!(&v, Value::Null | Value::Bool(false)) && v != json!(0) && v != json!("");
             if truthy {
                 return v;
             }
@@ -261,7 +260,10 @@ async fn open_page(browser: &Browser, pod: &Pod, read_only: bool) {
     let url = pairing_url(pod, read_only);
     browser.c().goto(&url).await.unwrap();
     browser
-        .until("the first snapshot", "document.querySelector('#log .divider') !== null")
+        .until(
+            "the first snapshot",
+            "document.querySelector('#log .divider') !== null",
+        )
         .await;
     let address = browser.js("location.href").await;
     assert!(
@@ -320,14 +322,20 @@ async fn a_sent_message_streams_its_answer_as_markdown() {
 
     // While it streams, the partial answer is on the page.
     let partial = browser
-        .until("a partial answer", "document.querySelector('#live .assistant')?.innerText")
+        .until(
+            "a partial answer",
+            "document.querySelector('#live .assistant')?.innerText",
+        )
         .await;
     assert!(
         !partial.as_str().unwrap().contains("javascript"),
         "{partial}"
     );
     browser
-        .until("the confirmed answer", "document.querySelector('#log .assistant pre code') !== null")
+        .until(
+            "the confirmed answer",
+            "document.querySelector('#log .assistant pre code') !== null",
+        )
         .await;
     let html = browser
         .js("document.querySelector('#log .assistant').innerHTML")
@@ -338,7 +346,10 @@ async fn a_sent_message_streams_its_answer_as_markdown() {
     let (html, text) = (html.as_str().unwrap(), text.as_str().unwrap());
     assert!(html.contains("<strong>bold</strong>"), "{html}");
     assert!(!text.contains("**"), "raw Markdown shown: {text}");
-    assert!(text.contains("<b>raw html</b>"), "raw HTML not shown as text: {text}");
+    assert!(
+        text.contains("<b>raw html</b>"),
+        "raw HTML not shown as text: {text}"
+    );
     assert!(!html.contains("<img"), "a remote image would load: {html}");
     assert!(!html.contains("javascript:"), "{html}");
     let link = browser
@@ -346,16 +357,23 @@ async fn a_sent_message_streams_its_answer_as_markdown() {
         .await;
     assert_eq!(link, json!("noopener noreferrer"));
     assert_eq!(
-        browser.js("document.querySelectorAll('#log .user').length").await,
+        browser
+            .js("document.querySelectorAll('#log .user').length")
+            .await,
         json!(1)
     );
     assert_eq!(
-        browser.js("document.querySelector('#live').innerText").await,
+        browser
+            .js("document.querySelector('#live').innerText")
+            .await,
         json!(""),
         "the streamed block stays after its entry"
     );
     let inputs = entries_of_kind(&pod, "user_input");
-    assert_eq!(inputs[0]["segments"], json!([{"type":"text","text":"Explain **this**"}]));
+    assert_eq!(
+        inputs[0]["segments"],
+        json!([{"type":"text","text":"Explain **this**"}])
+    );
     browser.screenshot("web-desktop.png").await;
 }
 
@@ -373,16 +391,27 @@ async fn an_approval_is_answered_from_the_page() {
     browser.send_message("run the command").await;
 
     browser
-        .until("the approval panel", "document.querySelector('#approvals .approval .summary')?.innerText")
+        .until(
+            "the approval panel",
+            "document.querySelector('#approvals .approval .summary')?.innerText",
+        )
         .await;
-    let panel = browser.js("document.querySelector('#approvals').innerText").await;
-    assert!(panel.as_str().unwrap().contains("echo approved-and-ran"), "{panel}");
+    let panel = browser
+        .js("document.querySelector('#approvals').innerText")
+        .await;
+    assert!(
+        panel.as_str().unwrap().contains("echo approved-and-ran"),
+        "{panel}"
+    );
     browser.button("Allow for session").await;
     browser.button("Deny").await;
     browser.button("Allow").await.click().await.unwrap();
 
     browser
-        .until("the tool's output", "document.querySelector('#log .tool .output')?.innerText.includes('approved-and-ran')")
+        .until(
+            "the tool's output",
+            "document.querySelector('#log .tool .output')?.innerText.includes('approved-and-ran')",
+        )
         .await;
     browser
         .until("the turn's end", "[...document.querySelectorAll('#log .assistant')].some(e => e.innerText.includes('It ran.'))")
@@ -400,7 +429,9 @@ async fn an_approval_is_answered_from_the_page() {
         "{decision_line}"
     );
     assert_eq!(
-        browser.js("document.querySelector('#approvals').hidden").await,
+        browser
+            .js("document.querySelector('#approvals').hidden")
+            .await,
         json!(true)
     );
 }
@@ -418,7 +449,10 @@ async fn a_read_only_link_shows_the_view_without_controls() {
     let browser = browser_or_skip!(Screen::Desktop);
     open_page(&browser, &pod, true).await;
     browser
-        .until("the pending request", "document.querySelector('#approvals .summary')?.innerText.includes('waiting-for-you')")
+        .until(
+            "the pending request",
+            "document.querySelector('#approvals .summary')?.innerText.includes('waiting-for-you')",
+        )
         .await;
     let body = browser.js("document.body.innerText").await;
     assert!(body.as_str().unwrap().contains("read-only"), "{body}");
@@ -426,7 +460,16 @@ async fn a_read_only_link_shows_the_view_without_controls() {
         .js("[...document.querySelectorAll('button, textarea, input, select')].filter(e => e.offsetParent !== null || e.type === 'file' && !e.closest('[hidden]')).map(e => e.innerText || e.id)")
         .await;
     let controls: Vec<String> = serde_json::from_value(controls).unwrap();
-    for forbidden in ["Allow", "Allow for session", "Deny", "Send", "Stop", "message", "file", "mode"] {
+    for forbidden in [
+        "Allow",
+        "Allow for session",
+        "Deny",
+        "Send",
+        "Stop",
+        "message",
+        "file",
+        "mode",
+    ] {
         assert!(
             !controls.iter().any(|c| c == forbidden),
             "a read-only page offers {forbidden}: {controls:?}"
@@ -452,7 +495,10 @@ async fn joining_mid_answer_shows_the_partial_block_at_once() {
     let url = pairing_url(&pod, false);
     browser.c().goto(&url).await.unwrap();
     let partial = browser
-        .until("the partial block", "document.querySelector('#live .assistant')?.innerText")
+        .until(
+            "the partial block",
+            "document.querySelector('#live .assistant')?.innerText",
+        )
         .await;
     assert!(partial.as_str().unwrap().contains("word0"), "{partial}");
     assert!(
@@ -460,11 +506,25 @@ async fn joining_mid_answer_shows_the_partial_block_at_once() {
         "the answer finished before the page showed it: the test proves nothing"
     );
     browser
-        .until("the whole answer", "document.querySelector('#log .assistant')?.innerText.includes('word79')")
+        .until(
+            "the whole answer",
+            "document.querySelector('#log .assistant')?.innerText.includes('word79')",
+        )
         .await;
-    let shown = browser.js("document.querySelector('#log .assistant').innerText").await;
-    assert_eq!(shown.as_str().unwrap().matches("word0 ").count() + shown.as_str().unwrap().matches("word0\n").count(), 1);
-    assert_eq!(browser.js("document.querySelector('#live').innerText").await, json!(""));
+    let shown = browser
+        .js("document.querySelector('#log .assistant').innerText")
+        .await;
+    assert_eq!(
+        shown.as_str().unwrap().matches("word0 ").count()
+            + shown.as_str().unwrap().matches("word0\n").count(),
+        1
+    );
+    assert_eq!(
+        browser
+            .js("document.querySelector('#live').innerText")
+            .await,
+        json!("")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -476,13 +536,19 @@ async fn the_page_reconnects_to_a_restarted_pod_without_duplicates() {
     open_page(&browser, &pod, false).await;
     browser.send_message("one").await;
     browser
-        .until("the first answer", "document.querySelector('#log .assistant')?.innerText.includes('answer.')")
+        .until(
+            "the first answer",
+            "document.querySelector('#log .assistant')?.innerText.includes('answer.')",
+        )
         .await;
 
     let mut pod = pod;
     pod.kill9();
     browser
-        .until("the disconnected banner", "document.querySelector('#conn')?.innerText.includes('disconnected')")
+        .until(
+            "the disconnected banner",
+            "document.querySelector('#conn')?.innerText.includes('disconnected')",
+        )
         .await;
     let dir = pod.into_dir();
     let pod = restart_pod(dir, &script, port);
@@ -494,7 +560,10 @@ async fn the_page_reconnects_to_a_restarted_pod_without_duplicates() {
 
     browser.send_message("two").await;
     browser
-        .until("the second answer", "document.querySelectorAll('#log .assistant').length === 2")
+        .until(
+            "the second answer",
+            "document.querySelectorAll('#log .assistant').length === 2",
+        )
         .await;
     assert_eq!(browser.js(counts).await, json!([2, 2, 1]));
     assert_eq!(entries_of_kind(&pod, "user_input").len(), 2);
@@ -518,12 +587,17 @@ async fn a_phone_needs_no_sideways_scrolling() {
     let browser = browser_or_skip!(Screen::Phone);
     open_page(&browser, &pod, false).await;
     assert_eq!(browser.js("window.innerWidth").await, json!(390));
-    browser.send_message(&format!("a message with {long_word}")).await;
+    browser
+        .send_message(&format!("a message with {long_word}"))
+        .await;
     browser
         .until("the turn's end", "[...document.querySelectorAll('#log .assistant')].some(e => e.innerText.includes('Planned.'))")
         .await;
     browser
-        .until("the plan", "document.querySelector('#plan')?.innerText.includes('look at it')")
+        .until(
+            "the plan",
+            "document.querySelector('#plan')?.innerText.includes('look at it')",
+        )
         .await;
     let overflow = browser
         .js("document.documentElement.scrollWidth - document.documentElement.clientWidth")
@@ -534,7 +608,7 @@ async fn a_phone_needs_no_sideways_scrolling() {
         .await;
     assert_eq!(wide, json!([]), "elements wider than the phone");
     let small = browser
-        .js("[...document.querySelectorAll('button, select, summary')].filter(e => e.offsetParent !== null).filter(e => { const r = e.getBoundingClientRect(); return r.height < 44 || r.width < 44; }).map(e => e.innerText)")
+        .js("[...document.querySelectorAll('button, select, summary')].filter(e => e.offsetParent !== null).filter(e => { const r = e.getBoundingClientRect(); return r.height < 44 || r.width < 44; }).map(e => e.outerHTML.slice(0, 80))")
         .await;
     assert_eq!(small, json!([]), "touch targets under 44 px");
     browser.screenshot("web-phone.png").await;
@@ -552,14 +626,24 @@ async fn an_image_from_the_picker_reaches_the_log() {
     open_page(&browser, &pod, false).await;
     let png = pod.dir.path().join("red.png");
     std::fs::write(&png, PNG_1X1).unwrap();
-    let picker = browser.c().find(Locator::Css("input[type=file]")).await.unwrap();
+    let picker = browser
+        .c()
+        .find(Locator::Css("input[type=file]"))
+        .await
+        .unwrap();
     picker.send_keys(png.to_str().unwrap()).await.unwrap();
     browser
-        .until("the uploaded image", "document.querySelector('#attachments .image img') !== null")
+        .until(
+            "the uploaded image",
+            "document.querySelector('#attachments .image img') !== null",
+        )
         .await;
     browser.send_message("what is this?").await;
     browser
-        .until("the image in the conversation", "document.querySelector('#log .user figure img')?.src.startsWith('blob:')")
+        .until(
+            "the image in the conversation",
+            "document.querySelector('#log .user figure img')?.src.startsWith('blob:')",
+        )
         .await;
     let input = &entries_of_kind(&pod, "user_input")[0];
     let segments = input["segments"].as_array().unwrap();

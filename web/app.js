@@ -80,12 +80,27 @@ async function main() {
     forget: () => forget(connection),
   });
 
-  const follow = () => {
-    const el = document.scrollingElement;
-    return el.scrollHeight - el.scrollTop - el.clientHeight < 80;
+  // Follow the end of the conversation unless the reader scrolled up: only
+  // scrolling changes this (content growing does not fire `scroll`).
+  let following = true;
+  window.addEventListener(
+    'scroll',
+    () => {
+      const el = document.scrollingElement;
+      following = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
+    },
+    { passive: true },
+  );
+  let scrollQueued = false;
+  const toEnd = () => {
+    if (!following || scrollQueued) return;
+    scrollQueued = true;
+    requestAnimationFrame(() => {
+      scrollQueued = false;
+      window.scrollTo(0, document.scrollingElement.scrollHeight);
+    });
   };
   const onFrame = (frame) => {
-    const atEnd = follow();
     if (frame.type === 'snapshot') {
       if (frame.protocol_version !== 1) {
         connection.stop();
@@ -108,7 +123,7 @@ async function main() {
       if (frame.type === 'status') controls.status(frame);
       if (frame.type === 'shutdown') controls.connection('shutdown', frame.reason);
     }
-    if (atEnd) requestAnimationFrame(() => window.scrollTo(0, document.scrollingElement.scrollHeight));
+    toEnd();
   };
   connection = new Connection(token, onFrame, (state, detail) => controls.connection(state, detail));
   connection.start();
