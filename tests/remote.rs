@@ -9,7 +9,10 @@ use std::time::Duration;
 use harness::{succeeded, Pod};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::{
-    self, client::IntoClientRequest, protocol::frame::coding::OpCode, protocol::frame::Frame,
+    self,
+    client::IntoClientRequest,
+    protocol::frame::coding::{Data, OpCode},
+    protocol::frame::Frame,
     Message,
 };
 
@@ -50,7 +53,8 @@ fn open(port: u16, headers: &[(&str, &str)]) -> Result<Ws, (u16, Value)> {
         .into_client_request()
         .unwrap();
     for (name, value) in headers {
-        request.headers_mut().insert(*name, value.parse().unwrap());
+        let name: tungstenite::http::HeaderName = name.parse().unwrap();
+        request.headers_mut().insert(name, value.parse().unwrap());
     }
     let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     stream
@@ -102,8 +106,7 @@ fn send(ws: &mut Ws, frame: Value) {
 
 /// `(session_id, seq, entry)` of the snapshot and every `entry` frame up to
 /// and including the first `turn_end`.
-fn view_until_turn_end(ws: &mut Ws) -> Vec<(String, u64, Value)> {
-    let snapshot = until(ws, "snapshot", |v| v["type"] == "snapshot");
+fn view_until_turn_end(ws: &mut Ws, snapshot: Value) -> Vec<(String, u64, Value)> {
     let session = snapshot["session_id"].as_str().unwrap().to_owned();
     let mut view: Vec<(String, u64, Value)> = snapshot["entries"]
         .as_array()
@@ -144,27 +147,34 @@ fn websocket_clients_joining_mid_turn_see_exactly_the_log() {
         &mut driver,
         json!({"type":"run","segments":[{"type":"text","text":"hi"}]}),
     );
-    until(&mut driver, "the first delta", |v| {
-        v["type"] == "text_delta"
-    });
-    // Joined at several instants of the streaming reply.
+    // Joined at several instants of the reply, which streams for a second.
     let mut late = Vec::new();
     for _ in 0..3 {
         std::thread::sleep(Duration::from_millis(150));
         late.push(connect(port, &token));
     }
-    let log = pod.log_lines();
-    let _ = log;
-    let views: Vec<_> = std::iter::once(&mut driver)
-        .chain(late.iter_mut())
-        .map(view_until_turn_end)
-        .collect();
+    let mut views = vec![view_until_turn_end(&mut driver, snapshot)];
+    let mut mid_block = 0;
+    for ws in &mut late {
+        let snapshot = until(ws, "snapshot", |v| v["type"] == "snapshot");
+        mid_block += usize::from(snapshot["in_flight"]["type"] == "text");
+        views.push(view_until_turn_end(ws, snapshot));
+    }
+    assert!(
+        mid_block > 0,
+        "some client joined in the middle of the reply"
+    );
     let log = pod.log_lines();
     for (who, view) in views.iter().enumerate() {
+        let kinds: Vec<_> = view
+            .iter()
+            .map(|(_, s, e)| format!("{s}:{}", e["kind"]))
+            .collect();
         assert_eq!(
             view.len(),
             log.len(),
-            "client {who}: one frame per log line"
+            "client {who}: one frame per log line: {kinds:?} vs {:?}",
+            harness::kinds(&log)
         );
         for (i, (_, seq, entry)) in view.iter().enumerate() {
             assert_eq!(
@@ -328,15 +338,14 @@ fn a_pairing_code_is_exchanged_once() {
         rt.block_on(async {
             let response = reqwest::Client::new()
                 .post(format!("http://127.0.0.1:{port}/v1/pair"))
-                .json(&json!({ "code": code }))
+                .header("content-type", "application/json")
+                .body(json!({ "code": code }).to_string())
                 .send()
                 .await
                 .unwrap();
             let status = response.status().as_u16();
-            (
-                status,
-                response.json::<Value>().await.unwrap_or(Value::Null),
-            )
+            let body = response.bytes().await.unwrap();
+            (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
         })
     };
     let (status, body) = pair(code);
@@ -390,24 +399,14 @@ fn binary_and_oversized_messages_are_refused_and_the_connection_kept() {
     assert_eq!(refused["code"], "bad_frame");
     // 3 fragments of 600 bytes: only their sum passes the limit.
     let part = vec![b' '; 600];
-    ws.write(Message::Frame(Frame::message(
-        part.clone(),
-        OpCode::Data(tungstenite::protocol::frame::coding::Data::Text),
-        false,
-    )))
-    .unwrap();
-    ws.write(Message::Frame(Frame::message(
-        part.clone(),
-        OpCode::Data(tungstenite::protocol::frame::coding::Data::Continue),
-        false,
-    )))
-    .unwrap();
-    ws.write(Message::Frame(Frame::message(
-        part,
-        OpCode::Data(tungstenite::protocol::frame::coding::Data::Continue),
-        true,
-    )))
-    .unwrap();
+    for (opcode, last) in [
+        (Data::Text, false),
+        (Data::Continue, false),
+        (Data::Continue, true),
+    ] {
+        let frame = Frame::message(part.clone(), OpCode::Data(opcode), last);
+        ws.write(Message::Frame(frame)).unwrap();
+    }
     ws.flush().unwrap();
     let refused = until(&mut ws, "frame_too_large", |v| v["type"] == "error");
     assert_eq!(refused["code"], "frame_too_large");

@@ -1,5 +1,6 @@
 //! `pod log`: a session log, readably. Reads the files directly, so it works
-//! whether or not the pod is running.
+//! whether or not the pod is running; with `--url` it asks the pod instead
+//! (the snapshot for the current session, `get_session` for others).
 
 use std::process::ExitCode;
 
@@ -12,6 +13,9 @@ use crate::protocol::{AssistantItem, LogEntry, SegmentView};
 use crate::store::{self, log_file, pointer, LogFile};
 
 pub fn run(name: &str, paths: &Paths, args: LogArgs) -> anyhow::Result<ExitCode> {
+    if paths.is_remote() {
+        return super::runtime()?.block_on(remote(paths, args));
+    }
     let sessions = paths.data_dir.join("sessions");
     let session = match &args.session {
         Some(query) => store::sessions::resolve(&sessions, query)?,
@@ -32,6 +36,81 @@ pub fn run(name: &str, paths: &Paths, args: LogArgs) -> anyhow::Result<ExitCode>
     let mut out = std::io::stdout().lock();
     for id in chain {
         let recovered = log_file::read_lines(&LogFile::path_for(&sessions, id))?;
+        print_session(&mut out, id, &recovered, args.json)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `pod log --url`: the sessions as the pod serves them.
+async fn remote(paths: &Paths, args: LogArgs) -> anyhow::Result<ExitCode> {
+    use crate::protocol::{Event, Method, Request};
+    let (mut events, mut sink) = match super::connect::connect(&paths.endpoint).await? {
+        Ok(connection) => connection,
+        Err(code) => return Ok(code),
+    };
+    let snapshot = super::connect::snapshot(&mut events, &paths.endpoint).await?;
+    let mut chain = Vec::new();
+    let mut next = match &args.session {
+        Some(query) => Some(query.clone()),
+        None => {
+            let lines = snapshot.entries;
+            chain.push((snapshot.session_id, lines));
+            None
+        }
+    };
+    loop {
+        if let Some(query) = next.take() {
+            sink.send(&Request::with_id(
+                Method::GetSession { session_id: query },
+                "log",
+            ))
+            .await?;
+            let (id, lines) = loop {
+                match events.next().await {
+                    Some(Ok(Event::Response(r))) if r.request_id.as_deref() == Some("log") => {
+                        break (
+                            r.session_id.unwrap_or_default(),
+                            r.entries.unwrap_or_default(),
+                        )
+                    }
+                    Some(Ok(Event::Error {
+                        message,
+                        request_id: Some(id),
+                        ..
+                    })) if id == "log" => {
+                        eprintln!("pod: {message}");
+                        return Ok(ExitCode::from(super::connect::exit::FAILED));
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => return Err(e.into()),
+                    None => anyhow::bail!("the pod closed the connection before it answered"),
+                }
+            };
+            chain.push((id, lines));
+        }
+        let earlier = match chain.last().and_then(|(_, lines)| lines.first()) {
+            Some(crate::protocol::LogLine {
+                entry: LogEntry::SessionStart { compacted_from, .. },
+                ..
+            }) if args.chain => *compacted_from,
+            _ => None,
+        };
+        match earlier {
+            Some(id) => next = Some(id.to_string()),
+            None => break,
+        }
+    }
+    chain.reverse();
+    let mut out = std::io::stdout().lock();
+    for (id, lines) in chain {
+        let recovered = crate::store::Recovered {
+            lines: lines
+                .iter()
+                .map(|line| serde_json::to_vec(line).map(Into::into))
+                .collect::<Result<_, _>>()?,
+            entries: lines.into_iter().map(|line| line.entry).collect(),
+            truncated_tail: None,
+        };
         print_session(&mut out, id, &recovered, args.json)?;
     }
     Ok(ExitCode::SUCCESS)

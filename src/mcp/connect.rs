@@ -170,6 +170,9 @@ pub(super) async fn start(
 ) -> Result<Started, String> {
     stderr_tail.clear();
     let mut command = Command::new(&config.command);
+    for name in crate::tools::REMOVED_FROM_TOOL_ENV {
+        command.env_remove(name);
+    }
     command
         .args(&config.args)
         .envs(&config.env)

@@ -126,6 +126,9 @@ mod tests {
             approval: Default::default(),
             sandbox: Default::default(),
             mcp_servers: Vec::new(),
+            access: Default::default(),
+            access_reason: None,
+            listen: None,
         };
         let status = Status {
             state: PodState::Idle,

@@ -351,7 +351,7 @@ mod tests {
         round_trip(
             json!({"seq":8,"entry":{"kind":"approval_decision","call_id":"c1",
             "decision":"allow","scope":"session","rule":"bash:cargo *","by":"user",
-            "client":"tui@host","message":null}}),
+            "client":"tui@host","remote":"192.0.2.7","message":null}}),
         );
         round_trip(
             json!({"seq":9,"entry":{"kind":"model_change","provider":"openai",

@@ -312,6 +312,11 @@ fn describe(status: ExitStatus) -> (String, bool) {
 /// from their own runtime thread, which outlives the call). Spawning from a
 /// pool thread that can retire (`spawn_blocking`) would kill commands at
 /// random, so this must stay on the caller's thread.
+/// A remote client's credentials, which a tool's process must never
+/// inherit from the user who started the pod (a prompt-injected command
+/// would otherwise hold a device token and the pod's address).
+pub const REMOVED_FROM_TOOL_ENV: &[&str] = &["POD_TOKEN", "POD_URL"];
+
 fn spawn(
     ws: &Workspace,
     sandbox: &Sandbox,
@@ -332,6 +337,9 @@ fn spawn(
         .env("GIT_PAGER", "cat")
         .process_group(0)
         .kill_on_drop(true);
+    for name in REMOVED_FROM_TOOL_ENV {
+        cmd.env_remove(name);
+    }
     // SAFETY: the closure runs between fork and exec, where only
     // async-signal-safe work is allowed: `confine_child` makes system calls
     // and moves an already-built ruleset, nothing else.

@@ -24,6 +24,7 @@ use crate::mcp::McpRegistry;
 use crate::provider::ToolSpec;
 use crate::workspace::{Access, OpenError, Opened, Workspace};
 
+pub use bash::REMOVED_FROM_TOOL_ENV;
 pub(crate) use cap::floor_char_boundary;
 pub use cap::{cap, CapBuffer};
 pub(crate) use fs::looks_binary;

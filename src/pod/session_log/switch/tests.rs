@@ -158,6 +158,9 @@ fn greeting(session_id: Uuid) -> Greeting {
         approval: Default::default(),
         sandbox: Default::default(),
         mcp_servers: Vec::new(),
+        access: Default::default(),
+        access_reason: None,
+        listen: None,
     }
 }
 
@@ -176,6 +179,7 @@ impl Client {
         let (registered, queued) = tokio::sync::oneshot::channel();
         log.do_send(Subscribe {
             id,
+            access: Default::default(),
             socket,
             registered,
         });

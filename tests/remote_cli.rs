@@ -1,0 +1,216 @@
+//! The client commands over the network (`--url`), TLS with a self-signed
+//! certificate, and a tool that holds a valid token and connects over TCP.
+
+mod harness;
+
+use std::process::{Command, Stdio};
+
+use harness::{succeeded, Pod};
+use serde_json::{json, Value};
+
+const POD: &str = env!("CARGO_BIN_EXE_pod");
+
+/// The port a pod's greeting says it listens on.
+fn port_of(pod: &Pod) -> u16 {
+    let mut local = pod.client();
+    let snapshot = local.until_type("snapshot");
+    let address = snapshot["greeting"]["listen"]["address"].as_str().unwrap();
+    address.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+/// A fresh device token, written to a file in the pod's directory.
+fn token_file(pod: &Pod, name: &str) -> std::path::PathBuf {
+    let token = succeeded(pod.command("token").arg("create").output().unwrap());
+    let path = pod.dir.path().join(name);
+    std::fs::write(&path, token.trim()).unwrap();
+    path
+}
+
+/// A `pod` command over the network: no socket, no data dir.
+fn remote(subcommand: &str, url: &str, token: &std::path::Path) -> Command {
+    let mut cmd = Command::new(POD);
+    cmd.arg(subcommand)
+        .arg("--url")
+        .arg(url)
+        .arg("--token-file")
+        .arg(token)
+        .env_remove("POD_TOKEN")
+        .env_remove("POD_SOCKET")
+        .env_remove("POD_DATA_DIR");
+    cmd
+}
+
+fn bash_step(calls: &[Value]) -> String {
+    format!(
+        "{}\n{}\n",
+        json!({ "events": calls }),
+        json!({"events":[{"text":"done"}]})
+    )
+}
+
+#[test]
+fn send_status_approve_and_log_work_over_the_network() {
+    let script = bash_step(&[json!({"tool_call":{"id":"b1","name":"bash",
+        "arguments":{"command":"touch marker"}}})]);
+    let pod = Pod::builder()
+        .script(&script)
+        .args(["--approval", "ask", "--listen", "127.0.0.1:0"])
+        .start();
+    let port = port_of(&pod);
+    let url = format!("http://127.0.0.1:{port}");
+    let token = token_file(&pod, "token");
+    let status = succeeded(remote("status", &url, &token).output().unwrap());
+    assert!(status.contains("state      idle"), "{status}");
+    let send = remote("send", &url, &token)
+        .args(["--text", "go"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut watcher = pod.client();
+    watcher.until_with("waiting", |v| {
+        v["type"] == "status" && v["state"] == "waiting"
+    });
+    let approved = succeeded(remote("approve", &url, &token).output().unwrap());
+    assert!(approved.starts_with("approved"), "{approved}");
+    let sent = send.wait_with_output().unwrap();
+    assert!(
+        sent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    assert!(String::from_utf8_lossy(&sent.stdout).contains("done"));
+    assert!(pod.workspace.join("marker").exists());
+    let decision = pod
+        .log_lines()
+        .into_iter()
+        .find(|l| l["entry"]["kind"] == "approval_decision")
+        .unwrap();
+    assert_eq!(decision["entry"]["remote"], "127.0.0.1");
+    assert_eq!(decision["entry"]["client"], "pod approve");
+    let log = succeeded(remote("log", &url, &token).output().unwrap());
+    assert!(log.contains("from 127.0.0.1"), "{log}");
+    let raw = succeeded(remote("log", &url, &token).arg("--json").output().unwrap());
+    assert_eq!(raw.lines().count(), pod.log_lines().len());
+    // A refused token: exit 3, with the reason.
+    let bad = pod.dir.path().join("bad");
+    std::fs::write(&bad, "not-a-token").unwrap();
+    let refused = remote("status", &url, &bad).output().unwrap();
+    assert_eq!(refused.status.code(), Some(3));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("401") && said.contains("token"), "{said}");
+}
+
+#[test]
+fn a_tool_holding_a_valid_token_can_neither_approve_nor_mint_one() {
+    // The port is chosen first, so the script can name it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let planted = dir.path().join("planted-token");
+    let socket = dir.path().join("run/pod.sock");
+    let data = dir.path().join("data");
+    let command = format!(
+        "echo \"env:[$POD_TOKEN][$POD_URL]\"; \
+         {POD} approve w1 --url ws://127.0.0.1:{port} --token-file {t}; echo approve=$?; \
+         {POD} status --json --url ws://127.0.0.1:{port} --token-file {t}; \
+         {POD} token create --socket {s} --data-dir {d}; echo create=$?",
+        t = planted.display(),
+        s = socket.display(),
+        d = data.display(),
+    );
+    let script = bash_step(&[
+        json!({"tool_call":{"id":"b1","name":"bash","arguments":{"command":command}}}),
+        json!({"tool_call":{"id":"w1","name":"write_file",
+            "arguments":{"path":"x.txt","content":"x"}}}),
+    ]);
+    let pod = Pod::builder()
+        .in_dir(dir)
+        .script(&script)
+        .env("POD_TOKEN", "inherited-secret")
+        .env("POD_URL", "ws://inherited")
+        .args(["--approval", "ask", "--allow", "bash:*"])
+        .arg(format!("--listen=127.0.0.1:{port}"))
+        .start();
+    let token = succeeded(pod.command("token").arg("create").output().unwrap());
+    std::fs::write(&planted, token.trim()).unwrap();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.run("go");
+    let result = c.until_with("b1's result", |v| {
+        v["type"] == "entry" && v["entry"]["kind"] == "tool_results"
+    });
+    let output = result["entry"].to_string();
+    assert!(
+        output.contains("env:[][]"),
+        "tools never see POD_TOKEN/POD_URL: {output}"
+    );
+    assert!(output.contains("approve=1"), "{output}");
+    assert!(
+        output.contains("forbidden") || output.contains("only read"),
+        "{output}"
+    );
+    assert!(output.contains(r#"\"access\":\"read\""#), "{output}");
+    assert!(
+        output.contains(r#"\"access_reason\":\"descendant\""#),
+        "{output}"
+    );
+    assert!(output.contains("create=1"), "{output}");
+    // w1 still waits: nobody but a person has answered it.
+    assert!(!pod
+        .log_lines()
+        .iter()
+        .any(|l| l["entry"]["kind"] == "approval_decision" && l["entry"]["call_id"] == "w1"));
+    let tokens: Value = serde_json::from_str(&succeeded(
+        pod.command("token")
+            .args(["list", "--json"])
+            .output()
+            .unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(tokens.as_array().unwrap().len(), 1, "no token was minted");
+}
+
+#[test]
+fn tls_with_a_self_signed_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let cert_path = dir.path().join("cert.pem");
+    let key_path = dir.path().join("key.pem");
+    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
+    std::fs::write(&key_path, cert.key_pair.serialize_pem()).unwrap();
+    let pod = Pod::builder()
+        .in_dir(dir)
+        .args(["--listen", "127.0.0.1:0"])
+        .arg(format!("--tls-cert={}", cert_path.display()))
+        .arg(format!("--tls-key={}", key_path.display()))
+        .start();
+    let mut local = pod.client();
+    let snapshot = local.until_type("snapshot");
+    assert_eq!(snapshot["greeting"]["listen"]["tls"], true);
+    let port = port_of(&pod);
+    let token = token_file(&pod, "token");
+    let url = format!("https://localhost:{port}");
+    let status = remote("status", &url, &token)
+        .arg("--ca-cert")
+        .arg(&cert_path)
+        .output()
+        .unwrap();
+    let out = succeeded(status);
+    assert!(
+        out.contains(&format!("wss://localhost:{port}/v1/ws")),
+        "{out}"
+    );
+    // Without trusting the certificate, the client refuses the server.
+    let untrusted = remote("status", &url, &token).output().unwrap();
+    assert_eq!(untrusted.status.code(), Some(3));
+    // The link names the certificate's host.
+    let link = succeeded(pod.command("url").output().unwrap());
+    assert!(
+        link.starts_with(&format!("https://localhost:{port}/#pair=")),
+        "{link}"
+    );
+}
