@@ -12,7 +12,6 @@ mod harness;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -21,7 +20,7 @@ use serde_json::{json, Value};
 
 /// One browser at a time: the machine's cores are shared, and a test's
 /// timings should not depend on another test's rendering.
-static ONE_BROWSER: Mutex<()> = Mutex::new(());
+static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const CHROMIUM: &str = "chromium";
 const CHROMEDRIVER: &str = "chromedriver";
@@ -299,13 +298,13 @@ macro_rules! browser_or_skip {
     };
 }
 
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    ONE_BROWSER.lock().unwrap_or_else(|e| e.into_inner())
+async fn lock() -> tokio::sync::MutexGuard<'static, ()> {
+    ONE_BROWSER.lock().await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sent_message_streams_its_answer_as_markdown() {
-    let _one = lock();
+    let _one = lock().await;
     let answer = [
         "Here is ",
         "**bold** text, ",
@@ -379,7 +378,7 @@ async fn a_sent_message_streams_its_answer_as_markdown() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_is_answered_from_the_page() {
-    let _one = lock();
+    let _one = lock().await;
     let script = [
         json!({"events":[{"text":"I will run it."},{"tool_call":{"id":"c1","name":"bash","arguments":{"command":"echo approved-and-ran"}}}]}).to_string(),
         json!({"events":[{"text":"It ran."}]}).to_string(),
@@ -438,7 +437,7 @@ async fn an_approval_is_answered_from_the_page() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_only_link_shows_the_view_without_controls() {
-    let _one = lock();
+    let _one = lock().await;
     let script = json!({"events":[{"text":"Let me check."},{"tool_call":{"id":"c1","name":"bash","arguments":{"command":"echo waiting-for-you"}}}]}).to_string();
     let (pod, _port) = web_pod(&script, &["--approval", "ask"]);
     let mut local = pod.client();
@@ -480,7 +479,7 @@ async fn a_read_only_link_shows_the_view_without_controls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn joining_mid_answer_shows_the_partial_block_at_once() {
-    let _one = lock();
+    let _one = lock().await;
     let words: Vec<String> = (0..80).map(|i| format!("word{i} ")).collect();
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
     let (pod, _port) = web_pod(&chunks(&words, 100), &[]);
@@ -529,7 +528,7 @@ async fn joining_mid_answer_shows_the_partial_block_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_reconnects_to_a_restarted_pod_without_duplicates() {
-    let _one = lock();
+    let _one = lock().await;
     let script = chunks(&["The first ", "answer."], 50);
     let (pod, port) = web_pod(&script, &[]);
     let browser = browser_or_skip!(Screen::Desktop);
@@ -571,7 +570,7 @@ async fn the_page_reconnects_to_a_restarted_pod_without_duplicates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_phone_needs_no_sideways_scrolling() {
-    let _one = lock();
+    let _one = lock().await;
     let long_word = "x".repeat(300);
     let answer = format!(
         "A long word: {long_word}\n\n```\n{}\n```\n\n| a | table |\n|---|---|\n| {long_word} | b |\n",
@@ -616,7 +615,7 @@ async fn a_phone_needs_no_sideways_scrolling() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_from_the_picker_reaches_the_log() {
-    let _one = lock();
+    let _one = lock().await;
     let (pod, port) = web_pod(&chunks(&["I see it."], 10), &[]);
     if !serves_blobs(&pod, port).await {
         eprintln!("skipping: this pod does not store blobs over HTTP (POST /v1/blobs) yet");
