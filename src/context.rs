@@ -441,6 +441,7 @@ impl<'a> Prepared<'a> {
                 cache: &conversation.wire,
                 sources,
             }),
+            max_output_tokens: None,
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Compaction that does not help: a summariser error, an empty summary, one
-//! that would not shrink the context, and the breaker that stops automatic
+//! that would not shrink the context or not bring it under the threshold, and the breaker that stops automatic
 //! compaction after three failures in a row.
 
 mod compaction_common;
@@ -230,4 +230,30 @@ fn a_restart_closes_the_breaker() {
     assert_eq!(start["reason"], "auto_post_turn");
     b.until_entry("hook_injected_items");
     assert_switch(&b, &old, "SUMMARY after restart");
+}
+
+#[test]
+fn a_summary_smaller_than_the_context_but_not_under_the_threshold_is_a_failure() {
+    // 9000 reported tokens compact at 8000; a summary of about 8500 (with the tools)
+    // estimated tokens is smaller, and would be compacted again at once.
+    let pod = pod(&[
+        big_text("one"),
+        text(&"summary ".repeat(3650)),
+        text("still here"),
+    ]);
+    let mut a = attach(&pod);
+    let old = current_session(&pod);
+    a.run("hi");
+    a.until_entry("turn_end");
+    let failed = a.until_type("compact_failed");
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .contains("not under the compaction threshold of 8000"),
+        "{failed}"
+    );
+    a.until_with("idle", |f| f["type"] == "status" && f["state"] == "idle");
+    assert_eq!(current_session(&pod), old);
+    assert_eq!(session_files(&pod), 1);
 }

@@ -32,6 +32,7 @@ fn hello() -> ModelRequest<'static> {
         messages: vec![ChatMessage::User { text: "hi".into() }],
         tools: Vec::new().into(),
         cache: None,
+        max_output_tokens: None,
     }
 }
 
@@ -196,6 +197,7 @@ async fn request_projects_tool_use_and_tool_results_with_alternation() {
             parameters: json!({"type":"object","properties":{"path":{"type":"string"}}}),
         }]),
         cache: None,
+        max_output_tokens: None,
     };
     let (_, error) = collect(provider.stream(&request)).await;
     assert_eq!(error, None);
@@ -615,6 +617,7 @@ async fn tool_input_is_always_an_object_and_ids_fit_the_api_pattern() {
         ],
         tools: Vec::new().into(),
         cache: None,
+        max_output_tokens: None,
     };
     let (_, error) = collect(provider(&server.url).stream(&request)).await;
     assert_eq!(error, None);

@@ -274,3 +274,86 @@ fn after_a_turn_the_model_never_answered_user_messages_are_joined_so_roles_alter
         "{text:?}"
     );
 }
+
+#[test]
+fn a_reply_cut_at_the_output_limit_ends_the_turn_with_output_limit_and_keeps_its_text() {
+    let cut = data_frames(&[
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"The first half of"},"finish_reason":null}]}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#,
+        "[DONE]",
+    ]);
+    let (_rt, server) = model_server(vec![Reply::sse(&cut)]);
+    let pod = Pod::builder()
+        .args([
+            "--provider",
+            "openai",
+            "--base-url",
+            &format!("{}/v1", server.url),
+            "--max-output-tokens",
+            "64",
+        ])
+        .start();
+    let (end, _) = turn(&pod, "write a long essay");
+    assert_eq!(end["reason"], "error", "{end}");
+    assert_eq!(end["error"]["code"], "output_limit", "{end}");
+    let message = end["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("64 tokens") && message.contains("--max-output-tokens"),
+        "{message}"
+    );
+    assert_eq!(kinds(&pod), ["user_input", "assistant:text", "turn_end"]);
+    assert_eq!(
+        pod.log_lines()[2]["entry"]["items"][0]["text"],
+        "The first half of"
+    );
+    assert_eq!(server.requests()[0].json()["max_tokens"], 64);
+}
+
+#[test]
+fn anthropic_stopping_at_max_tokens_ends_the_turn_with_output_limit() {
+    let cut = typed_frames(&[
+        r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"usage":{"input_tokens":10,"output_tokens":1}}}"#,
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Cut here"}}"#,
+        r#"{"type":"content_block_stop","index":0}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_sequence":null},"usage":{"output_tokens":32}}"#,
+        r#"{"type":"message_stop"}"#,
+    ]);
+    let (_rt, server) = model_server(vec![Reply::sse(&cut)]);
+    let pod = Pod::builder()
+        .args([
+            "--provider",
+            "anthropic",
+            "--base-url",
+            &server.url,
+            "--max-output-tokens",
+            "32",
+        ])
+        .env("ANTHROPIC_API_KEY", "k")
+        .start();
+    let (end, _) = turn(&pod, "go");
+    assert_eq!(end["error"]["code"], "output_limit", "{end}");
+    assert_eq!(kinds(&pod), ["user_input", "assistant:text", "turn_end"]);
+    assert_eq!(server.requests()[0].json()["max_tokens"], 32);
+}
+
+#[test]
+fn the_context_gauge_uses_the_estimate_when_the_server_reports_no_usage_and_says_so() {
+    // llama-cpp-python: no usage chunk, no stream_options refusal either.
+    let answer = data_frames(&[
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"Fine."},"finish_reason":"stop"}]}"#,
+        "[DONE]",
+    ]);
+    let (_rt, server) = model_server(vec![Reply::sse(&answer)]);
+    let pod = openai_pod(&server);
+    let (_, frames) = turn(&pod, &"a long question ".repeat(200));
+    let status = frames.iter().rev().find(|f| f["type"] == "status").unwrap();
+    assert_eq!(status["context_source"], "estimate", "{status}");
+    assert!(
+        status["context_tokens"].as_u64().unwrap() > 800,
+        "the request's own size, not 0: {status}"
+    );
+    let out = pod.command("status").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("estimated"), "{text}");
+}

@@ -34,6 +34,7 @@ fn hello() -> ModelRequest<'static> {
         messages: vec![ChatMessage::User { text: "hi".into() }],
         tools: Vec::new().into(),
         cache: None,
+        max_output_tokens: None,
     }
 }
 
@@ -103,7 +104,7 @@ async fn text_turn_streams_deltas_and_usage() {
     assert_eq!(
         request.json(),
         json!({"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],
-               "stream":true,"stream_options":{"include_usage":true}})
+               "stream":true,"stream_options":{"include_usage":true},"max_tokens":8192})
     );
 }
 
@@ -209,6 +210,7 @@ async fn request_projects_system_tools_assistant_calls_and_tool_results() {
             parameters: json!({"type":"object","properties":{"path":{"type":"string"}}}),
         }]),
         cache: None,
+        max_output_tokens: None,
     };
     let (_, error) = collect(provider.stream(&request)).await;
     assert_eq!(error, None);
@@ -221,6 +223,7 @@ async fn request_projects_system_tools_assistant_calls_and_tool_results() {
             "model": "llama3.2",
             "stream": true,
             "stream_options": {"include_usage": true},
+            "max_tokens": 8192,
             "messages": [
                 {"role":"system","content":"You are pod."},
                 {"role":"user","content":"read a.txt"},
@@ -749,7 +752,8 @@ async fn a_refused_stream_options_is_dropped_at_once_and_for_later_calls() {
     for body in &bodies[1..] {
         assert_eq!(
             body,
-            &json!({"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"stream":true})
+            &json!({"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"stream":true,
+                    "max_tokens":8192})
         );
     }
 }
@@ -884,6 +888,7 @@ async fn tool_only_assistant_messages_have_empty_string_content() {
         ],
         tools: Vec::new().into(),
         cache: None,
+        max_output_tokens: None,
     };
     let (_, error) = collect(provider.stream(&request)).await;
     assert_eq!(error, None);
@@ -1014,4 +1019,110 @@ async fn an_error_chunk_with_a_passing_status_before_any_token_is_retried() {
         )]
     );
     assert_eq!(reply, text_events());
+}
+
+/// `finish_reason: "length"` as OpenAI (and llama.cpp, vLLM) send it when
+/// the reply reached `max_tokens`.
+const LENGTH: &str = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"length"}],"usage":null}"#;
+
+#[tokio::test]
+async fn a_reply_cut_at_the_output_limit_is_an_output_limit_error_after_its_text() {
+    let body = data_frames(&[ROLE, HEL, LO, LENGTH, USAGE, "[DONE]"]);
+    let server = Server::start(vec![Reply::sse(&body)]).await;
+    let provider = build(&ProviderConfig {
+        kind: Some(ProviderKind::Openai),
+        base_url: Some(format!("{}/v1", server.url)),
+        retry: RetryPolicy::fast(),
+        output: pod::provider::OutputOptions {
+            max_output_tokens: Some(300),
+            tool_choice: None,
+        },
+        ..ProviderConfig::default()
+    })
+    .unwrap();
+    let (events, error) = collect(provider.stream(&hello())).await;
+    assert_eq!(
+        events,
+        vec![
+            ModelEvent::TextDelta("Hel".into()),
+            ModelEvent::TextDelta("lo ✓".into())
+        ],
+        "the text as far as it got, and no block end: it is not a finished answer"
+    );
+    let error = error.expect("a cut reply is not a completed one");
+    assert_eq!(error.code, pod::protocol::TurnErrorCode::OutputLimit);
+    assert!(
+        error.message.contains("300 tokens") && error.message.contains("--max-output-tokens"),
+        "{}",
+        error.message
+    );
+    assert_eq!(server.requests()[0].json()["max_tokens"], json!(300));
+}
+
+#[tokio::test]
+async fn an_empty_successful_stream_is_retried_once_and_explained() {
+    let server = Server::start(vec![Reply::sse(""), Reply::sse(""), Reply::sse("")]).await;
+    let provider = provider(&format!("{}/v1", server.url), None);
+    let (events, error) = collect(provider.stream(&hello())).await;
+    let (retries, reply) = split_retries(events);
+    assert_eq!(retries.len(), 1, "{retries:?}");
+    assert!(reply.is_empty());
+    let error = error.expect("two empty replies end the call");
+    assert!(
+        error.message.contains("empty stream") && error.message.contains("context"),
+        "{}",
+        error.message
+    );
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_server_that_wants_max_completion_tokens_gets_it_at_once_and_later() {
+    let refusal = r#"{"error":{"message":"Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}"#;
+    let server = Server::start(vec![
+        Reply::status(400, refusal),
+        Reply::sse(&text_turn()),
+        Reply::sse(&text_turn()),
+    ])
+    .await;
+    let provider = provider(&format!("{}/v1", server.url), Some("k"));
+    for _ in 0..2 {
+        let (events, error) = collect(provider.stream(&hello())).await;
+        assert_eq!((events, error), (text_events(), None));
+    }
+    let bodies: Vec<_> = server.requests().iter().map(|r| r.json()).collect();
+    assert_eq!(bodies[0]["max_tokens"], json!(8192));
+    for body in &bodies[1..] {
+        assert_eq!(body["max_completion_tokens"], json!(8192));
+        assert!(body.get("max_tokens").is_none(), "{body}");
+    }
+}
+
+#[tokio::test]
+async fn tool_choice_is_sent_only_when_asked_for_and_only_with_tools() {
+    let server = Server::start(vec![Reply::sse(&text_turn()), Reply::sse(&text_turn())]).await;
+    let provider = build(&ProviderConfig {
+        kind: Some(ProviderKind::Openai),
+        base_url: Some(format!("{}/v1", server.url)),
+        retry: RetryPolicy::fast(),
+        output: pod::provider::OutputOptions {
+            max_output_tokens: None,
+            tool_choice: Some(pod::provider::ToolChoice::Auto),
+        },
+        ..ProviderConfig::default()
+    })
+    .unwrap();
+    let with_tools = ModelRequest {
+        tools: Cow::Owned(vec![ToolSpec {
+            name: "f".into(),
+            description: "does f".into(),
+            parameters: json!({"type": "object"}),
+        }]),
+        ..hello()
+    };
+    collect(provider.stream(&with_tools)).await;
+    collect(provider.stream(&hello())).await;
+    let bodies: Vec<_> = server.requests().iter().map(|r| r.json()).collect();
+    assert_eq!(bodies[0]["tool_choice"], json!("auto"));
+    assert!(bodies[1].get("tool_choice").is_none(), "{}", bodies[1]);
 }

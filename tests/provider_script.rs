@@ -20,6 +20,7 @@ fn request() -> ModelRequest<'static> {
         messages: vec![ChatMessage::User { text: "go".into() }],
         tools: Vec::new().into(),
         cache: None,
+        max_output_tokens: None,
     }
 }
 

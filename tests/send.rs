@@ -194,6 +194,22 @@ fn ctrl_c_cancels_its_running_turn_and_exits_4() {
 }
 
 #[test]
+fn sigterm_and_sighup_cancel_its_running_turn_as_ctrl_c_does() {
+    for signal in [Signal::Term, Signal::Hup] {
+        let pod = Pod::builder().script(&slow_text_reply(100, 100)).start();
+        let mut watcher = pod.client();
+        watcher.until_type("snapshot");
+        let child = spawn_send(&pod, "talk slowly", &[]);
+        watcher.until_type("text_delta");
+        kill_process(Pid::from_child(&child), signal).unwrap();
+        let turn_end = watcher.until_entry("turn_end");
+        assert_eq!(turn_end["entry"]["reason"], "cancelled", "{signal:?}");
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(output.status.code(), Some(4), "{}", text(&output.stderr));
+    }
+}
+
+#[test]
 fn a_second_ctrl_c_stops_waiting_and_exits_5() {
     let pod = Pod::builder().script(&slow_text_reply(100, 100)).start();
     let mut watcher = pod.client();

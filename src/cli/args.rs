@@ -267,6 +267,16 @@ pub struct ServeArgs {
     #[arg(long, env = "POD_COMPACT_AT", default_value_t = 0.8, value_name = "FRACTION",
           value_parser = parse_fraction)]
     pub compact_at: f64,
+    /// The output limit of every model call, in tokens (default: the model's
+    /// own where known, else 8192). A reply that reaches it ends the turn
+    /// with `output_limit`.
+    #[arg(long, env = "POD_MAX_OUTPUT_TOKENS", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_output_tokens: Option<u32>,
+    /// Send this `tool_choice` with every call that offers tools: auto |
+    /// required | none (not sent unless given; llama-cpp-python needs it).
+    #[arg(long, env = "POD_TOOL_CHOICE", value_name = "CHOICE")]
+    pub tool_choice: Option<crate::provider::ToolChoice>,
     /// Model calls per turn before it ends with `max_steps`.
     #[arg(long, env = "POD_MAX_STEPS", default_value_t = 50, value_parser = at_least_one())]
     pub max_steps: usize,

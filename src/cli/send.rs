@@ -89,6 +89,12 @@ async fn send(paths: &Paths, segments: Vec<Segment>, options: Options) -> anyhow
     // process silently while its run is on its way.
     let mut interrupts =
         signal(SignalKind::interrupt()).context("cannot watch for Ctrl+C (SIGINT)")?;
+    // `timeout 8 pod send …`, a closed terminal, a supervisor stopping the
+    // job: each means the user no longer wants the answer, so they cancel
+    // the run as Ctrl+C does — left alone, the pod would go on generating
+    // and the runs queued behind it would wait.
+    let mut terminations = signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?;
+    let mut hangups = signal(SignalKind::hangup()).context("cannot watch for SIGHUP")?;
     let request_id = format!("send-{}", uuid::Uuid::new_v4().simple());
     sink.send(&Request::new(Method::Hello {
         client: CLIENT.into(),
@@ -121,7 +127,7 @@ async fn send(paths: &Paths, segments: Vec<Segment>, options: Options) -> anyhow
                     paths.endpoint
                 ))?,
             },
-            _ = interrupts.recv() => match turn.interrupt()? {
+            _ = stop_signal(&mut interrupts, &mut terminations, &mut hangups) => match turn.interrupt()? {
                 Some(cancel) => {
                     sink.send(&cancel).await?;
                     Flow::Continue
@@ -137,6 +143,19 @@ async fn send(paths: &Paths, segments: Vec<Segment>, options: Options) -> anyhow
                 return Ok(turn.cancelled_elsewhere(shut_down));
             }
         }
+    }
+}
+
+/// The next SIGINT, SIGTERM or SIGHUP.
+async fn stop_signal(
+    interrupts: &mut tokio::signal::unix::Signal,
+    terminations: &mut tokio::signal::unix::Signal,
+    hangups: &mut tokio::signal::unix::Signal,
+) {
+    tokio::select! {
+        _ = interrupts.recv() => {}
+        _ = terminations.recv() => {}
+        _ = hangups.recv() => {}
     }
 }
 
@@ -424,7 +443,12 @@ impl<O: Write, E: Write> Turn<O, E> {
     fn interrupt(&mut self) -> std::io::Result<Option<Request>> {
         self.interrupts += 1;
         if self.interrupts == 1 {
-            eprintln!("pod: cancelling your message… (Ctrl+C again stops waiting)");
+            // Not `eprintln!`: after a hang-up the terminal is gone, and a
+            // failed write must not panic before the cancel goes out.
+            let _ = writeln!(
+                std::io::stderr(),
+                "pod: cancelling your message… (Ctrl+C again stops waiting)"
+            );
             return Ok(Some(Request::with_id(
                 Method::Cancel {
                     run: Some(self.request_id.clone()),

@@ -31,6 +31,10 @@ pub fn run(
             .ok()
             .filter(|k| !k.trim().is_empty()),
         retry: provider::RetryPolicy::default(),
+        output: provider::OutputOptions {
+            max_output_tokens: args.max_output_tokens,
+            tool_choice: args.tool_choice,
+        },
     };
     if provider_config.kind.is_none() {
         eprintln!("pod: no --provider given: {}", why_chosen(&provider_config));

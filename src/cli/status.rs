@@ -53,7 +53,7 @@ fn report(s: &Snapshot, endpoint: &Endpoint) -> String {
     } else {
         &status.model
     };
-    let context = match status.context_window {
+    let mut context = match status.context_window {
         0 => format!("{} tokens", status.context_tokens),
         window => format!(
             "{} of {window} tokens ({}%)",
@@ -61,6 +61,9 @@ fn report(s: &Snapshot, endpoint: &Endpoint) -> String {
             status.context_tokens.saturating_mul(100) / window
         ),
     };
+    if status.context_source == crate::protocol::ContextSource::Estimate {
+        context.push_str(" (estimated: the server reports no usage)");
+    }
     let pending = match status.pending_approvals.len() {
         0 => "no tool call waits for approval".to_owned(),
         1 => "1 tool call waits for approval (`pod pending` shows it)".to_owned(),

@@ -5,7 +5,8 @@
 //!
 //! Three rules from systems that got this wrong:
 //! - compaction must help: an empty summary, or a new context that is not
-//!   smaller than the old one, is a failure, not a success;
+//!   smaller than the old one and under the threshold, is a failure, not a
+//!   success;
 //! - failures are counted: after [`MAX_FAILURES`] in a row automatic
 //!   compaction stops until a manual one (or a restart), so a pod never loops;
 //! - the summariser's own input is trimmed to fit the context window.
@@ -159,6 +160,16 @@ async fn try_compact(env: &JobEnv, conversation: &mut Conversation) -> Result<()
         return Err(format!(
             "the summary would not make the context smaller ({tokens_after} tokens, was \
              {tokens_before})"
+        ));
+    }
+    // Smaller is not enough: a context still over the threshold would be
+    // compacted again before the next call, and a summary that does not
+    // fit the window makes every later call fail.
+    let limit = env.config.compaction.limit();
+    if tokens_after >= limit {
+        return Err(format!(
+            "the summary leaves the context at {tokens_after} tokens, not under the compaction \
+             threshold of {limit} (was {tokens_before})"
         ));
     }
     let model = env.state.borrow().model.clone();

@@ -75,6 +75,7 @@ impl Handler<Summarise> for Compactor {
             }],
             tools: Cow::Borrowed(&[]),
             cache: None,
+            max_output_tokens: Some(summary_limit(msg.context_window)),
         };
         let mut stream = self.provider.stream(&request);
         Box::pin(async move {
@@ -100,6 +101,13 @@ the open next steps. Be specific and concise. Output only the summary.";
 
 /// Longest tool output or message kept verbatim in the summariser's input.
 const SUMMARY_ITEM_CAP: usize = 4096;
+
+/// The summary's output limit: an eighth of the context window (at least
+/// 256 tokens, at most the usual 8192), so the summary alone can never
+/// come near the compaction threshold, however verbose the model is.
+fn summary_limit(context_window: u64) -> u32 {
+    u32::try_from((context_window / 8).clamp(256, 8192)).unwrap_or(8192)
+}
 
 /// The summariser's input: the transcript, the oldest messages dropped
 /// until it fits well inside the context window.

@@ -25,7 +25,8 @@ use crate::approval::{Policy, Rule};
 use crate::context::{Conversation, Prepared};
 use crate::input::{self, Resolvers};
 use crate::protocol::{
-    Decision, ErrorCode, Event, Level, LogEntry, PodState, Scope, Segment, Status, TurnRef, Usage,
+    ContextSource, Decision, ErrorCode, Event, Level, LogEntry, PodState, Scope, Segment, Status,
+    TurnRef, Usage,
 };
 use crate::provider::{ModelRequest, Provider};
 use crate::tools::Toolbox;
@@ -121,8 +122,10 @@ pub struct JobState {
     pub session_rules: Vec<Rule>,
     /// The model requests go to now.
     pub model: String,
-    /// The size of the last model request, in tokens.
+    /// The size of the last model request, in tokens, and whether the
+    /// server said so or the pod estimated it.
     pub context_tokens: u64,
+    pub context_source: ContextSource,
 }
 
 impl JobState {
@@ -142,6 +145,7 @@ impl JobState {
             session_rules: Vec::new(),
             model,
             context_tokens: 0,
+            context_source: ContextSource::Estimate,
         }
     }
 
@@ -167,6 +171,7 @@ impl JobState {
             approval: self.policy.mode,
             model: self.model.clone(),
             context_tokens: self.context_tokens,
+            context_source: self.context_source,
             context_window,
             turn: self.turn.clone(),
         }

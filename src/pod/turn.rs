@@ -18,9 +18,10 @@ use super::job::{commit, JobEnv, QueuedRun};
 use super::tool_step::{self, StepOutcome};
 use crate::context::{missing_results, Conversation};
 use crate::protocol::{
-    InjectedItem, LogEntry, TurnEndReason, TurnError, TurnErrorCode, TurnRef, Usage,
+    ContextSource, InjectedItem, LogEntry, TurnEndReason, TurnError, TurnErrorCode, TurnRef, Usage,
 };
 use crate::provider::ModelStream;
+use crate::tokens;
 
 /// How a turn ended.
 struct Ending {
@@ -347,7 +348,19 @@ async fn steps(
             total.input_tokens += u.input_tokens;
             total.output_tokens += u.output_tokens;
             conversation.reported_tokens = Some(u.input_tokens + u.output_tokens);
-            env.state.borrow_mut().context_tokens = u.input_tokens;
+            let mut state = env.state.borrow_mut();
+            state.context_tokens = u.input_tokens;
+            state.context_source = ContextSource::Usage;
+            drop(state);
+            env.publish_status();
+        } else {
+            // A server that reports no usage (llama-cpp-python) would leave
+            // the gauge at 0% while compaction sees the estimate.
+            let estimate = tokens::estimate_request(&env.request(conversation));
+            let mut state = env.state.borrow_mut();
+            state.context_tokens = estimate;
+            state.context_source = ContextSource::Estimate;
+            drop(state);
             env.publish_status();
         }
         match reply.end {

@@ -233,6 +233,12 @@ pub enum TurnErrorCode {
     ProviderUnreachable,
     /// The stream broke off or could not be parsed.
     ProviderStream,
+    /// The model stopped at the output limit (`finish_reason: "length"`,
+    /// `stop_reason: "max_tokens"`): the cut block is committed as far as
+    /// it got, and the message names the limit and how to raise it.
+    OutputLimit,
+    /// The request did not fit the model's context, even after compacting.
+    ContextOverflow,
     /// A durable write failed.
     Storage,
     /// The pod died mid-turn (`interrupted`).

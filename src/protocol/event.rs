@@ -277,14 +277,31 @@ pub struct Status {
     pub approval: ApprovalMode,
     #[serde(default)]
     pub model: String,
-    /// The size of the last model request, in tokens.
+    /// The size of the last model request, in tokens: as the server
+    /// reported it, else the pod's estimate (`context_source` says which).
     #[serde(default)]
     pub context_tokens: u64,
+    #[serde(default)]
+    pub context_source: ContextSource,
     #[serde(default)]
     pub context_window: u64,
     /// The running turn, so a client that reconnects knows whose it is.
     #[serde(default)]
     pub turn: Option<TurnRef>,
+}
+
+/// Where `status.context_tokens` comes from: the usage the server reported
+/// for the last call, or — for servers that report none (llama-cpp-python)
+/// and before the first call — the pod's own estimate of the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ContextSource {
+    Usage,
+    #[default]
+    Estimate,
+    #[serde(other)]
+    #[schemars(skip)]
+    Unknown,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -14,9 +14,10 @@ pub use entry::{
     ToolResult, TurnEndReason, TurnError, TurnErrorCode, Usage,
 };
 pub use event::{
-    AccessLevel, AccessReason, ApprovalMode, CompactReason, CompletionItem, ErrorCode, Event,
-    Greeting, Level, ListenInfo, McpServerInfo, McpState, PodState, Response, SandboxInfo,
-    SandboxMode, SessionInfo, Snapshot, Status, SwitchReason, TokenInfo, TurnRef, PROTOCOL_VERSION,
+    AccessLevel, AccessReason, ApprovalMode, CompactReason, CompletionItem, ContextSource,
+    ErrorCode, Event, Greeting, Level, ListenInfo, McpServerInfo, McpState, PodState, Response,
+    SandboxInfo, SandboxMode, SessionInfo, Snapshot, Status, SwitchReason, TokenInfo, TurnRef,
+    PROTOCOL_VERSION,
 };
 pub use in_flight::InFlight;
 pub use limits::{json_depth, MAX_JSON_DEPTH};

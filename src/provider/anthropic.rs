@@ -12,7 +12,9 @@ use serde_json::Value;
 use super::http::{find, join, parse_data, Endpoint, Repair, SseDecoder};
 use super::retry::{AttemptError, RetryPolicy};
 use super::wire::{write_messages, State, WireFormat};
-use super::{BuildError, ChatMessage, ModelEvent, ModelRequest, ModelStream, Provider};
+use super::{
+    BuildError, ChatMessage, ModelEvent, ModelRequest, ModelStream, OutputOptions, Provider,
+};
 use crate::protocol::{AssistantItem, Usage};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -30,6 +32,8 @@ pub struct Anthropic {
     model: String,
     endpoint: Endpoint,
     caps: OutputCaps,
+    /// `--max-output-tokens`: the limit of every call that names none.
+    max_output_tokens: Option<u32>,
 }
 
 /// The output caps models refused [`MAX_TOKENS`] with, by model. Older
@@ -42,9 +46,10 @@ pub struct Anthropic {
 struct OutputCaps(Arc<Mutex<HashMap<String, u32>>>);
 
 impl OutputCaps {
-    fn for_model(&self, model: &str) -> u32 {
+    /// The cap `model` said it has, if it refused a larger one.
+    fn for_model(&self, model: &str) -> Option<u32> {
         let caps = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        caps.get(model).copied().unwrap_or(MAX_TOKENS)
+        caps.get(model).copied()
     }
 }
 
@@ -87,6 +92,7 @@ impl Anthropic {
         base_url: &str,
         api_key: &str,
         retry: RetryPolicy,
+        output: &OutputOptions,
     ) -> Result<Self, BuildError> {
         let key =
             HeaderValue::from_str(api_key).map_err(|_| BuildError::BadKey { env: KEY_ENV })?;
@@ -104,6 +110,7 @@ impl Anthropic {
             model,
             endpoint,
             caps,
+            max_output_tokens: output.max_output_tokens,
         })
     }
 }
@@ -119,10 +126,20 @@ impl Provider for Anthropic {
 
     fn stream(&self, request: &ModelRequest<'_>) -> ModelStream {
         let model = request.model.as_deref().unwrap_or(&self.model);
-        let max_tokens = self.caps.for_model(model);
+        let asked = request
+            .max_output_tokens
+            .or(self.max_output_tokens)
+            .unwrap_or(MAX_TOKENS);
+        let limit = self
+            .caps
+            .for_model(model)
+            .map_or(asked, |cap| asked.min(cap));
         self.endpoint.stream(
-            |out| write_body_with(model, request, max_tokens, out),
-            Decoder::default,
+            |out| write_body_with(model, request, limit, out),
+            move || Decoder {
+                limit,
+                ..Decoder::default()
+            },
         )
     }
 }
@@ -359,6 +376,7 @@ struct WireMessageDelta {
 struct WholeMessage {
     content: Vec<WholeBlock>,
     usage: Option<WireUsage>,
+    stop_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -476,6 +494,10 @@ pub(super) struct Decoder {
     /// `message_delta` gave the stop reason.
     stopped: bool,
     done: bool,
+    /// The output limit the call asked for, named when the reply hits it.
+    limit: u32,
+    /// The reply stopped at the output limit; taken by `cut_off`.
+    cut: Option<AttemptError>,
 }
 
 impl Decoder {
@@ -582,12 +604,13 @@ impl SseDecoder for Decoder {
             Wire::ContentBlockDelta { delta } => self.delta(delta, &mut out),
             Wire::ContentBlockStop {} => self.end_block(&mut out),
             Wire::MessageDelta { delta, usage } => {
-                if delta
-                    .and_then(|d| d.stop_reason)
-                    .is_some_and(|r| !r.is_null())
-                {
+                let reason = delta.and_then(|d| d.stop_reason).filter(|r| !r.is_null());
+                if let Some(reason) = reason {
                     self.end_block(&mut out);
                     self.stopped = true;
+                    if reason == "max_tokens" {
+                        self.cut = Some(super::output_limit(NAME, self.limit));
+                    }
                 }
                 if let Some(usage) = usage {
                     out.push(ModelEvent::Usage(self.usage(&usage)));
@@ -617,6 +640,10 @@ impl SseDecoder for Decoder {
 
     fn has_ended(&self) -> bool {
         self.stopped
+    }
+
+    fn cut_off(&mut self) -> Option<AttemptError> {
+        self.cut.take()
     }
 
     fn decode_whole(&mut self, body: &Value) -> Option<Result<Vec<ModelEvent>, AttemptError>> {
@@ -649,6 +676,9 @@ impl SseDecoder for Decoder {
         if let Some(usage) = message.usage {
             self.input_tokens = usage.input().unwrap_or(0);
             out.push(ModelEvent::Usage(self.usage(&usage)));
+        }
+        if message.stop_reason.as_deref() == Some("max_tokens") {
+            self.cut = Some(super::output_limit(NAME, self.limit));
         }
         self.done = true;
         Some(Ok(out))
@@ -693,6 +723,7 @@ mod tests {
             messages: conversation,
             tools: Cow::Borrowed(&[]),
             cache: None,
+            max_output_tokens: None,
         };
         let mut body = Vec::new();
         write_body("m", &request, &mut body).unwrap();

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{
-    anthropic, offline, openai, Anthropic, BuildError, Offline, OpenAi, Provider, RetryPolicy,
-    Script,
+    anthropic, offline, openai, Anthropic, BuildError, Offline, OpenAi, OutputOptions, Provider,
+    RetryPolicy, Script,
 };
 
 /// The `--provider` values.
@@ -32,6 +32,7 @@ pub struct ProviderConfig {
     pub openai_api_key: Option<String>,
     pub anthropic_api_key: Option<String>,
     pub retry: RetryPolicy,
+    pub output: OutputOptions,
 }
 
 impl ProviderConfig {
@@ -84,7 +85,13 @@ pub fn build(config: &ProviderConfig) -> Result<Arc<dyn Provider>, BuildError> {
                 .base_url
                 .as_deref()
                 .unwrap_or(openai::DEFAULT_BASE_URL);
-            Arc::new(OpenAi::new(model(openai::DEFAULT_MODEL), base, key, retry)?)
+            Arc::new(OpenAi::new(
+                model(openai::DEFAULT_MODEL),
+                base,
+                key,
+                retry,
+                &config.output,
+            )?)
         }
         ProviderKind::Anthropic => {
             let key = present(&config.anthropic_api_key).ok_or(BuildError::NoAnthropicKey)?;
@@ -97,6 +104,7 @@ pub fn build(config: &ProviderConfig) -> Result<Arc<dyn Provider>, BuildError> {
                 base,
                 key,
                 retry,
+                &config.output,
             )?)
         }
     })

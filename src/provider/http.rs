@@ -45,7 +45,21 @@ pub(crate) trait SseDecoder: Send {
     /// of a stream (it ignored `stream: true`). `None`: the document is not
     /// a reply of this format.
     fn decode_whole(&mut self, body: &Value) -> Option<Result<Vec<ModelEvent>, AttemptError>>;
+    /// Whether the reply stopped at the output limit: the events decoded so
+    /// far are delivered (the cut block is kept as far as it got), then the
+    /// call ends with this error rather than passing for a complete answer.
+    fn cut_off(&mut self) -> Option<AttemptError> {
+        None
+    }
 }
+
+/// Why an empty successful stream is retried once and not more:
+/// llama-cpp-python answers `200` with no events when the prompt does not
+/// fit the context or it cannot honour the tool choice, and says so only in
+/// its own log — a second identical request fails identically.
+const EMPTY_REPLY: &str = "the server answered with an empty stream; servers such as \
+     llama-cpp-python do this when the conversation does not fit the model's context or \
+     they cannot use the tools offered (see docs/providers.md, local servers)";
 
 /// A fix for a request a server refused because of one of its fields, read
 /// from the error answer. The fixed request is sent at once — not a retry:
@@ -105,7 +119,7 @@ pub(crate) struct Endpoint {
     pub headers: HeaderMap,
     pub client: reqwest::Client,
     pub policy: RetryPolicy,
-    pub repair: Option<Arc<dyn Repair>>,
+    pub repairs: Vec<Arc<dyn Repair>>,
     /// The length of the last request body: the next one (the same
     /// conversation and a little more) is written into a buffer that large
     /// from the start instead of one doubled a dozen times.
@@ -136,17 +150,16 @@ impl Endpoint {
             headers,
             client,
             policy,
-            repair: None,
+            repairs: Vec::new(),
             last_body: Arc::default(),
         })
     }
 
-    /// Repairs requests a server refuses with `repair` (see [`Repair`]).
-    pub fn with_repair(self, repair: impl Repair + 'static) -> Self {
-        Self {
-            repair: Some(Arc::new(repair)),
-            ..self
-        }
+    /// Repairs requests a server refuses with `repair` (see [`Repair`]),
+    /// besides the repairs given before.
+    pub fn with_repair(mut self, repair: impl Repair + 'static) -> Self {
+        self.repairs.push(Arc::new(repair));
+        self
     }
 
     /// POSTs the body `write_body` writes (here, before this returns) and
@@ -221,7 +234,7 @@ impl Endpoint {
             let retry_after = retry_after(response.headers());
             let text = read_text(idle, response).await;
             if repairs < 2 {
-                if let Some(repaired) = self.repair.as_ref().and_then(|r| r.repair(body, &text)) {
+                if let Some(repaired) = self.repairs.iter().find_map(|r| r.repair(body, &text)) {
                     repairs += 1;
                     *body = Bytes::from(repaired);
                     continue;
@@ -270,7 +283,7 @@ impl Endpoint {
                     for event in events? {
                         out.emit(event).await;
                     }
-                    Ok(())
+                    decoder.cut_off().map_or(Ok(()), Err)
                 }
                 None => Err(AttemptError::fatal(format!(
                     "{}: expected an event stream from {} but got JSON: {}",
@@ -295,6 +308,7 @@ impl Endpoint {
         // that then neither sends the end marker nor closes the stream is
         // not waited for as long as one in the middle of a reply.
         let mut quiet_limit = idle;
+        let mut any_event = false;
         let silence = tokio::time::sleep(idle);
         tokio::pin!(silence);
         loop {
@@ -318,8 +332,12 @@ impl Endpoint {
             last_data = Instant::now();
             match next {
                 Some(Ok(event)) => {
+                    any_event = true;
                     for model_event in decoder.decode(&event)? {
                         out.emit(model_event).await;
+                    }
+                    if let Some(cut) = decoder.cut_off() {
+                        return Err(cut);
                     }
                     if decoder.is_complete() {
                         return Ok(());
@@ -347,6 +365,15 @@ impl Endpoint {
                     )))
                 }
                 None if decoder.has_ended() => return Ok(()),
+                None if !any_event => {
+                    return Err(AttemptError {
+                        once: true,
+                        ..AttemptError::retryable(format!(
+                            "{}: {} sent no reply: {EMPTY_REPLY}",
+                            self.provider, self.url
+                        ))
+                    })
+                }
                 None => {
                     return Err(AttemptError::retryable(format!(
                         "{}: the stream from {} ended before the reply was complete",

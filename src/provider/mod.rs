@@ -47,6 +47,53 @@ pub struct ModelRequest<'a> {
     /// bytes between calls (see [`WireCache`]); `None` for a request made
     /// up on the spot, whose messages are all written afresh.
     pub cache: Option<CacheRef<'a>>,
+    /// This call's output limit; `None` is the provider's (`--max-output-tokens`).
+    pub max_output_tokens: Option<u32>,
+}
+
+/// The output limit when `--max-output-tokens` names none and the model's
+/// own is not known: enough for a long answer or a large file, small enough
+/// that a model stuck in a loop stops within minutes.
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
+
+/// `--tool-choice`: sent only when given, as servers differ in what they
+/// accept (llama-cpp-python uses tools only when it is sent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ToolChoice {
+    Auto,
+    Required,
+    None,
+}
+
+impl ToolChoice {
+    /// The Chat Completions spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolChoice::Auto => "auto",
+            ToolChoice::Required => "required",
+            ToolChoice::None => "none",
+        }
+    }
+}
+
+/// What every model call of an HTTP provider says about its output.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OutputOptions {
+    /// `--max-output-tokens`.
+    pub max_output_tokens: Option<u32>,
+    /// `--tool-choice`.
+    pub tool_choice: Option<ToolChoice>,
+}
+
+/// The failure of a reply that stopped at the output limit.
+pub(crate) fn output_limit(provider: &str, limit: u32) -> retry::AttemptError {
+    retry::AttemptError::fatal_with(
+        TurnErrorCode::OutputLimit,
+        format!(
+            "{provider}: the answer was cut off at the output limit of {limit} tokens; raise it \
+             with --max-output-tokens N (or ask for a shorter answer)"
+        ),
+    )
 }
 
 /// One message of the projected conversation.

@@ -196,6 +196,7 @@ mod tests {
             }]
             .into(),
             cache: None,
+            max_output_tokens: None,
         };
         let reply = reply_for(&request);
         assert!(reply.contains("offline model"), "{reply}");

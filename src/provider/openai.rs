@@ -13,7 +13,10 @@ use serde_json::Value;
 use super::http::{join, parse_data, Endpoint, Refusable, SseDecoder};
 use super::retry::{AttemptError, RetryPolicy};
 use super::wire::{write_messages, State, WireFormat};
-use super::{BuildError, ChatMessage, ModelEvent, ModelRequest, ModelStream, Provider, ToolSpec};
+use super::{
+    BuildError, ChatMessage, ModelEvent, ModelRequest, ModelStream, OutputOptions, Provider,
+    ToolChoice, ToolSpec, DEFAULT_MAX_OUTPUT_TOKENS,
+};
 use crate::protocol::{AssistantItem, Usage};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -32,6 +35,39 @@ pub struct OpenAi {
     endpoint: Endpoint,
     /// A server refused [`USAGE_OPTION`].
     usage_refused: Arc<AtomicBool>,
+    /// The output limit of every call that names none of its own.
+    max_output_tokens: u32,
+    tool_choice: Option<ToolChoice>,
+    /// A server refused `max_tokens` and asked for `max_completion_tokens`
+    /// (OpenAI's reasoning models): later requests name it so at once.
+    completion_tokens: Arc<AtomicBool>,
+}
+
+/// The output limit's field as most compatible servers (llama.cpp, vLLM,
+/// Ollama, LiteLLM) and OpenAI's older models take it.
+const MAX_TOKENS: &[u8] = b"\"max_tokens\":";
+/// The same limit as OpenAI's reasoning models want it.
+const MAX_COMPLETION_TOKENS: &[u8] = b"\"max_completion_tokens\":";
+
+/// Renames `max_tokens` to `max_completion_tokens` for a server that
+/// refused the first and named the second: "Unsupported parameter:
+/// 'max_tokens' is not supported with this model. Use
+/// 'max_completion_tokens' instead."
+struct CompletionTokens(Arc<AtomicBool>);
+
+impl super::http::Repair for CompletionTokens {
+    fn repair(&self, body: &[u8], answer: &str) -> Option<Vec<u8>> {
+        if !answer.contains("max_completion_tokens") {
+            return None;
+        }
+        let at = super::http::find(body, MAX_TOKENS)?;
+        self.0.store(true, Ordering::Relaxed);
+        let mut renamed = Vec::with_capacity(body.len() + 12);
+        renamed.extend_from_slice(&body[..at]);
+        renamed.extend_from_slice(MAX_COMPLETION_TOKENS);
+        renamed.extend_from_slice(&body[at + MAX_TOKENS.len()..]);
+        Some(renamed)
+    }
 }
 
 impl OpenAi {
@@ -42,6 +78,7 @@ impl OpenAi {
         base_url: &str,
         api_key: Option<&str>,
         retry: RetryPolicy,
+        output: &OutputOptions,
     ) -> Result<Self, BuildError> {
         let mut headers = HeaderMap::new();
         if let Some(key) = api_key {
@@ -51,16 +88,23 @@ impl OpenAi {
         }
         let url = join(base_url, "chat/completions");
         let usage_refused = Arc::new(AtomicBool::new(false));
+        let completion_tokens = Arc::new(AtomicBool::new(false));
         let endpoint = Endpoint::new(NAME, url, KEY_ENV, BASE_URL_FORM, headers, retry)?
             .with_repair(Refusable {
                 bytes: USAGE_OPTION,
                 names: &["stream_options", "include_usage"],
                 refused: Arc::clone(&usage_refused),
-            });
+            })
+            .with_repair(CompletionTokens(Arc::clone(&completion_tokens)));
         Ok(Self {
             model,
             endpoint,
             usage_refused,
+            max_output_tokens: output
+                .max_output_tokens
+                .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
+            tool_choice: output.tool_choice,
+            completion_tokens,
         })
     }
 }
@@ -76,10 +120,23 @@ impl Provider for OpenAi {
 
     fn stream(&self, request: &ModelRequest<'_>) -> ModelStream {
         let model = request.model.as_deref().unwrap_or(&self.model);
-        let usage = !self.usage_refused.load(Ordering::Relaxed);
+        let limit = request.max_output_tokens.unwrap_or(self.max_output_tokens);
+        let options = BodyOptions {
+            usage: !self.usage_refused.load(Ordering::Relaxed),
+            limit_field: if self.completion_tokens.load(Ordering::Relaxed) {
+                MAX_COMPLETION_TOKENS
+            } else {
+                MAX_TOKENS
+            },
+            limit,
+            tool_choice: self.tool_choice,
+        };
         self.endpoint.stream(
-            |out| write_body_with(model, request, usage, out),
-            Decoder::default,
+            move |out| write_body_with(model, request, &options, out),
+            move || Decoder {
+                limit,
+                ..Decoder::default()
+            },
         )
     }
 }
@@ -87,25 +144,46 @@ impl Provider for OpenAi {
 /// Writes the Chat Completions request body straight from the borrowed
 /// conversation, its messages as far as they are unchanged from the cache
 /// (no intermediate JSON tree: see `docs/performance.md`):
-/// `{"model","messages","stream","stream_options","tools"}`, `tools` left
-/// out when there are none (some servers reject an empty array). Nothing
-/// else: no `max_tokens`, `tool_choice` or `parallel_tool_calls`, whose
-/// names and support differ between servers; their defaults are what pod
-/// wants. The body tests compare across formats.
+/// `{"model","messages","stream","stream_options","max_tokens","tools"}`,
+/// `tools` left out when there are none (some servers reject an empty
+/// array), `tool_choice` only when `--tool-choice` asks for one (servers
+/// differ in what they accept; llama-cpp-python needs it to use tools at
+/// all). Every call carries an output limit: without one a looping model
+/// generates until the server's own limit, minutes and money later. No
+/// `parallel_tool_calls`: its default is what pod wants. The body tests
+/// compare across formats.
 #[cfg(test)]
 pub(super) fn write_body(
     model: &str,
     request: &ModelRequest<'_>,
     out: &mut Vec<u8>,
 ) -> serde_json::Result<()> {
-    write_body_with(model, request, true, out)
+    let options = BodyOptions {
+        usage: true,
+        limit_field: MAX_TOKENS,
+        limit: request
+            .max_output_tokens
+            .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
+        tool_choice: None,
+    };
+    write_body_with(model, request, &options, out)
 }
 
-/// [`write_body`], with [`USAGE_OPTION`] only if `usage`.
+/// What a call's body says besides the conversation.
+struct BodyOptions {
+    /// Ask for [`USAGE_OPTION`].
+    usage: bool,
+    /// [`MAX_TOKENS`] or [`MAX_COMPLETION_TOKENS`].
+    limit_field: &'static [u8],
+    limit: u32,
+    tool_choice: Option<ToolChoice>,
+}
+
+/// [`write_body`], as `options` say.
 fn write_body_with(
     model: &str,
     request: &ModelRequest<'_>,
-    usage: bool,
+    options: &BodyOptions,
     out: &mut Vec<u8>,
 ) -> serde_json::Result<()> {
     out.extend_from_slice(b"{\"model\":");
@@ -127,13 +205,21 @@ fn write_body_with(
         out.pop();
     }
     out.extend_from_slice(b"],\"stream\":true");
-    if usage {
+    if options.usage {
         out.extend_from_slice(USAGE_OPTION);
     }
+    out.push(b',');
+    out.extend_from_slice(options.limit_field);
+    out.extend_from_slice(options.limit.to_string().as_bytes());
     if !request.tools.is_empty() {
         out.extend_from_slice(b",\"tools\":");
         let tools: Vec<WireTool> = request.tools.iter().map(WireTool::of).collect();
         serde_json::to_writer(&mut *out, &tools)?;
+        if let Some(choice) = options.tool_choice {
+            out.extend_from_slice(b",\"tool_choice\":\"");
+            out.extend_from_slice(choice.as_str().as_bytes());
+            out.push(b'"');
+        }
     }
     out.push(b'}');
     Ok(())
@@ -443,6 +529,10 @@ pub(super) struct Decoder {
     /// A choice gave its `finish_reason`.
     finished: bool,
     done: bool,
+    /// The output limit the call asked for, named when the reply hits it.
+    limit: u32,
+    /// The reply stopped at the output limit; taken by `cut_off`.
+    cut: Option<AttemptError>,
 }
 
 impl Decoder {
@@ -596,6 +686,13 @@ impl Decoder {
                         "{NAME}: the server ended the reply with finish_reason \"error\""
                     )))
                 }
+                // Cut off: the open block is not finished (a half-written
+                // tool call must not run), and the call fails after what
+                // it streamed is delivered.
+                Some(Value::String(reason)) if reason == "length" => {
+                    self.finished = true;
+                    self.cut = Some(super::output_limit(NAME, self.limit));
+                }
                 Some(_) => {
                     self.finished = true;
                     self.finish(&mut out)?;
@@ -664,11 +761,17 @@ impl SseDecoder for Decoder {
         self.finished
     }
 
+    fn cut_off(&mut self) -> Option<AttemptError> {
+        self.cut.take()
+    }
+
     fn decode_whole(&mut self, body: &Value) -> Option<Result<Vec<ModelEvent>, AttemptError>> {
         body.get("choices")?;
         let chunk = serde_json::from_value::<Chunk>(body.clone()).ok()?;
         Some(self.chunk(chunk).and_then(|mut out| {
-            self.finish(&mut out)?;
+            if self.cut.is_none() {
+                self.finish(&mut out)?;
+            }
             self.done = true;
             Ok(out)
         }))
@@ -887,6 +990,7 @@ mod tests {
             ],
             tools: Cow::Owned(vec![]),
             cache: None,
+            max_output_tokens: None,
         };
         let mut body = Vec::new();
         write_body("m", &request, &mut body).unwrap();
@@ -942,6 +1046,7 @@ mod tests {
                 parameters: serde_json::json!({"type": "object"}),
             }]),
             cache: None,
+            max_output_tokens: None,
         };
         let mut body = Vec::new();
         write_body("m", &request, &mut body).unwrap();
@@ -959,6 +1064,7 @@ mod tests {
                 ],
                 "stream": true,
                 "stream_options": {"include_usage": true},
+                "max_tokens": 8192,
                 "tools": [{"type": "function", "function": {
                     "name": "f", "description": "does f", "parameters": {"type": "object"}}}],
             })

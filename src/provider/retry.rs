@@ -70,6 +70,10 @@ pub(crate) struct AttemptError {
     pub retryable: bool,
     /// How long the server asked us to wait.
     pub retry_after: Option<Duration>,
+    /// A failure that is worth one more try but no more, however many the
+    /// policy allows: a server that answers an empty stream twice will do
+    /// so every time (see `http::EMPTY_REPLY`).
+    pub once: bool,
 }
 
 impl AttemptError {
@@ -79,6 +83,7 @@ impl AttemptError {
             error: ModelError::with_code(code, message),
             retryable: false,
             retry_after: None,
+            once: false,
         }
     }
 
@@ -132,7 +137,7 @@ impl<'a> Retrier<'a> {
         if !failure.retryable || out.emitted() {
             return Err(failure.error);
         }
-        if self.retries >= self.policy.max_retries {
+        if self.retries >= self.policy.max_retries || (failure.once && self.retries >= 1) {
             return Err(ModelError::with_code(
                 failure.error.code,
                 format!(

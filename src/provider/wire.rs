@@ -257,6 +257,7 @@ mod tests {
         let request = prepared.request(system, Cow::Borrowed(&tools));
         let afresh = ModelRequest {
             cache: None,
+            max_output_tokens: None,
             ..request.clone()
         };
         let mut out = Vec::new();
