@@ -317,9 +317,18 @@ async fn asset(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
         );
     }
     match crate::web::asset(req.path()) {
+        // `no-cache` with a validator: a reload costs a 304, and a new
+        // binary's page is never shown stale.
+        Some(asset) if header(&req, header::IF_NONE_MATCH) == Some(asset.etag().as_str()) => {
+            HttpResponse::NotModified()
+                .insert_header((header::CACHE_CONTROL, "no-cache"))
+                .insert_header((header::ETAG, asset.etag()))
+                .finish()
+        }
         Some(asset) => HttpResponse::Ok()
             .content_type(asset.content_type)
             .insert_header((header::CACHE_CONTROL, "no-cache"))
+            .insert_header((header::ETAG, asset.etag()))
             .body(asset.body),
         None => refusal(StatusCode::NOT_FOUND, "not_found", "no such page"),
     }
