@@ -67,17 +67,19 @@ fn a_turn_whose_end_failed_on_a_full_disk_is_closed_before_the_next_input() {
             "session_start",
             "user_input",
             "assistant:tool_call",
+            "checkpoint",
             "tool_results",
+            "checkpoint",
             "turn_end",
             "user_input",
             "assistant:text",
             "turn_end",
         ]
     );
-    let result = &log[3]["entry"]["results"][0];
+    let result = &log[4]["entry"]["results"][0];
     assert_eq!(result["call_id"], "c1");
     assert_eq!(result["is_error"], true);
-    assert_eq!(log[4]["entry"]["reason"], "error");
+    assert_eq!(log[6]["entry"]["reason"], "error");
 }
 
 fn line(seq: usize, entry: Value) -> String {
