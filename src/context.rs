@@ -647,6 +647,7 @@ mod tests {
             forked_from: None,
             provider: None,
             model: None,
+            workspace: None,
         }
     }
 

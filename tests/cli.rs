@@ -175,7 +175,7 @@ fn list_has_a_header_and_finds_a_pod_started_with_socket() {
     let row = lines
         .next()
         .unwrap_or_else(|| panic!("no pod listed: {stdout}"));
-    assert!(row.starts_with("default "), "{row}");
+    assert!(row.starts_with(&format!("{} ", pod.name())), "{row}");
     assert!(row.ends_with(&pod.socket.display().to_string()), "{row}");
     assert!(row.contains("idle"), "{row}");
 

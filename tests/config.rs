@@ -49,7 +49,8 @@ fn flag_beats_env_beats_config_file_beats_default() {
 
     let empty = tempfile::tempdir().unwrap();
     let default = socket_tried(empty.path(), None, None);
-    assert!(default.contains("default.sock"), "{default}");
+    let name = pod::cli::derived_name(&std::env::current_dir().unwrap().canonicalize().unwrap());
+    assert!(default.contains(&format!("{name}.sock")), "{default}");
 }
 
 #[test]

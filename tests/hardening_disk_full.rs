@@ -177,7 +177,15 @@ fn every_unfinished_turn_of_a_damaged_log_projects_to_a_valid_context() {
 
     let pod = Pod::builder()
         .in_dir(dir)
-        .args(["--provider", "openai", "--model", "m", "--base-url"])
+        .args([
+            "--name",
+            "default",
+            "--provider",
+            "openai",
+            "--model",
+            "m",
+            "--base-url",
+        ])
         .arg(format!("{}/v1", server.url))
         .env("OPENAI_API_KEY", "test-key")
         .start();

@@ -14,9 +14,7 @@ use harness::{eventually, Client, Pod, POD};
 use serde_json::Value;
 
 fn current_log(pod: &Pod) -> std::path::PathBuf {
-    let pointer: Value =
-        serde_json::from_slice(&std::fs::read(pod.data_dir.join("pods/default.json")).unwrap())
-            .unwrap();
+    let pointer: Value = serde_json::from_slice(&std::fs::read(pod.state_file()).unwrap()).unwrap();
     pod.data_dir.join(format!(
         "sessions/{}.jsonl",
         pointer["session_id"].as_str().unwrap()

@@ -284,7 +284,8 @@ fn a_read_only_token_reads_and_is_forbidden_everything_else() {
     send(&mut ws, json!({"type":"issue_token","request_id":"t"}));
     let refused = until(&mut ws, "t", |v| v["request_id"] == "t");
     assert_eq!(refused["code"], "forbidden", "{refused}");
-    let log = std::fs::read_to_string(pod.data_dir.join("pods/default.tokens")).unwrap();
+    let log =
+        std::fs::read_to_string(pod.data_dir.join(format!("pods/{}.tokens", pod.name()))).unwrap();
     assert!(
         !log.contains(&full) && !log.contains(&token),
         "only hashes on disk"

@@ -117,13 +117,15 @@ fn given(matches: &ArgMatches) -> Given {
 
 #[derive(Debug, Args)]
 pub struct Global {
-    /// The pod's name: one pod, one socket, one current session per name.
-    #[arg(long, global = true, env = "POD_NAME", default_value = "default")]
-    pub name: String,
+    /// The pod's name: one pod, one socket, one current session per name
+    /// [default: derived from the workspace, e.g. `calc-3f2a9c`].
+    #[arg(long, global = true, env = "POD_NAME", value_name = "NAME", value_parser = parse_name)]
+    pub name: Option<String>,
     /// Where session logs and pod state live [default: $XDG_DATA_HOME/pod].
     #[arg(long, global = true, env = "POD_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
-    /// The pod's socket [default: $XDG_RUNTIME_DIR/pod/NAME.sock, else /tmp/pod-$UID/NAME.sock].
+    /// The pod's socket [default: $XDG_RUNTIME_DIR/pod/NAME.sock, else
+    /// $XDG_STATE_HOME/pod/run/NAME.sock].
     #[arg(long, global = true, env = "POD_SOCKET", value_name = "PATH")]
     pub socket: Option<PathBuf>,
     /// The directory tools and @ file refs work in [default: the current directory].
@@ -178,11 +180,14 @@ pub enum Command {
     },
     /// Print a session log readably (the pod's current session by default).
     Log(LogArgs),
-    /// List the sessions of the data directory (`*` marks the pod's current one).
+    /// List this workspace's sessions (`*` marks the pod's current one; `--all`: every workspace's).
     Sessions {
         /// Print one JSON array of the `list_sessions` objects.
         #[arg(long, env = "POD_JSON", value_parser = BoolishValueParser::new())]
         json: bool,
+        /// Every workspace's sessions, with a workspace column (default: this workspace's).
+        #[arg(long, env = "POD_ALL", value_parser = BoolishValueParser::new())]
+        all: bool,
     },
     /// Rewind the last turn: its files and the conversation.
     Undo(ForceArgs),
@@ -287,6 +292,9 @@ pub struct ServeArgs {
     /// characters); it becomes the pod's current session.
     #[arg(long, env = "POD_SESSION", value_name = "ID")]
     pub session: Option<String>,
+    /// Resume a `--session` that another workspace's pod started, over this workspace.
+    #[arg(long, env = "POD_FORCE_SESSION", value_parser = BoolishValueParser::new())]
+    pub force: bool,
     /// The model's context window, in tokens.
     #[arg(
         long,
@@ -533,6 +541,19 @@ pub struct LogArgs {
     /// Also print the sessions this one was compacted from, oldest first.
     #[arg(long, env = "POD_CHAIN", value_parser = BoolishValueParser::new())]
     pub chain: bool,
+}
+
+/// A `--name`: it names files (`NAME.sock`, `pods/NAME.json`), so only
+/// characters that are safe in a file name, and not too many.
+fn parse_name(s: &str) -> Result<String, String> {
+    let fine = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if s.is_empty() || s.len() > 64 || !s.chars().all(fine) {
+        return Err(format!(
+            "{s:?} is not a pod name: use 1 to 64 of the characters A-Z a-z 0-9 . _ - \
+             (e.g. `--name calc`), or leave --name out to use the workspace's own name"
+        ));
+    }
+    Ok(s.to_owned())
 }
 
 fn parse_fraction(s: &str) -> Result<f64, String> {

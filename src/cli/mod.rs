@@ -18,7 +18,7 @@ mod transcript;
 
 pub use args::{Cli, Command};
 pub use config::ConfigFile;
-pub use paths::Paths;
+pub use paths::{derived_name, Paths};
 
 use std::process::ExitCode;
 
@@ -30,7 +30,7 @@ pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
         paths.check_socket_dir()?;
     }
     match cli.command {
-        Some(Command::Serve(args)) => serve::run(&cli.global.name, &paths, args, config),
+        Some(Command::Serve(args)) => serve::run(&paths, args, config),
         Some(Command::Send(args)) => send::run(&paths, args),
         Some(Command::Approve(args)) => approve::approve(&paths, args),
         Some(Command::Deny(args)) => approve::deny(&paths, args),
@@ -52,15 +52,15 @@ pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
         Some(Command::Blame { file }) => rewind::blame(&paths, file),
         Some(Command::List) => status::list(&paths),
         Some(Command::Rules { action }) => rules::run(&paths, action),
-        Some(Command::Log(args)) => log::run(&cli.global.name, &paths, args),
-        Some(Command::Sessions { json }) => sessions::run(&cli.global.name, &paths, json),
+        Some(Command::Log(args)) => log::run(&paths.name, &paths, args),
+        Some(Command::Sessions { json, all }) => sessions::run(&paths, json, all),
         Some(Command::Attach) => {
             // Checked here so that every client command words a missing pod
             // alike; the TUI itself keeps reconnecting to a pod that goes away.
             if !paths.is_remote() && connect::nobody_listens(&paths.socket) {
                 return Ok(connect::no_pod(&paths.endpoint));
             }
-            serve::attach(&cli.global.name, &paths, cli.global.notify)
+            serve::attach(&paths, cli.global.notify)
         }
         Some(Command::Token(command)) => token::run(&paths, command),
         Some(Command::Url(args)) => token::url(&paths, args),

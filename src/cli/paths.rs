@@ -1,6 +1,7 @@
 //! Where a pod's files live, per `cli.md`'s table.
 
-use std::path::PathBuf;
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
@@ -9,6 +10,10 @@ use crate::client::{Endpoint, Remote};
 
 #[derive(Debug, Clone)]
 pub struct Paths {
+    /// The pod's name: `--name`, else [`derived_name`] of the workspace.
+    pub name: String,
+    /// `--name` (or `POD_NAME`) was given: hints must repeat it.
+    pub name_given: bool,
     pub data_dir: PathBuf,
     pub socket: PathBuf,
     /// The directory sockets of all pods live in (for `pod list`).
@@ -29,23 +34,40 @@ impl Paths {
                 .context("cannot find a data directory: set --data-dir, POD_DATA_DIR or HOME")?
                 .join("pod"),
         };
+        // Never a directory the sandbox lets tools write (`/tmp`): a tool
+        // could otherwise put a socket of its own where clients look.
         let socket_dir = match dirs::runtime_dir() {
             Some(dir) => dir.join("pod"),
-            None => PathBuf::from(format!("/tmp/pod-{}", rustix::process::getuid().as_raw())),
-        };
-        let socket = match &global.socket {
-            Some(path) => path.clone(),
-            None => socket_dir.join(format!("{}.sock", global.name)),
+            None => dirs::state_dir()
+                .context(
+                    "cannot find a socket directory: set XDG_RUNTIME_DIR or HOME, or give --socket",
+                )?
+                .join("pod")
+                .join("run"),
         };
         let workspace = match &global.workspace {
             Some(dir) => dir.clone(),
             None => std::env::current_dir().context("cannot read the current directory")?,
+        };
+        // The real path names the project, however it was reached; a
+        // directory that does not exist is left as given, for the pod to
+        // refuse with its own message.
+        let workspace = std::fs::canonicalize(&workspace).unwrap_or(workspace);
+        let name = match &global.name {
+            Some(name) => name.clone(),
+            None => derived_name(&workspace),
+        };
+        let socket = match &global.socket {
+            Some(path) => path.clone(),
+            None => socket_dir.join(format!("{name}.sock")),
         };
         let endpoint = match &global.url {
             Some(url) => Endpoint::Remote(remote(url, global)?),
             None => Endpoint::Socket(socket.clone()),
         };
         Ok(Paths {
+            name_given: global.name.is_some(),
+            name,
             data_dir,
             endpoint,
             socket_in_default_dir: global.socket.is_none(),
@@ -73,6 +95,33 @@ impl Paths {
     }
 }
 
+/// The pod name of a workspace (`cli.md`, "Where things live"): its last
+/// component made safe for a file name, then 6 hex digits of the SHA-256 of
+/// the whole path, so that two projects called `app` get two pods.
+pub fn derived_name(workspace: &Path) -> String {
+    use sha2::Digest as _;
+    let bytes = workspace.as_os_str().as_bytes();
+    let last = workspace
+        .file_name()
+        .map(|n| n.as_bytes())
+        .unwrap_or_default();
+    let mut base = String::new();
+    for chunk in last.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            let fine = c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+            base.push(if fine { c } else { '_' });
+        }
+        base.extend(std::iter::repeat_n('_', chunk.invalid().len()));
+    }
+    base.truncate(40);
+    if base.is_empty() || base.starts_with(['-', '.']) {
+        base.insert(0, '_');
+    }
+    let digest = sha2::Sha256::digest(bytes);
+    let hex: String = digest[..3].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{base}-{hex}")
+}
+
 /// `--url` with its token: from `--token-file`, else `POD_TOKEN` — never a
 /// flag's value, which every process on the machine can read in argv.
 fn remote(url: &str, global: &Global) -> anyhow::Result<Remote> {
@@ -94,4 +143,46 @@ fn remote(url: &str, global: &Global) -> anyhow::Result<Remote> {
         token,
         ca_cert: global.ca_cert.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn a_workspace_names_its_pod_by_its_last_component_and_a_hash() {
+        let name = derived_name(Path::new("/home/me/calc"));
+        let (base, hash) = name.rsplit_once('-').unwrap();
+        assert_eq!(base, "calc");
+        assert_eq!(hash.len(), 6);
+        assert!(hash.chars().all(|c| c.is_ascii_hexdigit()), "{name}");
+        assert_ne!(
+            name,
+            derived_name(Path::new("/srv/calc")),
+            "same base, other path"
+        );
+        let sha = |p: &str| {
+            use sha2::Digest as _;
+            let d = sha2::Sha256::digest(p.as_bytes());
+            format!("{:02x}{:02x}{:02x}", d[0], d[1], d[2])
+        };
+        assert_eq!(name, format!("calc-{}", sha("/home/me/calc")));
+        assert_eq!(derived_name(Path::new("/")), format!("_-{}", sha("/")));
+        assert_eq!(
+            derived_name(Path::new("/w/my project ü")),
+            format!("my_project__-{}", sha("/w/my project ü"))
+        );
+        assert!(derived_name(Path::new("/w/.hidden")).starts_with("_.hidden-"));
+        assert!(derived_name(Path::new("/w/-x")).starts_with("_-x-"));
+        let long = "a".repeat(60);
+        assert!(
+            derived_name(&Path::new("/w").join(&long)).starts_with(&format!("{}-", "a".repeat(40)))
+        );
+        let odd = Path::new("/w").join(OsStr::from_bytes(b"a\xff\xfeb"));
+        assert!(
+            derived_name(&odd).starts_with("a__b-"),
+            "one _ per byte that is not UTF-8"
+        );
+    }
 }

@@ -16,14 +16,14 @@ use crate::protocol::{Greeting, Snapshot, Status};
 use crate::tools::Switch;
 
 pub fn run(cli: &Cli, paths: &Paths) -> anyhow::Result<ExitCode> {
-    let name = &cli.global.name;
+    let name = &paths.name;
     if paths.is_remote() {
         // A pod over the network is attached to as it is: this machine
         // cannot start it, nor compare its settings with the flags.
-        return serve::attach(name, paths, cli.global.notify);
+        return serve::attach(paths, cli.global.notify);
     }
     if nobody_listens(&paths.socket) {
-        serve::start_background(name, paths, cli.global.config.as_deref(), &cli.given.argv)?;
+        serve::start_background(paths, cli.global.config.as_deref(), &cli.given.argv)?;
     } else if let Some(snapshot) = super::runtime()?.block_on(running(&paths.socket)) {
         let asked = Asked {
             serve: &cli.serve,
@@ -31,14 +31,15 @@ pub fn run(cli: &Cli, paths: &Paths) -> anyhow::Result<ExitCode> {
             workspace: &paths.workspace,
             workspace_given: cli.global.workspace.is_some(),
         };
-        if let Some(message) = mismatch(name, &asked, &snapshot.greeting, &snapshot.status) {
+        let given = paths.name_given.then_some(name.as_str());
+        if let Some(message) = mismatch(name, given, &asked, &snapshot.greeting, &snapshot.status) {
             eprint!("{message}");
             if !attach_anyway()? {
                 return Ok(ExitCode::from(exit::FAILED));
             }
         }
     }
-    serve::attach(name, paths, cli.global.notify)
+    serve::attach(paths, cli.global.notify)
 }
 
 /// The running pod's snapshot; `None` when it cannot be read (the TUI
@@ -220,11 +221,18 @@ pub fn unchecked(given: &Given) -> Vec<String> {
         .collect()
 }
 
-/// What to tell the user before attaching to pod `name`, or `None` when it
-/// is what they asked for. Flags that cannot be checked are mentioned only
+/// What to tell the user before attaching to pod `name` (`given` when
+/// `--name` named it, else it was derived from the workspace), or `None`
+/// when it is what they asked for. Flags that cannot be checked are mentioned only
 /// together with a difference: alone they would make every re-run of the
 /// command that started the pod stop to ask.
-pub fn mismatch(name: &str, asked: &Asked, greeting: &Greeting, status: &Status) -> Option<String> {
+pub fn mismatch(
+    name: &str,
+    given: Option<&str>,
+    asked: &Asked,
+    greeting: &Greeting,
+    status: &Status,
+) -> Option<String> {
     let found = differences(asked, greeting, status);
     if found.is_empty() {
         return None;
@@ -251,7 +259,7 @@ pub fn mismatch(name: &str, asked: &Asked, greeting: &Greeting, status: &Status)
         text,
         "To restart it as asked: `pod{} stop`, then run this command again.\n\
          To keep it and start another pod: add `--name NEW_NAME`.",
-        name_flag(name)
+        name_flag(given)
     );
     Some(text)
 }
@@ -261,12 +269,12 @@ fn short(session: &str) -> String {
     session.chars().take(8).collect()
 }
 
-fn name_flag(name: &str) -> String {
-    if name == "default" {
-        String::new()
-    } else {
-        format!(" --name {name}")
-    }
+/// `--name` as the user must repeat it: a derived name comes back by
+/// itself in the same workspace.
+fn name_flag(given: Option<&str>) -> String {
+    given
+        .map(|name| format!(" --name {name}"))
+        .unwrap_or_default()
 }
 
 fn value_name(value: impl clap::ValueEnum) -> String {
@@ -340,7 +348,13 @@ mod tests {
             []
         );
         assert_eq!(
-            mismatch("default", &asked(&same, &here), &greeting(&here), &status()),
+            mismatch(
+                "default",
+                None,
+                &asked(&same, &here),
+                &greeting(&here),
+                &status()
+            ),
             None
         );
     }
@@ -381,7 +395,14 @@ mod tests {
                 ("--context-window", "128000", "1000"),
             ]
         );
-        let text = mismatch("work", &asked(&other, &here), &greeting(&here), &status()).unwrap();
+        let text = mismatch(
+            "work",
+            Some("work"),
+            &asked(&other, &here),
+            &greeting(&here),
+            &status(),
+        )
+        .unwrap();
         assert!(
             text.contains(
                 "--model is script-model, not other (`/model other` in the TUI switches it)"
@@ -443,6 +464,7 @@ mod tests {
         let plain = cli(&[]);
         let text = mismatch(
             "default",
+            None,
             &asked(&plain, &here),
             &greeting(&there),
             &status(),

@@ -13,12 +13,7 @@ use crate::pod::{ConnectionLimits, ServeConfig, Thresholds};
 use crate::provider::{self, ProviderConfig, ProviderKind};
 use crate::tools::{SandboxPolicy, Switch, ToolLimits};
 
-pub fn run(
-    name: &str,
-    paths: &Paths,
-    args: ServeArgs,
-    config: ConfigFile,
-) -> anyhow::Result<ExitCode> {
+pub fn run(paths: &Paths, args: ServeArgs, config: ConfigFile) -> anyhow::Result<ExitCode> {
     let provider_config = ProviderConfig {
         kind: args.provider,
         model: args.model,
@@ -66,9 +61,10 @@ pub fn run(
     };
     let provider = provider::build(&provider_config)?;
     crate::tools::process::keep_env(args.pass_env);
-    crate::pod::serve(ServeConfig {
+    let served = crate::pod::serve(ServeConfig {
         remote,
-        name: name.to_owned(),
+        name: paths.name.clone(),
+        name_derived: !paths.name_given,
         data_dir: paths.data_dir.clone(),
         socket: paths.socket.clone(),
         socket_in_default_dir: paths.socket_in_default_dir,
@@ -76,6 +72,7 @@ pub fn run(
         provider,
         new_session: args.new_session,
         session: args.session,
+        force_session: args.force,
         max_steps: args.max_steps.max(1),
         thresholds: Thresholds {
             context_window: args.context_window,
@@ -105,8 +102,23 @@ pub fn run(
         hooks: config.hooks,
         config_path: config.write_path,
         allow_remote_always: args.allow_remote_always,
-    })?;
-    Ok(ExitCode::SUCCESS)
+    });
+    match served {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e)
+            if matches!(
+                e.downcast_ref(),
+                Some(
+                    crate::store::claim::ClaimError::OtherWorkspace { .. }
+                        | crate::store::claim::ClaimError::SessionOfOtherWorkspace { .. }
+                )
+            ) =>
+        {
+            eprintln!("pod: {e}");
+            Ok(ExitCode::from(super::connect::exit::USAGE))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The configured rules as `list_rules` shows them: deny rules first, each
@@ -157,14 +169,10 @@ fn why_chosen(config: &ProviderConfig) -> String {
 }
 
 /// Attaches the TUI to the pod at `paths.endpoint`.
-pub fn attach(
-    name: &str,
-    paths: &Paths,
-    notify: crate::tui::notify::NotifyMode,
-) -> anyhow::Result<ExitCode> {
+pub fn attach(paths: &Paths, notify: crate::tui::notify::NotifyMode) -> anyhow::Result<ExitCode> {
     super::runtime()?.block_on(crate::tui::run(crate::tui::AttachOptions {
         endpoint: paths.endpoint.clone(),
-        pod_name: name.to_owned(),
+        pod_name: paths.name.clone(),
         notify,
     }))?;
     Ok(ExitCode::SUCCESS)
@@ -174,7 +182,6 @@ pub fn attach(
 /// `<data-dir>/pods/NAME.log`, and waits until it listens. `config` is the
 /// `--config` file, `given` the `serve` flags typed on plain `pod`.
 pub(super) fn start_background(
-    name: &str,
     paths: &Paths,
     config: Option<&Path>,
     given: &[OsString],
@@ -184,6 +191,7 @@ pub(super) fn start_background(
     crate::private::create_dir(&paths.data_dir, false)
         .and_then(|()| crate::private::create_dir(&log_dir, true))
         .with_context(|| format!("cannot create {}", log_dir.display()))?;
+    let name = &paths.name;
     let log_path = log_dir.join(format!("{name}.log"));
     let log = crate::private::file_options()
         .create(true)
@@ -196,10 +204,15 @@ pub(super) fn start_background(
     if let Some(config) = config {
         command.arg("--config").arg(config);
     }
+    // A derived name is derived again by the pod (from the same workspace),
+    // which then knows it may adopt a legacy pod's session.
+    if paths.name_given {
+        command.arg("--name").arg(name);
+    } else {
+        command.env_remove("POD_NAME");
+    }
     let mut child = command
         .arg("serve")
-        .arg("--name")
-        .arg(name)
         .arg("--data-dir")
         .arg(&paths.data_dir)
         .arg("--socket")

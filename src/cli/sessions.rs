@@ -1,6 +1,7 @@
-//! `pod sessions`: the sessions of the data directory, newest activity
-//! first. Reads the files (through the listing index, as `list_sessions`
-//! does), so it works whether or not a pod is running.
+//! `pod sessions`: the sessions of this workspace (`--all`: of the data
+//! directory), newest activity first. Reads the files (through the listing
+//! index, as `list_sessions` does), so it works whether or not a pod is
+//! running.
 
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
@@ -9,9 +10,9 @@ use super::Paths;
 use crate::protocol::SessionInfo;
 use crate::store::{index, pointer};
 
-pub fn run(name: &str, paths: &Paths, json: bool) -> anyhow::Result<ExitCode> {
-    let current =
-        pointer::read(&pointer::path(&paths.data_dir.join("pods"), name))?.map(|p| p.session_id);
+pub fn run(paths: &Paths, json: bool, all: bool) -> anyhow::Result<ExitCode> {
+    let current = pointer::read(&pointer::path(&paths.data_dir.join("pods"), &paths.name))?
+        .map(|p| p.session_id);
     let sessions_dir = paths.data_dir.join("sessions");
     let sessions = index::list(&sessions_dir, current).map_err(|e| {
         anyhow::anyhow!(
@@ -19,24 +20,57 @@ pub fn run(name: &str, paths: &Paths, json: bool) -> anyhow::Result<ExitCode> {
             sessions_dir.display()
         )
     })?;
+    let total = sessions.len();
+    let sessions: Vec<SessionInfo> = if all {
+        sessions
+    } else {
+        let here = paths.workspace.display().to_string();
+        // The pod's current session is this workspace's even when its log
+        // is older than the workspace field.
+        sessions
+            .into_iter()
+            .filter(|s| s.current || s.workspace.as_deref() == Some(here.as_str()))
+            .collect()
+    };
     if json {
         println!("{}", serde_json::to_string(&sessions)?);
         return Ok(ExitCode::SUCCESS);
     }
     if sessions.is_empty() {
-        eprintln!("no sessions in {}", sessions_dir.display());
+        match total {
+            0 => eprintln!("no sessions in {}", sessions_dir.display()),
+            n => eprintln!(
+                "no sessions of the workspace {} ({n} of other workspaces: `pod sessions --all` \
+                 lists them)",
+                paths.workspace.display()
+            ),
+        }
         return Ok(ExitCode::SUCCESS);
     }
-    print!("{}", table(&sessions, SystemTime::now()));
+    print!("{}", table(&sessions, all, SystemTime::now()));
     Ok(ExitCode::SUCCESS)
 }
 
 /// One line per session under a header; `*` marks the pod's current one.
-fn table(sessions: &[SessionInfo], now: SystemTime) -> String {
+/// `workspaces` adds the column `--all` needs.
+fn table(sessions: &[SessionInfo], workspaces: bool, now: SystemTime) -> String {
+    let place = |s: &SessionInfo| {
+        crate::safe_text::line(s.workspace.as_deref().unwrap_or("(unknown)")).into_owned()
+    };
+    let width = sessions
+        .iter()
+        .map(|s| place(s).chars().count())
+        .max()
+        .unwrap_or(0);
+    let width = width.max("WORKSPACE".len());
     let mut out = format!(
-        "  {:<8}  {:<16}  {:<13}  {:>7}  {:<20}  TITLE\n",
+        "  {:<8}  {:<16}  {:<13}  {:>7}  {:<20}  ",
         "ID", "CREATED (UTC)", "LAST ACTIVITY", "ENTRIES", "FROM"
     );
+    if workspaces {
+        out.push_str(&format!("{:<width$}  ", "WORKSPACE"));
+    }
+    out.push_str("TITLE\n");
     for s in sessions {
         let from = match (&s.forked_from, s.compacted_from) {
             (Some(fork), _) => match fork.seq {
@@ -47,14 +81,20 @@ fn table(sessions: &[SessionInfo], now: SystemTime) -> String {
             (None, None) => String::new(),
         };
         out.push_str(&format!(
-            "{} {:<8}  {:<16}  {:<13}  {:>7}  {:<20}  {}\n",
+            "{} {:<8}  {:<16}  {:<13}  {:>7}  {:<20}  ",
             if s.current { '*' } else { ' ' },
             short(&s.session_id),
             minutes(&s.created_at),
             ago(&s.updated_at, now),
             s.entries,
             from,
-            crate::safe_text::line(s.title.as_deref().unwrap_or("(no input yet)")),
+        ));
+        if workspaces {
+            out.push_str(&format!("{:<width$}  ", place(s)));
+        }
+        out.push_str(&format!(
+            "{}\n",
+            crate::safe_text::line(s.title.as_deref().unwrap_or("(no input yet)"))
         ));
     }
     out
@@ -111,6 +151,7 @@ mod tests {
                     seq: Some(7),
                 }),
                 current: true,
+                workspace: Some("/home/me/calc".into()),
             },
             SessionInfo {
                 session_id: id("1a2b3c4d-0000-4000-8000-000000000000"),
@@ -121,9 +162,20 @@ mod tests {
                 compacted_from: Some(id("0f0f0f0f-0000-4000-8000-000000000000")),
                 forked_from: None,
                 current: false,
+                workspace: None,
             },
         ];
-        let table = table(&sessions, now);
+        let wide = table(&sessions, true, now);
+        assert!(
+            wide.lines()
+                .next()
+                .unwrap()
+                .contains("WORKSPACE      TITLE"),
+            "{wide}"
+        );
+        assert!(wide.contains("/home/me/calc  fix the parser"), "{wide}");
+        assert!(wide.contains("(unknown)      (no input yet)"), "{wide}");
+        let table = table(&sessions, false, now);
         let lines: Vec<&str> = table.lines().collect();
         assert!(lines[0].starts_with("  ID"), "{table}");
         assert!(

@@ -45,8 +45,10 @@ impl DurableLog {
         let start = Start {
             new_session: true,
             session: None,
+            force: false,
             provider: "none".into(),
             model: "none".into(),
+            workspace: data_dir.to_owned(),
         };
         let (file, session_id, recovered) =
             start_session(LogFile::create(&path)?, session_id, &pointer_path, &start)?;
@@ -70,6 +72,7 @@ impl DurableLog {
         let dirs = Dirs {
             sessions,
             pointer: pointer_path,
+            workspace: data_dir.to_owned(),
         };
         let log = SessionLog::start_in_arbiter(&arbiter.handle(), move |_| {
             SessionLog::new(

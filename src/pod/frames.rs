@@ -108,6 +108,7 @@ mod tests {
                 forked_from: None,
                 provider: None,
                 model: None,
+                workspace: None,
             },
         })
         .unwrap();

@@ -37,6 +37,9 @@ use std::rc::Rc;
 
 pub struct ServeConfig {
     pub name: String,
+    /// `name` was derived from the workspace, not given: a `default` pod of
+    /// earlier versions in this workspace may be adopted under it.
+    pub name_derived: bool,
     pub data_dir: PathBuf,
     pub socket: PathBuf,
     /// The socket is in the shared default directory (`/tmp/pod-$UID`, …),
@@ -47,6 +50,8 @@ pub struct ServeConfig {
     pub new_session: bool,
     /// Start on this session (full id or unique prefix) and make it current.
     pub session: Option<String>,
+    /// `--force`: `session` may be another workspace's.
+    pub force_session: bool,
     pub max_steps: usize,
     pub thresholds: Thresholds,
     pub limits: ConnectionLimits,
@@ -102,14 +107,22 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         })?;
     // Before anything else is created: a second pod of this name stops here.
     let _lock = PodLock::acquire(&config.data_dir, &pods_dir, &config.name)?;
+    crate::store::claim::claim(
+        &config.data_dir,
+        &config.name,
+        config.name_derived,
+        workspace.root(),
+    )?;
     prepare_socket_path(&config.socket, config.socket_in_default_dir)?;
     let tokens = Arc::new(crate::remote::Tokens::open(&pods_dir, &config.name)?);
     let pointer_path = pointer::path(&pods_dir, &config.name);
     let start = Start {
         new_session: config.new_session,
         session: config.session.clone(),
+        force: config.force_session,
         provider: config.provider.name().into(),
         model: config.provider.model().into(),
+        workspace: workspace.root().to_path_buf(),
     };
     let (file, session_id, recovered) = open_session(&sessions_dir, &pointer_path, &start)?;
     let (mcp, mcp_supervisors) = McpRegistry::new(&config.mcp_servers, workspace.root());
@@ -187,6 +200,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         let dirs = Dirs {
             sessions: sessions_dir,
             pointer: pointer_path,
+            workspace: workspace.root().to_path_buf(),
         };
         let mirror = recovered.lines;
         let log_broadcaster = broadcaster.clone();
@@ -290,8 +304,21 @@ fn catch_file_size_signal() -> anyhow::Result<()> {
 pub(super) struct Start {
     pub new_session: bool,
     pub session: Option<String>,
+    /// `--force`: `session` may be another workspace's.
+    pub force: bool,
     pub provider: String,
     pub model: String,
+    pub workspace: PathBuf,
+}
+
+impl Start {
+    /// The pod's state file pointing at `session_id`.
+    fn pointer(&self, session_id: Uuid) -> pointer::Pointer {
+        pointer::Pointer {
+            session_id,
+            workspace: Some(self.workspace.clone()),
+        }
+    }
 }
 
 /// Starts on the session `--session` names, or resumes the pod's current
@@ -323,6 +350,10 @@ fn open_session(
                 eprintln!("warning: {warning}");
             }
             if !recovered.entries.is_empty() {
+                if current.workspace.is_none() {
+                    pointer::write(pointer_path, start.pointer(current.session_id))
+                        .with_context(|| format!("cannot write {}", pointer_path.display()))?;
+                }
                 return Ok((file, current.session_id, recovered));
             }
             // An empty file: a crash right after creating it. Start it properly.
@@ -360,7 +391,21 @@ fn open_named(
     if recovered.entries.is_empty() {
         return start_session(file, session_id, pointer_path, start);
     }
-    pointer::write(pointer_path, pointer::Pointer { session_id })
+    if let Some(LogEntry::SessionStart {
+        workspace: Some(theirs),
+        ..
+    }) = recovered.entries.first()
+    {
+        if Path::new(theirs) != start.workspace && !start.force {
+            return Err(crate::store::claim::ClaimError::SessionOfOtherWorkspace {
+                session_id,
+                theirs: theirs.into(),
+                workspace: start.workspace.clone(),
+            }
+            .into());
+        }
+    }
+    pointer::write(pointer_path, start.pointer(session_id))
         .with_context(|| format!("cannot write {}", pointer_path.display()))?;
     Ok((file, session_id, recovered))
 }
@@ -379,6 +424,7 @@ pub(super) fn start_session(
         forked_from: None,
         provider: Some(start.provider.clone()),
         model: Some(start.model.clone()),
+        workspace: Some(start.workspace.display().to_string()),
     };
     let line = serde_json::to_vec(&LogLine {
         seq: 0,
@@ -387,7 +433,7 @@ pub(super) fn start_session(
     let mut line = line;
     let write = file.write_line(&mut line).and_then(|()| file.sync());
     write.with_context(|| format!("cannot write {}", file.path().display()))?;
-    pointer::write(pointer_path, pointer::Pointer { session_id })
+    pointer::write(pointer_path, start.pointer(session_id))
         .with_context(|| format!("cannot write {}", pointer_path.display()))?;
     let recovered = crate::store::Recovered {
         lines: vec![line.into()],

@@ -71,6 +71,9 @@ struct PendingLine {
 pub struct Dirs {
     pub sessions: PathBuf,
     pub pointer: PathBuf,
+    /// The pod's workspace: recorded in every `session_start` and in the
+    /// pointer.
+    pub workspace: PathBuf,
 }
 
 impl SessionLog {

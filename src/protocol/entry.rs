@@ -37,6 +37,10 @@ pub enum LogEntry {
         provider: Option<String>,
         #[serde(default)]
         model: Option<String>,
+        /// The workspace's absolute path (absent in logs written before it
+        /// was recorded): `pod sessions` lists a project's own sessions.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        workspace: Option<String>,
     },
     UserInput {
         segments: Vec<Segment>,

@@ -538,6 +538,10 @@ pub struct SessionInfo {
     pub compacted_from: Option<Uuid>,
     pub forked_from: Option<ForkPoint>,
     pub current: bool,
+    /// The workspace its `session_start` recorded (null for logs written
+    /// before it was recorded).
+    #[serde(default)]
+    pub workspace: Option<String>,
 }
 
 impl Event {

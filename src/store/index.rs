@@ -35,7 +35,7 @@ pub const TITLE_CHARS: usize = 80;
 
 /// Bumped when [`Meta`] changes meaning; an index of another version is
 /// rebuilt.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// The index of the sessions in `sessions_dir` (`<data-dir>/sessions`).
 pub fn path(sessions_dir: &Path) -> PathBuf {
@@ -129,6 +129,8 @@ struct Meta {
     title: Option<String>,
     compacted_from: Option<Uuid>,
     forked_from: Option<ForkPoint>,
+    #[serde(default)]
+    workspace: Option<String>,
 }
 
 impl Meta {
@@ -142,6 +144,7 @@ impl Meta {
             compacted_from: self.compacted_from,
             forked_from: self.forked_from.clone(),
             current,
+            workspace: self.workspace.clone(),
         }
     }
 }
@@ -203,6 +206,7 @@ fn refresh(path: &Path, known: Option<Meta>) -> std::io::Result<Option<Meta>> {
                 created_at,
                 compacted_from,
                 forked_from,
+                workspace,
                 ..
             },
     }) = serde_json::from_slice::<LogLine>(&data[..first_end])
@@ -219,6 +223,7 @@ fn refresh(path: &Path, known: Option<Meta>) -> std::io::Result<Option<Meta>> {
         title: None,
         compacted_from,
         forked_from,
+        workspace,
     };
     meta.scan(&data);
     Ok(Some(meta))

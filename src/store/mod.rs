@@ -4,6 +4,7 @@
 //! its pointer. Plain synchronous file code; the `SessionLog` actor is its
 //! only user at run time, which is what makes it the single writer.
 
+pub mod claim;
 pub mod content;
 pub mod index;
 pub mod log_file;

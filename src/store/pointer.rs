@@ -13,9 +13,13 @@ use uuid::Uuid;
 
 use super::log_file::sync_dir;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pointer {
     pub session_id: Uuid,
+    /// The pod's workspace (absent in files of earlier versions): a name
+    /// stays with its project, and another workspace under it is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<PathBuf>,
 }
 
 pub fn path(pods_dir: &Path, name: &str) -> PathBuf {
@@ -78,8 +82,9 @@ mod tests {
         for _ in 0..2 {
             let pointer = Pointer {
                 session_id: Uuid::new_v4(),
+                workspace: Some("/w".into()),
             };
-            write(&at, pointer).unwrap();
+            write(&at, pointer.clone()).unwrap();
             assert_eq!(read(&at).unwrap(), Some(pointer));
         }
         let mode = std::fs::metadata(&at).unwrap().permissions().mode() & 0o777;

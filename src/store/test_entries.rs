@@ -13,6 +13,7 @@ pub fn start(id: Uuid) -> LogEntry {
         forked_from: None,
         provider: None,
         model: None,
+        workspace: None,
     }
 }
 

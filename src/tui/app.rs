@@ -456,8 +456,8 @@ impl App {
         if let (Some(id), Some(sessions)) = (&response.request_id, response.sessions) {
             if self.sessions_request.as_deref() == Some(id) {
                 self.sessions_request = None;
-                let selected = sessions.iter().position(|s| s.current).unwrap_or(0);
-                self.overlay = Some(Overlay::Sessions(SessionPicker { sessions, selected }));
+                let workspace = self.greeting.as_ref().map(|g| g.workspace.clone());
+                self.overlay = Some(Overlay::Sessions(SessionPicker::new(sessions, workspace)));
             }
             return;
         }

@@ -20,6 +20,29 @@ pub enum Overlay {
 pub struct SessionPicker {
     pub sessions: Vec<SessionInfo>,
     pub selected: usize,
+    /// The pod's workspace: a session of another one is resumed only once
+    /// the user has seen that and pressed the key again.
+    pub workspace: Option<String>,
+    /// The selected session is another workspace's and the user was told.
+    pub confirming: bool,
+}
+
+impl SessionPicker {
+    pub fn new(sessions: Vec<SessionInfo>, workspace: Option<String>) -> SessionPicker {
+        let selected = sessions.iter().position(|s| s.current).unwrap_or(0);
+        SessionPicker {
+            sessions,
+            selected,
+            workspace,
+            confirming: false,
+        }
+    }
+
+    /// The selected session's workspace when it is not the pod's.
+    pub fn foreign<'a>(&self, s: &'a SessionInfo) -> Option<&'a str> {
+        let theirs = s.workspace.as_deref()?;
+        (Some(theirs) != self.workspace.as_deref()).then_some(theirs)
+    }
 }
 
 /// What a key did to an overlay.
@@ -59,6 +82,7 @@ impl Overlay {
 impl SessionPicker {
     fn on_key(&mut self, key: KeyEvent) -> Action {
         let n = self.sessions.len();
+        let confirmed = std::mem::take(&mut self.confirming);
         match key.code {
             KeyCode::Esc | KeyCode::Char('q') => return Action::Close,
             KeyCode::Up => self.selected = self.selected.saturating_sub(1),
@@ -69,6 +93,10 @@ impl SessionPicker {
                 let Some(s) = self.sessions.get(self.selected) else {
                     return Action::Close;
                 };
+                if self.foreign(s).is_some() && !confirmed {
+                    self.confirming = true;
+                    return Action::None;
+                }
                 let id = s.session_id.to_string();
                 return if key.code == KeyCode::Enter {
                     Action::Resume(id)

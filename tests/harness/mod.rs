@@ -161,12 +161,20 @@ impl Pod {
 
     /// The current session's log lines, parsed.
     pub fn log_lines(&self) -> Vec<Value> {
-        let pointer: Value = serde_json::from_slice(
-            &std::fs::read(self.data_dir.join("pods/default.json")).unwrap(),
-        )
-        .unwrap();
+        let pointer: Value =
+            serde_json::from_slice(&std::fs::read(self.state_file()).unwrap()).unwrap();
         let id = pointer["session_id"].as_str().unwrap().to_owned();
         self.session_lines(&id)
+    }
+
+    /// The pod's name: derived from its workspace, as `pod` derives it.
+    pub fn name(&self) -> String {
+        pod::cli::derived_name(&self.workspace.canonicalize().unwrap())
+    }
+
+    /// The pod's state file, `pods/NAME.json`.
+    pub fn state_file(&self) -> PathBuf {
+        self.data_dir.join(format!("pods/{}.json", self.name()))
     }
 
     pub fn session_lines(&self, session_id: &str) -> Vec<Value> {
@@ -213,6 +221,9 @@ impl Pod {
             .arg(&self.socket)
             .arg("--data-dir")
             .arg(&self.data_dir)
+            // As a user runs them, in the pod's workspace (the environment,
+            // so that a test may still give `--workspace`).
+            .env("POD_WORKSPACE", &self.workspace)
             .env("XDG_CONFIG_HOME", self.dir.path().join("config"));
         cmd
     }

@@ -125,6 +125,7 @@ impl Handler<Switch> for SessionLog {
             forked_from,
             provider: Some(provider.clone()),
             model: Some(model.clone()),
+            workspace: Some(self.dirs.workspace.display().to_string()),
         };
         let (target, announce) = match to {
             SwitchTo::Compacted {
@@ -388,9 +389,15 @@ impl SessionLog {
     /// that goes on, so a restart cannot resume one the pod did not switch to.
     fn move_pointer(&self, session_id: Uuid) -> Result<(), SwitchError> {
         let at = &self.dirs.pointer;
-        pointer::write(at, pointer::Pointer { session_id }).map_err(|e| {
+        let workspace = Some(self.dirs.workspace.clone());
+        let pointer = pointer::Pointer {
+            session_id,
+            workspace: workspace.clone(),
+        };
+        pointer::write(at, pointer).map_err(|e| {
             let back = pointer::Pointer {
                 session_id: self.session_id,
+                workspace,
             };
             if let Err(e) = pointer::write(at, back) {
                 tracing::error!("cannot point {} back: {e}", at.display());

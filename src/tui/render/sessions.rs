@@ -11,6 +11,7 @@ use ratatui::Frame;
 use unicode_width::UnicodeWidthStr;
 
 use crate::protocol::SessionInfo;
+use crate::safe_text;
 use crate::tui::overlay::SessionPicker;
 
 const TITLE: Style = Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD);
@@ -32,8 +33,11 @@ pub fn age(rfc3339: &str, now: SystemTime) -> String {
 }
 
 /// What a session row says after its title: age, size, and marks.
-fn about(s: &SessionInfo, now: SystemTime) -> String {
+fn about(s: &SessionInfo, foreign: bool, now: SystemTime) -> String {
     let mut parts = vec![age(&s.updated_at, now), format!("{} entries", s.entries)];
+    if foreign {
+        parts.push("other workspace".into());
+    }
     if s.compacted_from.is_some() {
         parts.push("compacted".into());
     }
@@ -71,13 +75,34 @@ pub fn lines(picker: &SessionPicker, width: u16, now: SystemTime) -> (Vec<Line<'
         ]),
         Line::default(),
     ];
+    if let Some(theirs) = picker
+        .sessions
+        .get(picker.selected)
+        .filter(|_| picker.confirming)
+        .and_then(|s| picker.foreign(s))
+    {
+        let warn = Style::new().fg(Color::Yellow);
+        let here = picker.workspace.as_deref().unwrap_or("?");
+        for text in [
+            format!(
+                "  This session is of the workspace {}",
+                safe_text::line(theirs)
+            ),
+            format!("  and this pod works in {}.", safe_text::line(here)),
+            "  Press the key again to resume it over these files; Esc keeps the current one."
+                .to_owned(),
+        ] {
+            out.push(Line::styled(cut(&text, width), warn));
+        }
+        out.push(Line::default());
+    }
     if picker.sessions.is_empty() {
         out.push(Line::styled("  (no sessions)", DIM));
     }
     let mut selected_row = 0;
     for (i, s) in picker.sessions.iter().enumerate() {
         let id: String = s.session_id.to_string().chars().take(8).collect();
-        let about = about(s, now);
+        let about = about(s, picker.foreign(s).is_some(), now);
         let title = s.title.as_deref().unwrap_or("(no messages)");
         let fixed = 2 + id.len() + 2 + 2 + about.width();
         let title = cut(title, width.saturating_sub(fixed).max(8));

@@ -41,13 +41,21 @@ impl Data {
         let dirs = Dirs {
             sessions: dir.path().join("sessions"),
             pointer: dir.path().join("pods/default.json"),
+            workspace: dir.path().to_owned(),
         };
         std::fs::create_dir_all(&dirs.sessions).unwrap();
         std::fs::create_dir_all(dir.path().join("pods")).unwrap();
         let first = Uuid::parse_str("aaaa1111-0000-4000-8000-000000000000").unwrap();
         let history = Some(Uuid::parse_str("99990000-0000-4000-8000-000000000000").unwrap());
         write_session(&dirs.sessions, first, history, &two_turns());
-        pointer::write(&dirs.pointer, Pointer { session_id: first }).unwrap();
+        pointer::write(
+            &dirs.pointer,
+            Pointer {
+                session_id: first,
+                workspace: None,
+            },
+        )
+        .unwrap();
         Data {
             _dir: dir,
             dirs,
@@ -134,6 +142,7 @@ fn write_session(dir: &Path, id: Uuid, compacted_from: Option<Uuid>, rest: &[Log
         forked_from: None,
         provider: Some("openai".into()),
         model: Some("gpt-4o".into()),
+        workspace: None,
     };
     for (seq, entry) in std::iter::once(&start).chain(rest).enumerate() {
         let mut line = serde_json::to_vec(&LineRef {
@@ -485,6 +494,7 @@ fn crash_child() {
     let dirs = Dirs {
         sessions: Path::new(dir).join("sessions"),
         pointer: Path::new(dir).join("pods/default.json"),
+        workspace: Path::new(dir).to_owned(),
     };
     let to = match what {
         "new" => SwitchTo::New,
