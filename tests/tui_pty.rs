@@ -12,109 +12,10 @@ use std::time::{Duration, Instant};
 use portable_pty::{native_pty_system, CommandBuilder, PtySize};
 use serde_json::{json, Value};
 
+mod pty;
 mod support;
 
-const POD: &str = env!("CARGO_BIN_EXE_pod");
-const DEADLINE: Duration = Duration::from_secs(15);
-const ROWS: u16 = 30;
-const COLS: u16 = 100;
-
-/// Kills the server when the test ends, however it ends.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The screen as one line of single-spaced words, so that text the TUI
-/// wrapped across rows still matches.
-fn flat(parser: &Mutex<vt100::Parser>) -> String {
-    let contents = parser.lock().unwrap().screen().contents();
-    contents.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-fn wait_for_screen(parser: &Mutex<vt100::Parser>, needle: &str) {
-    let start = Instant::now();
-    loop {
-        let screen = flat(parser);
-        if screen.contains(needle) {
-            return;
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "timed out waiting for {needle:?} on screen:\n{}",
-            parser.lock().unwrap().screen().contents()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Every `user_input` entry in the session logs under `data`.
-fn user_inputs(data: &Path) -> Vec<(String, Value)> {
-    let mut found = Vec::new();
-    let Ok(dir) = std::fs::read_dir(data.join("sessions")) else {
-        return found;
-    };
-    for file in dir.flatten() {
-        let path = file.path();
-        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        for line in text.lines() {
-            let Ok(line) = serde_json::from_str::<Value>(line) else {
-                continue;
-            };
-            if line["entry"]["kind"] == "user_input" {
-                found.push((stem.clone(), line["entry"].clone()));
-            }
-        }
-    }
-    found
-}
-
-/// A program in a pseudo-terminal: its emulated screen (kept up to date by a
-/// reader thread), the process, and its keyboard.
-type InPty = (
-    Arc<Mutex<vt100::Parser>>,
-    Box<dyn portable_pty::Child + Send + Sync>,
-    Box<dyn Write + Send>,
-);
-
-/// Runs `command` in a fresh pseudo-terminal.
-fn in_pty(mut command: CommandBuilder) -> InPty {
-    let pty = native_pty_system()
-        .openpty(PtySize {
-            rows: ROWS,
-            cols: COLS,
-            pixel_width: 0,
-            pixel_height: 0,
-        })
-        .unwrap();
-    command.env("TERM", "xterm-256color");
-    let child = pty.slave.spawn_command(command).unwrap();
-    drop(pty.slave);
-    let mut reader = pty.master.try_clone_reader().unwrap();
-    let keys = pty.master.take_writer().unwrap();
-    let parser = Arc::new(Mutex::new(vt100::Parser::new(ROWS, COLS, 0)));
-    let screen = Arc::clone(&parser);
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 8192];
-        while let Ok(n @ 1..) = reader.read(&mut buf) {
-            screen.lock().unwrap().process(&buf[..n]);
-        }
-    });
-    (parser, child, keys)
-}
+use pty::*;
 
 #[test]
 fn plain_pod_starts_a_pod_in_the_background_and_attaches() {
@@ -170,9 +71,10 @@ impl Drop for StopPod {
 }
 
 /// Plain `pod` hands the `serve` flags typed to the pod it starts. Typed
-/// again, against that pod from another directory, it names each
-/// difference and asks before the TUI takes the screen: `n` leaves, Enter
-/// attaches to the pod as it is. Flags that match attach without a word.
+/// again, against that pod (one `--name`) from another directory, it names
+/// each difference and asks before the TUI takes the screen: `n` leaves,
+/// Enter attaches to the pod as it is. Flags that match attach without a
+/// word.
 #[test]
 fn plain_pod_passes_serve_flags_and_asks_when_the_running_pod_differs() {
     let dir = tempfile::tempdir().unwrap();
@@ -186,6 +88,7 @@ fn plain_pod_passes_serve_flags_and_asks_when_the_running_pod_differs() {
         ("XDG_RUNTIME_DIR", dir.path().join("run")),
         ("XDG_DATA_HOME", dir.path().join("data")),
         ("XDG_CONFIG_HOME", dir.path().join("config")),
+        ("POD_NAME", "shared".into()),
     ]);
     let pod = |cwd: &Path, args: &[&str]| {
         let mut pod = CommandBuilder::new(POD);
@@ -248,7 +151,7 @@ fn plain_pod_passes_serve_flags_and_asks_when_the_running_pod_differs() {
         "--model is first, not other (`/model other` in the TUI switches it)",
         "workspace is",
         "(the current directory)",
-        "`pod stop`",
+        "`pod --name shared stop`",
         "--name NEW_NAME",
     ] {
         assert!(screen.contains(said), "{said:?} on screen:\n{screen}");
@@ -560,44 +463,6 @@ fn approving_a_command_with_y_runs_it() {
     wait_until("pod attach to exit on Ctrl+D", || {
         child.try_wait().unwrap().is_some()
     });
-}
-
-/// [`in_pty`], also keeping every byte the program wrote, for escapes the
-/// screen does not show (a bell, a desktop notification).
-fn in_pty_raw(command: CommandBuilder) -> (InPty, Arc<Mutex<Vec<u8>>>) {
-    let pty = native_pty_system()
-        .openpty(PtySize {
-            rows: ROWS,
-            cols: COLS,
-            pixel_width: 0,
-            pixel_height: 0,
-        })
-        .unwrap();
-    let mut command = command;
-    command.env("TERM", "xterm-256color");
-    let child = pty.slave.spawn_command(command).unwrap();
-    drop(pty.slave);
-    let mut reader = pty.master.try_clone_reader().unwrap();
-    let keys = pty.master.take_writer().unwrap();
-    let parser = Arc::new(Mutex::new(vt100::Parser::new(ROWS, COLS, 0)));
-    let raw = Arc::new(Mutex::new(Vec::new()));
-    let (screen, bytes) = (Arc::clone(&parser), Arc::clone(&raw));
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 8192];
-        while let Ok(n @ 1..) = reader.read(&mut buf) {
-            bytes.lock().unwrap().extend_from_slice(&buf[..n]);
-            screen.lock().unwrap().process(&buf[..n]);
-        }
-    });
-    ((parser, child, keys), raw)
-}
-
-fn count(raw: &Mutex<Vec<u8>>, needle: &[u8]) -> usize {
-    raw.lock()
-        .unwrap()
-        .windows(needle.len())
-        .filter(|w| *w == needle)
-        .count()
 }
 
 /// While the terminal is not focused, an approval request rings the bell

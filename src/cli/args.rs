@@ -73,13 +73,18 @@ pub fn parse(
     let matches = cmd.try_get_matches_from_mut(args)?;
     let mut cli = Cli::from_arg_matches(&matches)?;
     cli.given = given(&matches);
-    if let (Some(id), Some(sub)) = (cli.given.ids.first(), matches.subcommand_name()) {
+    // `pod send` starts a pod when none runs, with these flags.
+    let starts_one = matches.subcommand_name() == Some("send");
+    if let (Some(id), Some(sub), false) =
+        (cli.given.ids.first(), matches.subcommand_name(), starts_one)
+    {
         let flag = format!("--{}", id.replace('_', "-"));
         return Err(cmd.error(
             clap::error::ErrorKind::ArgumentConflict,
             format!(
                 "{flag} belongs to `pod serve` and plain `pod`, not to `pod {sub}`; \
-                 to start a pod with it, write `pod serve {flag} …` or `pod {flag} …`"
+                 to start a pod with it, write `pod serve {flag} …`, `pod {flag} …` or \
+                 `pod {flag} … send TEXT`"
             ),
         ));
     }
@@ -160,7 +165,12 @@ pub enum Command {
     /// Run the pod in the foreground until `shutdown`, SIGINT or SIGTERM.
     Serve(ServeArgs),
     /// The terminal UI. Ctrl+D or /quit detaches; the pod keeps running.
-    Attach,
+    Attach {
+        /// Draw without the alternate screen, so the transcript stays in the
+        /// terminal's scrollback.
+        #[arg(long, env = "POD_INLINE", value_parser = BoolishValueParser::new())]
+        inline: bool,
+    },
     /// Send one message and print the reply as it streams.
     ///
     /// Exit codes: 0 completed; 1 error, max_steps, interrupted or refused;
@@ -202,6 +212,10 @@ pub enum Command {
     },
     /// Stop the pod cleanly.
     Stop,
+    /// Hold the turn before its next model call or tool run (`pod resume` goes on).
+    Pause,
+    /// Let a paused turn go on.
+    Resume,
     /// List pods with a live socket.
     List,
     /// List the conversation's allow and deny rules and where each came from;
@@ -447,8 +461,16 @@ fn parse_rule(s: &str) -> Result<crate::approval::Rule, String> {
 #[derive(Debug, Args)]
 pub struct SendArgs {
     /// The message; `-` reads it from stdin.
-    #[arg(long, env = "POD_TEXT")]
-    pub text: String,
+    #[arg(long, env = "POD_TEXT", value_name = "TEXT", conflicts_with = "message",
+          required_unless_present_any = ["message", "file"])]
+    pub text: Option<String>,
+    /// The message, as `--text` takes it (`pod send "fix the tests"`).
+    #[arg(value_name = "TEXT")]
+    pub message: Option<String>,
+    /// Never start a pod: with none running, exit 3 (by default one is
+    /// started for the workspace, as plain `pod` does).
+    #[arg(long, env = "POD_NO_START", value_parser = BoolishValueParser::new())]
+    pub no_start: bool,
     /// Attach a file as a file_ref segment (relative to this directory when it
     /// exists here, else to the pod's workspace); repeatable.
     #[arg(long, env = "POD_FILE", value_name = "PATH", value_delimiter = '\n')]

@@ -31,12 +31,22 @@ pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
     }
     match cli.command {
         Some(Command::Serve(args)) => serve::run(&paths, args, config),
-        Some(Command::Send(args)) => send::run(&paths, args),
+        Some(Command::Send(args)) => send::run(
+            &paths,
+            args,
+            send::Starting {
+                config: cli.global.config.as_deref(),
+                given: &cli.given.argv,
+                socket_given: cli.global.socket.is_some(),
+            },
+        ),
         Some(Command::Approve(args)) => approve::approve(&paths, args),
         Some(Command::Deny(args)) => approve::deny(&paths, args),
         Some(Command::Pending) => approve::pending(&paths),
         Some(Command::Status { json }) => status::status(&paths, json),
         Some(Command::Stop) => status::stop(&paths),
+        Some(Command::Pause) => status::pause(&paths, true),
+        Some(Command::Resume) => status::pause(&paths, false),
         Some(Command::Undo(f)) => rewind::undo(&paths, forcing(f)),
         Some(Command::Rewind(args)) => rewind::rewind(
             &paths,
@@ -54,13 +64,13 @@ pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
         Some(Command::Rules { action }) => rules::run(&paths, action),
         Some(Command::Log(args)) => log::run(&paths.name, &paths, args),
         Some(Command::Sessions { json, all }) => sessions::run(&paths, json, all),
-        Some(Command::Attach) => {
+        Some(Command::Attach { inline }) => {
             // Checked here so that every client command words a missing pod
             // alike; the TUI itself keeps reconnecting to a pod that goes away.
             if !paths.is_remote() && connect::nobody_listens(&paths.socket) {
                 return Ok(connect::no_pod(&paths.endpoint));
             }
-            serve::attach(&paths, cli.global.notify)
+            serve::attach(&paths, cli.global.notify, inline)
         }
         Some(Command::Token(command)) => token::run(&paths, command),
         Some(Command::Url(args)) => token::url(&paths, args),

@@ -20,9 +20,12 @@ pub fn run(cli: &Cli, paths: &Paths) -> anyhow::Result<ExitCode> {
     if paths.is_remote() {
         // A pod over the network is attached to as it is: this machine
         // cannot start it, nor compare its settings with the flags.
-        return serve::attach(paths, cli.global.notify);
+        return serve::attach(paths, cli.global.notify, false);
     }
     if nobody_listens(&paths.socket) {
+        if let Some(code) = serve::missing_script(&cli.serve) {
+            return Ok(code);
+        }
         serve::start_background(paths, cli.global.config.as_deref(), &cli.given.argv)?;
     } else if let Some(snapshot) = super::runtime()?.block_on(running(&paths.socket)) {
         let asked = Asked {
@@ -39,7 +42,7 @@ pub fn run(cli: &Cli, paths: &Paths) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    serve::attach(paths, cli.global.notify)
+    serve::attach(paths, cli.global.notify, false)
 }
 
 /// The running pod's snapshot; `None` when it cannot be read (the TUI

@@ -26,22 +26,34 @@ use crate::safe_text;
 /// The label this connection gives itself (`approval_decision.client`).
 const CLIENT: &str = "pod send";
 
-pub fn run(paths: &Paths, args: SendArgs) -> anyhow::Result<ExitCode> {
-    let text = if args.text == "-" {
+/// What `pod send` needs to start a pod when none runs.
+pub struct Starting<'a> {
+    /// `--config`, handed on.
+    pub config: Option<&'a std::path::Path>,
+    /// The `serve` flags typed before `send`, handed on.
+    pub given: &'a [std::ffi::OsString],
+    /// `--socket` (or `POD_SOCKET`) names the pod: it is not this
+    /// command's to start.
+    pub socket_given: bool,
+}
+
+pub fn run(paths: &Paths, args: SendArgs, starting: Starting) -> anyhow::Result<ExitCode> {
+    let given = args.text.or(args.message).unwrap_or_default();
+    let text = if given == "-" {
         let mut text = String::new();
         std::io::stdin()
             .read_to_string(&mut text)
             .context("cannot read the message from stdin")?;
         text
     } else {
-        args.text
+        given
     };
     // An empty message would start a turn with nothing in it, which some
     // providers refuse: with nothing to send, this is a usage mistake.
     if text.trim().is_empty() && args.file.is_empty() {
         eprintln!(
             "pod: nothing to send: the message is empty; give --text TEXT (- reads it from \
-             stdin) or --file PATH"
+             stdin), TEXT, or --file PATH"
         );
         return Ok(ExitCode::from(exit::USAGE));
     }
@@ -58,6 +70,21 @@ pub fn run(paths: &Paths, args: SendArgs) -> anyhow::Result<ExitCode> {
         json: args.json,
         no_wait: args.no_wait,
     };
+    let may_start = !args.no_start
+        && !starting.socket_given
+        && !paths.is_remote()
+        && !crate::tools::process::under_a_pod();
+    if may_start && super::connect::nobody_listens(&paths.socket) {
+        if let Err(e) = super::serve::start_background(paths, starting.config, starting.given) {
+            eprintln!("pod: no pod was running for this workspace, and starting one failed: {e:#}");
+            return Ok(ExitCode::from(exit::NO_POD));
+        }
+        eprintln!(
+            "pod: started the pod {:?} for {} (it keeps running; `pod stop` stops it)",
+            paths.name,
+            paths.workspace.display()
+        );
+    }
     super::runtime()?.block_on(send(paths, segments, options))
 }
 

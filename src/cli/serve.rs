@@ -14,6 +14,9 @@ use crate::provider::{self, ProviderConfig, ProviderKind};
 use crate::tools::{SandboxPolicy, Switch, ToolLimits};
 
 pub fn run(paths: &Paths, args: ServeArgs, config: ConfigFile) -> anyhow::Result<ExitCode> {
+    if let Some(code) = missing_script(&args) {
+        return Ok(code);
+    }
     let provider_config = ProviderConfig {
         kind: args.provider,
         model: args.model,
@@ -121,6 +124,22 @@ pub fn run(paths: &Paths, args: ServeArgs, config: ConfigFile) -> anyhow::Result
     }
 }
 
+/// A `--script` that names no file is bad usage (exit 2), said before
+/// anything starts: found later it would be a failed start with the reason
+/// in a log file.
+pub(super) fn missing_script(args: &ServeArgs) -> Option<ExitCode> {
+    let script = args.script.as_ref()?;
+    if script.is_file() {
+        return None;
+    }
+    eprintln!(
+        "pod: --script {}: no such file; give the path of a script file (docs/providers.md \
+         describes the format)",
+        script.display()
+    );
+    Some(ExitCode::from(super::connect::exit::USAGE))
+}
+
 /// The configured rules as `list_rules` shows them: deny rules first, each
 /// with where it came from.
 fn listed(
@@ -169,12 +188,33 @@ fn why_chosen(config: &ProviderConfig) -> String {
 }
 
 /// Attaches the TUI to the pod at `paths.endpoint`.
-pub fn attach(paths: &Paths, notify: crate::tui::notify::NotifyMode) -> anyhow::Result<ExitCode> {
+pub fn attach(
+    paths: &Paths,
+    notify: crate::tui::notify::NotifyMode,
+    inline: bool,
+) -> anyhow::Result<ExitCode> {
     super::runtime()?.block_on(crate::tui::run(crate::tui::AttachOptions {
         endpoint: paths.endpoint.clone(),
         pod_name: paths.name.clone(),
         notify,
+        inline,
     }))?;
+    // The TUI is gone and the pod is not: say so, and how to stop it or
+    // come back, so that nobody leaves a daemon behind unknowingly.
+    if paths.is_remote() {
+        eprintln!("pod: detached; the pod at {} keeps running", paths.endpoint);
+    } else {
+        let name = if paths.name_given {
+            format!(" --name {}", paths.name)
+        } else {
+            String::new()
+        };
+        eprintln!(
+            "pod: detached; the pod {:?} keeps running: `pod{name} stop` stops it, `pod{name}` \
+             comes back",
+            paths.name
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -227,11 +267,22 @@ pub(super) fn start_background(
         .spawn()
         .context("cannot start `pod serve`")?;
     let deadline = Instant::now() + Duration::from_secs(10);
+    let mut lost_the_race = false;
     while Instant::now() < deadline {
         if std::os::unix::net::UnixStream::connect(&paths.socket).is_ok() {
             return Ok(());
         }
+        if lost_the_race {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
         if let Some(status) = child.try_wait()? {
+            // Another command started this pod at the same moment and holds
+            // its lock: wait for that one to listen.
+            if said(&log_path, start_of_run).contains("is already running") {
+                lost_the_race = true;
+                continue;
+            }
             anyhow::bail!(
                 "`pod serve` exited ({status}) before listening{}; see {}",
                 said(&log_path, start_of_run),

@@ -1,9 +1,10 @@
-//! `pod status`, `pod stop` and `pod list`: small clients of the protocol.
+//! `pod status`, `pod stop`, `pod pause`, `pod resume` and `pod list`:
+//! small clients of the protocol.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::protocol::{Event, Method, Request, Snapshot};
+use crate::protocol::{Event, Method, PodState, Request, Snapshot};
 use crate::store::pod_socket;
 
 use super::connect::{connect, snapshot};
@@ -122,6 +123,16 @@ pub fn stop(paths: &Paths) -> anyhow::Result<ExitCode> {
             Ok(connection) => connection,
             Err(code) => return Ok(code),
         };
+        // Stopping cancels a running turn: say so, since the user may have
+        // meant to stop only a pod they believed idle.
+        if let Ok(s) = snapshot(&mut events, &paths.endpoint).await {
+            if s.status.state != PodState::Idle {
+                eprintln!(
+                    "pod: a turn was {}; stopping cancels it (what it wrote so far stays in the log)",
+                    s.status.state.as_str()
+                );
+            }
+        }
         sink.send(&Request::new(Method::Shutdown)).await?;
         // The pod says `shutdown` to everyone, then closes: wait for either.
         while let Some(event) = events.next().await {
@@ -130,6 +141,54 @@ pub fn stop(paths: &Paths) -> anyhow::Result<ExitCode> {
             }
         }
         println!("stopped the pod at {}", paths.endpoint);
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// `pod pause` / `pod resume`: `pause` holds the turn before its next model
+/// call or tool run (the next turn, when idle); `resume` lets it go on.
+pub fn pause(paths: &Paths, pause: bool) -> anyhow::Result<ExitCode> {
+    super::runtime()?.block_on(async {
+        let (mut events, mut sink) = match connect(&paths.endpoint).await? {
+            Ok(connection) => connection,
+            Err(code) => return Ok(code),
+        };
+        let busy = snapshot(&mut events, &paths.endpoint).await?.status.state != PodState::Idle;
+        let client = if pause { "pod pause" } else { "pod resume" };
+        sink.send(&Request::new(if pause {
+            Method::Pause
+        } else {
+            Method::Resume
+        }))
+        .await?;
+        // Answered after the pause itself: the pod handles one client's
+        // frames in order, so its answer means the pause was taken.
+        sink.send(&Request::with_id(
+            Method::Hello {
+                client: client.into(),
+            },
+            "control",
+        ))
+        .await?;
+        while let Some(event) = events.next().await {
+            match event? {
+                Event::Error { message, .. } => {
+                    eprintln!("pod: {message}");
+                    return Ok(ExitCode::from(super::connect::exit::FAILED));
+                }
+                Event::Response(r) if r.request_id.as_deref() == Some("control") => break,
+                _ => {}
+            }
+        }
+        println!(
+            "{}",
+            match (pause, busy) {
+                (true, true) => "paused: the turn holds before its next step; `pod resume` goes on",
+                (true, false) =>
+                    "paused: the next turn holds before it starts; `pod resume` goes on",
+                (false, _) => "resumed",
+            }
+        );
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -240,9 +240,52 @@ pub fn carries_marker(pid: u32) -> bool {
     seccomp_filters(pid).is_none_or(|n| n > own_filters())
 }
 
+/// Whether this process is a pod's tool process (or runs under one): an
+/// ancestor runs this same executable under fewer seccomp filters than
+/// this process — the marker [`harden`] put on it. Such a process must not
+/// start pods of its own (`pod send` from a `bash` call).
+pub fn under_a_pod() -> bool {
+    let Ok(me) = std::fs::read_link("/proc/self/exe") else {
+        return false;
+    };
+    let mine = own_filters();
+    let mut pid = getppid().map_or(0, |p| p.as_raw_nonzero().get() as u32);
+    for _ in 0..4096 {
+        if pid <= 1 {
+            return false;
+        }
+        let same_exe = std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == me);
+        if same_exe && seccomp_filters(pid).is_some_and(|theirs| theirs < mine) {
+            return true;
+        }
+        match parent_pid(pid) {
+            Some(parent) => pid = parent,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// The parent of `pid`, from `/proc/PID/stat` (the field after the
+/// parenthesised command name, which may itself hold spaces or `)`).
+fn parent_pid(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_the_user_started_is_not_under_a_pod() {
+        assert!(!under_a_pod());
+        assert_eq!(
+            parent_pid(std::process::id()),
+            getppid().map(|p| p.as_raw_nonzero().get() as u32)
+        );
+    }
 
     #[test]
     fn both_filters_build_on_this_architecture() {

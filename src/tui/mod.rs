@@ -68,13 +68,16 @@ pub struct AttachOptions {
     pub pod_name: String,
     /// `--notify`: how to tell a person who looked away.
     pub notify: notify::NotifyMode,
+    /// `--inline`: draw on the terminal's own screen, not the alternate
+    /// one, so that what was shown stays in its scrollback.
+    pub inline: bool,
 }
 
 /// Runs the TUI until the user quits. Quitting detaches: the pod keeps
 /// running. The terminal is restored on every exit path, panics included.
 pub async fn run(options: AttachOptions) -> anyhow::Result<()> {
     render::preload_highlighting();
-    let guard = TerminalGuard::enter().context("cannot set up the terminal")?;
+    let guard = TerminalGuard::enter(options.inline).context("cannot set up the terminal")?;
     let mut terminal =
         Terminal::new(CrosstermBackend::new(stdout())).context("cannot set up the terminal")?;
     terminal.clear().context("cannot clear the terminal")?;
@@ -159,6 +162,8 @@ async fn read_terminal(tx: mpsc::Sender<std::io::Result<TermEvent>>) {
 /// Whether the terminal is in TUI mode, so that restoring happens once
 /// whichever of the guard and the panic hook gets there first.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// `--inline`: there is no alternate screen to leave.
+static INLINE: AtomicBool = AtomicBool::new(false);
 static PANIC_HOOK: Once = Once::new();
 
 /// Raw mode, alternate screen, bracketed paste and mouse capture, undone on
@@ -166,7 +171,7 @@ static PANIC_HOOK: Once = Once::new();
 struct TerminalGuard;
 
 impl TerminalGuard {
-    fn enter() -> std::io::Result<Self> {
+    fn enter(inline: bool) -> std::io::Result<Self> {
         PANIC_HOOK.call_once(|| {
             let previous = std::panic::take_hook();
             std::panic::set_hook(Box::new(move |info| {
@@ -176,10 +181,13 @@ impl TerminalGuard {
         });
         enable_raw_mode()?;
         ACTIVE.store(true, Ordering::SeqCst);
+        INLINE.store(inline, Ordering::SeqCst);
         let guard = TerminalGuard;
+        if !inline {
+            execute!(stdout(), EnterAlternateScreen)?;
+        }
         execute!(
             stdout(),
-            EnterAlternateScreen,
             EnableBracketedPaste,
             EnableMouseCapture,
             EnableFocusChange
@@ -201,9 +209,11 @@ fn restore() {
             DisableFocusChange,
             DisableMouseCapture,
             DisableBracketedPaste,
-            LeaveAlternateScreen,
             Show
         );
+        if !INLINE.load(Ordering::SeqCst) {
+            let _ = execute!(stdout(), LeaveAlternateScreen);
+        }
         let _ = disable_raw_mode();
     }
 }
