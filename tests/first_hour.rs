@@ -1,0 +1,352 @@
+//! The first hour of a new user (issue 28): each project has its own pod
+//! and conversation, `pod send TEXT` works with no pod running, quitting
+//! the TUI says what is left running, and usage mistakes are named.
+//! Every test drives the built binary as a user would, from the project's
+//! directory, with its own runtime, data and config directories.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use portable_pty::CommandBuilder;
+use serde_json::Value;
+
+mod pty;
+
+use pty::*;
+
+/// A user's machine: XDG directories of its own, and projects in it.
+struct Machine {
+    dir: tempfile::TempDir,
+}
+
+impl Machine {
+    fn new() -> Machine {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("run")).unwrap();
+        Machine { dir }
+    }
+
+    fn env(&self) -> Vec<(&'static str, PathBuf)> {
+        vec![
+            ("XDG_RUNTIME_DIR", self.dir.path().join("run")),
+            ("XDG_DATA_HOME", self.dir.path().join("data")),
+            ("XDG_CONFIG_HOME", self.dir.path().join("config")),
+        ]
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data/pod")
+    }
+
+    /// A project directory (its real path, as the pod records it).
+    fn project(&self, name: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::create_dir_all(&path).unwrap();
+        path.canonicalize().unwrap()
+    }
+
+    /// `pod ARGS` run in `cwd`.
+    fn pod(&self, cwd: &Path, args: &[&str]) -> Output {
+        Command::new(POD)
+            .args(args)
+            .current_dir(cwd)
+            .envs(self.env())
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("POD_NAME")
+            .env_remove("POD_SOCKET")
+            .env_remove("POD_URL")
+            .output()
+            .unwrap()
+    }
+}
+
+impl Drop for Machine {
+    /// Stops every pod this machine started.
+    fn drop(&mut self) {
+        let Ok(dir) = std::fs::read_dir(self.dir.path().join("run/pod")) else {
+            return;
+        };
+        for socket in dir.flatten() {
+            let _ = Command::new(POD)
+                .arg("stop")
+                .arg("--socket")
+                .arg(socket.path())
+                .envs(self.env())
+                .output();
+        }
+    }
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn succeeded(out: &Output) -> String {
+    assert!(out.status.success(), "{}", stderr(out));
+    stdout(out)
+}
+
+/// The first line of a session log: its `session_start`.
+fn session_start(data: &Path, session: &str) -> Value {
+    let log = std::fs::read_to_string(data.join(format!("sessions/{session}.jsonl"))).unwrap();
+    serde_json::from_str::<Value>(log.lines().next().unwrap()).unwrap()["entry"].clone()
+}
+
+fn sessions_json(machine: &Machine, cwd: &Path, all: bool) -> Vec<Value> {
+    let mut args = vec!["sessions", "--json"];
+    if all {
+        args.push("--all");
+    }
+    serde_json::from_str(&succeeded(&machine.pod(cwd, &args))).unwrap()
+}
+
+/// Two projects, two pods: `pod send "…"` starts each project's own pod,
+/// each conversation stays with its project, and `pod sessions` lists this
+/// project's sessions (`--all` every one, with the workspace).
+#[test]
+fn each_project_has_its_own_pod_and_conversation() {
+    let machine = Machine::new();
+    let calc = machine.project("calc");
+    let web = machine.project("web");
+    let out = machine.pod(&calc, &["send", "hello from calc"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("started the pod"), "{}", stderr(&out));
+    let out = machine.pod(&web, &["send", "hello from web"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let listed = succeeded(&machine.pod(&calc, &["list"]));
+    let rows: Vec<&str> = listed.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "two pods: {listed}");
+    assert!(
+        rows.iter().any(|r| r.starts_with("calc-")),
+        "named after the project: {listed}"
+    );
+
+    let here = sessions_json(&machine, &calc, false);
+    assert_eq!(here.len(), 1, "{here:?}");
+    assert_eq!(here[0]["title"], "hello from calc");
+    assert_eq!(here[0]["workspace"], calc.to_str().unwrap());
+    let id = here[0]["session_id"].as_str().unwrap();
+    assert_eq!(
+        session_start(&machine.data(), id)["workspace"],
+        calc.to_str().unwrap(),
+        "session_start records the workspace"
+    );
+    let every = sessions_json(&machine, &calc, true);
+    assert_eq!(every.len(), 2, "{every:?}");
+    let table = succeeded(&machine.pod(&calc, &["sessions", "--all"]));
+    assert!(
+        table.lines().next().unwrap().contains("WORKSPACE"),
+        "{table}"
+    );
+    assert!(table.contains(web.to_str().unwrap()), "{table}");
+    let table = succeeded(&machine.pod(&web, &["sessions"]));
+    assert!(
+        table.contains("hello from web") && !table.contains("hello from calc"),
+        "{table}"
+    );
+}
+
+/// A name given with `--name` stays with the workspace it first served: in
+/// another workspace it is bad usage that suggests another name.
+#[test]
+fn a_name_of_another_workspace_is_refused_with_a_way_out() {
+    let machine = Machine::new();
+    let a = machine.project("a");
+    let b = machine.project("b");
+    succeeded(&machine.pod(&a, &["--name", "shared", "send", "hi"]));
+    succeeded(&machine.pod(&a, &["--name", "shared", "stop"]));
+    let out = machine.pod(&b, &["--name", "shared", "serve"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains(a.to_str().unwrap()) && said.contains("--name"),
+        "{said}"
+    );
+    let out = machine.pod(&b, &["--name", "bad name!", "status"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("A-Z a-z 0-9 . _ -"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// The `default` pod of earlier versions, whose session was this
+/// workspace's, is adopted: the conversation goes on.
+#[test]
+fn the_default_pod_of_earlier_versions_is_adopted_in_its_workspace() {
+    let machine = Machine::new();
+    let calc = machine.project("calc");
+    let other = machine.project("other");
+    let data = machine.data();
+    std::fs::create_dir_all(data.join("sessions")).unwrap();
+    std::fs::create_dir_all(data.join("pods")).unwrap();
+    let id = "0c0ffee0-0000-4000-8000-000000000000";
+    let start = serde_json::json!({"seq":0,"entry":{"kind":"session_start","session_id":id,
+        "created_at":"2026-11-01T10:00:00Z","compacted_from":null,"forked_from":null,
+        "provider":"offline","model":"offline","workspace":calc}});
+    std::fs::write(
+        data.join(format!("sessions/{id}.jsonl")),
+        format!("{start}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        data.join("pods/default.json"),
+        format!("{{\"session_id\":\"{id}\"}}"),
+    )
+    .unwrap();
+
+    succeeded(&machine.pod(&other, &["send", "elsewhere"]));
+    assert!(
+        data.join("pods/default.json").exists(),
+        "another workspace leaves it alone"
+    );
+    let out = machine.pod(&calc, &["send", "still here?"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let here = sessions_json(&machine, &calc, false);
+    assert_eq!(here.len(), 1, "{here:?}");
+    assert_eq!(here[0]["session_id"], id, "the old conversation goes on");
+    assert_eq!(here[0]["title"], "still here?");
+    assert!(!data.join("pods/default.json").exists());
+}
+
+/// Resuming another workspace's session from the command line needs
+/// `--force`, and says why.
+#[test]
+fn another_workspaces_session_needs_force() {
+    let machine = Machine::new();
+    let a = machine.project("a");
+    let b = machine.project("b");
+    succeeded(&machine.pod(&a, &["send", "in a"]));
+    succeeded(&machine.pod(&a, &["stop"]));
+    let id = sessions_json(&machine, &a, false)[0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let out = machine.pod(&b, &["serve", "--session", &id[..8]]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--force") && stderr(&out).contains(a.to_str().unwrap()),
+        "{}",
+        stderr(&out)
+    );
+    let out = machine.pod(&b, &["--session", &id[..8], "--force", "send", "in b"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let status: Value =
+        serde_json::from_str(&succeeded(&machine.pod(&b, &["status", "--json"]))).unwrap();
+    assert_eq!(status["greeting"]["session_id"], id.as_str());
+}
+
+/// `pod send` never starts a pod when told not to, nor for a remote pod.
+#[test]
+fn send_starts_no_pod_when_told_not_to_or_for_a_remote_pod() {
+    let machine = Machine::new();
+    let calc = machine.project("calc");
+    let out = machine.pod(&calc, &["send", "--no-start", "hi"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no pod is listening"),
+        "{}",
+        stderr(&out)
+    );
+    let out = Command::new(POD)
+        .args(["send", "hi"])
+        .current_dir(&calc)
+        .envs(machine.env())
+        .env("POD_URL", "ws://127.0.0.1:9/")
+        .env("POD_TOKEN", "x")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        !machine.dir.path().join("run/pod").exists(),
+        "no pod was started"
+    );
+    let out = machine.pod(&calc, &["send", "--text", "a", "b"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "--text and TEXT are one message"
+    );
+}
+
+/// A `--script` that names no file is bad usage, said at once.
+#[test]
+fn a_missing_script_is_bad_usage() {
+    let machine = Machine::new();
+    let calc = machine.project("calc");
+    for args in [
+        &["serve", "--provider", "script", "--script", "nope.jsonl"][..],
+        &["--provider", "script", "--script", "nope.jsonl"][..],
+    ] {
+        let out = machine.pod(&calc, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("nope.jsonl"), "{}", stderr(&out));
+    }
+}
+
+/// `pod pause` holds the next turn and the status says so; `pod resume`
+/// lets it go on.
+#[test]
+fn pause_and_resume_from_the_command_line() {
+    let machine = Machine::new();
+    let calc = machine.project("calc");
+    succeeded(&machine.pod(&calc, &["send", "first"]));
+    let said = succeeded(&machine.pod(&calc, &["pause"]));
+    assert!(said.contains("pod resume"), "{said}");
+    let mut sender = Command::new(POD)
+        .args(["send", "held"])
+        .current_dir(&calc)
+        .envs(machine.env())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the turn to be held", || {
+        let out = machine.pod(&calc, &["status", "--json"]);
+        let status: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        status["status"]["state"] == "paused"
+    });
+    assert!(sender.try_wait().unwrap().is_none(), "held, not finished");
+    assert_eq!(
+        succeeded(&machine.pod(&calc, &["resume"])).trim(),
+        "resumed"
+    );
+    wait_until("the held turn to finish", || {
+        sender.try_wait().unwrap().is_some()
+    });
+    assert!(sender.wait().unwrap().success());
+}
+
+/// Quitting the TUI says that the pod keeps running and how to stop it or
+/// come back.
+#[test]
+fn quitting_the_tui_says_what_keeps_running() {
+    let machine = Machine::new();
+    let calc = machine.project("calc");
+    let mut pod = CommandBuilder::new(POD);
+    pod.cwd(&calc);
+    pod.env_remove("OPENAI_API_KEY");
+    pod.env_remove("ANTHROPIC_API_KEY");
+    for (k, v) in machine.env() {
+        pod.env(k, v);
+    }
+    let (parser, mut child, mut keys) = in_pty(pod);
+    wait_for_screen(&parser, "● connected");
+    keys.write_all(b"\x04").unwrap();
+    keys.flush().unwrap();
+    wait_until("pod to exit on Ctrl+D", || {
+        child.try_wait().unwrap().is_some()
+    });
+    wait_for_screen(
+        &parser,
+        "keeps running: `pod stop` stops it, `pod` comes back",
+    );
+}
