@@ -304,7 +304,8 @@ fn file_edits_show_their_diff_not_json() {
 }
 
 /// A panel that appears while the user is typing a message does not take
-/// the rest of that message as answers: keys are held back until a pause.
+/// the rest of that message as answers: the keys go on into the message
+/// (none is lost), and the panel takes its keys after a pause.
 #[test]
 fn typing_never_answers_a_panel_that_appears_mid_word() {
     let t0 = std::time::Instant::now();
@@ -328,6 +329,11 @@ fn typing_never_answers_a_panel_that_appears_mid_word() {
     key(&mut app, KeyCode::Char('a'));
     assert!(methods(&mut app).is_empty(), "nothing answered mid-burst");
     assert!(screen(&mut app, 90, 12).contains("pause, then y, a, n or N"));
+    assert_eq!(
+        app.composer().plain_text().as_deref(),
+        Some("yeya"),
+        "no key typed is lost"
+    );
 
     app.on_tick(t0 + std::time::Duration::from_secs(2));
     key(&mut app, KeyCode::Char('n'));
@@ -335,11 +341,35 @@ fn typing_never_answers_a_panel_that_appears_mid_word() {
         methods(&mut app),
         [json!({"type":"approve","call_id":"c1","decision":"deny"})]
     );
-    assert_eq!(app.composer().plain_text().as_deref(), Some("ye"));
+    assert_eq!(app.composer().plain_text().as_deref(), Some("yeya"));
+}
+
+/// A panel that appears while the user is not typing still takes no key
+/// in its first moments: a key pressed then was meant for the screen as it
+/// was. It goes into the message instead, and the panel takes the next.
+#[test]
+fn a_panel_is_armed_only_after_a_moment() {
+    let t0 = std::time::Instant::now();
+    let mut app = attached_with(vec![], Value::Null, "running");
+    app.on_tick(t0);
+    app.on_pod_event(entry(1, tool_call("c1", "bash", json!({"command":"make"}))));
+    app.on_pod_event(entry(2, approval_request("c1", "bash", "make", "make")));
+    app.on_tick(t0 + std::time::Duration::from_millis(50));
+    key(&mut app, KeyCode::Char('n'));
+    assert!(methods(&mut app).is_empty(), "not armed yet");
+    assert_eq!(app.composer().plain_text().as_deref(), Some("n"));
+    app.on_tick(t0 + std::time::Duration::from_secs(1));
+    key(&mut app, KeyCode::Esc);
+    assert_eq!(
+        methods(&mut app),
+        [json!({"type":"approve","call_id":"c1","decision":"deny"})],
+        "Esc denies"
+    );
+    assert!(screen(&mut app, 90, 12).contains("denied (Esc)"));
 }
 
 /// A message sent with Enter ends the burst: a panel that appears right
-/// after takes the next key.
+/// after takes the next key once it is armed.
 #[test]
 fn a_sent_message_ends_the_burst() {
     let t0 = std::time::Instant::now();
@@ -352,7 +382,7 @@ fn a_sent_message_ends_the_burst() {
     app.take_outgoing();
     app.on_pod_event(entry(1, tool_call("c1", "bash", json!({"command":"make"}))));
     app.on_pod_event(entry(2, approval_request("c1", "bash", "make", "make")));
-    app.on_tick(t0 + std::time::Duration::from_millis(100));
+    app.on_tick(t0 + std::time::Duration::from_millis(400));
     key(&mut app, KeyCode::Char('y'));
     assert_eq!(
         methods(&mut app),

@@ -445,6 +445,8 @@ fn approving_a_command_with_y_runs_it() {
     press(b"make the marker\r");
     wait_for_screen(&parser, "bash wants to run");
     wait_for_screen(&parser, "y allow once");
+    // Its keys answer once it has armed (drawn bold, not dim).
+    wait_for_bold(&parser, "y allow once");
     let marker = workspace.join("marker");
     assert!(!marker.exists(), "nothing runs before the answer");
 
@@ -528,6 +530,7 @@ fn an_approval_while_unfocused_rings_and_notifies() {
     assert!(count(&raw, b"\x07") >= 1);
     press(b"\x1b[I");
     std::thread::sleep(Duration::from_millis(100));
+    wait_for_bold(&parser, "y allow once");
     press(b"y");
     wait_for_screen(&parser, "Made it.");
     wait_for_screen(&parser, "done in");

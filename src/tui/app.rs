@@ -34,6 +34,9 @@ const WHEEL_ROWS: usize = 3;
 /// began in the input box never answers an approval panel that appeared
 /// in the middle of it.
 const TYPING_PAUSE: Duration = Duration::from_millis(500);
+/// How long the approval panel is shown before it takes a key: a key
+/// pressed sooner was meant for what was on screen before.
+const PANEL_ARMING: Duration = Duration::from_millis(300);
 
 pub struct App {
     pub(crate) conversation: Conversation,
@@ -97,6 +100,9 @@ pub struct App {
     /// The panel appeared while the user was typing: their keys are held
     /// back until they pause.
     hold_keys: bool,
+    /// When the approval panel showing appeared: it takes no key before
+    /// [`PANEL_ARMING`] has passed.
+    approval_shown_at: Option<Instant>,
 }
 
 /// One of this client's messages waiting in the pod's queue.
@@ -143,6 +149,7 @@ impl App {
             approval_shown: None,
             last_typed: None,
             hold_keys: false,
+            approval_shown_at: None,
         }
     }
 
@@ -241,6 +248,13 @@ impl App {
         if self.conversation.tick(now) {
             self.dirty = true;
         }
+        let arming = self
+            .approval_shown_at
+            .is_some_and(|at| now.saturating_duration_since(at) < PANEL_ARMING);
+        if arming != self.approval.arming {
+            self.approval.arming = arming;
+            self.dirty = true;
+        }
         if let ConnectionState::Retrying { at, .. } = self.connection {
             let secs = |t: Instant| at.saturating_duration_since(t).as_secs();
             if secs(before) != secs(now) {
@@ -291,9 +305,46 @@ impl App {
         }
     }
 
+    /// Whether a key goes to the approval panel rather than the composer.
+    /// Only the panel's own keys, and only once it is armed: shown for
+    /// [`PANEL_ARMING`] and not in the middle of a burst of typing that
+    /// began before it appeared. Every other key is the message's — no
+    /// keystroke is dropped, nor taken as an answer the user never saw.
+    fn panel_takes(&mut self, key: &KeyEvent) -> bool {
+        if key.modifiers.contains(KeyModifiers::CONTROL) || self.approval.message.is_some() {
+            return true;
+        }
+        let own = matches!(
+            key.code,
+            KeyCode::Char('y' | 'a' | 'A' | 'n' | 'N')
+                | KeyCode::Esc
+                | KeyCode::Up
+                | KeyCode::Down
+                | KeyCode::PageUp
+                | KeyCode::PageDown
+                | KeyCode::Home
+        );
+        if self.hold_keys {
+            let typing = self
+                .last_typed
+                .is_some_and(|t| self.now.saturating_duration_since(t) < TYPING_PAUSE);
+            if typing {
+                return false;
+            }
+            self.hold_keys = false;
+        }
+        let armed = self
+            .approval_shown_at
+            .is_none_or(|at| self.now.saturating_duration_since(at) >= PANEL_ARMING);
+        own && armed
+    }
+
     /// Applies one pod event. Until this connection's snapshot arrives,
     /// nothing else is applied: the view is snapshot-then-live, always.
     pub fn on_pod_event(&mut self, event: Event) {
+        // A panel that was already there when this view began was not
+        // sprung on anyone typing: it is armed at once.
+        let snapshot = matches!(event, Event::Snapshot(_));
         self.apply_pod_event(event);
         self.approval
             .forget_settled(self.conversation.pending_approvals());
@@ -303,6 +354,8 @@ impl App {
                 && self
                     .last_typed
                     .is_some_and(|t| self.now.saturating_duration_since(t) < TYPING_PAUSE);
+            self.approval_shown_at = shown.as_ref().filter(|_| !snapshot).map(|_| self.now);
+            self.approval.arming = self.approval_shown_at.is_some();
             self.approval_shown = shown;
         }
     }
@@ -563,29 +616,35 @@ impl App {
         }
         if let Some((request, _)) = self.current_approval() {
             let request = request.clone();
-            if self.hold_keys && !ctrl {
-                let typing = self
-                    .last_typed
-                    .is_some_and(|t| self.now.saturating_duration_since(t) < TYPING_PAUSE);
-                if typing {
-                    self.last_typed = Some(self.now);
-                    self.flash =
-                        Some("a tool call waits for your answer: pause, then y, a, n or N".into());
-                    return;
-                }
-                self.hold_keys = false;
-            }
-            match key.code {
-                KeyCode::Char('c') if ctrl => self.ctrl_c(),
-                KeyCode::Char('d') if ctrl => self.quit = true,
-                _ => {
-                    if let PanelAction::Answer(method) = self.approval.on_key(key, &request) {
-                        let id = self.send(method);
-                        self.approval.sent(id, request.call_id);
+            if self.panel_takes(&key) {
+                match key.code {
+                    KeyCode::Char('c') if ctrl => self.ctrl_c(),
+                    KeyCode::Char('d') if ctrl => self.quit = true,
+                    _ => {
+                        let esc = key.code == KeyCode::Esc && self.approval.message.is_none();
+                        if let PanelAction::Answer(method) = self.approval.on_key(key, &request) {
+                            let id = self.send(method);
+                            self.approval.sent(id, request.call_id);
+                            // The next call's panel follows the user's own
+                            // answer: it is theirs to answer at once.
+                            self.approval_shown =
+                                self.current_approval().map(|(p, _)| p.call_id.clone());
+                            self.approval_shown_at = None;
+                            self.approval.arming = false;
+                            if esc {
+                                self.flash = Some(
+                                    "denied (Esc); to run it after all, ask the model to try again"
+                                        .into(),
+                                );
+                            }
+                        }
                     }
                 }
+                return;
             }
-            return;
+            if self.hold_keys {
+                self.flash = Some("typing goes into your message; pause, then y, a, n or N".into());
+            }
         }
         match key.code {
             KeyCode::Char('c') if ctrl => self.ctrl_c(),

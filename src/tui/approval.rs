@@ -22,6 +22,9 @@ pub struct ApprovalPanel {
     pub preview_rows: usize,
     /// The message for the model while `N` is being answered.
     pub message: Option<String>,
+    /// Still arming (just appeared): its keys are drawn dim, and typing
+    /// goes into the message.
+    pub arming: bool,
     /// Calls this client answered whose decision has not arrived yet:
     /// hidden, so the next request shows at once.
     answered: HashSet<String>,
@@ -128,7 +131,8 @@ impl ApprovalPanel {
                     None,
                 ))
             }
-            KeyCode::Char('n') => {
+            // Esc is how every other prompt is dismissed: here it denies.
+            KeyCode::Char('n') | KeyCode::Esc => {
                 return PanelAction::Answer(answer(request, Decision::Deny, None, None))
             }
             KeyCode::Char('N') => self.message = Some(String::new()),

@@ -152,3 +152,28 @@ pub fn count(raw: &Mutex<Vec<u8>>, needle: &[u8]) -> usize {
         .filter(|w| *w == needle)
         .count()
 }
+
+/// Waits until `needle` is on screen with its first character drawn bold:
+/// how the approval panel shows that its keys answer (they are dim while
+/// it arms).
+pub fn wait_for_bold(parser: &Mutex<vt100::Parser>, needle: &str) {
+    wait_until(&format!("{needle:?} in bold"), || {
+        let parser = parser.lock().unwrap();
+        let screen = parser.screen();
+        let (rows, cols) = screen.size();
+        (0..rows).any(|row| {
+            let text: String = (0..cols)
+                .map(|col| {
+                    screen
+                        .cell(row, col)
+                        .map_or(" ".to_owned(), |c| c.contents().to_owned())
+                })
+                .map(|c| if c.is_empty() { " ".to_owned() } else { c })
+                .collect();
+            text.find(needle).is_some_and(|at| {
+                let col = text[..at].chars().count() as u16;
+                screen.cell(row, col).is_some_and(|c| c.bold())
+            })
+        })
+    });
+}

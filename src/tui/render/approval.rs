@@ -120,7 +120,8 @@ pub fn lines(
                 if i > 0 {
                     spans.push(Span::styled(" · ", DIM));
                 }
-                spans.push(Span::styled(key, KEY));
+                // Dim while arming: the keys do not answer yet.
+                spans.push(Span::styled(key, if panel.arming { DIM } else { KEY }));
                 spans.push(Span::raw(format!(" {what}")));
             }
             wrap(&spans, width, &[], &[Span::raw(" ")], &mut footer);
