@@ -350,3 +350,55 @@ fn quitting_the_tui_says_what_keeps_running() {
         "keeps running: `pod stop` stops it, `pod` comes back",
     );
 }
+
+/// Plain `pod` in a project, in a pseudo-terminal, with its pod stopped when
+/// the test ends (by the machine).
+fn tui(machine: &Machine, cwd: &Path, args: &[&str]) -> InPty {
+    let mut pod = CommandBuilder::new(POD);
+    pod.cwd(cwd);
+    pod.env_remove("OPENAI_API_KEY");
+    pod.env_remove("ANTHROPIC_API_KEY");
+    for (k, v) in machine.env() {
+        pod.env(k, v);
+    }
+    pod.args(args);
+    in_pty(pod)
+}
+
+/// Ctrl+C on a draft clears the draft (and cancels nothing, quits
+/// nothing); Ctrl+U clears the whole draft, every line of it.
+#[test]
+fn ctrl_c_and_ctrl_u_clear_the_draft_first() {
+    let machine = Machine::new();
+    let calc = machine.project("calc");
+    let (parser, mut child, mut keys) = tui(&machine, &calc, &[]);
+    let mut press = |bytes: &[u8]| {
+        keys.write_all(bytes).unwrap();
+        keys.flush().unwrap();
+    };
+    wait_for_screen(&parser, "● connected");
+    press(b"half a thought");
+    wait_for_screen(&parser, "half a thought");
+    press(b"\x03");
+    wait_for_screen(&parser, "draft cleared");
+    wait_until("the draft to go", || {
+        !flat(&parser).contains("half a thought")
+    });
+    press(b"\x03");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "one Ctrl+C after the draft does not quit"
+    );
+    press(b"first line\x0asecond line");
+    wait_for_screen(&parser, "second line");
+    press(b"\x15");
+    wait_until("Ctrl+U to clear both lines", || {
+        let screen = flat(&parser);
+        !screen.contains("first line") && !screen.contains("second line")
+    });
+    press(b"\x04");
+    wait_until("pod to exit on Ctrl+D", || {
+        child.try_wait().unwrap().is_some()
+    });
+}

@@ -135,8 +135,8 @@ fn multi_line_editing() {
     assert!(!c.down());
     assert_eq!(c.plain_text().as_deref(), Some("abX\ncdef\ng"));
     assert_eq!(wire(&c), json!([{"type":"text","text":"abX\ncdef\ng"}]));
-    c.kill_to_line_start();
-    assert_eq!(c.plain_text().as_deref(), Some("abX\ncdef\n"));
+    c.clear_draft();
+    assert!(c.is_empty(), "Ctrl+U clears the whole draft");
 }
 
 #[test]

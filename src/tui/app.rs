@@ -653,7 +653,7 @@ impl App {
             KeyCode::Char('j') if ctrl => self.composer.insert_newline(),
             KeyCode::Char('a') if ctrl => self.composer.line_start(),
             KeyCode::Char('e') if ctrl => self.composer.line_end(),
-            KeyCode::Char('u') if ctrl => self.composer.kill_to_line_start(),
+            KeyCode::Char('u') if ctrl => self.composer.clear_draft(),
             KeyCode::Char('l') if ctrl => self.viewport.end(),
             KeyCode::Enter if alt || shift => self.composer.insert_newline(),
             KeyCode::Enter | KeyCode::Tab if self.composer.completion_open() => {
@@ -769,6 +769,15 @@ impl App {
     }
 
     fn ctrl_c(&mut self) {
+        // A draft goes first, as in a shell: the turn is cancelled (and
+        // the TUI quit) only by the presses after it.
+        if self.overlay.is_none() && self.current_approval().is_none() && !self.composer.is_empty()
+        {
+            self.composer.clear_draft();
+            self.last_ctrl_c = None;
+            self.flash = Some("draft cleared; Ctrl+C again cancels the turn".into());
+            return;
+        }
         if self
             .last_ctrl_c
             .is_some_and(|t| self.now.duration_since(t) <= DOUBLE_CTRL_C)

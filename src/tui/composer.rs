@@ -140,11 +140,12 @@ impl Composer {
         self.cursor = self.line_end_of(self.cursor);
     }
 
-    /// Deletes from the start of the line to the cursor.
-    pub fn kill_to_line_start(&mut self) {
-        let start = self.line_start_of(self.cursor);
-        self.atoms.drain(start..self.cursor);
-        self.cursor = start;
+    /// Deletes the whole draft (Ctrl+U, and Ctrl+C on a draft).
+    pub fn clear_draft(&mut self) {
+        self.atoms.clear();
+        self.cursor = 0;
+        self.completion = None;
+        self.history_pos = None;
     }
 
     /// Moves to the previous line; `false` when already on the first one

@@ -31,7 +31,7 @@ const KEYS: &[(&str, &str)] = &[
         "Backspace, Delete",
         "delete (a paste or a reference goes as one piece)",
     ),
-    ("Ctrl+U", "delete to the start of the line"),
+    ("Ctrl+U", "clear the whole draft"),
     (
         "Esc",
         "close the menu or this screen; on an empty input box, take back your last queued message; else cancel the running turn",
@@ -41,12 +41,12 @@ const KEYS: &[(&str, &str)] = &[
         "next approval mode: ask → edits → auto → read-only",
     ),
     (
-        "y / a / n / N",
-        "when a tool call waits for approval: allow once / allow for the session / deny / deny with a message for the model (↑/↓, PgUp/PgDn scroll its preview)",
+        "y / a / n or Esc / N",
+        "when a tool call waits for approval: allow once / allow for the session / deny / deny with a message for the model (↑/↓, PgUp/PgDn scroll its preview; keys typed as it appears go into your message)",
     ),
     (
         "Ctrl+C",
-        "cancel the running turn; twice within a second: quit",
+        "clear the draft if there is one; else cancel the running turn; twice within a second: quit",
     ),
     ("Ctrl+D", "quit (detach; the pod keeps running)"),
     ("PgUp / PgDn, mouse wheel", "scroll"),
