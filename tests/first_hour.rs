@@ -402,3 +402,21 @@ fn ctrl_c_and_ctrl_u_clear_the_draft_first() {
         child.try_wait().unwrap().is_some()
     });
 }
+
+/// A `--model` typed for a restart wins over the model the session had
+/// switched to, and the pod's status says the typed one.
+#[test]
+fn a_typed_model_wins_over_the_sessions_earlier_choice() {
+    let machine = Machine::new();
+    let calc = machine.project("calc");
+    succeeded(&machine.pod(&calc, &["--model", "one", "send", "hi"]));
+    succeeded(&machine.pod(&calc, &["stop"]));
+    // Restarted without --model: the session switches to the default.
+    succeeded(&machine.pod(&calc, &["send", "hi"]));
+    succeeded(&machine.pod(&calc, &["stop"]));
+    succeeded(&machine.pod(&calc, &["--model", "one", "send", "hi"]));
+    let status: Value =
+        serde_json::from_str(&succeeded(&machine.pod(&calc, &["status", "--json"]))).unwrap();
+    assert_eq!(status["status"]["model"], "one", "{status}");
+    assert_eq!(status["greeting"]["model"], "one", "{status}");
+}

@@ -88,6 +88,11 @@ pub fn parse(
             ),
         ));
     }
+    // `pod serve`'s own flags typed, for the pod to know which were chosen
+    // for this start (a typed `--model` wins over the session's).
+    if let Some(("serve", sub)) = matches.subcommand() {
+        cli.given = given(sub);
+    }
     Ok(cli)
 }
 
@@ -812,7 +817,7 @@ mod tests {
         assert_eq!(error.kind(), clap::error::ErrorKind::ArgumentConflict);
         assert!(error.to_string().contains("`pod status`"), "{error}");
         let cli = parse_args(&["pod", "--name", "x", "serve", "--model", "m"], "").unwrap();
-        assert!(cli.given.ids.is_empty(), "`serve`'s own flags are its own");
+        assert_eq!(cli.given.ids, ["model"], "`serve`'s own flags, typed");
         assert!(
             matches!(cli.command, Some(Command::Serve(ref a)) if a.model.as_deref() == Some("m"))
         );

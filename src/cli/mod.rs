@@ -30,7 +30,7 @@ pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
         paths.check_socket_dir()?;
     }
     match cli.command {
-        Some(Command::Serve(args)) => serve::run(&paths, args, config),
+        Some(Command::Serve(args)) => serve::run(&paths, args, config, cli.given.has("model")),
         Some(Command::Send(args)) => send::run(
             &paths,
             args,

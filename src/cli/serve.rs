@@ -13,7 +13,12 @@ use crate::pod::{ConnectionLimits, ServeConfig, Thresholds};
 use crate::provider::{self, ProviderConfig, ProviderKind};
 use crate::tools::{SandboxPolicy, Switch, ToolLimits};
 
-pub fn run(paths: &Paths, args: ServeArgs, config: ConfigFile) -> anyhow::Result<ExitCode> {
+pub fn run(
+    paths: &Paths,
+    args: ServeArgs,
+    config: ConfigFile,
+    model_typed: bool,
+) -> anyhow::Result<ExitCode> {
     if let Some(code) = missing_script(&args) {
         return Ok(code);
     }
@@ -68,6 +73,7 @@ pub fn run(paths: &Paths, args: ServeArgs, config: ConfigFile) -> anyhow::Result
         remote,
         name: paths.name.clone(),
         name_derived: !paths.name_given,
+        model_typed,
         data_dir: paths.data_dir.clone(),
         socket: paths.socket.clone(),
         socket_in_default_dir: paths.socket_in_default_dir,

@@ -168,6 +168,9 @@ pub struct JobState {
     pub revocations: Vec<Revocation>,
     /// The model requests go to now.
     pub model: String,
+    /// `--model` was typed and the first conversation has not been settled
+    /// yet: there, the typed model wins over the session's own choice.
+    pub model_typed: bool,
     /// The size of the last model request, in tokens, and whether the
     /// server said so or the pod estimated it.
     pub context_tokens: u64,
@@ -192,9 +195,17 @@ impl JobState {
             hook_context: Vec::new(),
             revocations: Vec::new(),
             model,
+            model_typed: false,
             context_tokens: 0,
             context_source: ContextSource::Estimate,
         }
+    }
+
+    /// `--model` was typed: the conversation the pod starts on switches to
+    /// it, whatever `/model` chose in it before.
+    pub fn with_model_typed(mut self, typed: bool) -> Self {
+        self.model_typed = typed;
+        self
     }
 
     /// The status clients see. States rank `compacting` > `waiting` >

@@ -111,7 +111,9 @@ fn compacted_from(entries: &[LogEntry]) -> Option<uuid::Uuid> {
 /// say so first: a session's latest `model_change` for this provider wins;
 /// a session recorded with another provider or model (resumed, or the pod
 /// restarted with another `--model`) gets a `model_change` to the pod's, so
-/// the log always says which model produced what.
+/// the log always says which model produced what. A `--model` typed for
+/// this start wins over the session's latest choice (once, for the
+/// conversation the pod starts on).
 pub fn reconcile_model(env: &JobEnv, conversation: &Conversation) -> (String, bool) {
     let provider = env.provider.name();
     let configured = env.provider.model().to_owned();
@@ -121,7 +123,10 @@ pub fn reconcile_model(env: &JobEnv, conversation: &Conversation) -> (String, bo
         } => Some((provider.as_str(), model.clone())),
         _ => None,
     });
+    // Taken once: a later resume keeps that session's own choice.
+    let typed = std::mem::take(&mut env.state.borrow_mut().model_typed);
     match latest_change {
+        Some((p, model)) if typed && p == provider && model != configured => (configured, true),
         Some((p, model)) if p == provider => (model, false),
         Some(_) => (configured, true),
         None => match conversation.recorded_model() {

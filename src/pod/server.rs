@@ -46,6 +46,8 @@ pub struct ServeConfig {
     /// whose name anyone can take first: it must be the user's own.
     pub socket_in_default_dir: bool,
     pub workspace: PathBuf,
+    /// `--model` was typed on the command line (not the config file's).
+    pub model_typed: bool,
     pub provider: Arc<dyn Provider>,
     pub new_session: bool,
     /// Start on this session (full id or unique prefix) and make it current.
@@ -226,7 +228,8 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             sandbox: toolbox.sandbox().gate(),
             workspace_root: workspace.root().to_path_buf(),
         };
-        let state = JobState::new(policy, config.provider.model().to_owned());
+        let state = JobState::new(policy, config.provider.model().to_owned())
+            .with_model_typed(config.model_typed);
         let checkpoints =
             crate::checkpoint::serve::Handle::new(crate::checkpoint::Checkpoints::open(
                 &config.data_dir,
