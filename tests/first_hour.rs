@@ -420,3 +420,54 @@ fn a_typed_model_wins_over_the_sessions_earlier_choice() {
     assert_eq!(status["status"]["model"], "one", "{status}");
     assert_eq!(status["greeting"]["model"], "one", "{status}");
 }
+
+/// When the pod dies mid-turn, the TUI says so: no "running", no tool clock
+/// counting on, and how to start the pod again.
+#[test]
+fn the_tui_says_when_the_pod_is_gone() {
+    let machine = Machine::new();
+    let calc = machine.project("calc");
+    let script = machine.dir.path().join("script.jsonl");
+    std::fs::write(
+        &script,
+        "{\"events\":[{\"tool_call\":{\"id\":\"c1\",\"name\":\"bash\",\"arguments\":{\"command\":\"sleep 30\"}}}]}\n",
+    )
+    .unwrap();
+    let script = script.to_str().unwrap();
+    let args = [
+        "--provider",
+        "script",
+        "--script",
+        script,
+        "--approval",
+        "auto",
+    ];
+    let (parser, mut child, mut keys) = tui(&machine, &calc, &args);
+    let mut press = |bytes: &[u8]| {
+        keys.write_all(bytes).unwrap();
+        keys.flush().unwrap();
+    };
+    wait_for_screen(&parser, "● connected");
+    press(b"build it\r");
+    wait_for_screen(&parser, "running… 1s");
+    let status: Value =
+        serde_json::from_str(&succeeded(&machine.pod(&calc, &["status", "--json"]))).unwrap();
+    let pid = status["greeting"]["pid"].as_i64().unwrap();
+    Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    wait_for_screen(&parser, "[disconnected]");
+    wait_for_screen(&parser, "start it again with `pod`");
+    wait_for_screen(&parser, "outcome unknown");
+    let screen = flat(&parser);
+    assert!(!screen.contains("running…"), "{screen}");
+    assert!(
+        !screen.contains("⠋ running") && !screen.contains(" running "),
+        "{screen}"
+    );
+    press(b"\x04");
+    wait_until("pod to exit on Ctrl+D", || {
+        child.try_wait().unwrap().is_some()
+    });
+}

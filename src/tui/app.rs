@@ -280,10 +280,19 @@ impl App {
             ConnEvent::Retrying { retry_in, error } => {
                 let was_connected = match self.connection {
                     ConnectionState::Connected | ConnectionState::WaitingForSnapshot => {
+                        // Nothing is known to run any more: no "running",
+                        // no clock counting for a pod that is gone.
+                        self.status = None;
+                        self.conversation.connection_lost();
                         self.conversation.push_notice(
                             Level::Warn,
-                            format!("[disconnected] {error}; reconnecting"),
+                            format!(
+                                "[disconnected] {error}. If the pod stopped, start it again with \
+                                 `pod` (or `pod serve`) in the project's directory; this view \
+                                 reconnects by itself when it is back"
+                            ),
                         );
+                        self.viewport.end();
                         true
                     }
                     ConnectionState::Retrying { was_connected, .. } => was_connected,

@@ -100,6 +100,9 @@ pub struct ToolBlock {
     pub elapsed_secs: Option<u64>,
     /// An `approval_request` for it waits for an answer.
     pub awaiting_approval: bool,
+    /// The connection to the pod was lost while it ran: how it ended is
+    /// not known here (the next snapshot says).
+    pub outcome_unknown: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -351,6 +354,26 @@ impl Conversation {
         }
     }
 
+    /// The pod went away: nothing runs as far as this view knows, so every
+    /// running clock stops and each running tool says its outcome is not
+    /// known (a reconnect's snapshot replaces all of it).
+    pub fn connection_lost(&mut self) {
+        for (i, _) in std::mem::take(&mut self.timed) {
+            let rev = self.rev();
+            if let Some(Block {
+                kind: BlockKind::Tool(t),
+                rev: block_rev,
+                ..
+            }) = self.blocks.get_mut(i)
+            {
+                t.outcome_unknown = true;
+                *block_rev = rev;
+            }
+        }
+        self.turn = None;
+        self.pending.clear();
+    }
+
     /// Empties the view (`/clear`) without touching what the stream
     /// continues from; the next snapshot shows everything again. A result
     /// for a call cleared away shows on its own.
@@ -582,6 +605,7 @@ impl Conversation {
                             output_tail: None,
                             elapsed_secs: now.map(|_| 0),
                             awaiting_approval: false,
+                            outcome_unknown: false,
                         }),
                     });
                     if let Some(now) = now {
@@ -621,6 +645,7 @@ impl Conversation {
                             output_tail: None,
                             elapsed_secs: None,
                             awaiting_approval: false,
+                            outcome_unknown: false,
                         })),
                     }
                 }

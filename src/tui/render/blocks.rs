@@ -433,6 +433,9 @@ fn tool_block(tool: &ToolBlock, width: usize, selected: bool, out: &mut Vec<Line
             wrap_text(tail, DIM, width, &branch("  │ "), &branch("  │ "), out);
         }
         let running = match tool.elapsed_secs {
+            _ if tool.outcome_unknown => {
+                "outcome unknown: the connection to the pod was lost".to_owned()
+            }
             _ if tool.awaiting_approval => "waiting for approval".to_owned(),
             Some(secs @ 1..) => format!("running… {}", short_duration(Duration::from_secs(secs))),
             _ => "running…".to_owned(),
