@@ -471,3 +471,35 @@ fn the_tui_says_when_the_pod_is_gone() {
         child.try_wait().unwrap().is_some()
     });
 }
+
+/// An API key set after the pod started is not ignored: plain `pod` says
+/// the running pod uses another provider and restarts it on `r`.
+#[test]
+fn a_key_set_later_is_noticed_and_the_pod_restarted_on_request() {
+    let machine = Machine::new();
+    let calc = machine.project("calc");
+    succeeded(&machine.pod(&calc, &["send", "hi"]));
+    let mut pod = CommandBuilder::new(POD);
+    pod.cwd(&calc);
+    pod.env_remove("OPENAI_API_KEY");
+    pod.env("ANTHROPIC_API_KEY", "sk-test-never-used");
+    for (k, v) in machine.env() {
+        pod.env(k, v);
+    }
+    let (parser, mut child, mut keys) = in_pty(pod);
+    wait_for_screen(&parser, "r: restart it as asked]");
+    let screen = flat(&parser);
+    assert!(
+        screen.contains("the provider is offline, not anthropic (ANTHROPIC_API_KEY is set)"),
+        "{screen}"
+    );
+    keys.write_all(b"r\r").unwrap();
+    keys.flush().unwrap();
+    wait_for_screen(&parser, "● connected");
+    wait_for_screen(&parser, "anthropic/");
+    keys.write_all(b"\x04").unwrap();
+    keys.flush().unwrap();
+    wait_until("pod to exit on Ctrl+D", || {
+        child.try_wait().unwrap().is_some()
+    });
+}

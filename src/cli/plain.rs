@@ -33,12 +33,18 @@ pub fn run(cli: &Cli, paths: &Paths) -> anyhow::Result<ExitCode> {
             given: &cli.given,
             workspace: &paths.workspace,
             workspace_given: cli.global.workspace.is_some(),
+            env_provider: env_provider(&cli.serve),
         };
         let given = paths.name_given.then_some(name.as_str());
         if let Some(message) = mismatch(name, given, &asked, &snapshot.greeting, &snapshot.status) {
             eprint!("{message}");
-            if !attach_anyway()? {
-                return Ok(ExitCode::from(exit::FAILED));
+            match answer()? {
+                Answer::Attach => {}
+                Answer::Leave => return Ok(ExitCode::from(exit::FAILED)),
+                Answer::Restart => {
+                    super::runtime()?.block_on(stop(paths))?;
+                    serve::start_background(paths, cli.global.config.as_deref(), &cli.given.argv)?;
+                }
             }
         }
     }
@@ -53,28 +59,87 @@ async fn running(socket: &Path) -> Option<Snapshot> {
     snapshot(&mut events, &endpoint).await.ok()
 }
 
+/// What the user wants done with a pod that is not as asked.
+enum Answer {
+    Attach,
+    Leave,
+    /// Stop it and start it again as asked.
+    Restart,
+}
+
 /// Asks on the terminal; without one there is nobody to ask, and the TUI
-/// cannot run anyway, so the answer is yes.
-fn attach_anyway() -> anyhow::Result<bool> {
+/// cannot run anyway, so the answer is to attach.
+fn answer() -> anyhow::Result<Answer> {
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
-        return Ok(true);
+        return Ok(Answer::Attach);
     }
-    eprint!("Attach to it as it is? [Y/n] ");
+    eprint!("Attach to it as it is? [Y/n, r: restart it as asked] ");
     std::io::stderr().flush()?;
     let mut answer = String::new();
     if stdin.lock().read_line(&mut answer)? == 0 {
         eprintln!();
-        return Ok(false);
+        return Ok(Answer::Leave);
     }
-    Ok(!matches!(
-        answer.trim().to_ascii_lowercase().as_str(),
-        "n" | "no"
+    Ok(match answer.trim().to_ascii_lowercase().as_str() {
+        "n" | "no" => Answer::Leave,
+        "r" | "restart" => Answer::Restart,
+        _ => Answer::Attach,
+    })
+}
+
+/// Stops the pod and waits until it has let go of its name (its lock), so
+/// that the one started next is not refused.
+async fn stop(paths: &Paths) -> anyhow::Result<()> {
+    let socket = &paths.socket;
+    let endpoint = crate::client::Endpoint::Socket(socket.to_owned());
+    let (mut events, mut sink) = crate::client::connect(&endpoint).await?;
+    sink.send(&crate::protocol::Request::new(
+        crate::protocol::Method::Shutdown,
     ))
+    .await?;
+    while let Some(event) = events.next().await {
+        if let Ok(crate::protocol::Event::Shutdown { .. }) = event {
+            break;
+        }
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let pods = paths.data_dir.join("pods");
+    let free = || crate::store::PodLock::acquire(&paths.data_dir, &pods, &paths.name).is_ok();
+    while !nobody_listens(socket) || !free() {
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "the pod at {} did not stop within 10 s",
+            socket.display()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    eprintln!("pod: stopped it; starting it as asked");
+    Ok(())
+}
+
+/// The provider an API key in the environment asks for now, and which
+/// key: a key set after the pod started must not be ignored without a word.
+/// `None` when nothing but `--provider` or the defaults decide.
+pub fn env_provider(serve: &ServeArgs) -> Option<(String, &'static str)> {
+    let key = |name| std::env::var(name).ok().filter(|k| !k.trim().is_empty());
+    if serve.provider.is_some() || serve.script.is_some() {
+        return None;
+    }
+    if key("ANTHROPIC_API_KEY").is_some() {
+        Some(("anthropic".into(), "ANTHROPIC_API_KEY is set"))
+    } else if key("OPENAI_API_KEY").is_some() {
+        Some(("openai".into(), "OPENAI_API_KEY is set"))
+    } else {
+        None
+    }
 }
 
 /// What plain `pod` was asked for.
 pub struct Asked<'a> {
+    /// Without `--provider`: the provider the environment's API key asks
+    /// for, and why ([`env_provider`]).
+    pub env_provider: Option<(String, &'static str)>,
     pub serve: &'a ServeArgs,
     pub given: &'a Given,
     pub workspace: &'a Path,
@@ -143,6 +208,14 @@ pub fn differences(asked: &Asked, greeting: &Greeting, status: &Status) -> Vec<D
             model.clone(),
             Some(format!("`/model {model}` in the TUI switches it")),
         );
+    }
+    if let (false, Some((kind, why))) = (given.has("provider"), &asked.env_provider) {
+        let wanted = if *kind == greeting.provider {
+            kind.clone()
+        } else {
+            format!("{kind} ({why})")
+        };
+        compare("the provider", greeting.provider.clone(), wanted, None);
     }
     if given.has("approval") {
         let mode = serve.approval.as_str();
@@ -260,7 +333,7 @@ pub fn mismatch(
     }
     let _ = writeln!(
         text,
-        "To restart it as asked: `pod{} stop`, then run this command again.\n\
+        "To restart it as asked: answer r, or `pod{} stop` and run this command again.\n\
          To keep it and start another pod: add `--name NEW_NAME`.",
         name_flag(given)
     );
@@ -324,6 +397,7 @@ mod tests {
             given: &cli.given,
             workspace,
             workspace_given: false,
+            env_provider: None,
         }
     }
 
@@ -439,6 +513,25 @@ mod tests {
         assert_eq!(
             named(&["--new-session"]),
             ["--new-session is session 00000000, not a new one"]
+        );
+    }
+
+    #[test]
+    fn an_api_key_set_since_the_pod_started_is_a_difference() {
+        let dir = tempfile::tempdir().unwrap();
+        let here = dir.path().canonicalize().unwrap();
+        let plain = cli(&[]);
+        let mut asking = asked(&plain, &here);
+        asking.env_provider = Some(("anthropic".into(), "ANTHROPIC_API_KEY is set"));
+        let text = mismatch("calc", None, &asking, &greeting(&here), &status()).unwrap();
+        assert!(
+            text.contains("the provider is script, not anthropic (ANTHROPIC_API_KEY is set)"),
+            "{text}"
+        );
+        asking.env_provider = Some(("script".into(), "why"));
+        assert_eq!(
+            mismatch("calc", None, &asking, &greeting(&here), &status()),
+            None
         );
     }
 

@@ -96,10 +96,11 @@ fn reply_for(request: &ModelRequest<'_>) -> String {
         ));
     }
     reply.push_str(
-        "\n\nTo talk to a real model, restart the pod with one of:\n\
-         - `ANTHROPIC_API_KEY=... pod serve` (Anthropic)\n\
-         - `OPENAI_API_KEY=... pod serve` (OpenAI)\n\
-         - `pod serve --base-url http://localhost:11434/v1 --model llama3.2` (Ollama, \
+        "\n\nTo talk to a real model, quit (Ctrl+D) and, in this project's directory, run \
+         one of these (plain `pod` offers to restart this pod as asked):\n\
+         - `ANTHROPIC_API_KEY=... pod` (Anthropic)\n\
+         - `OPENAI_API_KEY=... pod` (OpenAI)\n\
+         - `pod --base-url http://localhost:11434/v1 --model llama3.2` (Ollama, \
          llama.cpp, vLLM or any OpenAI-compatible server)\n\n\
          `--provider` and `--model` choose explicitly; docs/providers.md has the details.",
     );
