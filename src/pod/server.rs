@@ -42,7 +42,7 @@ pub struct ServeConfig {
     pub name_derived: bool,
     pub data_dir: PathBuf,
     pub socket: PathBuf,
-    /// The socket is in the shared default directory (`/tmp/pod-$UID`, …),
+    /// The socket is in the shared default directory (`$XDG_RUNTIME_DIR/pod`, …),
     /// whose name anyone can take first: it must be the user's own.
     pub socket_in_default_dir: bool,
     pub workspace: PathBuf,
