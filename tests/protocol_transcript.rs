@@ -201,6 +201,9 @@ fn play() -> Vec<(String, Vec<String>)> {
     let pod = Pod::builder()
         .script(&script())
         .args([
+            // A fixed name: the derived one hashes the temporary workspace.
+            "--name",
+            "calc",
             "--approval",
             "ask",
             "--sandbox",
