@@ -192,6 +192,14 @@ impl App {
             },
             "clear" => {
                 self.conversation.clear();
+                // Users of other agents expect /clear to reset the model's
+                // context: say what it did, and what does that.
+                self.conversation.push_notice(
+                    Level::Info,
+                    "[cleared] this screen only: the model still sees the whole conversation. \
+                     /new starts a fresh one (this one stays in /sessions)"
+                        .to_owned(),
+                );
                 self.viewport.end();
             }
             "quit" => self.quit = true,
