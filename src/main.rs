@@ -20,7 +20,7 @@ fn main() -> ExitCode {
         return pod::tools::reaper::run();
     }
     let location = ConfigFile::locate(&args, std::env::var_os("POD_CONFIG"));
-    let config = match ConfigFile::load(&location) {
+    let mut config = match ConfigFile::load(&location) {
         Ok(config) => config,
         // A config file that is missing or wrong is bad usage, like a bad
         // flag (clap exits 2 for those, and for a bad value from the file).
@@ -32,12 +32,14 @@ fn main() -> ExitCode {
     let path = config.path.as_deref().unwrap_or(std::path::Path::new("?"));
     match pod::cli::args::check_settings(&config.table) {
         Ok(unknown) => {
-            for unknown in unknown {
-                eprintln!(
-                    "pod: warning: config file {}: {unknown}; ignored",
-                    path.display()
-                );
+            let warnings: Vec<String> = unknown
+                .iter()
+                .map(|unknown| format!("config file {}: {unknown}; ignored", path.display()))
+                .collect();
+            for warning in &warnings {
+                eprintln!("pod: warning: {warning}");
             }
+            config.warnings = warnings;
         }
         Err(e) => {
             eprintln!("pod: config file {}: {e}", path.display());

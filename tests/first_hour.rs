@@ -503,3 +503,23 @@ fn a_key_set_later_is_noticed_and_the_pod_restarted_on_request() {
         child.try_wait().unwrap().is_some()
     });
 }
+
+/// A config mistake is shown in the TUI, at the bottom, not only in the
+/// pod's log.
+#[test]
+fn the_tui_shows_the_pods_start_warnings() {
+    let machine = Machine::new();
+    let calc = machine.project("calc");
+    let config = machine.dir.path().join("config/pod");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("config.toml"), "aproval = \"auto\"\n").unwrap();
+    let (parser, mut child, mut keys) = tui(&machine, &calc, &[]);
+    wait_for_screen(&parser, "● connected");
+    wait_for_screen(&parser, "[pod warning]");
+    wait_for_screen(&parser, "(did you mean `approval`?)");
+    keys.write_all(b"\x04").unwrap();
+    keys.flush().unwrap();
+    wait_until("pod to exit on Ctrl+D", || {
+        child.try_wait().unwrap().is_some()
+    });
+}

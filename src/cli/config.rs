@@ -36,6 +36,9 @@ pub struct ConfigFile {
     /// `[workspaces."<path>".permissions]`: rules for one workspace, by its
     /// path as written (see [`ConfigFile::permissions_for`]).
     pub workspaces: BTreeMap<String, Permissions>,
+    /// Warnings about the file (keys that set nothing), which the pod
+    /// repeats to its clients.
+    pub warnings: Vec<String>,
     /// `[[hooks]]`, in file order.
     pub hooks: Hooks,
 }
@@ -198,6 +201,7 @@ impl ConfigFile {
             permissions: tables.permissions.check("[permissions]")?,
             workspaces,
             hooks: Hooks::parse(tables.hooks)?,
+            warnings: Vec::new(),
         })
     }
 }

@@ -74,6 +74,7 @@ pub fn run(
         name: paths.name.clone(),
         name_derived: !paths.name_given,
         model_typed,
+        warnings: config.warnings.clone(),
         data_dir: paths.data_dir.clone(),
         socket: paths.socket.clone(),
         socket_in_default_dir: paths.socket_in_default_dir,

@@ -66,6 +66,7 @@ impl DurableLog {
             access: Default::default(),
             access_reason: None,
             listen: None,
+            warnings: Vec::new(),
         })
         .start();
         let arbiter = actix_rt::Arbiter::new();

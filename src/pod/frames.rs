@@ -130,6 +130,7 @@ mod tests {
             access: Default::default(),
             access_reason: None,
             listen: None,
+            warnings: Vec::new(),
         };
         let status = Status {
             state: PodState::Idle,

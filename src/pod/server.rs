@@ -48,6 +48,9 @@ pub struct ServeConfig {
     pub workspace: PathBuf,
     /// `--model` was typed on the command line (not the config file's).
     pub model_typed: bool,
+    /// Warnings already printed at start (the config file's), repeated
+    /// to clients in the greeting.
+    pub warnings: Vec<String>,
     pub provider: Arc<dyn Provider>,
     pub new_session: bool,
     /// Start on this session (full id or unique prefix) and make it current.
@@ -195,6 +198,14 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             access: Default::default(),
             access_reason: None,
             listen: listening.as_ref().map(crate::remote::Listening::info),
+            warnings: config
+                .warnings
+                .iter()
+                .cloned()
+                .chain(toolbox.sandbox().unavailable_reason().map(|reason| {
+                    format!("{reason}: bash commands are not confined as --sandbox asks")
+                }))
+                .collect(),
         };
         let broadcaster = Broadcaster::new(greeting).start();
         actix_rt::spawn(announce_mcp(mcp_changes, broadcaster.clone()));

@@ -139,6 +139,11 @@ pub struct Greeting {
     /// Where the pod serves the protocol over a WebSocket (`--listen`), or null.
     #[serde(default)]
     pub listen: Option<ListenInfo>,
+    /// What the pod warned about when it started (a config key that sets
+    /// nothing, a sandbox the kernel cannot enforce), so that a client can
+    /// show what would otherwise be only in the pod's log.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// What a connection may do.

@@ -103,6 +103,8 @@ pub struct App {
     /// When the approval panel showing appeared: it takes no key before
     /// [`PANEL_ARMING`] has passed.
     approval_shown_at: Option<Instant>,
+    /// The pod's start warnings were shown (once per TUI, not per reconnect).
+    warned: bool,
 }
 
 /// One of this client's messages waiting in the pod's queue.
@@ -150,6 +152,7 @@ impl App {
             last_typed: None,
             hold_keys: false,
             approval_shown_at: None,
+            warned: false,
         }
     }
 
@@ -383,6 +386,14 @@ impl App {
             self.approval.reset();
             // Whatever the last hint said about the connection is over.
             self.flash = None;
+            // The pod's start warnings (a misspelt config key, say) are
+            // otherwise only in its log: shown once, at the bottom.
+            if !std::mem::replace(&mut self.warned, true) {
+                for warning in &snapshot.greeting.warnings {
+                    let text = format!("[pod warning] {}", crate::safe_text::line(warning));
+                    self.conversation.push_notice(Level::Warn, text);
+                }
+            }
             self.viewport.end();
             let id = self.list(CompletionKind::Workflow, String::new());
             self.workflows_request = Some(id);

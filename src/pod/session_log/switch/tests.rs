@@ -170,6 +170,7 @@ fn greeting(session_id: Uuid) -> Greeting {
         access: Default::default(),
         access_reason: None,
         listen: None,
+        warnings: Vec::new(),
     }
 }
 
