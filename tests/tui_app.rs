@@ -376,6 +376,10 @@ fn workflows_are_known_from_the_pod_and_called_with_args() {
         panic!("the first request is not hello: {hello:?}")
     };
     assert!(client.starts_with("tui@"), "{client}");
+    assert!(
+        client.ends_with(&format!("#{}", std::process::id())),
+        "each TUI labels itself distinctly: {client}"
+    );
     assert_eq!(
         serde_json::to_value(&listing.method).unwrap(),
         json!({"type":"list_completions","kind":"workflow","prefix":""})

@@ -171,7 +171,8 @@ pub fn next_mode(mode: ApprovalMode) -> ApprovalMode {
     }
 }
 
-/// This client's name in `approval_decision.client`: `tui@HOSTNAME`.
+/// This client's name in `approval_decision.client`: `tui@HOSTNAME#PID`,
+/// so that two TUIs on one machine are told apart in the transcript.
 pub fn client_label() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
@@ -179,7 +180,7 @@ pub fn client_label() -> String {
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "localhost".into());
-    format!("tui@{host}")
+    format!("tui@{host}#{}", std::process::id())
 }
 
 #[cfg(test)]
