@@ -355,7 +355,12 @@ fn local_commands_send_nothing() {
     key(&mut app, KeyCode::Char('u'), KeyModifiers::CONTROL);
 
     assert!(command(&mut app, "/clear").is_empty());
-    assert!(app.conversation().blocks().is_empty());
+    let blocks = app.conversation().blocks();
+    assert_eq!(blocks.len(), 1, "only the notice that says what /clear did");
+    assert!(
+        format!("{:?}", blocks[0]).contains("/new starts a fresh one"),
+        "{blocks:?}"
+    );
     assert!(command(&mut app, "/quit").is_empty());
     assert!(app.should_quit());
 }
