@@ -173,13 +173,17 @@ impl Conversation {
                                 finished: false,
                                 decision: None,
                                 requested: false,
+                                shown: None,
                             });
                         }
                     }
                 }
-                LogEntry::ApprovalRequest { call_id, .. } => {
+                LogEntry::ApprovalRequest {
+                    call_id, preview, ..
+                } => {
                     if let Some(c) = step.calls.iter_mut().find(|c| &c.call_id == call_id) {
                         c.requested = true;
+                        c.shown = Some(preview.clone());
                     }
                 }
                 LogEntry::ApprovalDecision {
@@ -619,6 +623,8 @@ pub struct StepCall {
     pub finished: bool,
     pub decision: Option<(Decision, Option<String>)>,
     pub requested: bool,
+    /// The preview its approval request showed a person, if it was asked.
+    pub shown: Option<String>,
 }
 
 /// Results for tool calls that will never run, so the log always projects to

@@ -21,7 +21,8 @@ use super::rules;
 use super::tool_step::{self, StepOutcome};
 use crate::context::{missing_results, Conversation};
 use crate::protocol::{
-    ContextSource, InjectedItem, LogEntry, TurnEndReason, TurnError, TurnErrorCode, TurnRef, Usage,
+    ContextSource, Decision, InjectedItem, LogEntry, ToolResult, TurnEndReason, TurnError,
+    TurnErrorCode, TurnRef, Usage,
 };
 use crate::provider::ModelStream;
 use crate::tokens;
@@ -218,6 +219,44 @@ pub async fn close_interrupted(env: &JobEnv, conversation: &mut Conversation, tu
     };
     let why = "[interrupted: the pod stopped before this tool call finished; it may have run in \
                part]";
+    // Calls run in order, so only the first without a result can have been
+    // running, and only if it was allowed; the others get a result saying
+    // they never ran — a call that was waiting for a person is not one that
+    // "may have run in part".
+    let step = conversation.open_step();
+    let mut first = !step.previous_stopped;
+    let results: Vec<ToolResult> = step
+        .calls
+        .into_iter()
+        .filter(|c| !c.finished)
+        .map(|c| {
+            let allowed = match c.decision {
+                Some((decision, _)) => decision == Decision::Allow,
+                None => !c.requested,
+            };
+            let may_have_run = std::mem::replace(&mut first, false) && allowed;
+            let output = if may_have_run {
+                why
+            } else if c.requested && c.decision.is_none() {
+                "[not run: the pod stopped while this tool call waited for approval, and its turn \
+                 was closed; it never ran]"
+            } else {
+                "[not run: the pod stopped before this tool call's turn reached it; it never ran]"
+            };
+            ToolResult {
+                call_id: c.call_id,
+                output: output.to_owned(),
+                is_error: true,
+            }
+        })
+        .collect();
+    if !results.is_empty()
+        && commit(env, conversation, LogEntry::ToolResults { results })
+            .await
+            .is_err()
+    {
+        return;
+    }
     let _ = finish_turn(env, conversation, &turn, ending, None, why).await;
 }
 
