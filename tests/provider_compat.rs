@@ -387,6 +387,11 @@ fn cached_prompt_tokens_are_read_into_the_turns_usage_for_both_formats() {
     assert_eq!(end["usage"]["input_tokens"], 2006, "{end}");
     assert_eq!(end["usage"]["cache_read_tokens"], 1900, "{end}");
     assert_eq!(end["usage"]["cache_write_tokens"], 100, "{end}");
+    let status = harness::succeeded(pod.command("status").output().unwrap());
+    assert!(
+        status.contains("last turn  2.0k in (1.9k cached) · 3 out"),
+        "{status}"
+    );
     let body = server.requests()[0].json();
     assert_eq!(
         body["system"][0]["cache_control"],
