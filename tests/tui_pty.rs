@@ -3,13 +3,12 @@
 //! back through a vt100 emulator. Every wait is on screen contents with a
 //! deadline, never a blind sleep.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use portable_pty::{native_pty_system, CommandBuilder, PtySize};
+use portable_pty::CommandBuilder;
 use serde_json::{json, Value};
 
 mod pty;

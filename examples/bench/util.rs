@@ -104,6 +104,7 @@ pub fn write_session(
         forked_from: None,
         provider: None,
         model: None,
+        workspace: None,
     };
     for (seq, entry) in std::iter::once(start).chain(entries).enumerate() {
         serde_json::to_writer(
@@ -118,7 +119,10 @@ pub fn write_session(
     out.into_inner()?.sync_all()?;
     pointer::write(
         &pointer::path(&pods, "default"),
-        pointer::Pointer { session_id },
+        pointer::Pointer {
+            session_id,
+            workspace: None,
+        },
     )?;
     Ok(path)
 }
@@ -160,6 +164,9 @@ impl PodProcess {
             .arg(dir.join("data"))
             .arg("--workspace")
             .arg(&workspace)
+            // The name the prepared state file has (`pods/default.json`).
+            .arg("--name")
+            .arg("default")
             .args(extra)
             .env_remove("OPENAI_API_KEY")
             .env_remove("ANTHROPIC_API_KEY")

@@ -57,8 +57,11 @@ impl Paths {
             Some(name) => name.clone(),
             None => derived_name(&workspace),
         };
+        // A relative `--socket` (`p.sock`) is made absolute here, once: the
+        // pod records its socket for `pod list`, which other directories
+        // read, and a bare file name has no directory to create.
         let socket = match &global.socket {
-            Some(path) => path.clone(),
+            Some(path) => std::path::absolute(path).unwrap_or_else(|_| path.clone()),
             None => socket_dir.join(format!("{name}.sock")),
         };
         let endpoint = match &global.url {
