@@ -277,7 +277,8 @@ fn send_starts_no_pod_when_told_not_to_or_for_a_remote_pod() {
     );
 }
 
-/// A `--script` that names no file is bad usage, said at once.
+/// A `--script` that names no file is bad usage, said at once, also when
+/// the project's pod is already running.
 #[test]
 fn a_missing_script_is_bad_usage() {
     let machine = Machine::new();
@@ -290,6 +291,14 @@ fn a_missing_script_is_bad_usage() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains("nope.jsonl"), "{}", stderr(&out));
     }
+    succeeded(&machine.pod(&calc, &["send", "hi"]));
+    let out = machine.pod(&calc, &["--provider", "script", "--script", "nope.jsonl"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("already running"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// `pod pause` holds the next turn and the status says so; `pod resume`

@@ -22,10 +22,11 @@ pub fn run(cli: &Cli, paths: &Paths) -> anyhow::Result<ExitCode> {
         // cannot start it, nor compare its settings with the flags.
         return serve::attach(paths, cli.global.notify, false);
     }
+    // Bad usage whether or not a pod runs: said before comparing with one.
+    if let Some(code) = serve::missing_script(&cli.serve) {
+        return Ok(code);
+    }
     if nobody_listens(&paths.socket) {
-        if let Some(code) = serve::missing_script(&cli.serve) {
-            return Ok(code);
-        }
         serve::start_background(paths, cli.global.config.as_deref(), &cli.given.argv)?;
     } else if let Some(snapshot) = super::runtime()?.block_on(running(&paths.socket)) {
         let asked = Asked {
