@@ -19,7 +19,7 @@ pub struct PodLock {
 pub enum PodLockError {
     #[error(
         "a pod named {name:?} is already running with the data directory {} (it holds {}); \
-         stop it with `pod stop --name {name}` or choose another --name",
+         stop it with `pod stop` in its workspace (or `pod stop --name {name}` anywhere), or choose another --name",
         data_dir.display(),
         path.display()
     )]
