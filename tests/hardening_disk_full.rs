@@ -169,23 +169,19 @@ fn every_unfinished_turn_of_a_damaged_log_projects_to_a_valid_context() {
         log.join("\n") + "\n",
     )
     .unwrap();
+    // The state file of the pod the workspace `ws` names.
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let name = pod::cli::derived_name(&workspace.canonicalize().unwrap());
     std::fs::write(
-        data.join("pods/default.json"),
+        data.join(format!("pods/{name}.json")),
         json!({ "session_id": session }).to_string(),
     )
     .unwrap();
 
     let pod = Pod::builder()
         .in_dir(dir)
-        .args([
-            "--name",
-            "default",
-            "--provider",
-            "openai",
-            "--model",
-            "m",
-            "--base-url",
-        ])
+        .args(["--provider", "openai", "--model", "m", "--base-url"])
         .arg(format!("{}/v1", server.url))
         .env("OPENAI_API_KEY", "test-key")
         .start();
