@@ -119,9 +119,11 @@ fn pod_sessions_prints_a_table_and_json_without_a_pod() {
     let data = dir.path().join("data");
     let sessions = |json: bool| {
         let mut cmd = Command::new(POD);
+        // In the project's directory: `pod sessions` lists its sessions.
         cmd.arg("sessions")
             .arg("--data-dir")
             .arg(&data)
+            .current_dir(dir.path().join("ws"))
             .env("XDG_CONFIG_HOME", dir.path().join("config"));
         if json {
             cmd.arg("--json");

@@ -187,7 +187,7 @@ async fn try_compact(env: &JobEnv, conversation: &mut Conversation) -> Result<()
         .map_err(|e| e.to_string())?;
     *conversation = Conversation::new(new.session_id, new.entries);
     // Sent with the status that ends `compacting`.
-    super::recovery::refresh_context_estimate(env, conversation);
+    env.refresh_context_estimate(conversation);
     // A model chosen by `set_model` runs because the session's latest
     // `model_change` says so; the new session must say so too, or a
     // restart would fall back to the configured model. Committed after

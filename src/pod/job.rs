@@ -260,6 +260,17 @@ pub struct JobEnv {
 }
 
 impl JobEnv {
+    /// Sets the context gauge to an estimate of `conversation`'s next
+    /// request: the figure the last model call reported belongs to the
+    /// conversation before a switch or a compaction, and a client showing
+    /// it would mislead.
+    pub fn refresh_context_estimate(&self, conversation: &mut Conversation) {
+        let estimate = crate::tokens::estimate_request(&self.request(conversation));
+        let mut state = self.state.borrow_mut();
+        state.context_tokens = estimate;
+        state.context_source = ContextSource::Estimate;
+    }
+
     /// Reads, on the blocking pool, the files that the user inputs of
     /// `conversation` (and of `pending`, not committed yet) name and that
     /// are not flattened yet. A request is built on the actor thread the

@@ -142,7 +142,7 @@ pub async fn settle(env: &JobEnv, conversation: &mut Conversation) {
     checkpoint_ids(env, conversation).await;
     let rules = session_rules(env, conversation).await;
     env.state.borrow_mut().session_rules = rules;
-    refresh_context_estimate(env, conversation);
+    env.refresh_context_estimate(conversation);
     let (model, record) = reconcile_model(env, conversation);
     if record {
         let _ = turn::commit_model_change(env, conversation, model).await;
@@ -150,14 +150,4 @@ pub async fn settle(env: &JobEnv, conversation: &mut Conversation) {
         env.state.borrow_mut().model = model;
         env.publish_status();
     }
-}
-
-/// Sets the context gauge to an estimate of `conversation`'s next request:
-/// the figure the last model call reported belongs to the conversation
-/// before a switch or a compaction, and a client showing it would mislead.
-pub fn refresh_context_estimate(env: &JobEnv, conversation: &mut Conversation) {
-    let estimate = crate::tokens::estimate_request(&env.request(conversation));
-    let mut state = env.state.borrow_mut();
-    state.context_tokens = estimate;
-    state.context_source = crate::protocol::ContextSource::Estimate;
 }
