@@ -143,7 +143,10 @@ fn plain_pod_passes_serve_flags_and_asks_when_the_running_pod_differs() {
     assert_eq!(greeting["workspace"], here.to_str().unwrap());
 
     let (parser, mut child, mut keys) = pod(&elsewhere, &["--model", "other"]);
-    wait_for_screen(&parser, "Attach to it as it is? [Y/n, r: restart it as asked]");
+    wait_for_screen(
+        &parser,
+        "Attach to it as it is? [Y/n, r: restart it as asked]",
+    );
     let screen = flat(&parser);
     for said in [
         "already running, not as asked:",
@@ -165,7 +168,10 @@ fn plain_pod_passes_serve_flags_and_asks_when_the_running_pod_differs() {
     );
 
     let second = pod(&workspace, &["--model", "other"]);
-    wait_for_screen(&second.0, "Attach to it as it is? [Y/n, r: restart it as asked]");
+    wait_for_screen(
+        &second.0,
+        "Attach to it as it is? [Y/n, r: restart it as asked]",
+    );
     let mut keys = second.2;
     keys.write_all(b"\r").unwrap();
     keys.flush().unwrap();
