@@ -34,6 +34,38 @@ pub struct Block {
     pub kind: BlockKind,
 }
 
+/// A user message of the session, as the rewind picker lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputMark {
+    pub seq: u64,
+    /// Its text on one line (attachments left out).
+    pub text: String,
+    /// What its turn changed in the files (`2 files changed, +3 −1`), if
+    /// anything.
+    pub changes: Option<String>,
+}
+
+impl InputMark {
+    fn of(seq: u64, segments: &[Segment]) -> Self {
+        let text: Vec<&str> = segments
+            .iter()
+            .filter_map(|s| match s.view() {
+                crate::protocol::SegmentView::Text { text } => Some(text),
+                _ => None,
+            })
+            .collect();
+        Self {
+            seq,
+            text: text
+                .join(" ")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" "),
+            changes: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum BlockKind {
     User {
@@ -174,6 +206,9 @@ pub struct Conversation {
     last_seq: Option<u64>,
     /// The seq of the session's last user input (what `/undo` rewinds to).
     pub last_input_seq: Option<u64>,
+    /// The session's user messages, oldest first: what the rewind picker
+    /// (Esc Esc) offers.
+    pub inputs: Vec<InputMark>,
     /// The last turn that changed files: its turn_start and turn_end
     /// checkpoints (what `/diff` shows).
     pub last_changed: Option<(String, Option<String>)>,
@@ -373,6 +408,7 @@ impl Conversation {
         self.workspace = Some(snapshot.greeting.workspace.clone().into());
         self.last_seq = None;
         self.last_input_seq = None;
+        self.inputs.clear();
         self.last_changed = None;
         let switch = self.switch.take();
         for LogLine { seq, entry } in &snapshot.entries {
@@ -565,6 +601,9 @@ impl Conversation {
             }),
             LogEntry::UserInput { segments, .. } => {
                 self.last_input_seq = self.last_seq;
+                if let Some(seq) = self.last_seq {
+                    self.inputs.push(InputMark::of(seq, segments));
+                }
                 self.push(BlockKind::User {
                     segments: segments.clone(),
                 })
@@ -708,6 +747,9 @@ impl Conversation {
             } => {
                 if let Some((_, end)) = &mut self.last_changed {
                     *end = checkpoint.clone();
+                }
+                if let (Some(mark), false) = (self.inputs.last_mut(), changes.is_empty()) {
+                    mark.changes = Some(crate::checkpoint::notes::summary(changes));
                 }
                 if !changes.is_empty() {
                     self.push(BlockKind::Injected {
