@@ -75,6 +75,19 @@ impl Overlay {
     }
 }
 
+/// Moves a list's selection (of `n` rows) for ↑, ↓, Home and End; `false`
+/// for any other key.
+fn move_selection(selected: &mut usize, n: usize, code: KeyCode) -> bool {
+    match code {
+        KeyCode::Up => *selected = selected.saturating_sub(1),
+        KeyCode::Down => *selected = (*selected + 1).min(n.saturating_sub(1)),
+        KeyCode::Home => *selected = 0,
+        KeyCode::End => *selected = n.saturating_sub(1),
+        _ => return false,
+    }
+    true
+}
+
 impl RewindPicker {
     /// The picker over `inputs` (oldest first, as the conversation keeps
     /// them), showing the newest first.
@@ -108,12 +121,11 @@ impl RewindPicker {
                 None => Action::Close,
             };
         }
+        if move_selection(&mut self.selected, n, key.code) {
+            return Action::None;
+        }
         match key.code {
             KeyCode::Esc | KeyCode::Char('q') => return Action::Close,
-            KeyCode::Up => self.selected = self.selected.saturating_sub(1),
-            KeyCode::Down if n > 0 => self.selected = (self.selected + 1).min(n - 1),
-            KeyCode::Home => self.selected = 0,
-            KeyCode::End => self.selected = n.saturating_sub(1),
             KeyCode::Enter if n > 0 => self.choosing = true,
             _ => {}
         }
@@ -123,13 +135,11 @@ impl RewindPicker {
 
 impl SessionPicker {
     fn on_key(&mut self, key: KeyEvent) -> Action {
-        let n = self.sessions.len();
+        if move_selection(&mut self.selected, self.sessions.len(), key.code) {
+            return Action::None;
+        }
         match key.code {
             KeyCode::Esc | KeyCode::Char('q') => return Action::Close,
-            KeyCode::Up => self.selected = self.selected.saturating_sub(1),
-            KeyCode::Down if n > 0 => self.selected = (self.selected + 1).min(n - 1),
-            KeyCode::Home => self.selected = 0,
-            KeyCode::End => self.selected = n.saturating_sub(1),
             KeyCode::Enter | KeyCode::Char('f') => {
                 let Some(s) = self.sessions.get(self.selected) else {
                     return Action::Close;

@@ -12,7 +12,6 @@ use crate::tui::overlay::RewindPicker;
 
 const TITLE: Style = Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD);
 const DIM: Style = Style::new().add_modifier(Modifier::DIM);
-const SELECTED: Style = Style::new().bg(Color::Blue).fg(Color::White);
 
 /// The picker's rows at `width`, and the row of the selected message.
 pub fn lines(picker: &RewindPicker, width: u16) -> (Vec<Line<'static>>, usize) {
@@ -38,21 +37,15 @@ pub fn lines(picker: &RewindPicker, width: u16) -> (Vec<Line<'static>>, usize) {
         let text = crate::safe_text::line(&mark.text);
         let room = width.saturating_sub(about.width() + 6).max(8);
         let text = super::sessions::cut(&text, room);
-        let row = format!("  {text}");
-        let pad = width.saturating_sub(row.width() + about.width());
         if i == picker.selected {
             selected_row = out.len();
-            out.push(Line::styled(
-                format!("{row}{}{about}", " ".repeat(pad)),
-                SELECTED,
-            ));
-        } else {
-            out.push(Line::from(vec![
-                Span::raw(row),
-                Span::raw(" ".repeat(pad)),
-                Span::styled(about, DIM),
-            ]));
         }
+        out.push(super::sessions::row_line(
+            format!("  {text}"),
+            about,
+            width,
+            i == picker.selected,
+        ));
     }
     (out, selected_row)
 }

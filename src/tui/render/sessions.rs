@@ -84,22 +84,27 @@ pub fn lines(picker: &SessionPicker, width: u16, now: SystemTime) -> (Vec<Line<'
         let fixed = 2 + id.len() + 2 + 2 + about.width();
         let title = cut(title, width.saturating_sub(fixed).max(8));
         let row = format!("{} {id}  {title}  ", if s.current { "●" } else { " " });
-        let pad = width.saturating_sub(row.width() + about.width());
         if i == picker.selected {
             selected_row = out.len();
-            out.push(Line::styled(
-                format!("{row}{}{about}", " ".repeat(pad)),
-                SELECTED,
-            ));
-        } else {
-            out.push(Line::from(vec![
-                Span::raw(row),
-                Span::raw(" ".repeat(pad)),
-                Span::styled(about, DIM),
-            ]));
         }
+        out.push(row_line(row, about, width, i == picker.selected));
     }
     (out, selected_row)
+}
+
+/// A picker's row: `row` on the left, `about` dimmed at the right edge of
+/// `width`, the whole row highlighted when selected.
+pub(super) fn row_line(row: String, about: String, width: usize, selected: bool) -> Line<'static> {
+    let pad = " ".repeat(width.saturating_sub(row.width() + about.width()));
+    if selected {
+        Line::styled(format!("{row}{pad}{about}"), SELECTED)
+    } else {
+        Line::from(vec![
+            Span::raw(row),
+            Span::raw(pad),
+            Span::styled(about, DIM),
+        ])
+    }
 }
 
 /// Draws the picker over `area`, scrolled to keep the selection in view.
