@@ -94,7 +94,11 @@ fn table(sessions: &[SessionInfo], workspaces: bool, now: SystemTime) -> String 
         }
         out.push_str(&format!(
             "{}\n",
-            crate::safe_text::line(s.title.as_deref().unwrap_or("(no input yet)"))
+            crate::safe_text::line(
+                s.shown_title(sessions)
+                    .as_deref()
+                    .unwrap_or("(no input yet)")
+            ),
         ));
     }
     out

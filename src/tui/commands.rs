@@ -80,7 +80,7 @@ pub const BUILTINS: &[Builtin] = &[
     Builtin {
         name: "clear",
         args: "",
-        help: "clear this screen only: the model still sees the whole conversation (/new starts a fresh one)",
+        help: "clear this screen only (the model keeps its context)",
     },
     Builtin {
         name: "quit",

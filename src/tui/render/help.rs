@@ -37,16 +37,20 @@ const KEYS: &[(&str, &str)] = &[
         "close the menu or this screen; on an empty input box, take back your last queued message; else cancel the running turn",
     ),
     (
+        "Esc Esc",
+        "on an empty input box while idle: rewind files, conversation or both to before an earlier message",
+    ),
+    (
         "Shift+Tab",
         "next approval mode: ask → edits → auto → read-only",
     ),
     (
         "y / a / n or Esc / N",
-        "when a tool call waits for approval: allow once / allow for the session / deny / deny with a message for the model (↑/↓, PgUp/PgDn scroll its preview; keys typed as it appears go into your message)",
+        "when a tool call waits for approval: allow once / allow for the session / deny / deny with a message for the model (↑/↓, PgUp/PgDn scroll its preview)",
     ),
     (
         "Ctrl+C",
-        "clear the draft if there is one; else cancel the running turn; twice within a second: quit",
+        "clear the draft, else cancel the turn; twice within a second: quit",
     ),
     ("Ctrl+D", "quit (detach; the pod keeps running)"),
     ("PgUp / PgDn, mouse wheel", "scroll"),
