@@ -123,8 +123,9 @@ pub fn reconcile_model(env: &JobEnv, conversation: &Conversation) -> (String, bo
         } => Some((provider.as_str(), model.clone())),
         _ => None,
     });
-    // Taken once: a later resume keeps that session's own choice.
-    let typed = std::mem::take(&mut env.state.borrow_mut().model_typed);
+    // Until the first settle (which clears it): a later resume keeps that
+    // session's own choice.
+    let typed = env.state.borrow().model_typed;
     match latest_change {
         Some((p, model)) if typed && p == provider && model != configured => (configured, true),
         Some((p, model)) if p == provider => (model, false),
@@ -144,6 +145,7 @@ pub async fn settle(env: &JobEnv, conversation: &mut Conversation) {
     env.state.borrow_mut().session_rules = rules;
     env.refresh_context_estimate(conversation);
     let (model, record) = reconcile_model(env, conversation);
+    env.state.borrow_mut().model_typed = false;
     if record {
         let _ = turn::commit_model_change(env, conversation, model).await;
     } else {
