@@ -22,6 +22,7 @@ mod checkpoint;
 mod compaction;
 mod compactor;
 mod connection;
+mod environment;
 pub(crate) mod descendants;
 mod fault;
 mod frames;

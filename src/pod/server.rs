@@ -235,7 +235,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             workspace: workspace.clone(),
             config: WorkerConfig {
                 max_steps: config.max_steps,
-                system_prompt: system_prompt(&workspace),
+                system_prompt: crate::prompt::render(&config.tools),
                 compaction: config.thresholds,
                 configured_rules: config.configured_rules.clone(),
                 config_path: config.config_path.clone(),
@@ -555,13 +555,4 @@ async fn announce_mcp(
     while let Some(change) = changes.recv().await {
         broadcaster.do_send(McpServerChanged(change));
     }
-}
-
-fn system_prompt(workspace: &Workspace) -> String {
-    format!(
-        "You are pod, a coding agent working in the directory {}. Use the tools to read, search \
-         and change files and to run commands there; every path is relative to that directory. \
-         Be concise, and say what you changed.",
-        workspace.root().display()
-    )
 }

@@ -43,6 +43,8 @@ pub struct ToolLimits {
     pub output_cap_bytes: usize,
     /// How `bash` commands are confined (and whether file edits are allowed).
     pub sandbox: SandboxPolicy,
+    /// Background jobs that may run at once (`--max-jobs`).
+    pub max_jobs: usize,
 }
 
 impl Default for ToolLimits {
@@ -51,6 +53,7 @@ impl Default for ToolLimits {
             bash_timeout: Duration::from_secs(120),
             output_cap_bytes: 32 * 1024,
             sandbox: SandboxPolicy::default(),
+            max_jobs: 8,
         }
     }
 }
