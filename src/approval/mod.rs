@@ -25,6 +25,9 @@ use rules::RuleKind;
 
 /// The tools that only read the workspace: they run in every mode.
 pub const READ_ONLY_TOOLS: [&str; 4] = ["read_file", "list_dir", "glob", "grep"];
+/// The tools that change nothing the user has (the plan the model keeps,
+/// its own background jobs): they run in every mode, unasked.
+pub const UNASKED_TOOLS: [&str; 3] = ["update_plan", "job_output", "job_kill"];
 /// The tools whose `path` argument names a file they change.
 pub const WRITE_TOOLS: [&str; 2] = ["write_file", "edit_file"];
 const BASH: &str = "bash";
@@ -142,6 +145,7 @@ fn subject_of<'a>(root: &Path, call: &Call<'a>) -> Subject<'a> {
         "read_file" => Subject::Read(path(None)),
         tool if READ_ONLY_TOOLS.contains(&tool) => Subject::Read(path(Some("."))),
         tool if WRITE_TOOLS.contains(&tool) => Subject::Write(path(None)),
+        tool if UNASKED_TOOLS.contains(&tool) => Subject::Read(None),
         BASH => Subject::Bash(call.arg("command").unwrap_or("")),
         _ => Subject::Other,
     }

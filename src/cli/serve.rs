@@ -87,6 +87,7 @@ pub fn run(
         },
         tools: ToolLimits {
             bash_timeout: Duration::from_secs(args.bash_timeout),
+            max_jobs: args.max_jobs,
             sandbox: SandboxPolicy {
                 mode: args.sandbox,
                 network: args.sandbox_network == Switch::On,

@@ -304,6 +304,10 @@ async fn step_boundary(env: &JobEnv, conversation: &mut Conversation) -> Result<
             .await
             .map_err(|e| e.to_string())?;
     }
+    let job_notes = std::mem::take(&mut env.state.borrow_mut().job_notes);
+    commit_job_notes(env, conversation, job_notes)
+        .await
+        .map_err(|e| e.to_string())?;
     hooks::commit_context(env, conversation)
         .await
         .map_err(|e| e.to_string())?;
@@ -331,6 +335,26 @@ pub async fn commit_notifies(
         })
         .collect();
     commit(env, conversation, LogEntry::HookInjectedItems { items }).await
+}
+
+/// Commits the notes of background jobs that ended (source `job`), if any.
+pub async fn commit_job_notes(
+    env: &JobEnv,
+    conversation: &mut Conversation,
+    notes: Vec<String>,
+) -> Result<(), super::session_log::StorageError> {
+    if notes.is_empty() {
+        return Ok(());
+    }
+    let items = notes
+        .into_iter()
+        .map(|text| InjectedItem {
+            source: "job".into(),
+            text,
+        })
+        .collect();
+    commit(env, conversation, LogEntry::HookInjectedItems { items }).await?;
+    Ok(())
 }
 
 /// Records that the conversation runs on `model` of the pod's provider from

@@ -291,6 +291,9 @@ pub struct Status {
     /// The running turn, so a client that reconnects knows whose it is.
     #[serde(default)]
     pub turn: Option<TurnRef>,
+    /// How many background jobs run now.
+    #[serde(default)]
+    pub jobs: usize,
 }
 
 /// Where `status.context_tokens` comes from: the usage the server reported
@@ -412,6 +415,8 @@ pub enum ErrorCode {
     Forbidden,
     /// A `user_prompt_submit` hook refused the run (exit 2); nothing was committed.
     BlockedByHook,
+    /// `kill_job` for a job this pod does not know.
+    JobNotFound,
     /// `rewind`/`get_diff`/`get_file`: no such checkpoint in this conversation.
     CheckpointNotFound,
     /// `rewind` with files while background jobs run (and no `kill_jobs`).
@@ -498,6 +503,23 @@ pub struct Response {
     /// `list_tokens`: every token, oldest first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<Vec<TokenInfo>>,
+    /// `list_jobs`: every background job of this pod, in start order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<Vec<JobInfo>>,
+}
+
+/// One background job, as `list_jobs` describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct JobInfo {
+    /// Its id: unique per pod name across restarts, in start order.
+    pub job: u64,
+    pub command: String,
+    /// RFC 3339.
+    pub started_at: String,
+    pub running: bool,
+    /// How it ended: an exit code, or the signal that killed it.
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
 }
 
 /// One completion with what a menu shows beside it.

@@ -16,7 +16,7 @@ pub use entry::{
 };
 pub use event::{
     AccessLevel, AccessReason, ApprovalMode, CompactReason, CompletionItem, ContextSource,
-    ErrorCode, Event, Greeting, Level, ListenInfo, McpServerInfo, McpState, PodState, Response,
+    ErrorCode, Event, Greeting, JobInfo, Level, ListenInfo, McpServerInfo, McpState, PodState, Response,
     RuleInfo, SandboxInfo, SandboxMode, SessionInfo, Snapshot, Status, SwitchReason, TokenInfo,
     TurnRef, PROTOCOL_VERSION,
 };

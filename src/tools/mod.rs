@@ -9,6 +9,7 @@
 mod bash;
 mod cap;
 mod fs;
+pub mod jobs;
 pub mod process;
 pub mod reaper;
 mod sandbox;
@@ -93,6 +94,8 @@ pub struct Toolbox {
     sandbox: Sandbox,
     /// The MCP servers' tools (`mcp__SERVER__TOOL`), if any are configured.
     mcp: Option<McpRegistry>,
+    /// Background jobs (`bash` with `background: true`).
+    jobs: jobs::Jobs,
 }
 
 /// A tool that does blocking file-system work, run on the blocking pool so a
@@ -104,12 +107,26 @@ impl Toolbox {
     /// Also measures what this kernel enforces of the sandbox policy, once.
     pub fn new(workspace: Workspace, limits: ToolLimits) -> Self {
         let sandbox = Sandbox::new(limits.sandbox, workspace.root());
+        let jobs = jobs::Jobs::new(None, limits.max_jobs, None);
         Self {
             workspace,
             limits,
             sandbox,
             mcp: None,
+            jobs,
         }
+    }
+
+    /// Uses this job registry (recorded in the pod's `.jobs` file, telling
+    /// the worker of each start and end) instead of an unrecorded one.
+    pub fn with_jobs(mut self, jobs: jobs::Jobs) -> Self {
+        self.jobs = jobs;
+        self
+    }
+
+    /// The background jobs.
+    pub fn jobs(&self) -> &jobs::Jobs {
+        &self.jobs
     }
 
     /// Also offers the tools of these MCP servers.
@@ -141,6 +158,8 @@ impl Toolbox {
             fs::write_file_spec(),
             fs::edit_file_spec(),
             bash::spec(&self.limits),
+            jobs::output_spec(),
+            jobs::kill_spec(),
         ];
         if let Some(mcp) = &self.mcp {
             specs.extend(mcp.specs());
@@ -166,6 +185,7 @@ impl Toolbox {
             search::GLOB => fits::<search::GlobArgs>(name, arguments),
             search::GREP => fits::<search::GrepArgs>(name, arguments),
             bash::BASH => fits::<bash::BashArgs>(name, arguments),
+            jobs::JOB_OUTPUT | jobs::JOB_KILL => fits::<jobs::JobArgs>(name, arguments),
             _ => Err(self.unknown(name)),
         }?;
         match arguments.get("path").and_then(Value::as_str) {
@@ -216,11 +236,23 @@ impl Toolbox {
             fs::EDIT_FILE => self.blocking(name, arguments, cancel, fs::edit_file).await,
             search::GLOB => self.blocking(name, arguments, cancel, search::glob).await,
             search::GREP => self.blocking(name, arguments, cancel, search::grep).await,
-            bash::BASH => match parse_args(name, arguments) {
+            bash::BASH => match parse_args::<bash::BashArgs>(name, arguments) {
+                Ok(args) if args.background => {
+                    self.jobs
+                        .start(&self.workspace, &self.sandbox, &args.command)
+                }
                 Ok(args) => {
                     let sandbox = &self.sandbox;
                     bash::run(&self.workspace, &self.limits, sandbox, args, cancel, output).await
                 }
+                Err(e) => e,
+            },
+            jobs::JOB_OUTPUT => match parse_args::<jobs::JobArgs>(name, arguments) {
+                Ok(args) => self.jobs.output(args.job),
+                Err(e) => e,
+            },
+            jobs::JOB_KILL => match parse_args::<jobs::JobArgs>(name, arguments) {
+                Ok(args) => self.jobs.kill_tool(args.job),
                 Err(e) => e,
             },
             _ => self.unknown(name),
