@@ -82,7 +82,10 @@ mod tests {
             exit_code,
             signal: None,
         };
-        let text = table(&[job(1, true, None, "python3 -m http.server"), job(2, false, Some(1), "x\u{1b}[2K")]);
+        let text = table(&[
+            job(1, true, None, "python3 -m http.server"),
+            job(2, false, Some(1), "x\u{1b}[2K"),
+        ]);
         assert_eq!(
             text,
             "   1  running     2026-01-02T03:04:05Z  python3 -m http.server\n   2  exit 1      \

@@ -34,7 +34,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 const PROBE_MAX_BYTES: u64 = 4096;
 
 /// Prints the bash version, git's branch header and the changed-file
-/// count, reading no more than the header line from git. Exit 3: not a
+/// count (the lines after the header, counted by `wc`, never held). Exit 3: not a
 /// repository (or no git).
 const PROBE: &str = r#"printf 'bash %s\n' "$BASH_VERSION"
 git -c core.fsmonitor=false --no-optional-locks status --porcelain=v1 -b 2>/dev/null \
@@ -74,7 +74,8 @@ impl Environment {
     /// than the git count differs from its latest one.
     pub fn update_for(&self, conversation: &Conversation) -> Option<LogEntry> {
         let latest = conversation.latest_injected(SOURCE);
-        let same = latest.is_some_and(|latest| without_count(latest) == without_count(&self.text()));
+        let same =
+            latest.is_some_and(|latest| without_count(latest) == without_count(&self.text()));
         (!same).then(|| self.entry())
     }
 
@@ -176,7 +177,10 @@ async fn probe(env: &JobEnv) -> (String, String) {
     };
     let Ok((out, code)) = tokio::time::timeout(PROBE_TIMEOUT, run).await else {
         group.kill();
-        return unknown(&format!("git did not answer in {}s", PROBE_TIMEOUT.as_secs()));
+        return unknown(&format!(
+            "git did not answer in {}s",
+            PROBE_TIMEOUT.as_secs()
+        ));
     };
     group.kill();
     parse_probe(&out, code)
@@ -187,10 +191,13 @@ fn parse_probe(out: &str, code: Option<i32>) -> (String, String) {
     let shell = lines
         .next()
         .filter(|l| l.len() > "bash ".len())
-        .map_or_else(|| "bash".to_owned(), |l| crate::safe_text::line(l).into_owned());
+        .map_or_else(
+            || "bash".to_owned(),
+            |l| crate::safe_text::line(l).into_owned(),
+        );
     let git = match (code, lines.next(), lines.next()) {
         (Some(0), Some(head), Some(count)) => {
-            let changed = count.trim().parse::<u64>().unwrap_or(1).saturating_sub(1);
+            let changed = count.trim().parse::<u64>().unwrap_or(0);
             let files = if changed == 1 { "file" } else { "files" };
             format!("{}, {changed} changed {files}", branch(head))
         }
@@ -232,12 +239,15 @@ mod tests {
 
     #[test]
     fn the_probe_says_branch_and_count_or_not_a_repository() {
-        let (shell, git) = parse_probe("bash 5.2.21(1)-release\n## main...origin/main\n3\n", Some(0));
+        let (shell, git) = parse_probe(
+            "bash 5.2.21(1)-release\n## main...origin/main\n2\n",
+            Some(0),
+        );
         assert_eq!(shell, "bash 5.2.21(1)-release");
         assert_eq!(git, "main, 2 changed files");
-        let (_, git) = parse_probe("bash 5.2\n## No commits yet on trunk\n1\n", Some(0));
+        let (_, git) = parse_probe("bash 5.2\n## No commits yet on trunk\n0\n", Some(0));
         assert_eq!(git, "trunk, 0 changed files");
-        let (_, git) = parse_probe("bash 5.2\n## HEAD (no branch)\n2\n", Some(0));
+        let (_, git) = parse_probe("bash 5.2\n## HEAD (no branch)\n1\n", Some(0));
         assert_eq!(git, "detached HEAD, 1 changed file");
         let (_, git) = parse_probe("bash 5.2\n", Some(3));
         assert_eq!(git, "not a repository");

@@ -303,13 +303,11 @@ impl JobEnv {
 
     pub fn status(&self) -> Status {
         let paused = *self.paused.borrow();
-        self.state
-            .borrow()
-            .status(
-                paused,
-                self.config.compaction.context_window,
-                self.toolbox.jobs().running(),
-            )
+        self.state.borrow().status(
+            paused,
+            self.config.compaction.context_window,
+            self.toolbox.jobs().running(),
+        )
     }
 
     pub fn publish_status(&self) {

@@ -16,7 +16,10 @@ const TEMPLATE: &str = include_str!("system.md");
 /// The system prompt for a pod whose tools have these limits.
 pub fn render(limits: &ToolLimits) -> String {
     TEMPLATE
-        .replace("{bash_timeout_s}", &limits.bash_timeout.as_secs().to_string())
+        .replace(
+            "{bash_timeout_s}",
+            &limits.bash_timeout.as_secs().to_string(),
+        )
         .replace(
             "{output_cap_kib}",
             &(limits.output_cap_bytes / 1024).max(1).to_string(),

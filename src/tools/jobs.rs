@@ -106,10 +106,17 @@ impl JobOutput {
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
-    /// The last lines printed, for the end note.
+    /// The last lines printed, for the end note: from the tail, and from
+    /// the head too while the two hold everything printed (short output
+    /// is all in the head).
     fn last_lines(&self) -> String {
         let start = self.tail.len().saturating_sub(NOTE_BYTES);
-        let bytes: Vec<u8> = self.tail.iter().skip(start).copied().collect();
+        let mut bytes: Vec<u8> = self.tail.iter().skip(start).copied().collect();
+        let whole = self.total == (self.head.len() + self.tail.len()) as u64;
+        if whole && bytes.len() < NOTE_BYTES {
+            let from = self.head.len().saturating_sub(NOTE_BYTES - bytes.len());
+            bytes.splice(0..0, self.head[from..].iter().copied());
+        }
         let text = String::from_utf8_lossy(&bytes);
         let lines: Vec<&str> = text.trim_end().lines().collect();
         lines[lines.len().saturating_sub(NOTE_LINES)..].join("\n")
@@ -269,7 +276,11 @@ impl Jobs {
 
     /// How many jobs run now.
     pub fn running(&self) -> usize {
-        self.lock().jobs.values().filter(|j| j.exit.is_none()).count()
+        self.lock()
+            .jobs
+            .values()
+            .filter(|j| j.exit.is_none())
+            .count()
     }
 
     /// Every job of this pod, ended ones included, in start order.
@@ -556,6 +567,7 @@ mod tests {
     fn output_keeps_both_ends_and_says_what_it_left_out() {
         let mut out = JobOutput::default();
         out.push(b"hello\n");
+        assert_eq!(out.last_lines(), "hello");
         assert_eq!(out.unread(), "hello\n");
         assert_eq!(out.unread(), "");
         let big = vec![b'x'; 3 * KEEP_BYTES];

@@ -10,6 +10,7 @@ mod bash;
 mod cap;
 mod fs;
 pub mod jobs;
+pub mod plan;
 pub mod process;
 pub mod reaper;
 mod sandbox;
@@ -160,6 +161,7 @@ impl Toolbox {
             bash::spec(&self.limits),
             jobs::output_spec(),
             jobs::kill_spec(),
+            plan::spec(),
         ];
         if let Some(mcp) = &self.mcp {
             specs.extend(mcp.specs());
@@ -186,6 +188,7 @@ impl Toolbox {
             search::GREP => fits::<search::GrepArgs>(name, arguments),
             bash::BASH => fits::<bash::BashArgs>(name, arguments),
             jobs::JOB_OUTPUT | jobs::JOB_KILL => fits::<jobs::JobArgs>(name, arguments),
+            plan::UPDATE_PLAN => fits::<plan::PlanArgs>(name, arguments),
             _ => Err(self.unknown(name)),
         }?;
         match arguments.get("path").and_then(Value::as_str) {
@@ -253,6 +256,10 @@ impl Toolbox {
             },
             jobs::JOB_KILL => match parse_args::<jobs::JobArgs>(name, arguments) {
                 Ok(args) => self.jobs.kill_tool(args.job),
+                Err(e) => e,
+            },
+            plan::UPDATE_PLAN => match parse_args::<plan::PlanArgs>(name, arguments) {
+                Ok(args) => plan::update(&args),
                 Err(e) => e,
             },
             _ => self.unknown(name),
