@@ -418,3 +418,232 @@ fn update_plan_is_never_asked_and_a_huge_plan_is_refused() {
         "planned"
     );
 }
+
+/// A plain HTTP/1.1 server on 127.0.0.1, one thread per connection:
+/// `/page` (HTML), `/redir` (to `/page`), `/loop` (to itself), `/away`
+/// (to the same server named `localhost`: another origin), `/big`.
+fn web_server() -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request = String::new();
+                if reader.read_line(&mut request).is_err() {
+                    return;
+                }
+                loop {
+                    let mut header = String::new();
+                    if reader.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
+                        break;
+                    }
+                }
+                let path = request.split(' ').nth(1).unwrap_or("/").to_owned();
+                let redirect = |to: &str| {
+                    format!("HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\n\r\n")
+                        .into_bytes()
+                };
+                let response = match path.as_str() {
+                    "/page" => {
+                        let body = "<html><head><style>p{color:red}</style></head><body>\
+                                    <h1>Docs</h1><p>Read <a href=\"/x\">this</a>.</p>\
+                                    <script>steal()</script></body></html>";
+                        format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n\
+                             Content-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        )
+                        .into_bytes()
+                    }
+                    "/redir" => redirect("/page"),
+                    "/loop" => redirect("/loop"),
+                    "/away" => redirect(&format!("http://localhost:{port}/page")),
+                    "/big" => {
+                        let mut r = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\
+                                      Content-Length: 20000000\r\n\r\n"
+                            .to_vec();
+                        r.extend(std::iter::repeat_n(b'x', 20_000_000));
+                        r
+                    }
+                    _ => b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_vec(),
+                };
+                let mut stream = stream;
+                let _ = stream.write_all(&response);
+            });
+        }
+    });
+    port
+}
+
+fn fetch(id: &str, url: &str) -> Value {
+    call(id, "web_fetch", json!({"url": url}))
+}
+
+#[test]
+fn web_fetch_reads_a_local_page_as_markdown_and_follows_only_same_origin_redirects() {
+    let port = web_server();
+    let base = format!("http://127.0.0.1:{port}");
+    let pod = Pod::builder()
+        .arg("--fetch-private")
+        .script(&script(&[
+            fetch("f1", &format!("{base}/page")),
+            fetch("f2", &format!("{base}/redir")),
+            fetch("f3", &format!("{base}/loop")),
+            fetch("f4", &format!("{base}/away")),
+            call(
+                "f5",
+                "web_fetch",
+                json!({"url": format!("{base}/big"), "max_bytes": 1000}),
+            ),
+            fetch("f6", "file:///etc/passwd"),
+            text("read"),
+        ]))
+        .start();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.run("read the docs");
+    c.until_entry("turn_end");
+    let log = pod.log_lines();
+    let page = result(&log, "f1");
+    let text = page["output"].as_str().unwrap();
+    assert_eq!(page["is_error"], false, "{text}");
+    assert!(text.starts_with(&format!("URL: {base}/page\n")), "{text}");
+    assert!(
+        text.contains("Content-Type: text/html; charset=utf-8"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# Docs") && text.contains("[this](/x)"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("steal") && !text.contains("color:red"),
+        "{text}"
+    );
+    let redirected = result(&log, "f2")["output"].as_str().unwrap().to_owned();
+    assert!(
+        redirected.starts_with(&format!("URL: {base}/page\n")),
+        "{redirected}"
+    );
+    let looped = result(&log, "f3");
+    assert_eq!(looped["is_error"], true);
+    assert!(
+        looped["output"]
+            .as_str()
+            .unwrap()
+            .contains("after 5 redirects"),
+        "{looped}"
+    );
+    let away = result(&log, "f4")["output"].as_str().unwrap().to_owned();
+    assert!(
+        away.contains(&format!(
+            "redirects to another site: http://localhost:{port}/page"
+        )),
+        "{away}"
+    );
+    let big = result(&log, "f5")["output"].as_str().unwrap().to_owned();
+    assert!(
+        big.contains("[only the first 1000 bytes of the body were read]"),
+        "{big}"
+    );
+    let file = result(&log, "f6");
+    assert_eq!(file["is_error"], true);
+    assert!(
+        file["output"]
+            .as_str()
+            .unwrap()
+            .contains("only http:// and https://"),
+        "{file}"
+    );
+}
+
+#[test]
+fn web_fetch_refuses_this_machine_without_fetch_private() {
+    let port = web_server();
+    let pod = Pod::builder()
+        .script(&script(&[
+            fetch("f1", &format!("http://127.0.0.1:{port}/page")),
+            fetch("f2", &format!("http://[::ffff:127.0.0.1]:{port}/page")),
+            fetch("f3", &format!("http://user:pw@127.0.0.1:{port}/page")),
+            text("refused"),
+        ]))
+        .start();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.run("fetch");
+    c.until_entry("turn_end");
+    let log = pod.log_lines();
+    for id in ["f1", "f2"] {
+        let refused = result(&log, id);
+        let text = refused["output"].as_str().unwrap();
+        assert_eq!(refused["is_error"], true);
+        assert!(
+            text.contains("127.0.0.0/8 (loopback)") && text.contains("--fetch-private"),
+            "{text}"
+        );
+    }
+    let user = result(&log, "f3")["output"].as_str().unwrap().to_owned();
+    assert!(user.contains("user name or password"), "{user}");
+}
+
+#[test]
+fn web_fetch_is_asked_about_and_a_session_answer_allows_its_origin_only() {
+    let port = web_server();
+    let base = format!("http://127.0.0.1:{port}");
+    let pod = Pod::builder()
+        .args(["--approval", "ask", "--fetch-private"])
+        .script(&script(&[
+            fetch("f1", &format!("{base}/page")),
+            fetch("f2", &format!("{base}/redir")),
+            text("done"),
+        ]))
+        .start();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.run("fetch twice");
+    let request = c.until_entry("approval_request");
+    assert_eq!(request["entry"]["tool"], "web_fetch");
+    c.send(json!({"type":"approve","call_id":"f1","decision":"allow","scope":"session"}));
+    c.until_entry("turn_end");
+    let log = pod.log_lines();
+    let decisions: Vec<&Value> = log
+        .iter()
+        .filter(|l| l["entry"]["kind"] == "approval_decision")
+        .collect();
+    assert_eq!(
+        decisions.len(),
+        1,
+        "the second fetch of that origin is not asked about"
+    );
+    assert_eq!(decisions[0]["entry"]["rule"], format!("web_fetch:{base}/*"));
+    assert_eq!(result(&log, "f2")["is_error"], false);
+}
+
+#[test]
+fn web_fetch_is_off_without_asking_when_the_sandbox_network_is_off() {
+    let pod = Pod::builder()
+        .args(["--approval", "ask", "--sandbox-network", "off"])
+        .script(&script(&[fetch("f1", "https://example.org/"), text("ok")]))
+        .start();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.run("fetch");
+    c.until_entry("turn_end");
+    let log = pod.log_lines();
+    assert!(
+        !kinds(&log).iter().any(|k| k.starts_with("approval_")),
+        "{:?}",
+        kinds(&log)
+    );
+    let off = result(&log, "f1");
+    assert_eq!(off["is_error"], true);
+    assert!(
+        off["output"]
+            .as_str()
+            .unwrap()
+            .contains("--sandbox-network off"),
+        "{off}"
+    );
+}

@@ -93,7 +93,15 @@ enum Subject<'a> {
     /// `write_file`/`edit_file` and its workspace-relative path.
     Write(Option<String>),
     Bash(&'a str),
+    /// `web_fetch` and its URL, serialised (`None`: not a URL).
+    Fetch(Option<String>),
     Other,
+}
+
+/// `raw` as `web_fetch` rules see it: parsed and serialised, so that
+/// `HTTPS://Docs.rs` and `https://docs.rs/` are one URL.
+pub(crate) fn serialised_url(raw: &str) -> Option<String> {
+    reqwest::Url::parse(raw).ok().map(String::from)
 }
 
 /// The workspace-relative form of `raw` — relative, or absolute inside
@@ -146,6 +154,7 @@ fn subject_of<'a>(root: &Path, call: &Call<'a>) -> Subject<'a> {
         tool if READ_ONLY_TOOLS.contains(&tool) => Subject::Read(path(Some("."))),
         tool if WRITE_TOOLS.contains(&tool) => Subject::Write(path(None)),
         tool if UNASKED_TOOLS.contains(&tool) => Subject::Read(None),
+        "web_fetch" => Subject::Fetch(call.arg("url").and_then(serialised_url)),
         BASH => Subject::Bash(call.arg("command").unwrap_or("")),
         _ => Subject::Other,
     }
@@ -265,6 +274,15 @@ pub fn session_rule(call: &Call, workspace_root: &Path) -> Option<Rule> {
             format!("bash:{}", bash::session_pattern(&line))
         }
         tool if WRITE_TOOLS.contains(&tool) => format!("write:{}", globset::escape(&path()?)),
+        // The origin, so a session answer covers that site, not the web.
+        "web_fetch" => {
+            let url = reqwest::Url::parse(call.arg("url")?).ok()?;
+            let origin = url.origin();
+            if !origin.is_tuple() {
+                return None;
+            }
+            format!("web_fetch:{}/*", origin.ascii_serialization())
+        }
         tool => {
             if tool.contains(':') {
                 return None;
@@ -279,6 +297,9 @@ pub fn session_rule(call: &Call, workspace_root: &Path) -> Option<Rule> {
 fn matches_non_bash(rule: &Rule, tool: &str, subject: &Subject) -> bool {
     match (rule.kind(), subject) {
         (RuleKind::Tool(_), _) => rule.names_tool(tool),
+        (RuleKind::Fetch, Subject::Fetch(Some(url))) => rule
+            .fetch_pattern()
+            .is_some_and(|pattern| bash::wildcard_match(pattern, url)),
         (RuleKind::Write(glob), Subject::Write(Some(path))) => glob.is_match(path),
         // `list_dir`, `glob` and `grep` name a directory: `read:secrets/**`
         // must cover `secrets` itself, which `globset` matches only as `secrets/`.

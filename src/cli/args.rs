@@ -342,6 +342,10 @@ pub struct ServeArgs {
         value_name = "SECONDS"
     )]
     pub bash_timeout: u64,
+    /// Let web_fetch reach this machine's addresses and private networks (127.0.0.1,
+    /// 10.0.0.0/8, 192.168.0.0/16, …), which it refuses by default.
+    #[arg(long, env = "POD_FETCH_PRIVATE", value_parser = BoolishValueParser::new())]
+    pub fetch_private: bool,
     /// Background jobs (`bash` with `background: true`) that may run at once.
     #[arg(long, env = "POD_MAX_JOBS", default_value_t = 8, value_name = "N")]
     pub max_jobs: usize,

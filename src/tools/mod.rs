@@ -8,6 +8,7 @@
 
 mod bash;
 mod cap;
+pub mod fetch;
 mod fs;
 pub mod jobs;
 pub mod plan;
@@ -47,6 +48,8 @@ pub struct ToolLimits {
     pub sandbox: SandboxPolicy,
     /// Background jobs that may run at once (`--max-jobs`).
     pub max_jobs: usize,
+    /// `--fetch-private`: `web_fetch` may reach this machine and private networks.
+    pub fetch_private: bool,
 }
 
 impl Default for ToolLimits {
@@ -56,6 +59,7 @@ impl Default for ToolLimits {
             output_cap_bytes: 32 * 1024,
             sandbox: SandboxPolicy::default(),
             max_jobs: 8,
+            fetch_private: false,
         }
     }
 }
@@ -162,6 +166,7 @@ impl Toolbox {
             jobs::output_spec(),
             jobs::kill_spec(),
             plan::spec(),
+            fetch::spec(),
         ];
         if let Some(mcp) = &self.mcp {
             specs.extend(mcp.specs());
@@ -189,6 +194,19 @@ impl Toolbox {
             bash::BASH => fits::<bash::BashArgs>(name, arguments),
             jobs::JOB_OUTPUT | jobs::JOB_KILL => fits::<jobs::JobArgs>(name, arguments),
             plan::UPDATE_PLAN => fits::<plan::PlanArgs>(name, arguments),
+            fetch::WEB_FETCH => {
+                let args = parse_args::<fetch::FetchArgs>(name, arguments)?;
+                if !self.sandbox.info().network {
+                    return Err(ToolOutcome::error(
+                        "web_fetch is off: the pod runs with --sandbox-network off, which \
+                         allows no network access. Tell the user; they can restart the pod \
+                         with --sandbox-network on.",
+                    ));
+                }
+                fetch::check_url(&args.url)
+                    .map(drop)
+                    .map_err(|why| ToolOutcome::error(format!("web_fetch refused: {why}")))
+            }
             _ => Err(self.unknown(name)),
         }?;
         match arguments.get("path").and_then(Value::as_str) {
@@ -260,6 +278,15 @@ impl Toolbox {
             },
             plan::UPDATE_PLAN => match parse_args::<plan::PlanArgs>(name, arguments) {
                 Ok(args) => plan::update(&args),
+                Err(e) => e,
+            },
+            fetch::WEB_FETCH => match parse_args::<fetch::FetchArgs>(name, arguments) {
+                Ok(args) => {
+                    let policy = fetch::FetchPolicy {
+                        allow_private: self.limits.fetch_private,
+                    };
+                    fetch::run(args, policy, cancel).await
+                }
                 Err(e) => e,
             },
             _ => self.unknown(name),
