@@ -686,7 +686,7 @@ mod tests {
                         "listen":{"address":"127.0.0.1:7878","tls":true}},
             "status":{"state":"waiting","queued":0,"pending_approvals":["c1"],"approval":"ask",
                       "model":"offline","context_tokens":1200,"context_source":"usage","context_window":128000,
-                      "turn":{"turn_id":"t1","request_id":null}},"session_id":id,
+                      "turn":{"turn_id":"t1","request_id":null},"jobs":2},"session_id":id,
             "entries":[{"seq":0,"entry":{"kind":"session_start","session_id":id,
                 "created_at":"2026-11-30T00:00:00.000Z","compacted_from":null,"forked_from":null,
                 "provider":"offline","model":"offline"}}],
@@ -702,7 +702,7 @@ mod tests {
         round_trip(json!({"type":"usage","input_tokens":1,"output_tokens":2}));
         round_trip(json!({"type":"status","state":"compacting","queued":2,
             "pending_approvals":[],"approval":"auto","model":"m","context_tokens":0,"context_source":"estimate",
-            "context_window":0,"turn":null}));
+            "context_window":0,"turn":null,"jobs":1}));
         round_trip(json!({"type":"tool_output_delta","call_id":"c","text":"tick 1\n"}));
         round_trip(
             json!({"type":"retry","attempt":1,"max_attempts":4,"delay_ms":500,
