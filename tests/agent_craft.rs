@@ -647,3 +647,40 @@ fn web_fetch_is_off_without_asking_when_the_sandbox_network_is_off() {
         "{off}"
     );
 }
+
+#[test]
+fn a_rewind_of_files_waits_for_no_job_it_is_refused_or_kills_them() {
+    let pod = Pod::builder()
+        .script(&script(&[
+            background("b1", "echo $$ > job.pid; exec sleep 300"),
+            call(
+                "w1",
+                "write_file",
+                json!({"path": "a.txt", "content": "new\n"}),
+            ),
+            text("written"),
+        ]))
+        .start();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.run("start and write");
+    c.until_entry("turn_end");
+    let pid = read_pid(&pod, "job.pid");
+    let seq = first_of(&pod.log_lines(), "user_input")["seq"].clone();
+    let refused = ask(
+        &mut c,
+        json!({"type":"rewind","before_seq":seq,"conversation":false,"request_id":"r1"}),
+    );
+    assert_eq!(refused["code"], "jobs_running", "{refused}");
+    assert!(alive(pid));
+    let done = ask(
+        &mut c,
+        json!({"type":"rewind","before_seq":seq,"conversation":false,"kill_jobs":true,"request_id":"r2"}),
+    );
+    assert_eq!(done["type"], "response", "{done}");
+    assert!(
+        !alive(pid),
+        "the job was killed before the files were restored"
+    );
+    assert!(!pod.workspace.join("a.txt").exists());
+}
