@@ -103,7 +103,7 @@ fn notices_and_unknown_entries() {
         json!({"type":"notification","level":"warn","source":"compactor","message":"context is 85% full"}),
     ));
     app.on_pod_event(event(
-        json!({"type":"error","code":"model_error","message":"HTTP 500"}),
+        json!({"type":"error","code":"storage_error","message":"the disk is full"}),
     ));
     app.on_pod_event(event(json!({"type":"hologram"})));
     assert_snapshot!(screen(&mut app, 60, 18));
@@ -821,4 +821,26 @@ fn plan_above_the_composer_and_jobs_in_the_status_bar() {
         "{folded}"
     );
     assert!(!folded.contains("○ run the tests"), "{folded}");
+}
+
+/// #30 item 11: a failed model call is told once — by its `turn_end` — not
+/// also by the `model_error` frame sent as it happened (which a client
+/// attaching later never gets, so it showed twice only live).
+#[test]
+fn a_model_error_is_shown_once_live() {
+    let mut app = attached_with(
+        vec![json!({"kind":"user_input","at":"x","segments":[{"type":"text","text":"hi"}]})],
+        Value::Null,
+        "running",
+    );
+    let message = "openai: HTTP 404 Not Found: model nope not found";
+    app.on_pod_event(event(json!({"type":"error","code":"model_error",
+        "message":format!("openai model call failed: {message}")})));
+    app.on_pod_event(entry(
+        2,
+        json!({"kind":"turn_end","reason":"error","turn_id":"t","request_id":null,
+            "usage":null,"error":{"code":"provider_http","message":message}}),
+    ));
+    let text = screen(&mut app, 120, 12);
+    assert_eq!(text.matches("model nope not found").count(), 1, "{text}");
 }

@@ -262,6 +262,9 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             paused,
         };
         let conversation = Conversation::new(session_id, recovered.entries);
+        // A client may attach before the worker settles the session: its
+        // first status must already name the model in force.
+        env.state.borrow_mut().model = super::recovery::reconcile_model(&env, &conversation).0;
         let worker = Worker::new(env, paused_tx, conversation).start();
         for note in orphaned_jobs {
             worker.do_send(JobChanged(JobEvent::Ended(note)));

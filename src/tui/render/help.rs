@@ -37,6 +37,10 @@ const KEYS: &[(&str, &str)] = &[
         "close the menu or this screen; on an empty input box, take back your last queued message; else cancel the running turn",
     ),
     (
+        "Esc Esc",
+        "on an empty input box while idle: rewind files, conversation or both to before an earlier message",
+    ),
+    (
         "Shift+Tab",
         "next approval mode: ask → edits → auto → read-only",
     ),

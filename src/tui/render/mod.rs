@@ -16,6 +16,7 @@ pub mod help;
 mod highlight;
 pub use highlight::preload as preload_highlighting;
 pub mod markdown;
+mod rewind;
 mod sessions;
 mod status;
 mod table;
@@ -72,6 +73,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &mut App) {
             Some(Overlay::Sessions(picker)) => {
                 sessions::draw(frame, view, picker, std::time::SystemTime::now());
             }
+            Some(Overlay::Rewind(picker)) => rewind::draw(frame, view, picker),
             None => {
                 let mut rows = app.cache.rows(&app.conversation, view.width);
                 let lines = app.viewport.visible(&mut rows, usize::from(view.height));

@@ -46,7 +46,8 @@ fn about(s: &SessionInfo, now: SystemTime) -> String {
     parts.join(" · ")
 }
 
-fn cut(text: &str, width: usize) -> String {
+/// `text` cut to `width` columns, with `…` where it was cut.
+pub(super) fn cut(text: &str, width: usize) -> String {
     if text.width() <= width {
         return text.to_owned();
     }
@@ -78,7 +79,8 @@ pub fn lines(picker: &SessionPicker, width: u16, now: SystemTime) -> (Vec<Line<'
     for (i, s) in picker.sessions.iter().enumerate() {
         let id: String = s.session_id.to_string().chars().take(8).collect();
         let about = about(s, now);
-        let title = s.title.as_deref().unwrap_or("(no messages)");
+        let shown = s.shown_title(&picker.sessions);
+        let title = shown.as_deref().unwrap_or("(no messages)");
         let fixed = 2 + id.len() + 2 + 2 + about.width();
         let title = cut(title, width.saturating_sub(fixed).max(8));
         let row = format!("{} {id}  {title}  ", if s.current { "●" } else { " " });
@@ -102,7 +104,16 @@ pub fn lines(picker: &SessionPicker, width: u16, now: SystemTime) -> (Vec<Line<'
 
 /// Draws the picker over `area`, scrolled to keep the selection in view.
 pub fn draw(frame: &mut Frame<'_>, area: Rect, picker: &SessionPicker, now: SystemTime) {
-    let (lines, selected) = lines(picker, area.width, now);
+    draw_rows(frame, area, lines(picker, area.width, now));
+}
+
+/// Draws a picker's rows over `area`, scrolled to keep the selected row
+/// (the second of the pair) in view.
+pub(super) fn draw_rows(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    (lines, selected): (Vec<Line<'static>>, usize),
+) {
     let height = usize::from(area.height);
     let skip = (selected + 1).saturating_sub(height);
     let visible: Vec<Line<'static>> = lines.into_iter().skip(skip).take(height).collect();
