@@ -132,6 +132,12 @@ pub enum Method {
     RevokeToken {
         id: String,
     },
+    /// The pod's background jobs, ended ones included (a read method).
+    ListJobs,
+    /// Kills one background job's whole process group.
+    KillJob {
+        job: u64,
+    },
 }
 
 impl Method {
@@ -146,6 +152,7 @@ impl Method {
                 | Method::ListSessions
                 | Method::ListCompletions { .. }
                 | Method::ListRules
+                | Method::ListJobs
                 | Method::GetDiff { .. }
                 | Method::GetFile { .. }
         )
@@ -198,6 +205,8 @@ const METHOD_TYPES: &[&str] = &[
     "issue_token",
     "issue_pairing",
     "list_tokens",
+    "list_jobs",
+    "kill_job",
     "revoke_token",
 ];
 

@@ -73,6 +73,8 @@ pub struct App {
     /// as its snapshot arrives.
     fork_after_resume: Option<String>,
     pub(crate) now: Instant,
+    /// Whether the plan shows as a checklist (else one line); Ctrl+T.
+    pub(crate) plan_expanded: bool,
     /// Size of the conversation area at the last draw, for paging.
     pub(crate) view_size: (u16, u16),
     last_spin: Instant,
@@ -143,6 +145,7 @@ impl App {
             view_size: (80, 20),
             last_spin: now,
             last_ctrl_c: None,
+            plan_expanded: true,
             last_esc: None,
             outbox: Vec::new(),
             quit: false,
@@ -682,6 +685,7 @@ impl App {
             KeyCode::Char('c') if ctrl => self.ctrl_c(),
             KeyCode::Char('d') if ctrl => self.quit = true,
             KeyCode::Char('o') if ctrl => self.conversation.toggle_block(),
+            KeyCode::Char('t') if ctrl => self.plan_expanded = !self.plan_expanded,
             KeyCode::Char('j') if ctrl => self.composer.insert_newline(),
             KeyCode::Char('a') if ctrl => self.composer.line_start(),
             KeyCode::Char('e') if ctrl => self.composer.line_end(),

@@ -66,6 +66,7 @@ const KEYS: &[(&str, &str)] = &[
         "Ctrl+O",
         "expand or collapse the selected block (the last one if none is)",
     ),
+    ("Ctrl+T", "show the model's plan as a checklist, or as one line"),
     ("?", "this help (on an empty input box)"),
 ];
 
