@@ -13,12 +13,13 @@ use std::collections::HashMap;
 
 use uuid::Uuid;
 
-use crate::input::{self, Resolvers};
+use crate::input::{self, Flattened, Resolvers};
 use crate::protocol::{
     AssistantItem, CheckpointReason, Decision, InjectedItem, LogEntry, ToolResult, TurnRef,
 };
 use crate::provider::{
-    CacheRef, ChatMessage, MessageSource, ModelRequest, Span, ToolSpec, WireCache,
+    CacheRef, ChatMessage, ImageSlot, MessageSource, ModelRequest, Span, ToolSpec, UserPart,
+    WireCache,
 };
 use crate::workspace::Workspace;
 
@@ -27,8 +28,9 @@ pub struct Conversation {
     entries: Vec<LogEntry>,
     /// The model of the latest `model_change`, which requests name.
     model: Option<String>,
-    /// Flattened model text of each `user_input`, by index into `entries`.
-    flattened: HashMap<usize, String>,
+    /// Flattened model text (and images) of each `user_input`, by index
+    /// into `entries`.
+    flattened: HashMap<usize, Flattened>,
     /// Entries before this index have their inputs in `flattened`.
     flattened_upto: usize,
     /// Tokens of the context at the last model call, as the provider counted
@@ -285,7 +287,7 @@ impl Conversation {
     pub fn with_pending<R>(
         &mut self,
         pending: &[LogEntry],
-        read: Vec<(usize, String)>,
+        read: Vec<(usize, Flattened)>,
         workspace: &Workspace,
         resolvers: &Resolvers,
         f: impl FnOnce(Prepared<'_>) -> R,
@@ -332,7 +334,7 @@ impl Conversation {
     /// Takes the flattened text of inputs [`Conversation::inputs_to_read`]
     /// named. Text for an index past the entries is dropped: it belonged
     /// to pending entries that are not (or no longer) there.
-    pub fn insert_read(&mut self, read: Vec<(usize, String)>) {
+    pub fn insert_read(&mut self, read: Vec<(usize, Flattened)>) {
         for (index, text) in read {
             if index < self.entries.len() {
                 self.flattened.entry(index).or_insert(text);
@@ -352,14 +354,16 @@ impl Conversation {
             }
         }
         self.flattened_upto = self.entries.len();
-        Prepared(self)
+        Prepared(self, resolvers.max_context_images)
     }
 }
 
 /// A conversation whose user inputs are all flattened: what a model request
 /// is built from (see [`Conversation::prepare`]).
 #[derive(Clone, Copy)]
-pub struct Prepared<'a>(&'a Conversation);
+/// It carries `--max-context-images`: only the last that many images are
+/// sent, older ones as placeholders.
+pub struct Prepared<'a>(&'a Conversation, usize);
 
 impl<'a> Prepared<'a> {
     pub fn conversation(self) -> &'a Conversation {
@@ -377,6 +381,7 @@ impl<'a> Prepared<'a> {
         // that is not a tool result: a turn-start checkpoint sits between a
         // call and its result, where no user message may go.
         let mut notes: Vec<(String, MessageSource)> = Vec::new();
+        let mut images: Vec<ImageSlot> = Vec::new();
         for (index, entry) in conversation.entries.iter().enumerate() {
             if !notes.is_empty() && starts_message(entry) {
                 raw.extend(
@@ -389,11 +394,16 @@ impl<'a> Prepared<'a> {
                 LogEntry::UserInput { .. } => {
                     // Every input is in `flattened`: a `Prepared` is only
                     // made by `prepare`.
-                    let text = conversation
-                        .flattened
-                        .get(&index)
-                        .map_or("", String::as_str);
-                    raw.push(Raw::User(Cow::Borrowed(text), MessageSource::Input(index)));
+                    let source = MessageSource::Input(index);
+                    match conversation.flattened.get(&index) {
+                        Some(flat) if !flat.images.is_empty() => {
+                            raw.push(Raw::UserParts(parts(flat, &mut images), source));
+                        }
+                        flat => raw.push(Raw::User(
+                            Cow::Borrowed(flat.map_or("", |f| f.text.as_str())),
+                            source,
+                        )),
+                    }
                 }
                 LogEntry::AssistantItems { items } => {
                     let items = items.iter().map(Cow::Borrowed);
@@ -475,6 +485,7 @@ impl<'a> Prepared<'a> {
                 .map(|(text, source)| Raw::User(Cow::Owned(text), source)),
         );
         let (messages, sources) = answer_every_call(raw).into_iter().unzip();
+        choose_sent(&mut images, self.1);
         ModelRequest {
             model: conversation.model.as_deref().map(Cow::Borrowed),
             system: Cow::Borrowed(system),
@@ -485,6 +496,43 @@ impl<'a> Prepared<'a> {
                 sources,
             }),
             max_output_tokens: None,
+            images,
+        }
+    }
+}
+
+/// The parts of an input with images, its slots appended to `images`.
+fn parts<'a>(flat: &'a Flattened, images: &mut Vec<ImageSlot>) -> Vec<UserPart<'a>> {
+    let mut parts = Vec::with_capacity(flat.images.len() * 2 + 1);
+    let mut from = 0;
+    for (at, slot) in &flat.images {
+        let text = flat.text.get(from..*at).unwrap_or("");
+        if !text.is_empty() {
+            parts.push(UserPart::Text(Cow::Borrowed(text)));
+        }
+        parts.push(UserPart::Image(images.len()));
+        images.push(slot.clone());
+        from = *at;
+    }
+    let rest = flat.text.get(from..).unwrap_or("");
+    if !rest.is_empty() {
+        parts.push(UserPart::Text(Cow::Borrowed(rest)));
+    }
+    parts
+}
+
+/// Marks the last `max` images whose blobs are there as sent: older ones
+/// go as placeholders, so a long session of screenshots stays within what
+/// providers take (and what the context holds).
+fn choose_sent(images: &mut [ImageSlot], max: usize) {
+    let mut left = max;
+    for slot in images.iter_mut().rev() {
+        if left == 0 {
+            break;
+        }
+        if slot.path.is_some() {
+            slot.send = true;
+            left -= 1;
         }
     }
 }
@@ -505,6 +553,7 @@ fn starts_message(entry: &LogEntry) -> bool {
 /// are merged, with the entries they came from.
 enum Raw<'a> {
     User(Cow<'a, str>, MessageSource),
+    UserParts(Vec<UserPart<'a>>, MessageSource),
     Assistant(Vec<Cow<'a, AssistantItem>>, Span),
     Results(Vec<Cow<'a, ToolResult>>, Span),
 }
@@ -568,6 +617,7 @@ fn answer_every_call(raw: Vec<Raw<'_>>) -> Vec<(ChatMessage<'_>, MessageSource)>
             // nothing the model made: left out.
             Raw::Results(..) => {}
             Raw::User(text, source) => out.push((ChatMessage::User { text }, source)),
+            Raw::UserParts(parts, source) => out.push((ChatMessage::UserParts { parts }, source)),
         }
     }
     out
@@ -705,7 +755,7 @@ mod tests {
             [2, 4],
             "only inputs that read files, the pending one placed after the log"
         );
-        let read: Vec<(usize, String)> = todo
+        let read: Vec<(usize, Flattened)> = todo
             .into_iter()
             .map(|(i, segments)| (i, input::flatten(&segments, &workspace, &resolvers)))
             .collect();

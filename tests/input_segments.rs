@@ -200,6 +200,8 @@ fn custom_resolvers_are_used() {
     let r = Resolvers {
         knowledge: Box::new(Fixed),
         workflows: Box::new(Fixed),
+        blobs: None,
+        max_context_images: 20,
     };
     let out = flatten(
         &[seg(json!({"type": "knowledge_ref", "slug": "k"}))],

@@ -254,7 +254,7 @@ impl JobEnv {
         &self,
         conversation: &Conversation,
         pending: &[LogEntry],
-    ) -> Vec<(usize, String)> {
+    ) -> Vec<(usize, input::Flattened)> {
         let todo = conversation.inputs_to_read(pending);
         if todo.is_empty() {
             return Vec::new();

@@ -113,6 +113,16 @@ pub enum Method {
         checkpoint: String,
         path: String,
     },
+    /// Stores an image durably; answered with its id (`sha256:<hex>`).
+    PutBlob {
+        media_type: String,
+        /// The bytes, base64 (standard alphabet, padded).
+        data: String,
+    },
+    /// An image stored by `put_blob`, in base64.
+    GetBlob {
+        blob: String,
+    },
     /// Mints a device token for remote clients (local socket only).
     IssueToken {
         #[serde(default)]
@@ -148,6 +158,7 @@ impl Method {
                 | Method::ListRules
                 | Method::GetDiff { .. }
                 | Method::GetFile { .. }
+                | Method::GetBlob { .. }
         )
     }
 
@@ -195,6 +206,8 @@ const METHOD_TYPES: &[&str] = &[
     "rewind",
     "get_diff",
     "get_file",
+    "put_blob",
+    "get_blob",
     "issue_token",
     "issue_pairing",
     "list_tokens",
@@ -446,6 +459,13 @@ mod tests {
             Method::GetFile {
                 checkpoint: "ab".into(),
                 path: "a.txt".into(),
+            },
+            Method::PutBlob {
+                media_type: "image/png".into(),
+                data: "iVBORw0KGgo=".into(),
+            },
+            Method::GetBlob {
+                blob: "sha256:ab".into(),
             },
         ];
         for method in methods {

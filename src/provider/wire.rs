@@ -258,6 +258,7 @@ mod tests {
         let afresh = ModelRequest {
             cache: None,
             max_output_tokens: None,
+            images: Vec::new(),
             ..request.clone()
         };
         let mut out = Vec::new();
