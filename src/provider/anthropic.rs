@@ -137,6 +137,7 @@ impl Provider for Anthropic {
             .for_model(model)
             .map_or(asked, |cap| asked.min(cap));
         self.endpoint.stream(
+            request.images.iter().any(|slot| slot.send),
             |out| write_body_with(model, request, limit, out),
             move || Decoder {
                 limit,

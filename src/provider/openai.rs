@@ -133,6 +133,7 @@ impl Provider for OpenAi {
             tool_choice: self.tool_choice,
         };
         self.endpoint.stream(
+            request.images.iter().any(|slot| slot.send),
             move |out| write_body_with(model, request, &options, out),
             move || Decoder {
                 limit,
