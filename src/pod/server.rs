@@ -152,6 +152,19 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         crate::tools::reaper::start();
         let mcp_changes = mcp_supervisors.start();
         let (remote_tx, remote_rx) = mpsc::unbounded_channel();
+        let blobs = match crate::blobs::Blobs::open(&config.data_dir, config.blobs) {
+            Ok(blobs) => {
+                actix_rt::spawn(collect_blobs(
+                    blobs.clone(),
+                    config.data_dir.join("sessions"),
+                ));
+                Some(blobs)
+            }
+            Err(e) => {
+                tracing::warn!("images are off: the blob store could not be opened: {e}");
+                None
+            }
+        };
         let listening = match config.remote {
             Some(remote) => {
                 let listening = crate::remote::start(
@@ -159,6 +172,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
                     tokens.clone(),
                     remote_tx,
                     config.limits.max_frame_bytes,
+                    blobs.clone(),
                 )?;
                 let scheme = if listening.tls { "https" } else { "http" };
                 eprintln!(
@@ -227,19 +241,6 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         if let Err(e) = checkpoints.store() {
             tracing::warn!("checkpoints are off: the store could not be opened: {e}");
         }
-        let blobs = match crate::blobs::Blobs::open(&config.data_dir, config.blobs) {
-            Ok(blobs) => {
-                actix_rt::spawn(collect_blobs(
-                    blobs.clone(),
-                    config.data_dir.join("sessions"),
-                ));
-                Some(blobs)
-            }
-            Err(e) => {
-                tracing::warn!("images are off: the blob store could not be opened: {e}");
-                None
-            }
-        };
         let env = JobEnv {
             checkpoints: checkpoints.clone(),
             session_log: session_log.clone(),
