@@ -314,17 +314,17 @@ impl Conversation {
     pub fn inputs_to_read(
         &self,
         pending: &[LogEntry],
-    ) -> Vec<(usize, Vec<crate::protocol::Segment>)> {
+    ) -> Vec<(usize, Vec<crate::protocol::Segment>, input::Resolved)> {
         let len = self.entries.len();
         let logged = self.entries.iter().enumerate().skip(self.flattened_upto);
         let pending = pending.iter().enumerate().map(|(i, e)| (len + i, e));
         logged
             .chain(pending)
             .filter_map(|(index, entry)| match entry {
-                LogEntry::UserInput { segments, .. }
-                    if !self.flattened.contains_key(&index) && input::reads_files(segments) =>
-                {
-                    Some((index, segments.clone()))
+                LogEntry::UserInput {
+                    segments, resolved, ..
+                } if !self.flattened.contains_key(&index) && input::reads_files(segments) => {
+                    Some((index, segments.clone(), resolved.clone()))
                 }
                 _ => None,
             })
@@ -347,10 +347,13 @@ impl Conversation {
     /// unless the text was read beforehand (see `inputs_to_read`).
     pub fn prepare(&mut self, workspace: &Workspace, resolvers: &Resolvers) -> Prepared<'_> {
         for index in self.flattened_upto..self.entries.len() {
-            if let LogEntry::UserInput { segments, .. } = &self.entries[index] {
+            if let LogEntry::UserInput {
+                segments, resolved, ..
+            } = &self.entries[index]
+            {
                 self.flattened
                     .entry(index)
-                    .or_insert_with(|| input::flatten(segments, workspace, resolvers));
+                    .or_insert_with(|| input::flatten(segments, resolved, workspace, resolvers));
             }
         }
         self.flattened_upto = self.entries.len();
@@ -731,6 +734,7 @@ mod tests {
             at: LogEntry::now(),
             turn_id: None,
             request_id: None,
+            resolved: Default::default(),
         }
     }
 
@@ -751,13 +755,18 @@ mod tests {
         let pending = [file_input("b.txt")];
         let todo = conversation.inputs_to_read(&pending);
         assert_eq!(
-            todo.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+            todo.iter().map(|(i, _, _)| *i).collect::<Vec<_>>(),
             [2, 4],
             "only inputs that read files, the pending one placed after the log"
         );
         let read: Vec<(usize, Flattened)> = todo
             .into_iter()
-            .map(|(i, segments)| (i, input::flatten(&segments, &workspace, &resolvers)))
+            .map(|(i, segments, resolved)| {
+                (
+                    i,
+                    input::flatten(&segments, &resolved, &workspace, &resolvers),
+                )
+            })
             .collect();
         std::fs::remove_file(dir.path().join("a.txt")).unwrap();
         std::fs::remove_file(dir.path().join("b.txt")).unwrap();
@@ -848,6 +857,7 @@ mod tests {
             at: LogEntry::now(),
             turn_id: None,
             request_id: None,
+            resolved: Default::default(),
         }
     }
 
@@ -872,6 +882,15 @@ mod tests {
         match message {
             ChatMessage::User { text } => ChatMessage::User {
                 text: Cow::Owned(text.into_owned()),
+            },
+            ChatMessage::UserParts { parts } => ChatMessage::UserParts {
+                parts: parts
+                    .into_iter()
+                    .map(|part| match part {
+                        UserPart::Text(t) => UserPart::Text(Cow::Owned(t.into_owned())),
+                        UserPart::Image(slot) => UserPart::Image(slot),
+                    })
+                    .collect(),
             },
             ChatMessage::Assistant { items } => ChatMessage::Assistant { items: own(items) },
             ChatMessage::ToolResults { results } => ChatMessage::ToolResults {

@@ -154,12 +154,18 @@ fn read_ref(workspace: &Workspace, path: &str) -> Result<String, RefError> {
 ///
 /// Every `image` segment must name a blob the store holds, with the
 /// media type its bytes have (else `blob_not_found` / `invalid_params`).
+///
+/// A `file_ref` to an image file (an accepted type, by its bytes) is
+/// stored as a blob now, and answered in the map (segment index → blob id)
+/// that becomes `user_input.resolved`: the model is sent these bytes even
+/// if the file changes before the request is built.
 pub fn check(
     segments: &[Segment],
     workspace: &Workspace,
     blobs: Option<&Blobs>,
-) -> Result<(), InputError> {
-    for segment in segments {
+) -> Result<Resolved, InputError> {
+    let mut resolved = Resolved::new();
+    for (index, segment) in segments.iter().enumerate() {
         if let SegmentView::Image {
             blob, media_type, ..
         } = segment.view()
@@ -167,6 +173,10 @@ pub fn check(
             check_image(blobs, blob, media_type)?;
         }
         if let SegmentView::FileRef { path } = segment.view() {
+            if let Some(id) = store_image_ref(workspace, blobs, path)? {
+                resolved.insert(index.to_string(), id);
+                continue;
+            }
             read_ref(workspace, path).map_err(|e| match e {
                 RefError::OutOfScope(e @ ScopeError::Outside { .. }) => InputError {
                     code: ErrorCode::FileRefOutOfScope,
@@ -183,7 +193,43 @@ pub fn check(
             })?;
         }
     }
-    Ok(())
+    Ok(resolved)
+}
+
+/// `user_input.resolved`: segment index (as a string) → blob id.
+pub type Resolved = std::collections::BTreeMap<String, String>;
+
+/// Stores the file a `file_ref` names as a blob when its bytes are an
+/// image the pod takes; `None` for any other file (or one that cannot be
+/// opened: the text check that follows says why).
+fn store_image_ref(
+    workspace: &Workspace,
+    blobs: Option<&Blobs>,
+    path: &str,
+) -> Result<Option<String>, InputError> {
+    let Some(blobs) = blobs else {
+        return Ok(None);
+    };
+    let Ok(opened) = workspace.open(path, Access::Read) else {
+        return Ok(None);
+    };
+    let limit = blobs.limits().max_blob_bytes;
+    let mut bytes = Vec::new();
+    if opened.file.take(limit + 1).read_to_end(&mut bytes).is_err() {
+        return Ok(None);
+    }
+    let Some(media_type) = crate::blobs::sniff(&bytes) else {
+        return Ok(None);
+    };
+    let refused = |e: BlobError| InputError {
+        code: match e {
+            BlobError::TooLarge { .. } | BlobError::Mismatch { .. } => ErrorCode::FileRefUnreadable,
+            ref e => e.code(),
+        },
+        message: format!("file_ref {path}: {e}"),
+    };
+    let info = blobs.put(media_type, &bytes).map_err(refused)?;
+    Ok(Some(info.digest.id()))
 }
 
 fn check_image(blobs: Option<&Blobs>, blob: &str, media_type: &str) -> Result<(), InputError> {
@@ -218,22 +264,24 @@ pub fn check_async(
     segments: &[Segment],
     workspace: &Workspace,
     blobs: Option<&Blobs>,
-) -> impl Future<Output = Result<(), InputError>> + Send + 'static {
-    let refs: Vec<Segment> = segments
-        .iter()
-        .filter(|s| {
-            matches!(
-                s.view(),
-                SegmentView::FileRef { .. } | SegmentView::Image { .. }
-            )
-        })
-        .cloned()
-        .collect();
+) -> impl Future<Output = Result<Resolved, InputError>> + Send + 'static {
+    // All of them when any is checked: `resolved` is keyed by index.
+    let checked = segments.iter().any(|s| {
+        matches!(
+            s.view(),
+            SegmentView::FileRef { .. } | SegmentView::Image { .. }
+        )
+    });
+    let refs: Vec<Segment> = if checked {
+        segments.to_vec()
+    } else {
+        Vec::new()
+    };
     let workspace = workspace.clone();
     let blobs = blobs.cloned();
     async move {
         if refs.is_empty() {
-            return Ok(());
+            return Ok(Resolved::new());
         }
         tokio::task::spawn_blocking(move || check(&refs, &workspace, blobs.as_ref()))
             .await
@@ -302,40 +350,38 @@ fn image_slot(blobs: Option<&Blobs>, blob: &str, name: Option<&str>) -> Option<I
 /// `text` and `paste` run inline, as the user typed them; every other
 /// segment becomes a block on lines of its own, so the model sees where a
 /// file or a workflow starts and ends.
-pub fn flatten(segments: &[Segment], workspace: &Workspace, resolvers: &Resolvers) -> Flattened {
+///
+/// An image — an `image` segment, or a `file_ref` that `resolved` says was
+/// stored as a blob — is not text: it goes in [`Flattened::images`] at its
+/// place in the text.
+pub fn flatten(
+    segments: &[Segment],
+    resolved: &Resolved,
+    workspace: &Workspace,
+    resolvers: &Resolvers,
+) -> Flattened {
     let mut out = String::new();
     let mut images = Vec::new();
     let mut after_block = false;
-    for segment in segments {
-        let (piece, is_block) = match segment.view() {
-            SegmentView::Image { blob, name, .. } => {
-                match image_slot(resolvers.blobs.as_ref(), blob, name) {
-                    Some(slot) => {
-                        if !out.is_empty() && !out.ends_with('\n') {
-                            out.push('\n');
-                        }
-                        images.push((out.len(), slot));
-                        after_block = true;
-                        continue;
+    for (index, segment) in segments.iter().enumerate() {
+        let image = match (segment.view(), resolved.get(&index.to_string())) {
+            (SegmentView::Image { blob, name, .. }, _) => Some((blob, name)),
+            (SegmentView::FileRef { path }, Some(blob)) => Some((blob.as_str(), Some(path))),
+            _ => None,
+        };
+        let (piece, is_block) = match (image, segment.view()) {
+            (Some((blob, name)), _) => match image_slot(resolvers.blobs.as_ref(), blob, name) {
+                Some(slot) => {
+                    if !out.is_empty() && !out.ends_with('\n') {
+                        out.push('\n');
                     }
-                    None => (format!("[image unavailable: {blob}]"), true),
+                    images.push((out.len(), slot));
+                    after_block = true;
+                    continue;
                 }
-            }
-            SegmentView::Text { text } | SegmentView::Paste { text, .. } => {
-                (text.to_owned(), false)
-            }
-            SegmentView::FileRef { path } => (file_block(workspace, path), true),
-            SegmentView::KnowledgeRef { slug } => (
-                match resolvers.knowledge.resolve(slug) {
-                    Some(text) => tagged("knowledge", "slug", slug, &text),
-                    None => format!("[unknown knowledge: {slug}]"),
-                },
-                true,
-            ),
-            SegmentView::WorkflowInvoke { slug, args } => {
-                (workflow_block(resolvers, slug, args), true)
-            }
-            SegmentView::Unknown { kind } => (format!("[unknown input: kind={kind}]"), true),
+                None => (format!("[image unavailable: {blob}]"), true),
+            },
+            (None, view) => flatten_text(view, workspace, resolvers),
         };
         if (is_block || after_block) && !out.is_empty() && !out.ends_with('\n') {
             out.push('\n');
@@ -344,6 +390,29 @@ pub fn flatten(segments: &[Segment], workspace: &Workspace, resolvers: &Resolver
         after_block = is_block;
     }
     Flattened { text: out, images }
+}
+
+/// A segment that is not an image, as text, and whether it is a block.
+fn flatten_text(
+    view: SegmentView<'_>,
+    workspace: &Workspace,
+    resolvers: &Resolvers,
+) -> (String, bool) {
+    match view {
+        SegmentView::Text { text } | SegmentView::Paste { text, .. } => (text.to_owned(), false),
+        SegmentView::FileRef { path } => (file_block(workspace, path), true),
+        SegmentView::KnowledgeRef { slug } => (
+            match resolvers.knowledge.resolve(slug) {
+                Some(text) => tagged("knowledge", "slug", slug, &text),
+                None => format!("[unknown knowledge: {slug}]"),
+            },
+            true,
+        ),
+        SegmentView::WorkflowInvoke { slug, args } => (workflow_block(resolvers, slug, args), true),
+        SegmentView::Unknown { kind } => (format!("[unknown input: kind={kind}]"), true),
+        // Reached only for an image `flatten` could not place.
+        SegmentView::Image { blob, .. } => (format!("[image unavailable: {blob}]"), true),
+    }
 }
 
 fn file_block(workspace: &Workspace, path: &str) -> String {

@@ -371,3 +371,73 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .map(|b| format!("{b:02x}"))
         .collect()
 }
+
+#[test]
+fn a_file_ref_to_an_image_is_stored_when_accepted_and_those_bytes_are_sent() {
+    let (_rt, server) = model_server(vec![
+        Reply::sse(&data_frames(&OPENAI_OK)),
+        Reply::sse(&data_frames(&OPENAI_OK)),
+    ]);
+    let pod = openai_pod(&server, &[]);
+    let before = png(5, 6);
+    std::fs::write(pod.workspace.join("shot.png"), &before).unwrap();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.send(json!({"type":"run","segments":[
+        {"type":"text","text":"see"},
+        {"type":"file_ref","path":"shot.png"},
+    ]}));
+    c.until_entry("turn_end");
+    let input = &pod.log_lines()[1]["entry"];
+    let id = format!("sha256:{}", sha256_hex(&before));
+    assert_eq!(input["resolved"], json!({"1": id}), "{input}");
+    assert_eq!(
+        input["segments"][1],
+        json!({"type":"file_ref","path":"shot.png"})
+    );
+    // The file changes afterwards: the model is still sent what it saw.
+    std::fs::write(pod.workspace.join("shot.png"), png(50, 60)).unwrap();
+    c.run("and?");
+    c.until_entry("turn_end");
+    for request in server.requests() {
+        let body = request.json();
+        let url = &body["messages"][1]["content"][1]["image_url"]["url"];
+        assert_eq!(
+            url,
+            &json!(format!("data:image/png;base64,{}", b64(&before))),
+            "{body}"
+        );
+    }
+}
+
+#[test]
+fn the_summariser_gets_placeholders_never_the_images() {
+    let summary = [
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"The user showed a square."},"finish_reason":null}]}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+        "[DONE]",
+    ];
+    let (_rt, server) = model_server(vec![
+        Reply::sse(&data_frames(&OPENAI_OK)),
+        Reply::sse(&data_frames(&summary)),
+    ]);
+    let pod = openai_pod(&server, &[]);
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    let blob = put(&mut c, "p1", "image/png", &b64(&png(64, 32)))["blob"].clone();
+    c.send(json!({"type":"run","segments":[image(&blob, "sq.png")]}));
+    c.until_entry("turn_end");
+    c.send(json!({"type":"compact"}));
+    c.until_type("compact_done");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let body = requests[1].body.clone();
+    assert!(
+        !body.contains("image_url") && !body.contains("base64"),
+        "{body}"
+    );
+    assert!(
+        body.contains(&format!("[image: sq.png 64×32 {}]", blob.as_str().unwrap())),
+        "{body}"
+    );
+}

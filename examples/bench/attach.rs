@@ -38,6 +38,7 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
                     at: LogEntry::now(),
                     turn_id: None,
                     request_id: None,
+                    resolved: Default::default(),
                 }
             } else {
                 LogEntry::AssistantItems {

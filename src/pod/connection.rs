@@ -155,7 +155,11 @@ impl Connection {
                 input::check_async(&segments, &self.hub.workspace, self.hub.blobs.as_ref())
                     .into_actor(self)
                     .map(move |checked, _, _| match checked {
-                        Ok(()) => worker.do_send(worker::Run { segments, client }),
+                        Ok(resolved) => worker.do_send(worker::Run {
+                            segments,
+                            resolved,
+                            client,
+                        }),
                         Err(e) => client.error(e.code, e.message),
                     })
                     .wait(ctx);

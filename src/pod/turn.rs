@@ -97,6 +97,7 @@ pub async fn run_turn(
         at: LogEntry::now(),
         turn_id: Some(turn.turn_id.clone()),
         request_id: turn.request_id.clone(),
+        resolved: run.resolved,
     };
     let instructions = instructions::current(&env.workspace)
         .await

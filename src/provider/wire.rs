@@ -301,6 +301,7 @@ mod tests {
                     at: LogEntry::now(),
                     turn_id: None,
                     request_id: None,
+                    resolved: Default::default(),
                 },
                 Made::Text(text) => LogEntry::AssistantItems {
                     items: vec![AssistantItem::Text { text: text.clone() }],
