@@ -163,6 +163,15 @@ pub(super) fn write_body(
     write_body_with(model, request, MAX_TOKENS, out)
 }
 
+/// [`write_body_with`] at the default `max_tokens`, for the bench.
+pub(super) fn write_body_for_bench(
+    model: &str,
+    request: &ModelRequest<'_>,
+    out: &mut Vec<u8>,
+) -> serde_json::Result<()> {
+    write_body_with(model, request, MAX_TOKENS, out)
+}
+
 /// [`write_body`] with this `max_tokens`.
 fn write_body_with(
     model: &str,

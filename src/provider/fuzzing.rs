@@ -1,6 +1,7 @@
-//! Entry points for the fuzz targets in `fuzz/`, not an API: a server's
-//! reply stream parsed the way a real reply is — cut into lines, read as
-//! server-sent events, decoded by the provider's decoder into model events.
+//! Entry points for the fuzz targets in `fuzz/` and for `examples/bench`,
+//! not an API: a server's reply stream parsed the way a real reply is — cut
+//! into lines, read as server-sent events, decoded by the provider's decoder
+//! into model events; and a request body written as a provider writes it.
 
 use std::convert::Infallible;
 
@@ -117,4 +118,15 @@ mod tests {
             decode_stream(Wire::Anthropic, chunks(&bytes, read));
         }
     }
+}
+
+/// The request body `wire` sends for `request` (images filled in from the
+/// blob store), as the bench measures it.
+pub fn write_body(wire: Wire, request: &super::ModelRequest<'_>) -> serde_json::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    match wire {
+        Wire::OpenAi => super::openai::write_body_for_bench("gpt-4o", request, &mut out)?,
+        Wire::Anthropic => super::anthropic::write_body_for_bench("claude", request, &mut out)?,
+    }
+    Ok(out)
 }

@@ -171,6 +171,21 @@ pub(super) fn write_body(
     write_body_with(model, request, &options, out)
 }
 
+/// [`write_body_with`] with the options of a first call, for the bench.
+pub(super) fn write_body_for_bench(
+    model: &str,
+    request: &ModelRequest<'_>,
+    out: &mut Vec<u8>,
+) -> serde_json::Result<()> {
+    let options = BodyOptions {
+        usage: true,
+        limit_field: MAX_TOKENS,
+        limit: DEFAULT_MAX_OUTPUT_TOKENS,
+        tool_choice: None,
+    };
+    write_body_with(model, request, &options, out)
+}
+
 /// What a call's body says besides the conversation.
 struct BodyOptions {
     /// Ask for [`USAGE_OPTION`].
