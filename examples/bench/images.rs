@@ -76,7 +76,11 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
     let mut segments = vec![Segment::text("what differs?")];
     for (i, bytes) in images.iter().enumerate() {
         let info = blobs.put("image/png", bytes)?;
-        segments.push(Segment::image(info.digest.id(), "image/png", Some(format!("{i}.png"))));
+        segments.push(Segment::image(
+            info.digest.id(),
+            "image/png",
+            Some(format!("{i}.png")),
+        ));
     }
     let workspace = Workspace::new(&ws)?;
     let resolvers = Resolvers::for_workspace(&workspace).with_blobs(Some(blobs), 20);
@@ -157,7 +161,11 @@ fn attach(config: &Config, with_images: bool, reps: usize) -> anyhow::Result<(f6
         let mut segments = vec![Segment::text(format!("screenshot {i}"))];
         if with_images {
             let info = blobs.put("image/png", &image(MIB, 1000 + i))?;
-            segments.push(Segment::image(info.digest.id(), "image/png", Some(format!("{i}.png"))));
+            segments.push(Segment::image(
+                info.digest.id(),
+                "image/png",
+                Some(format!("{i}.png")),
+            ));
         }
         entries.push(LogEntry::UserInput {
             segments,

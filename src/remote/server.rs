@@ -307,19 +307,19 @@ fn blob_refusal(error: &crate::blobs::BlobError) -> HttpResponse {
 fn blob_access(
     req: &HttpRequest,
     state: &State,
-) -> Result<(Granted, crate::blobs::Blobs), HttpResponse> {
+) -> Result<(Granted, crate::blobs::Blobs), Box<HttpResponse>> {
     if let Some(refused) = misdirected(req, state) {
-        return Err(refused);
+        return Err(Box::new(refused));
     }
     let Some(granted) = authenticate(req, state) else {
-        return Err(no_token(req, state));
+        return Err(Box::new(no_token(req, state)));
     };
     let Some(blobs) = state.blobs.clone() else {
-        return Err(refusal(
+        return Err(Box::new(refusal(
             StatusCode::INTERNAL_SERVER_ERROR,
             "storage_error",
             "the image store could not be opened when the pod started (see its log)",
-        ));
+        )));
     };
     Ok((granted, blobs))
 }
@@ -336,7 +336,7 @@ async fn put_blob(
     use futures::StreamExt as _;
     let (granted, blobs) = match blob_access(&req, &state) {
         Ok(access) => access,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     if granted.scope == AccessLevel::Read {
         return refusal(
@@ -402,7 +402,7 @@ async fn get_blob(
 ) -> HttpResponse {
     let (_, blobs) = match blob_access(&req, &state) {
         Ok(access) => access,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let id = id.into_inner();
     match web::block(move || blobs.get(&id)).await {
