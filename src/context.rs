@@ -175,13 +175,17 @@ impl Conversation {
                                 finished: false,
                                 decision: None,
                                 requested: false,
+                                shown: None,
                             });
                         }
                     }
                 }
-                LogEntry::ApprovalRequest { call_id, .. } => {
+                LogEntry::ApprovalRequest {
+                    call_id, preview, ..
+                } => {
                     if let Some(c) = step.calls.iter_mut().find(|c| &c.call_id == call_id) {
                         c.requested = true;
+                        c.shown = Some(preview.clone());
                     }
                 }
                 LogEntry::ApprovalDecision {
@@ -385,7 +389,11 @@ impl<'a> Prepared<'a> {
         // call and its result, where no user message may go.
         let mut notes: Vec<(String, MessageSource)> = Vec::new();
         let mut images: Vec<ImageSlot> = Vec::new();
+        let overflowed = overflowed_inputs(&conversation.entries);
         for (index, entry) in conversation.entries.iter().enumerate() {
+            if overflowed.contains(&index) {
+                continue;
+            }
             if !notes.is_empty() && starts_message(entry) {
                 raw.extend(
                     notes
@@ -540,6 +548,28 @@ fn choose_sent(images: &mut [ImageSlot], max: usize) {
     }
 }
 
+/// The user inputs of turns that ended `context_overflow` before the model
+/// answered anything: such an input never reached the model, and merged
+/// into the next message it would make every later call overflow too.
+fn overflowed_inputs(entries: &[LogEntry]) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut unanswered = None;
+    for (index, entry) in entries.iter().enumerate() {
+        match entry {
+            LogEntry::UserInput { .. } => unanswered = Some(index),
+            LogEntry::AssistantItems { .. } => unanswered = None,
+            LogEntry::TurnEnd {
+                error: Some(error), ..
+            } if error.code == crate::protocol::TurnErrorCode::ContextOverflow => {
+                out.extend(unanswered.take())
+            }
+            LogEntry::TurnEnd { .. } => unanswered = None,
+            _ => {}
+        }
+    }
+    out
+}
+
 /// Whether an entry becomes a message of its own (not a tool result, which
 /// joins the assistant message before it): where waiting notes may go.
 fn starts_message(entry: &LogEntry) -> bool {
@@ -672,6 +702,8 @@ pub struct StepCall {
     pub finished: bool,
     pub decision: Option<(Decision, Option<String>)>,
     pub requested: bool,
+    /// The preview its approval request showed a person, if it was asked.
+    pub shown: Option<String>,
 }
 
 /// Results for tool calls that will never run, so the log always projects to

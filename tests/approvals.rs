@@ -516,3 +516,89 @@ fn a_session_rule_escapes_the_commands_own_wildcards_and_is_shown_first() {
     approve(&mut c, "c2", "deny", json!({}));
     c.until_entry("turn_end");
 }
+
+/// Trust item 10: a reply whose two calls share an id (a script, or a model
+/// told to by a file it read) commits them under distinct ids, so the call a
+/// person approves is the call that runs.
+#[test]
+fn calls_sharing_an_id_are_told_apart_and_approving_one_runs_only_it() {
+    let pod = ask_pod(&step(&[("c1", "touch benign"), ("c1", "touch evil")]));
+    let mut c = pod.client();
+    let status = run_until_waiting(&mut c, "two calls, one id");
+    assert_eq!(status["pending_approvals"], json!(["c1", "c1_2"]));
+    let summaries: Vec<Value> = pod
+        .log_lines()
+        .into_iter()
+        .filter(|l| l["entry"]["kind"] == "approval_request")
+        .map(|l| json!([l["entry"]["call_id"], l["entry"]["summary"]]))
+        .collect();
+    assert_eq!(
+        summaries,
+        vec![json!(["c1", "touch benign"]), json!(["c1_2", "touch evil"])]
+    );
+    approve(&mut c, "c1", "allow", json!({}));
+    approve(&mut c, "c1_2", "deny", json!({}));
+    assert_eq!(c.until_entry("turn_end")["entry"]["reason"], "completed");
+    assert!(marker(&pod, "benign"));
+    assert!(!marker(&pod, "evil"), "the call that was denied ran");
+}
+
+/// Trust item 17: a `write_file` approved as a new file must not overwrite
+/// a file someone created while the request waited: the diff the person
+/// approved is no longer what the call would do, so it fails, saying why.
+#[test]
+fn an_approved_write_fails_when_the_file_changed_after_the_preview() {
+    let events = json!({"events":[{"tool_call":{"id":"c1","name":"write_file",
+        "arguments":{"path":"notes.txt","content":"from the model\n"}}}]});
+    let script = format!("{events}\n{}\n", json!({"events":[{"text":"done"}]}));
+    let pod = ask_pod(&script);
+    let mut c = pod.client();
+    run_until_waiting(&mut c, "write notes");
+    std::fs::write(pod.workspace.join("notes.txt"), "the user's own notes\n").unwrap();
+    approve(&mut c, "c1", "allow", json!({}));
+    assert_eq!(c.until_entry("turn_end")["entry"]["reason"], "completed");
+    let result = &results(&pod.log_lines())[0];
+    assert_eq!(result["is_error"], true, "{result}");
+    assert!(
+        result["output"]
+            .as_str()
+            .unwrap()
+            .contains("changed after the user approved"),
+        "{result}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(pod.workspace.join("notes.txt")).unwrap(),
+        "the user's own notes\n"
+    );
+}
+
+/// Trust item 22: a call that was still waiting for a person when the pod
+/// was killed, whose turn is closed later (the pod restarted on a new
+/// session, then the old one resumed), never ran: its result says so, not
+/// "it may have run in part".
+#[test]
+fn a_call_never_approved_is_closed_as_never_run() {
+    let mut pod = ask_pod(&step(&[("c1", "touch marker")]));
+    let mut c = pod.client();
+    let snapshot = c.until_type("snapshot");
+    let old = snapshot["session_id"].as_str().unwrap().to_owned();
+    c.run("make a marker");
+    c.until_with("waiting", |v| {
+        v["type"] == "status" && v["state"] == "waiting"
+    });
+    pod.kill9();
+    let pod = Pod::builder()
+        .in_dir(pod.into_dir())
+        .script(&done())
+        .args(["--approval", "ask", "--new-session"])
+        .start();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.send(json!({"type":"resume_session","session_id":old,"request_id":"r"}));
+    c.until_entry("turn_end");
+    let result = &results(&pod.session_lines(&old))[0];
+    let output = result["output"].as_str().unwrap();
+    assert!(output.contains("never ran"), "{output}");
+    assert!(!output.contains("may have run"), "{output}");
+    assert!(!marker(&pod, "marker"));
+}

@@ -360,3 +360,48 @@ fn the_provider_chosen_without_provider_is_printed_at_start() {
     let chosen = said(Pod::builder().args(["--provider", "offline"]).start());
     assert!(!chosen.contains("no --provider given"), "{chosen}");
 }
+
+/// Trust item 20: `--socket p.sock`, a bare file name, is a socket in the
+/// current directory (it failed with an empty directory name), recorded by
+/// its absolute path so `pod list` from anywhere finds it.
+#[test]
+fn a_bare_socket_file_name_is_a_socket_in_the_current_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let pod = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(POD);
+        cmd.args(args)
+            .args(["--socket", "p.sock", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .arg("--workspace")
+            .arg(&workspace)
+            .current_dir(dir.path())
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY");
+        cmd
+    };
+    let mut server = pod(&["serve"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    harness::eventually(
+        "the pod to listen on p.sock",
+        std::time::Duration::from_secs(20),
+        || std::os::unix::net::UnixStream::connect(dir.path().join("p.sock")).is_ok(),
+    );
+    let reply = pod(&["send", "--text", "hi"]).output().unwrap();
+    let listed = pod(&["list"]).current_dir("/").output().unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(succeeded(reply).contains("offline model"));
+    let listed = succeeded(listed);
+    let socket = dir.path().canonicalize().unwrap().join("p.sock");
+    assert!(
+        listed.contains(&socket.display().to_string())
+            || listed.contains(&dir.path().join("p.sock").display().to_string()),
+        "{listed}"
+    );
+}

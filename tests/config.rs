@@ -148,6 +148,33 @@ fn a_bad_mcp_server_table_is_reported_with_the_file() {
     );
 }
 
+/// Trust item 21: server `x` tool `y__z` and server `x__y` tool `z` would
+/// both be offered as `mcp__x__y__z`; a server name that blurs the `__`
+/// separator is refused, naming it.
+#[test]
+fn an_mcp_server_name_that_blurs_the_tool_name_separator_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    for name in ["x__y", "x_"] {
+        std::fs::write(
+            &config,
+            format!("[mcp_servers.{name}]\ncommand = \"/bin/true\"\n"),
+        )
+        .unwrap();
+        let output = Command::new(POD)
+            .args(["status", "--config"])
+            .arg(&config)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{name}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(&format!("{name:?}")) && stderr.contains("ambiguous"),
+            "{stderr}"
+        );
+    }
+}
+
 /// A switch's variable takes `1`, as shells and CI files write it: a pod
 /// started with `POD_NEW_SESSION=1` begins a new session, and
 /// `POD_JSON=1 pod status` prints JSON.

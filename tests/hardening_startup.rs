@@ -18,6 +18,8 @@ use harness::{Pod, POD};
 use serde_json::Value;
 
 fn serve(dir: &Path, socket: &Path) -> Command {
+    let workspace = dir.join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
     let mut cmd = Command::new(POD);
     cmd.arg("serve")
         .arg("--socket")
@@ -25,7 +27,7 @@ fn serve(dir: &Path, socket: &Path) -> Command {
         .arg("--data-dir")
         .arg(dir.join("data"))
         .arg("--workspace")
-        .arg(dir)
+        .arg(workspace)
         .env("XDG_CONFIG_HOME", dir.join("config"))
         .env_remove("OPENAI_API_KEY")
         .env_remove("ANTHROPIC_API_KEY")
@@ -243,7 +245,7 @@ fn a_socket_directory_others_can_write_is_refused() {
     let output = exits_within(
         with_runtime_dir(&runtime, &data, "serve")
             .arg("--workspace")
-            .arg(dir.path()),
+            .arg(&runtime),
         REFUSED_WITHIN,
     );
     assert!(!output.status.success(), "the server used a squatted dir");
@@ -278,7 +280,7 @@ fn an_own_default_socket_directory_is_made_private() {
     std::fs::create_dir_all(&sockets).unwrap();
     std::fs::set_permissions(&sockets, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut cmd = with_runtime_dir(&runtime, &dir.path().join("data"), "serve");
-    cmd.arg("--workspace").arg(dir.path());
+    cmd.arg("--workspace").arg(&sockets);
     let _pod = Running::new(cmd.spawn().unwrap());
     let socket = sockets.join("default.sock");
     harness::eventually("the pod to listen", Duration::from_secs(20), || {
@@ -348,4 +350,28 @@ fn another_users_socket_directory_and_server_are_refused() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("uid 65534"), "{stderr}");
+}
+
+/// Trust item 11: a data directory inside the workspace would let a tool
+/// forge an `approval_decision` in the log and have it believed after a
+/// restart, so the pod refuses to start (exit 2) and says why; nothing is
+/// created there.
+#[test]
+fn a_data_directory_inside_the_workspace_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("run/pod.sock");
+    let mut cmd = Command::new(POD);
+    cmd.arg("serve")
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--data-dir")
+        .arg(dir.path().join(".pod-data"))
+        .arg("--workspace")
+        .arg(dir.path())
+        .env("XDG_CONFIG_HOME", dir.path().join("config"));
+    let out = exits_within(&mut cmd, REFUSED_WITHIN);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is inside the workspace"), "{err}");
+    assert!(!dir.path().join(".pod-data").exists());
 }

@@ -118,6 +118,8 @@ fn a_pointer_to_a_missing_log_is_an_error_naming_it() {
 #[test]
 fn a_file_size_limit_is_a_storage_error_not_a_silent_death() {
     let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
     let socket = dir.path().join("run/pod.sock");
     let mut cmd = Command::new(POD);
     cmd.arg("serve")
@@ -126,7 +128,7 @@ fn a_file_size_limit_is_a_storage_error_not_a_silent_death() {
         .arg("--data-dir")
         .arg(dir.path().join("data"))
         .arg("--workspace")
-        .arg(dir.path())
+        .arg(&workspace)
         .env("XDG_CONFIG_HOME", dir.path().join("config"))
         .env_remove("OPENAI_API_KEY")
         .env_remove("ANTHROPIC_API_KEY")

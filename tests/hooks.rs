@@ -549,7 +549,7 @@ fn an_unsandboxed_hook_a_tool_could_rewrite_is_refused_at_start() {
             .arg("--data-dir")
             .arg(dir.path().join("data"))
             .arg("--workspace")
-            .arg(dir.path())
+            .arg(dir.path().join("config"))
             .env("XDG_CONFIG_HOME", dir.path().join("config"))
             .env_remove("OPENAI_API_KEY")
             .env_remove("ANTHROPIC_API_KEY")

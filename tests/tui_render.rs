@@ -210,6 +210,22 @@ fn status_bar_running_with_queue_and_usage() {
     assert_snapshot!(text);
 }
 
+/// #30 item 7: cached input is billed at a fraction, so the usage part
+/// says how much of the input came from the prompt cache.
+#[test]
+fn status_bar_usage_shows_cached_input() {
+    let app_with = |usage: Value| {
+        let mut app = attached_with(
+            vec![json!({"kind":"turn_end","reason":"completed","usage":usage})],
+            Value::Null,
+            "idle",
+        );
+        screen(&mut app, 120, 3)
+    };
+    let text = app_with(json!({"input_tokens":20000,"output_tokens":40,"cache_read_tokens":18000}));
+    assert!(text.contains("20.0k in (18.0k cached) · 40 out"), "{text}");
+}
+
 #[test]
 fn status_bar_reconnecting_and_offline() {
     let mut app = attached(vec![]);

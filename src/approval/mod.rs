@@ -80,6 +80,11 @@ pub struct Policy {
     /// The canonical workspace root ([`crate::workspace::Workspace::root`]),
     /// to turn absolute paths inside it into the relative paths rules name.
     pub workspace_root: PathBuf,
+    /// Absolute paths a file tool's write to always asks about, except in
+    /// mode `auto`: the pod's data directory and config file, which hold
+    /// its approvals and rules. Writes into any `.git` directory ask too
+    /// (hooks, `core.fsmonitor` and `core.pager` there run commands).
+    pub protected: Vec<PathBuf>,
 }
 
 /// What the policy needs to know about a call.
@@ -89,6 +94,9 @@ enum Subject<'a> {
     Read(Option<String>),
     /// `write_file`/`edit_file` and its workspace-relative path.
     Write(Option<String>),
+    /// A write to a path of [`Policy::protected`] or into a `.git`
+    /// directory: no allow rule and no mode but `auto` lets it run unasked.
+    ProtectedWrite(String),
     Bash(&'a str),
     Other,
 }
@@ -129,22 +137,70 @@ pub(crate) fn workspace_relative(root: &Path, raw: &str) -> Option<String> {
     })
 }
 
+/// `relative` (lexically normal, relative to `root`) as the file tools
+/// will really reach it: each existing component that is a symlink is
+/// followed, so `docs/link/main.rs` with `docs/link -> ../src` is
+/// `src/main.rs`, the path the `read:`/`write:` rules must judge. The part
+/// that does not exist yet stays as written. `None` when a link leads out of
+/// the workspace or dangles: the tool refuses such a path, and no rule may
+/// match it.
+fn resolve_links(root: &Path, relative: &str) -> Option<String> {
+    let mut real = root.to_path_buf();
+    let mut components = Path::new(relative).components();
+    for component in components.by_ref() {
+        real.push(component);
+        match std::fs::symlink_metadata(&real) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                real = real.canonicalize().ok()?;
+                if !real.starts_with(root) {
+                    return None;
+                }
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    real.extend(components);
+    let text = real.strip_prefix(root).ok()?.to_str()?;
+    Some(if text.is_empty() {
+        ".".into()
+    } else {
+        text.into()
+    })
+}
+
 /// What the policy needs to know about `call`, with paths made relative
-/// to `root`.
-fn subject_of<'a>(root: &Path, call: &Call<'a>) -> Subject<'a> {
+/// to `root` and resolved through its symlinks ([`resolve_links`]).
+fn subject_of<'a>(root: &Path, protected: &[PathBuf], call: &Call<'a>) -> Subject<'a> {
     let path = |default: Option<&str>| {
         call.arg("path")
             .or(default)
             .and_then(|raw| workspace_relative(root, raw))
+            .and_then(|relative| resolve_links(root, &relative))
     };
     match call.tool {
         // `read_file` needs a path; the others search the root without one.
         "read_file" => Subject::Read(path(None)),
         tool if READ_ONLY_TOOLS.contains(&tool) => Subject::Read(path(Some("."))),
-        tool if WRITE_TOOLS.contains(&tool) => Subject::Write(path(None)),
+        tool if WRITE_TOOLS.contains(&tool) => match path(None) {
+            Some(relative) if is_protected(root, protected, &relative) => {
+                Subject::ProtectedWrite(relative)
+            }
+            relative => Subject::Write(relative),
+        },
         BASH => Subject::Bash(call.arg("command").unwrap_or("")),
         _ => Subject::Other,
     }
+}
+
+/// Whether a write to `relative` (inside `root`) changes what decides
+/// about the user's commands: a `.git` directory at any depth, or one of
+/// `protected` (or a path beneath one).
+fn is_protected(root: &Path, protected: &[PathBuf], relative: &str) -> bool {
+    let path = Path::new(relative);
+    path.components()
+        .any(|c| c.as_os_str() == std::ffi::OsStr::new(".git"))
+        || protected.iter().any(|p| root.join(path).starts_with(p))
 }
 
 /// Whether `rule` matches `call` as a deny rule would: for `bash`, when any
@@ -152,12 +208,12 @@ fn subject_of<'a>(root: &Path, call: &Call<'a>) -> Subject<'a> {
 /// Hooks' matchers use these semantics, so a matcher cannot be slipped past
 /// by wrapping the command in a compound line.
 pub fn matches_as_deny(rule: &Rule, call: &Call, workspace_root: &Path) -> bool {
-    denies(rule, call.tool, &subject_of(workspace_root, call))
+    denies(rule, call.tool, &subject_of(workspace_root, &[], call))
 }
 
 impl Policy {
     fn subject<'a>(&self, call: &Call<'a>) -> Subject<'a> {
-        subject_of(&self.workspace_root, call)
+        subject_of(&self.workspace_root, &self.protected, call)
     }
 
     /// The deny rule that denies `call`, if one does: the first step of
@@ -200,6 +256,7 @@ impl Policy {
         let mut allow = self.allow.iter().chain(session_rules);
         let allowed = match subject {
             Subject::Bash(line) => bash_allowed(line, allow.collect()),
+            Subject::ProtectedWrite(_) => false,
             _ => allow.any(|r| matches_non_bash(r, call.tool, &subject)),
         };
         if allowed {
@@ -221,6 +278,11 @@ impl Policy {
                 ask("mode:auto (sandbox unavailable)")
             }
             (ApprovalMode::Auto, _) => Verdict::Run,
+            (mode, Subject::ProtectedWrite(path)) => ask(&format!(
+                "mode:{} (protected path {path}: a change there can run commands or change \
+                 what the pod allows)",
+                mode.as_str()
+            )),
             (ApprovalMode::Edits, Subject::Write(Some(_))) => Verdict::Run,
             (mode, _) => ask(&format!("mode:{}", mode.as_str())),
         }
@@ -275,7 +337,9 @@ pub fn session_rule(call: &Call, workspace_root: &Path) -> Option<Rule> {
 fn matches_non_bash(rule: &Rule, tool: &str, subject: &Subject) -> bool {
     match (rule.kind(), subject) {
         (RuleKind::Tool(_), _) => rule.names_tool(tool),
-        (RuleKind::Write(glob), Subject::Write(Some(path))) => glob.is_match(path),
+        (RuleKind::Write(glob), Subject::Write(Some(path)) | Subject::ProtectedWrite(path)) => {
+            glob.is_match(path)
+        }
         // `list_dir`, `glob` and `grep` name a directory: `read:secrets/**`
         // must cover `secrets` itself, which `globset` matches only as `secrets/`.
         (RuleKind::Read(glob), Subject::Read(Some(path))) => {

@@ -239,6 +239,7 @@ fn policy_table() {
             deny: rules(deny),
             sandbox,
             workspace_root: ROOT.into(),
+            protected: Vec::new(),
         };
         let arguments = args(json);
         let got = policy.decide(
@@ -273,6 +274,7 @@ fn session_rules_name_what_was_approved() {
         deny: Vec::new(),
         sandbox: Enforced,
         workspace_root: ROOT.into(),
+        protected: Vec::new(),
     };
     for (tool, arguments, expected) in [
         (
@@ -371,6 +373,7 @@ fn a_session_rule_for_a_file_does_not_cover_its_neighbours() {
         deny: Vec::new(),
         sandbox: Enforced,
         workspace_root: ROOT.into(),
+        protected: Vec::new(),
     };
     let approved = json!({"path": "src/[id].tsx", "content": ""});
     let rule = policy
@@ -411,4 +414,79 @@ fn workspace_relative_paths() {
     ] {
         assert_eq!(workspace_relative(root, raw).as_deref(), expected, "{raw}");
     }
+}
+
+/// A policy over a real directory, for the rows that depend on what is on
+/// disk (symlinks, the protected paths).
+fn on_disk(mode: ApprovalMode, allow: &[&str], root: &Path, protected: Vec<PathBuf>) -> Policy {
+    Policy {
+        mode,
+        allow: rules(allow),
+        deny: Vec::new(),
+        sandbox: Enforced,
+        workspace_root: root.to_path_buf(),
+        protected,
+    }
+}
+
+fn write_to(policy: &Policy, path: &str) -> Verdict {
+    let arguments = json!({"path": path, "content": "x"});
+    policy.decide(
+        &Call {
+            tool: "write_file",
+            arguments: &arguments,
+        },
+        &[],
+    )
+}
+
+/// Trust item 8: `edits` mode and a broad allow rule let a file tool write
+/// `.git/config` (whose `core.fsmonitor` an allowed `git status` then
+/// runs), or the pod's own data and config: those always ask, but in `auto`.
+#[test]
+fn writes_into_git_and_the_pods_own_files_ask_in_every_mode_but_auto() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    let config = root.join("pod.toml");
+    for (mode, allow) in [(Edits, &[][..]), (Ask, &["write:**"][..])] {
+        let policy = on_disk(mode, allow, &root, vec![config.clone()]);
+        for path in [
+            ".git/config",
+            "vendor/lib/.git/hooks/pre-commit",
+            "pod.toml",
+        ] {
+            match write_to(&policy, path) {
+                Verdict::Ask { reason } => assert!(reason.contains("protected path"), "{reason}"),
+                other => panic!("{mode:?} {allow:?} {path}: {other:?}"),
+            }
+        }
+        assert_eq!(write_to(&policy, "src/main.rs"), Verdict::Run, "{mode:?}");
+    }
+    let auto = on_disk(Auto, &[], &root, vec![config]);
+    assert_eq!(write_to(&auto, ".git/config"), Verdict::Run);
+}
+
+/// Trust item 9: a `write:` rule judges the path a symlink leads to, not
+/// the path as written: `docs/link -> ../src` does not make `src/main.rs`
+/// writable under `write:docs/**`, and a link out of the workspace matches
+/// no rule at all.
+#[test]
+fn rules_judge_the_path_a_symlink_leads_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::create_dir_all(root.join("docs")).unwrap();
+    std::os::unix::fs::symlink("../src", root.join("docs/link")).unwrap();
+    std::os::unix::fs::symlink("/etc", root.join("docs/out")).unwrap();
+    let policy = on_disk(Ask, &["write:docs/**"], &root, Vec::new());
+    assert_eq!(write_to(&policy, "docs/guide.md"), Verdict::Run);
+    for path in ["docs/link/main.rs", "docs/out/passwd"] {
+        assert!(
+            matches!(write_to(&policy, path), Verdict::Ask { .. }),
+            "{path} ran under write:docs/**"
+        );
+    }
+    let src = on_disk(Ask, &["write:src/**"], &root, Vec::new());
+    assert_eq!(write_to(&src, "docs/link/main.rs"), Verdict::Run);
 }

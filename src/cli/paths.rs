@@ -33,8 +33,11 @@ impl Paths {
             Some(dir) => dir.join("pod"),
             None => PathBuf::from(format!("/tmp/pod-{}", rustix::process::getuid().as_raw())),
         };
+        // A relative `--socket` (`p.sock`) is made absolute here, once: the
+        // pod records its socket for `pod list`, which other directories
+        // read, and a bare file name has no directory to create.
         let socket = match &global.socket {
-            Some(path) => path.clone(),
+            Some(path) => std::path::absolute(path).unwrap_or_else(|_| path.clone()),
             None => socket_dir.join(format!("{}.sock", global.name)),
         };
         let workspace = match &global.workspace {

@@ -40,6 +40,10 @@ pub fn run(
         eprintln!("pod: no --provider given: {}", why_chosen(&provider_config));
     }
     let workspace_root = std::fs::canonicalize(&paths.workspace).unwrap_or(paths.workspace.clone());
+    if let Some(why) = data_dir_inside(&paths.data_dir, &workspace_root) {
+        eprintln!("pod: {why}");
+        return Ok(ExitCode::from(super::connect::exit::USAGE));
+    }
     if let Err(e) = config.hooks.check_unsandboxed(&workspace_root) {
         eprintln!("pod: {e}");
         return Ok(ExitCode::from(2));
@@ -117,6 +121,48 @@ pub fn run(
         allow_remote_always: args.allow_remote_always,
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Why the pod must not start with `data_dir` inside the workspace, if it
+/// is: tools may write the workspace, and the data directory holds the
+/// session log and its approvals — a tool could forge an
+/// `approval_decision` (`bash:*`) and have it believed after a restart.
+/// The directory need not exist yet: its deepest existing ancestor decides.
+///
+/// A workspace that is the home directory (or above it) holds the default
+/// data directory and the config file anyway, and refusing it would make
+/// `pod` in `~` a dead end: there the pod starts and warns.
+fn data_dir_inside(data_dir: &Path, workspace_root: &Path) -> Option<String> {
+    let mut existing = data_dir;
+    let mut rest = Vec::new();
+    let real = loop {
+        if let Ok(real) = existing.canonicalize() {
+            break real;
+        }
+        rest.push(existing.file_name()?);
+        existing = existing.parent()?;
+    };
+    let real = rest.iter().rev().fold(real, |path, name| path.join(name));
+    if !real.starts_with(workspace_root) {
+        return None;
+    }
+    let home = dirs::home_dir().and_then(|h| h.canonicalize().ok());
+    if home.is_some_and(|home| home.starts_with(workspace_root)) {
+        eprintln!(
+            "pod: warning: the workspace {} holds the data directory {}: tools that may write \
+             the workspace may write the session log too (see docs/sandbox.md)",
+            workspace_root.display(),
+            real.display()
+        );
+        return None;
+    }
+    Some(format!(
+        "the data directory {} is inside the workspace {}: a tool could then rewrite the \
+         session log and its approvals. Choose a data directory outside it (--data-dir or \
+         POD_DATA_DIR) or another workspace (--workspace)",
+        real.display(),
+        workspace_root.display()
+    ))
 }
 
 /// The configured rules as `list_rules` shows them: deny rules first, each

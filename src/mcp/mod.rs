@@ -66,6 +66,13 @@ pub fn check_names(servers: &BTreeMap<String, McpServerConfig>) -> Result<(), St
             return Err("mcp_servers: a server name is empty".into());
         }
         let prefix = names::prefix(name);
+        if !names::separates(name) {
+            return Err(format!(
+                "mcp_servers: the server name {name:?} would make its tools' names ({prefix}*) \
+                 ambiguous: a name must not contain \"__\" or end with \"_\" once characters \
+                 other than letters, digits, '_' and '-' are '_'; rename it"
+            ));
+        }
         if let Some(other) = seen.insert(prefix.clone(), name) {
             return Err(format!(
                 "mcp_servers: {other:?} and {name:?} would both name their tools {prefix}*; \

@@ -15,6 +15,15 @@ pub(super) fn prefix(server: &str) -> String {
     format!("mcp__{}__", sanitize(server))
 }
 
+/// Whether `mcp__SERVER__` ends where the server's name does: with no `__`
+/// in it and no `_` at its end, the first `__` after `mcp__` is the
+/// separator, so server `x` tool `y__z` and server `x__y` tool `z` cannot
+/// both be `mcp__x__y__z`. Config names that fail this are refused.
+pub(super) fn separates(server: &str) -> bool {
+    let name = sanitize(server);
+    !name.contains("__") && !name.ends_with('_')
+}
+
 /// The name the model calls `tool` of `server` by.
 pub fn tool_name(server: &str, tool: &str) -> String {
     let name = format!("{}{}", prefix(server), sanitize(tool));
@@ -47,6 +56,15 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn server_names_that_would_blur_the_separator_are_told() {
+        assert!(separates("git"));
+        assert!(separates("_a"));
+        assert!(!separates("x__y"));
+        assert!(!separates("x."));
+        assert!(!separates("a_"));
+    }
 
     #[test]
     fn plain_names_pass_through() {

@@ -44,6 +44,9 @@ enum Block {
     Reasoning(String),
     ToolCall {
         call_id: String,
+        /// The id the provider streams the call's argument deltas under,
+        /// which differs from `call_id` when that had to be made unique.
+        provider_id: String,
         name: String,
         arguments: String,
     },
@@ -123,12 +126,14 @@ pub async fn stream_reply(
             }
             ModelEvent::ToolCallStart { call_id, name } => {
                 let ok = finish_block(env, conversation, block.take(), &mut reply).await;
+                let unique = unique_call_id(&call_id, &reply.tool_calls);
                 env.publish(Event::ToolCallStart {
-                    call_id: call_id.clone(),
+                    call_id: unique.clone(),
                     name: name.clone(),
                 });
                 block = Some(Block::ToolCall {
-                    call_id,
+                    call_id: unique,
+                    provider_id: call_id,
                     name,
                     arguments: String::new(),
                 });
@@ -137,13 +142,17 @@ pub async fn stream_reply(
             ModelEvent::ToolCallArgsDelta { call_id, delta } => {
                 if let Some(Block::ToolCall {
                     call_id: current,
+                    provider_id,
                     arguments,
                     ..
                 }) = &mut block
                 {
-                    if *current == call_id {
+                    if *provider_id == call_id {
                         arguments.push_str(&delta);
-                        env.publish(Event::ToolCallArgsDelta { call_id, delta });
+                        env.publish(Event::ToolCallArgsDelta {
+                            call_id: current.clone(),
+                            delta,
+                        });
                     }
                 }
                 Ok(())
@@ -192,6 +201,24 @@ pub async fn stream_reply(
     reply
 }
 
+/// The id a call is committed under: the provider's, unless it is blank or
+/// an earlier call of the same reply already has it, then the first free
+/// `<id>_2`, `<id>_3`, …. Approvals, results and `pod approve` name calls
+/// by id, so two calls sharing one would let a person approve the one they
+/// were shown and run the other (a model, or a hostile script, can send
+/// that).
+fn unique_call_id(id: &str, earlier: &[Call]) -> String {
+    let taken = |candidate: &str| earlier.iter().any(|c| c.call_id == candidate);
+    let base = if id.trim().is_empty() { "call" } else { id };
+    if base == id && !taken(id) {
+        return id.to_owned();
+    }
+    (2..)
+        .map(|n| format!("{base}_{n}"))
+        .find(|candidate| !taken(candidate))
+        .unwrap_or_else(|| base.to_owned())
+}
+
 /// Adds streamed text to the current block when it is of the same kind;
 /// otherwise commits the current block and starts a new one.
 async fn extend_text(
@@ -236,6 +263,7 @@ async fn finish_block(
             call_id,
             name,
             arguments,
+            ..
         }) => {
             env.publish(Event::ToolCallDone {
                 call_id: call_id.clone(),
@@ -293,5 +321,18 @@ mod tests {
         assert_eq!(parse_arguments(r#"{"path":"a"}"#)["path"], "a");
         assert_eq!(parse_arguments(" "), serde_json::json!({}));
         assert!(parse_arguments("[1]")["invalid_arguments"].is_string());
+    }
+
+    #[test]
+    fn a_repeated_or_blank_call_id_gets_the_first_free_suffix() {
+        let call = |id: &str| Call {
+            call_id: id.into(),
+            name: "bash".into(),
+            arguments: serde_json::json!({}),
+        };
+        assert_eq!(unique_call_id("c1", &[]), "c1");
+        assert_eq!(unique_call_id("c1", &[call("c1")]), "c1_2");
+        assert_eq!(unique_call_id("c1", &[call("c1"), call("c1_2")]), "c1_3");
+        assert_eq!(unique_call_id(" ", &[]), "call_2");
     }
 }

@@ -229,6 +229,11 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             deny: config.deny,
             sandbox: toolbox.sandbox().gate(),
             workspace_root: workspace.root().to_path_buf(),
+            protected: [Some(&config.data_dir), config.config_path.as_ref()]
+                .into_iter()
+                .flatten()
+                .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+                .collect(),
         };
         let state = JobState::new(policy, config.provider.model().to_owned());
         let checkpoints =
@@ -439,7 +444,7 @@ pub(super) fn start_session(
 /// live one means another pod is serving there. Only a socket is ever
 /// removed: `--socket` naming any other file is refused.
 fn prepare_socket_path(socket: &Path, in_default_dir: bool) -> anyhow::Result<()> {
-    if let Some(dir) = socket.parent() {
+    if let Some(dir) = socket.parent().filter(|dir| !dir.as_os_str().is_empty()) {
         if !dir.exists() {
             crate::private::create_dir(dir, false)
                 .with_context(|| format!("cannot create socket directory {}", dir.display()))?;

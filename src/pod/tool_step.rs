@@ -112,6 +112,7 @@ pub async fn resume(
         finished,
         decision,
         requested,
+        ..
     } in step.calls
     {
         let plan = if finished {
@@ -217,6 +218,38 @@ async fn describe(env: &JobEnv, call: &Call) -> approval::Description {
     })
 }
 
+/// Why an approved file change must not run, if it must not: the file
+/// changed between the preview a person approved and now (someone created
+/// the file that was new, or edited it), so the change they saw is not the
+/// one that would be made. The preview is recomputed and compared with the
+/// one the log's `approval_request` holds, so this holds across a restart.
+async fn changed_since_shown(
+    env: &JobEnv,
+    conversation: &Conversation,
+    call: &Call,
+) -> Option<String> {
+    if !approval::WRITE_TOOLS.contains(&call.name.as_str()) {
+        return None;
+    }
+    let shown = conversation
+        .open_step()
+        .calls
+        .into_iter()
+        .find(|c| c.call_id == call.call_id)?
+        .shown?;
+    let now = describe(env, call).await.preview;
+    (now != shown).then(|| {
+        format!(
+            "[not run: {} changed after the user approved this change, so the diff they saw is \
+             not what it would do now; read the file again and make the change anew]",
+            call.arguments
+                .get("path")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("the file")
+        )
+    })
+}
+
 fn denied_by_user(message: Option<&str>) -> String {
     match message {
         Some(m) => format!("[denied by the user: this tool call was not run] The user said: {m}"),
@@ -298,21 +331,26 @@ async fn execute_in_order(
                     plans[i] = Plan::Run(message);
                     return abandon(env, conversation, calls, plans).await;
                 }
-                if let Err(e) = checkpoint::before_call(env, conversation, &calls[i].name).await {
-                    return StepOutcome::Storage(e.to_string());
+                if let Some(why) = changed_since_shown(env, conversation, &calls[i]).await {
+                    ToolOutcome::error(why)
+                } else {
+                    if let Err(e) = checkpoint::before_call(env, conversation, &calls[i].name).await
+                    {
+                        return StepOutcome::Storage(e.to_string());
+                    }
+                    let ran =
+                        run_tool(env, conversation, cancel, &calls[i], calls, plans, answers).await;
+                    let mut outcome = match ran {
+                        Ok(outcome) => outcome,
+                        Err(e) => return StepOutcome::Storage(e),
+                    };
+                    if let Some(message) = message {
+                        outcome.output.push_str(&format!(
+                            "\n[the user approved this call and said: {message}]"
+                        ));
+                    }
+                    outcome
                 }
-                let ran =
-                    run_tool(env, conversation, cancel, &calls[i], calls, plans, answers).await;
-                let mut outcome = match ran {
-                    Ok(outcome) => outcome,
-                    Err(e) => return StepOutcome::Storage(e),
-                };
-                if let Some(message) = message {
-                    outcome.output.push_str(&format!(
-                        "\n[the user approved this call and said: {message}]"
-                    ));
-                }
-                outcome
             }
         };
         let observed =

@@ -21,7 +21,8 @@ use super::rules;
 use super::tool_step::{self, StepOutcome};
 use crate::context::{missing_results, Conversation};
 use crate::protocol::{
-    ContextSource, InjectedItem, LogEntry, TurnEndReason, TurnError, TurnErrorCode, TurnRef, Usage,
+    CompactReason, ContextSource, Decision, InjectedItem, LogEntry, ToolResult, TurnEndReason,
+    TurnError, TurnErrorCode, TurnRef, Usage,
 };
 use crate::provider::ModelStream;
 use crate::tokens;
@@ -219,6 +220,44 @@ pub async fn close_interrupted(env: &JobEnv, conversation: &mut Conversation, tu
     };
     let why = "[interrupted: the pod stopped before this tool call finished; it may have run in \
                part]";
+    // Calls run in order, so only the first without a result can have been
+    // running, and only if it was allowed; the others get a result saying
+    // they never ran — a call that was waiting for a person is not one that
+    // "may have run in part".
+    let step = conversation.open_step();
+    let mut first = !step.previous_stopped;
+    let results: Vec<ToolResult> = step
+        .calls
+        .into_iter()
+        .filter(|c| !c.finished)
+        .map(|c| {
+            let allowed = match c.decision {
+                Some((decision, _)) => decision == Decision::Allow,
+                None => !c.requested,
+            };
+            let may_have_run = std::mem::replace(&mut first, false) && allowed;
+            let output = if may_have_run {
+                why
+            } else if c.requested && c.decision.is_none() {
+                "[not run: the pod stopped while this tool call waited for approval, and its turn \
+                 was closed; it never ran]"
+            } else {
+                "[not run: the pod stopped before this tool call's turn reached it; it never ran]"
+            };
+            ToolResult {
+                call_id: c.call_id,
+                output: output.to_owned(),
+                is_error: true,
+            }
+        })
+        .collect();
+    if !results.is_empty()
+        && commit(env, conversation, LogEntry::ToolResults { results })
+            .await
+            .is_err()
+    {
+        return;
+    }
     let _ = finish_turn(env, conversation, &turn, ending, None, why).await;
 }
 
@@ -354,6 +393,7 @@ async fn steps(
     usage: &mut Option<Usage>,
 ) -> Outcome {
     let cancelled = || Outcome::End(Ending::plain(TurnEndReason::Cancelled));
+    let mut overflowed = false;
     for _ in 0..env.config.max_steps {
         let stream = match early.take() {
             Some(stream) => stream,
@@ -394,6 +434,24 @@ async fn steps(
         match reply.end {
             ReplyEnd::Done => {}
             ReplyEnd::Cancelled => return cancelled(),
+            ReplyEnd::Failed(e) if e.code == TurnErrorCode::ContextOverflow => {
+                if !std::mem::replace(&mut overflowed, true)
+                    && recover_from_overflow(env, conversation, &e.message).await
+                {
+                    continue;
+                }
+                return Outcome::End(Ending::error(
+                    TurnErrorCode::ContextOverflow,
+                    format!(
+                        "{}: the request does not fit the model's context window ({} tokens) \
+                         even after compacting. Send a shorter input or start a new session \
+                         (/new in the TUI); if the model's window is larger, set \
+                         --context-window",
+                        e.message,
+                        env.thresholds().context_window
+                    ),
+                ));
+            }
             ReplyEnd::Failed(e) => return Outcome::End(Ending::error(e.code, e.message)),
             ReplyEnd::Storage(e) => return Outcome::End(Ending::error(TurnErrorCode::Storage, e)),
         }
@@ -406,6 +464,25 @@ async fn steps(
         }
     }
     Outcome::End(Ending::plain(TurnEndReason::MaxSteps))
+}
+
+/// After a model call the server refused as too long for its context:
+/// takes the window its message states (when smaller than the one pod
+/// assumed), so compaction follows it from now on, and compacts. `true`
+/// when the conversation was compacted and the call is worth one more try.
+async fn recover_from_overflow(
+    env: &JobEnv,
+    conversation: &mut Conversation,
+    message: &str,
+) -> bool {
+    if let Some(window) = crate::provider::overflow::stated_window(message) {
+        let mut state = env.state.borrow_mut();
+        state.learned_window = Some(state.learned_window.map_or(window, |w| w.min(window)));
+    }
+    env.publish_status();
+    let before = conversation.session_id;
+    compaction::compact(env, conversation, CompactReason::AutoMidTurn).await;
+    conversation.session_id != before
 }
 
 /// The turn's outcome when a step ended it; `None` to go on.

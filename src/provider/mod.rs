@@ -14,6 +14,7 @@ mod http;
 mod images;
 mod offline;
 mod openai;
+pub mod overflow;
 mod retry;
 mod script;
 mod stream;
