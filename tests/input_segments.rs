@@ -173,13 +173,13 @@ fn flatten_uses_placeholders_for_the_unresolvable() {
         seg(json!({"type": "knowledge_ref", "slug": "nope"})),
         seg(json!({"type": "knowledge_ref", "slug": "../../secret"})),
         seg(json!({"type": "workflow_invoke", "slug": "nope", "args": "x y"})),
-        seg(json!({"type": "image", "url": "cat.png"})),
+        seg(json!({"type": "sticker", "url": "cat.png"})),
         Segment::text("b"),
     ];
     assert_eq!(
         flatten(&segments, &Default::default(), &ws, &r).text,
         "a\n[unknown knowledge: nope]\n[unknown knowledge: ../../secret]\n\
-         [unknown workflow: nope] x y\n[unknown input: kind=image]\nb"
+         [unknown workflow: nope] x y\n[unknown input: kind=sticker]\nb"
     );
 }
 

@@ -354,11 +354,10 @@ pub struct ServeArgs {
     #[arg(long, env = "POD_CHECKPOINT_STORE_BYTES", value_name = "BYTES",
           default_value_t = crate::checkpoint::DEFAULT_STORE_BYTES)]
     pub checkpoint_store_bytes: u64,
-    /// The largest image a client may store (`put_blob`, `POST /v1/blobs`); the frame
-    /// limit is raised to carry one in base64.
-    #[arg(long, env = "POD_MAX_BLOB_BYTES", value_name = "BYTES",
-          default_value_t = crate::blobs::DEFAULT_MAX_BLOB_BYTES)]
-    pub max_blob_bytes: u64,
+    /// The largest image a client may store (`put_blob`, `POST /v1/blobs`) [default: 5 MiB];
+    /// given, it raises the frame limit if needed to carry such an image in base64.
+    #[arg(long, env = "POD_MAX_BLOB_BYTES", value_name = "BYTES")]
+    pub max_blob_bytes: Option<u64>,
     /// How large the image store may grow (`blob_store_full` past it).
     #[arg(long, env = "POD_MAX_BLOB_STORE_BYTES", value_name = "BYTES",
           default_value_t = crate::blobs::DEFAULT_MAX_STORE_BYTES)]
