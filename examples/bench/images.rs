@@ -150,15 +150,16 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
     Ok(rows)
 }
 
-/// A pod on 50 turns, each input with an image of 1 MiB (or a text in its
-/// place): median connect → snapshot, the snapshot's size, peak RSS.
+/// A pod on 50 turns of 1,000-character messages and answers, each input
+/// with an image of 1 MiB or without: median connect → snapshot, the
+/// snapshot's size, peak RSS.
 fn attach(config: &Config, with_images: bool, reps: usize) -> anyhow::Result<(f64, usize, u64)> {
     let dir = tempfile::tempdir_in(&config.tmp)?;
     let data = dir.path().join("data");
     let blobs = Blobs::open(&data, BlobLimits::default())?;
     let mut entries = Vec::new();
     for i in 0..50 {
-        let mut segments = vec![Segment::text(format!("screenshot {i}"))];
+        let mut segments = vec![Segment::text(crate::util::filler(1000, i))];
         if with_images {
             let info = blobs.put("image/png", &image(MIB, 1000 + i))?;
             segments.push(Segment::image(
@@ -176,7 +177,7 @@ fn attach(config: &Config, with_images: bool, reps: usize) -> anyhow::Result<(f6
         });
         entries.push(LogEntry::AssistantItems {
             items: vec![AssistantItem::Text {
-                text: format!("I see picture {i}."),
+                text: crate::util::filler(1000, 100 + i),
             }],
         });
         entries.push(LogEntry::TurnEnd {
