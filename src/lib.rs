@@ -17,6 +17,7 @@ pub mod input;
 pub mod mcp;
 pub mod pod;
 pub mod private;
+pub mod prompt;
 pub mod protocol;
 pub mod provider;
 pub mod remote;

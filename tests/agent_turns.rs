@@ -6,13 +6,14 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use harness::{eventually, kinds, Pod};
+use harness::{eventually, first_of, kinds, Pod};
 use serde_json::{json, Value};
 use support::{data_frames, model_server, typed_frames, Reply};
 
-const EXPECTED: [&str; 6] = [
+const EXPECTED: [&str; 7] = [
     "session_start",
     "user_input",
+    "environment",
     "assistant:tool_call",
     "tool_results",
     "assistant:text",
@@ -28,17 +29,20 @@ fn run_read_file_turn(pod: &Pod) -> Vec<Value> {
     assert_eq!(end["entry"]["reason"], "completed", "{:?}", c.frames);
     let log = pod.log_lines();
     assert_eq!(kinds(&log), EXPECTED);
-    let call = &log[2]["entry"]["items"][0];
+    let call = &first_of(&log, "assistant:tool_call")["entry"]["items"][0];
     assert_eq!(call["name"], "read_file");
     assert_eq!(call["arguments"], json!({"path":"notes.txt"}));
-    let result = &log[3]["entry"]["results"][0];
+    let result = &first_of(&log, "tool_results")["entry"]["results"][0];
     assert_eq!(result["call_id"], call["call_id"]);
     assert_eq!(result["is_error"], false);
     assert!(result["output"]
         .as_str()
         .unwrap()
         .contains("the answer is 42"));
-    assert_eq!(log[4]["entry"]["items"][0]["text"], "It says 42.");
+    assert_eq!(
+        first_of(&log, "assistant:text")["entry"]["items"][0]["text"],
+        "It says 42."
+    );
     log
 }
 
@@ -206,7 +210,9 @@ fn cancel_during_a_stream_ends_promptly_keeping_the_partial_text() {
     );
     assert_eq!(end["entry"]["reason"], "cancelled");
     let log = pod.log_lines();
-    let text = log[2]["entry"]["items"][0]["text"].as_str().unwrap();
+    let text = first_of(&log, "assistant:text")["entry"]["items"][0]["text"]
+        .as_str()
+        .unwrap();
     assert!(
         text.starts_with("w0 w1 w2 w3 w4 "),
         "partial text kept: {text:?}"

@@ -204,6 +204,7 @@ fn kill_9_while_waiting_then_restart_and_approve_runs_it_and_completes() {
         [
             "session_start",
             "user_input",
+            "hook_injected_items",
             "assistant_items",
             "approval_request",
             "approval_decision",

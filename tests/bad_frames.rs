@@ -102,8 +102,13 @@ fn unknown_segments_and_fields_survive_into_the_log_and_every_frame() {
     assert_eq!(entry["entry"]["segments"], segments);
     a.until_entry("turn_end");
     let log = pod.log_lines();
-    assert_eq!(log[1]["entry"]["segments"], segments);
-    let reply = log[2]["entry"]["items"][0]["text"].as_str().unwrap();
+    assert_eq!(
+        harness::first_of(&log, "user_input")["entry"]["segments"],
+        segments
+    );
+    let reply = harness::first_of(&log, "assistant:text")["entry"]["items"][0]["text"]
+        .as_str()
+        .unwrap();
     assert!(
         reply.contains("[unknown input: kind=hologram]"),
         "the model was told about the unknown segment: {reply}"

@@ -247,7 +247,8 @@ fn log_prints_the_session_readably_and_raw() {
     assert!(text.contains("turn end   completed"), "{text}");
     let output = pod.command("log").arg("--json").output().unwrap();
     let raw = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(raw.lines().count(), 4);
+    // session_start, user_input, environment, assistant text, turn_end.
+    assert_eq!(raw.lines().count(), 5);
 }
 
 #[test]

@@ -27,7 +27,7 @@ fn manual_compaction_while_idle_switches_every_client_and_keeps_the_old_log() {
 
     compact(&mut a);
     a.until_type("compact_done");
-    a.until_entry("hook_injected_items");
+    until_environment(&mut a);
     a.until_with("idle", |f| f["type"] == "status" && f["state"] == "idle");
     let new = assert_switch(&a, &old, "SUMMARY one");
     assert_eq!(
@@ -37,12 +37,14 @@ fn manual_compaction_while_idle_switches_every_client_and_keeps_the_old_log() {
             "response",
             "turn_start",
             "old#1 user_input",
-            "old#2 assistant_items",
-            "old#3 turn_end",
+            "old#2 environment",
+            "old#3 assistant_items",
+            "old#4 turn_end",
             "compact_start manual",
             "compact_done new",
             "new#0 session_start",
             "new#1 hook_injected_items",
+            "new#2 environment",
         ]
     );
     assert_compacting_shown(&a);
@@ -52,6 +54,14 @@ fn manual_compaction_while_idle_switches_every_client_and_keeps_the_old_log() {
         "old log touched"
     );
     assert_eq!(current_session(&pod), new);
+    // #30 item 11: the new session holds a summary and no input yet; `pod
+    // sessions` titles it by the conversation it continues.
+    let listed = harness::succeeded(pod.command("sessions").output().unwrap());
+    let row = listed
+        .lines()
+        .find(|l| l.contains(&new[..8]))
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert!(row.contains("(compacted) please look at this"), "{row}");
 
     // A client attaching now starts in the new session and can fetch the old.
     let mut b = attach(&pod);
@@ -61,7 +71,7 @@ fn manual_compaction_while_idle_switches_every_client_and_keeps_the_old_log() {
     assert_eq!(snapshot["status"]["state"], "idle");
     assert_eq!(
         kinds(snapshot["entries"].as_array().unwrap()),
-        ["session_start", "hook_injected_items"]
+        ["session_start", "hook_injected_items", "environment"]
     );
     assert_eq!(get_session(&mut b, &old), pod.session_lines(&old));
 
@@ -74,13 +84,14 @@ fn manual_compaction_while_idle_switches_every_client_and_keeps_the_old_log() {
         [
             "session_start",
             "hook_injected_items",
+            "environment",
             "user_input",
             "assistant_items",
             "turn_end"
         ]
     );
     assert_eq!(
-        pod.session_lines(&new)[3]["entry"]["items"][0]["text"],
+        pod.session_lines(&new)[4]["entry"]["items"][0]["text"],
         "second answer"
     );
     assert_gapless("a", &a, &pod);
@@ -91,7 +102,7 @@ fn manual_compaction_while_idle_switches_every_client_and_keeps_the_old_log() {
     compact(&mut b);
     let done = b.until_type("compact_done");
     let newest = done["new_session_id"].as_str().unwrap().to_owned();
-    b.until_entry("hook_injected_items");
+    until_environment(&mut b);
     assert_eq!(get_session(&mut b, &new), pod.session_lines(&new));
     let out = pod.command("log").arg("--chain").output().unwrap();
     assert!(
@@ -149,10 +160,10 @@ fn post_turn_compaction_is_seen_by_clients_attached_before_during_and_after() {
     let snapshot = during.until_type("snapshot");
     assert_eq!(snapshot["session_id"], old.as_str());
     assert_eq!(snapshot["status"]["state"], "compacting");
-    assert_eq!(snapshot["entries"].as_array().unwrap().len(), 4);
+    assert_eq!(snapshot["entries"].as_array().unwrap().len(), 5);
 
-    a.until_entry("hook_injected_items");
-    during.until_entry("hook_injected_items");
+    until_environment(&mut a);
+    until_environment(&mut during);
     let new = assert_switch(&a, &old, "SUMMARY post");
     assert_eq!(assert_switch(&during, &old, "SUMMARY post"), new);
     let labels = [(old.as_str(), "old"), (new.as_str(), "new")];
@@ -163,21 +174,24 @@ fn post_turn_compaction_is_seen_by_clients_attached_before_during_and_after() {
             "response",
             "turn_start",
             "old#1 user_input",
-            "old#2 assistant_items",
-            "old#3 turn_end",
+            "old#2 environment",
+            "old#3 assistant_items",
+            "old#4 turn_end",
             "compact_start auto_post_turn",
             "compact_done new",
             "new#0 session_start",
             "new#1 hook_injected_items",
+            "new#2 environment",
         ]
     );
     assert_eq!(
         trace(&during, &labels),
         [
-            "snapshot old 4",
+            "snapshot old 5",
             "compact_done new",
             "new#0 session_start",
             "new#1 hook_injected_items",
+            "new#2 environment",
         ]
     );
     a.until_with("idle", |f| f["type"] == "status" && f["state"] == "idle");
@@ -187,7 +201,7 @@ fn post_turn_compaction_is_seen_by_clients_attached_before_during_and_after() {
     assert_eq!(after.frames[0]["session_id"], new.as_str());
     assert_eq!(
         trace(&after, &labels),
-        ["snapshot new 2"],
+        ["snapshot new 3"],
         "a late client hears no compaction events"
     );
 
@@ -200,12 +214,12 @@ fn post_turn_compaction_is_seen_by_clients_attached_before_during_and_after() {
     assert_eq!(
         trace(&after, &labels),
         [
-            "snapshot new 2",
+            "snapshot new 3",
             "response",
             "turn_start",
-            "new#2 user_input",
-            "new#3 assistant_items",
-            "new#4 turn_end"
+            "new#3 user_input",
+            "new#4 assistant_items",
+            "new#5 turn_end"
         ]
     );
     for (who, c) in [("a", &a), ("during", &during), ("after", &after)] {
@@ -244,14 +258,16 @@ fn mid_turn_compaction_after_a_large_tool_result_continues_the_turn_in_the_new_s
             "response",
             "turn_start",
             "old#1 user_input",
-            "old#2 assistant_items",
-            "old#3 tool_results",
+            "old#2 environment",
+            "old#3 assistant_items",
+            "old#4 tool_results",
             "compact_start auto_mid_turn",
             "compact_done new",
             "new#0 session_start",
             "new#1 hook_injected_items",
-            "new#2 assistant_items",
-            "new#3 turn_end",
+            "new#2 environment",
+            "new#3 assistant_items",
+            "new#4 turn_end",
         ]
     );
     let states = states(&a);
@@ -265,19 +281,20 @@ fn mid_turn_compaction_after_a_large_tool_result_continues_the_turn_in_the_new_s
         [
             "session_start",
             "user_input",
+            "environment",
             "assistant_items",
             "tool_results"
         ]
     );
     assert_eq!(
-        pod.session_lines(&new)[2]["entry"]["items"][0]["text"],
+        pod.session_lines(&new)[3]["entry"]["items"][0]["text"],
         "done reading"
     );
     a.until_with("idle", |f| f["type"] == "status" && f["state"] == "idle");
     assert_gapless("a", &a, &pod);
 
     let mut b = attach(&pod);
-    assert_eq!(trace(&b, &labels), ["snapshot new 4"]);
+    assert_eq!(trace(&b, &labels), ["snapshot new 5"]);
     assert_eq!(get_session(&mut b, &old), pod.session_lines(&old));
 }
 
@@ -307,12 +324,14 @@ fn manual_compaction_requested_during_a_turn_runs_before_its_next_model_call() {
             "response",
             "turn_start",
             "old#1 user_input",
+            "old#2 environment",
             "compact_start manual",
             "compact_done new",
             "new#0 session_start",
             "new#1 hook_injected_items",
-            "new#2 assistant_items",
-            "new#3 turn_end",
+            "new#2 environment",
+            "new#3 assistant_items",
+            "new#4 turn_end",
         ]
     );
     let done = a
@@ -322,7 +341,7 @@ fn manual_compaction_requested_during_a_turn_runs_before_its_next_model_call() {
         .unwrap();
     assert!(done["tokens_after"].as_u64().unwrap() < 8000, "{done}");
     assert_eq!(
-        pod.session_lines(&new)[2]["entry"]["items"][0]["text"],
+        pod.session_lines(&new)[3]["entry"]["items"][0]["text"],
         "answer from the new session"
     );
     a.until_with("idle", |f| f["type"] == "status" && f["state"] == "idle");
@@ -355,7 +374,7 @@ fn a_compact_request_arriving_with_a_notify_at_the_end_of_a_turn_is_not_lost() {
     let start = a.until_type("compact_start");
     assert_eq!(start["reason"], "manual");
     a.until_type("compact_done");
-    a.until_entry("hook_injected_items");
+    until_environment(&mut a);
     assert_gapless("a", &a, &pod);
 }
 
@@ -378,10 +397,15 @@ fn a_model_chosen_with_set_model_survives_compaction_and_a_restart() {
     let lines_now = pod.session_lines(&new);
     assert_eq!(
         kinds(&lines_now),
-        ["session_start", "hook_injected_items", "model_change"],
+        [
+            "session_start",
+            "hook_injected_items",
+            "environment",
+            "model_change"
+        ],
         "{lines_now:?}"
     );
-    assert_eq!(lines_now[2]["entry"]["model"], "big-model");
+    assert_eq!(lines_now[3]["entry"]["model"], "big-model");
 
     let dir = pod.into_dir();
     let pod = Pod::builder()

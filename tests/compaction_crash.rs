@@ -38,6 +38,7 @@ fn crash_at(step: &str) {
         [
             "session_start",
             "user_input",
+            "environment",
             "assistant_items",
             "tool_results"
         ]
@@ -67,7 +68,12 @@ fn crash_at(step: &str) {
     if moved {
         assert_eq!(
             kinds(&lines),
-            ["session_start", "hook_injected_items", "turn_end"]
+            [
+                "session_start",
+                "hook_injected_items",
+                "environment",
+                "turn_end"
+            ]
         );
         assert_eq!(lines[0]["entry"]["compacted_from"], old.as_str());
         assert_eq!(lines[1]["entry"]["items"][0]["text"], "SUMMARY crash");
@@ -146,6 +152,7 @@ fn a_turn_cut_short_in_a_compacted_session_is_closed_there_on_restart() {
         [
             "session_start",
             "hook_injected_items",
+            "environment",
             "assistant_items",
             "assistant_items",
             "checkpoint",
@@ -154,14 +161,14 @@ fn a_turn_cut_short_in_a_compacted_session_is_closed_there_on_restart() {
             "turn_end"
         ]
     );
-    assert_eq!(lines[5]["entry"]["results"][0]["call_id"], "slow");
-    assert_eq!(lines[5]["entry"]["results"][0]["is_error"], true);
-    assert_eq!(lines[7]["entry"]["reason"], "interrupted");
+    assert_eq!(lines[6]["entry"]["results"][0]["call_id"], "slow");
+    assert_eq!(lines[6]["entry"]["results"][0]["is_error"], true);
+    assert_eq!(lines[8]["entry"]["reason"], "interrupted");
     b.run("hello again");
     // (The interrupted turn's end may reach b as an entry, after its snapshot.)
     b.until_with("the new turn's end", |f| {
-        f["type"] == "entry" && f["entry"]["kind"] == "turn_end" && f["seq"] == 10
+        f["type"] == "entry" && f["entry"]["kind"] == "turn_end" && f["seq"] == 11
     });
-    assert_eq!(pod.log_lines()[10]["entry"]["reason"], "completed");
+    assert_eq!(pod.log_lines()[11]["entry"]["reason"], "completed");
     assert_gapless("b", &b, &pod);
 }

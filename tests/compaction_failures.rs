@@ -30,12 +30,13 @@ fn a_summariser_error_is_compact_failed_and_the_turn_completes_in_the_old_sessio
         "response",
         "turn_start",
         "old#1 user_input",
-        "old#2 assistant_items",
-        "old#3 tool_results",
+        "old#2 environment",
+        "old#3 assistant_items",
+        "old#4 tool_results",
         "compact_start auto_mid_turn",
         "compact_failed",
-        "old#4 assistant_items",
-        "old#5 turn_end",
+        "old#5 assistant_items",
+        "old#6 turn_end",
     ];
     assert_eq!(trace(&a, &[(&old, "old")]), expected);
     // The other client hears everything but the answer to a's run.
@@ -58,7 +59,7 @@ fn a_summariser_error_is_compact_failed_and_the_turn_completes_in_the_old_sessio
         assert_compacting_shown(c);
     }
     assert_eq!(current_session(&pod), old);
-    assert_eq!(pod.log_lines()[5]["entry"]["reason"], "completed");
+    assert_eq!(pod.log_lines()[6]["entry"]["reason"], "completed");
     assert_eq!(session_files(&pod), 1, "a failed compaction leaves no file");
     assert_gapless("a", &a, &pod);
 }
@@ -91,25 +92,26 @@ fn three_failures_in_a_row_stop_automatic_compaction_until_a_manual_one() {
             "response",
             "turn_start",
             "old#1 user_input",
-            "old#2 assistant_items",
-            "old#3 turn_end",
+            "old#2 environment",
+            "old#3 assistant_items",
+            "old#4 turn_end",
             "compact_start auto_post_turn",
             "compact_failed",
             "response",
             "turn_start",
-            "old#4 user_input",
+            "old#5 user_input",
             "compact_start auto_mid_turn",
             "compact_failed",
-            "old#5 assistant_items",
-            "old#6 turn_end",
+            "old#6 assistant_items",
+            "old#7 turn_end",
             "compact_start auto_post_turn",
             "compact_failed",
             "notification compactor",
             "response",
             "turn_start",
-            "old#7 user_input",
-            "old#8 assistant_items",
-            "old#9 turn_end",
+            "old#8 user_input",
+            "old#9 assistant_items",
+            "old#10 turn_end",
         ]
     );
     let note = a
@@ -122,15 +124,15 @@ fn three_failures_in_a_row_stop_automatic_compaction_until_a_manual_one() {
         note["message"].as_str().unwrap().contains("manual"),
         "{note}"
     );
-    assert_eq!(pod.log_lines()[8]["entry"]["items"][0]["text"], "three");
+    assert_eq!(pod.log_lines()[9]["entry"]["items"][0]["text"], "three");
 
     compact(&mut a);
-    a.until_entry("hook_injected_items");
+    until_environment(&mut a);
     a.until_with("idle", idle);
     let new = assert_switch(&a, &old, "SUMMARY manual");
     a.frames.clear();
     a.run("4");
-    a.until_entry("hook_injected_items");
+    until_environment(&mut a);
     a.until_with("idle", idle);
     let newest = current_session(&pod);
     assert_eq!(
@@ -138,17 +140,18 @@ fn three_failures_in_a_row_stop_automatic_compaction_until_a_manual_one() {
         [
             "response",
             "turn_start",
-            "new#2 user_input",
-            "new#3 assistant_items",
-            "new#4 turn_end",
+            "new#3 user_input",
+            "new#4 assistant_items",
+            "new#5 turn_end",
             "compact_start auto_post_turn",
             "compact_done newest",
             "newest#0 session_start",
             "newest#1 hook_injected_items",
+            "newest#2 environment",
         ]
     );
     assert_eq!(
-        pod.session_lines(&new)[3]["entry"]["items"][0]["text"],
+        pod.session_lines(&new)[4]["entry"]["items"][0]["text"],
         "four"
     );
 }
@@ -228,7 +231,7 @@ fn a_restart_closes_the_breaker() {
     b.run("3");
     let start = b.until_type("compact_start");
     assert_eq!(start["reason"], "auto_post_turn");
-    b.until_entry("hook_injected_items");
+    until_environment(&mut b);
     assert_switch(&b, &old, "SUMMARY after restart");
 }
 
@@ -238,7 +241,7 @@ fn a_summary_smaller_than_the_context_but_not_under_the_threshold_is_a_failure()
     // estimated tokens is smaller, and would be compacted again at once.
     let pod = pod(&[
         big_text("one"),
-        text(&"summary ".repeat(3650)),
+        text(&"summary ".repeat(2850)),
         text("still here"),
     ]);
     let mut a = attach(&pod);

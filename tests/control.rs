@@ -21,8 +21,8 @@ fn pause_holds_the_turn_before_its_model_call_and_resume_lets_it_go_on() {
     // Held: nothing more is committed while paused.
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
-        pod.log_lines().len(),
-        2,
+        harness::kinds(&pod.log_lines()),
+        ["session_start", "user_input", "environment"],
         "the model was called while paused"
     );
     c.send(json!({"type":"resume"}));
@@ -93,7 +93,8 @@ fn serve_resumes_the_current_session_unless_told_otherwise() {
     let pod = Pod::builder().in_dir(dir).start();
     let snapshot = pod.client().until_type("snapshot");
     assert_eq!(snapshot["session_id"], first);
-    assert_eq!(snapshot["entries"].as_array().unwrap().len(), 4);
+    // session_start, user_input, environment, assistant text, turn_end.
+    assert_eq!(snapshot["entries"].as_array().unwrap().len(), 5);
     let dir = pod.into_dir();
 
     let pod = Pod::builder().in_dir(dir).arg("--new-session").start();

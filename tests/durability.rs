@@ -116,11 +116,12 @@ fn a_torn_last_line_is_cut_and_a_corrupt_middle_line_stops_startup() {
 
     std::fs::write(
         &path,
-        format!("{good}{{\"seq\":4,\"entry\":{{\"kind\":\"user_in"),
+        format!("{good}{{\"seq\":5,\"entry\":{{\"kind\":\"user_in"),
     )
     .unwrap();
     let pod = Pod::builder().in_dir(dir).start();
-    assert_eq!(pod.log_lines().len(), 4);
+    // session_start, user_input, environment, assistant text, turn_end.
+    assert_eq!(pod.log_lines().len(), 5);
     let dir = pod.into_dir();
 
     let mut lines: Vec<&str> = good.lines().collect();

@@ -44,6 +44,7 @@ fn a_turn_whose_end_failed_on_a_full_disk_is_closed_before_the_next_input() {
         [
             "session_start",
             "user_input",
+            "environment",
             "assistant:tool_call",
             "checkpoint"
         ]
@@ -66,6 +67,7 @@ fn a_turn_whose_end_failed_on_a_full_disk_is_closed_before_the_next_input() {
         [
             "session_start",
             "user_input",
+            "environment",
             "assistant:tool_call",
             "checkpoint",
             "tool_results",
@@ -76,10 +78,10 @@ fn a_turn_whose_end_failed_on_a_full_disk_is_closed_before_the_next_input() {
             "turn_end",
         ]
     );
-    let result = &log[4]["entry"]["results"][0];
+    let result = &harness::first_of(&log, "tool_results")["entry"]["results"][0];
     assert_eq!(result["call_id"], "c1");
     assert_eq!(result["is_error"], true);
-    assert_eq!(log[6]["entry"]["reason"], "error");
+    assert_eq!(log[7]["entry"]["reason"], "error");
 }
 
 fn line(seq: usize, entry: Value) -> String {
@@ -185,7 +187,7 @@ fn every_unfinished_turn_of_a_damaged_log_projects_to_a_valid_context() {
     client.until_type("snapshot");
     client.run("four");
     let end = client
-        .until(|f| f["type"] == "entry" && f["entry"]["kind"] == "turn_end" && f["seq"] == 12);
+        .until(|f| f["type"] == "entry" && f["entry"]["kind"] == "turn_end" && f["seq"] == 13);
     assert_eq!(end["entry"]["reason"], "completed", "{:?}", client.frames);
 
     let requests = server.requests();
@@ -199,6 +201,7 @@ fn every_unfinished_turn_of_a_damaged_log_projects_to_a_valid_context() {
             "tool_results",
             "turn_end",
             "user_input",
+            "environment",
             "assistant:text",
             "turn_end"
         ]

@@ -383,6 +383,9 @@ fn normalise(sections: &mut [(String, Vec<String>)], pod: &Pod) {
     let numbers = Regex::new(r#""(pid|context_tokens|tokens_before|tokens_after)":\d+"#)
         .expect("number regex");
     let version = Regex::new(r#""version":"[^"]*""#).expect("version regex");
+    // The machine's OS, shell, date and paths: the same on no two machines.
+    let environment = Regex::new(r#""source":"environment","text":"(?:[^"\\]|\\.)*""#)
+        .expect("environment regex");
     let workspace = pod
         .workspace
         .canonicalize()
@@ -396,7 +399,10 @@ fn normalise(sections: &mut [(String, Vec<String>)], pod: &Pod) {
     let mut turns: HashMap<String, usize> = HashMap::new();
     for (_, lines) in sections.iter_mut() {
         for line in lines.iter_mut() {
-            let mut text = shorten_long_strings(line);
+            let plain = environment
+                .replace_all(line, r#""source":"environment","text":"<environment>""#)
+                .into_owned();
+            let mut text = shorten_long_strings(&plain);
             for (path, placeholder) in &paths {
                 text = text.replace(path.as_str(), placeholder);
             }

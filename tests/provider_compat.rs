@@ -83,6 +83,7 @@ fn ollama_parallel_tool_calls_run_and_are_sent_back_as_ollama_takes_them() {
         kinds(&pod),
         [
             "user_input",
+            "environment",
             "assistant:tool_call",
             "assistant:tool_call",
             "tool_results",
@@ -93,11 +94,11 @@ fn ollama_parallel_tool_calls_run_and_are_sent_back_as_ollama_takes_them() {
     );
     let log = pod.log_lines();
     assert_eq!(
-        log[2]["entry"]["items"][0]["arguments"],
+        log[3]["entry"]["items"][0]["arguments"],
         json!({"path":"a.txt"})
     );
     assert_eq!(
-        log[3]["entry"]["items"][0]["arguments"],
+        log[4]["entry"]["items"][0]["arguments"],
         json!({"path":"b.txt"})
     );
     let output = |line: &Value| {
@@ -106,8 +107,8 @@ fn ollama_parallel_tool_calls_run_and_are_sent_back_as_ollama_takes_them() {
             .unwrap()
             .to_owned()
     };
-    assert!(output(&log[4]).contains("alpha"));
-    assert!(output(&log[5]).contains("beta"));
+    assert!(output(&log[5]).contains("alpha"));
+    assert!(output(&log[6]).contains("beta"));
 
     // The second request: the calls with `content: ""` (Ollama refuses
     // null), then one tool message per call.
@@ -147,7 +148,10 @@ fn a_server_refusing_stream_options_still_answers_the_turn() {
         !frames.iter().any(|f| f["type"] == "retry"),
         "resending without the field is not a retry"
     );
-    assert_eq!(kinds(&pod), ["user_input", "assistant:text", "turn_end"]);
+    assert_eq!(
+        kinds(&pod),
+        ["user_input", "environment", "assistant:text", "turn_end"]
+    );
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
     assert!(requests[1].json().get("stream_options").is_none());
@@ -173,9 +177,12 @@ fn an_error_chunk_mid_stream_ends_the_turn_keeping_the_text() {
             .contains("Upstream provider overloaded"),
         "{end}"
     );
-    assert_eq!(kinds(&pod), ["user_input", "assistant:text", "turn_end"]);
     assert_eq!(
-        pod.log_lines()[2]["entry"]["items"][0]["text"],
+        kinds(&pod),
+        ["user_input", "environment", "assistant:text", "turn_end"]
+    );
+    assert_eq!(
+        pod.log_lines()[3]["entry"]["items"][0]["text"],
         "Half an ans"
     );
     assert_eq!(server.requests().len(), 1, "nothing retried after text");
@@ -230,7 +237,10 @@ fn anthropic_overload_is_retried_then_pings_and_unknown_events_pass() {
     assert_eq!(retry["attempt"], 1);
     assert_eq!(retry["delay_ms"], 0);
     assert_eq!(retry["error"], "anthropic: HTTP 529: Overloaded");
-    assert_eq!(kinds(&pod), ["user_input", "assistant:text", "turn_end"]);
+    assert_eq!(
+        kinds(&pod),
+        ["user_input", "environment", "assistant:text", "turn_end"]
+    );
     assert_eq!(end["usage"], json!({"input_tokens":40,"output_tokens":3}));
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
@@ -301,9 +311,12 @@ fn a_reply_cut_at_the_output_limit_ends_the_turn_with_output_limit_and_keeps_its
         message.contains("64 tokens") && message.contains("--max-output-tokens"),
         "{message}"
     );
-    assert_eq!(kinds(&pod), ["user_input", "assistant:text", "turn_end"]);
     assert_eq!(
-        pod.log_lines()[2]["entry"]["items"][0]["text"],
+        kinds(&pod),
+        ["user_input", "environment", "assistant:text", "turn_end"]
+    );
+    assert_eq!(
+        pod.log_lines()[3]["entry"]["items"][0]["text"],
         "The first half of"
     );
     assert_eq!(server.requests()[0].json()["max_tokens"], 64);
@@ -333,7 +346,10 @@ fn anthropic_stopping_at_max_tokens_ends_the_turn_with_output_limit() {
         .start();
     let (end, _) = turn(&pod, "go");
     assert_eq!(end["error"]["code"], "output_limit", "{end}");
-    assert_eq!(kinds(&pod), ["user_input", "assistant:text", "turn_end"]);
+    assert_eq!(
+        kinds(&pod),
+        ["user_input", "environment", "assistant:text", "turn_end"]
+    );
     assert_eq!(server.requests()[0].json()["max_tokens"], 32);
 }
 

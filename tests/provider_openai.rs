@@ -774,7 +774,9 @@ async fn a_bad_request_not_about_stream_options_is_final() {
     let (events, error) = collect(provider.stream(&hello())).await;
     assert!(events.is_empty());
     let error = error.unwrap();
-    assert_eq!(error.code, TurnErrorCode::ProviderHttp);
+    // vLLM's words for a request over the window: an overflow, which the
+    // turn loop compacts for, not a plain HTTP error.
+    assert_eq!(error.code, TurnErrorCode::ContextOverflow);
     assert_eq!(
         error.message,
         "openai: HTTP 422 Unprocessable Entity: This model's maximum context length is 8192 tokens."

@@ -254,7 +254,8 @@ fn new_session_switches_every_client_and_leaves_the_old_log_alone() {
     let mut late = pod.client();
     assert_eq!(late.until_type("snapshot")["session_id"], new.as_str());
     turn(&mut a, "in the new one");
-    assert_eq!(pod.session_lines(&new).len(), 4);
+    // session_start, user_input, environment (a new session's first turn), text, turn_end.
+    assert_eq!(pod.session_lines(&new).len(), 5);
 }
 
 #[test]
@@ -362,10 +363,13 @@ fn the_turn_after_a_fork_sends_exactly_the_forked_history() {
         .iter()
         .filter(|m| m["role"] != "system")
         .map(|m| {
-            (
-                m["role"].as_str().unwrap().to_owned(),
-                m["content"].as_str().unwrap_or_default().to_owned(),
-            )
+            // The first turn's environment entry rides with its input.
+            let content = m["content"].as_str().unwrap_or_default();
+            let typed = content
+                .split("\n\n[environment] ")
+                .next()
+                .unwrap_or_default();
+            (m["role"].as_str().unwrap().to_owned(), typed.to_owned())
         })
         .collect();
     let expected = [("user", "one"), ("assistant", "A1"), ("user", "three")];

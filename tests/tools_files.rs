@@ -72,7 +72,11 @@ fn specs_cover_every_tool_with_object_schemas() {
             "grep",
             "write_file",
             "edit_file",
-            "bash"
+            "bash",
+            "job_output",
+            "job_kill",
+            "update_plan",
+            "web_fetch"
         ]
     );
     for spec in &specs {

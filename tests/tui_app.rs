@@ -526,3 +526,39 @@ fn reconnecting_leaves_no_stale_hint() {
     assert!(!text.contains("reconnecting"), "{text}");
     assert!(text.contains("● connected"), "{text}");
 }
+
+/// #24: Esc Esc on an empty composer opens the rewind picker — the
+/// session's messages, newest first, with what each turn changed — and
+/// choosing one, then `f`, rewinds its files only.
+#[test]
+fn esc_esc_opens_the_rewind_picker_and_a_choice_sends_the_rewind() {
+    let change = json!([{"path":"src/lib.rs","change":"modified","added":3,"removed":1}]);
+    let mut app = attached(vec![
+        user_input(json!([{"type":"text","text":"fix the parser"}])),
+        json!({"kind":"checkpoint","checkpoint":"a1","reason":"turn_start","changes":[],"at":"x"}),
+        json!({"kind":"checkpoint","checkpoint":"b2","reason":"turn_end","changes":change,"at":"x"}),
+        json!({"kind":"turn_end","reason":"completed","usage":null}),
+        user_input(json!([{"type":"text","text":"now the docs"}])),
+        json!({"kind":"turn_end","reason":"completed","usage":null}),
+    ]);
+    key(&mut app, KeyCode::Esc, KeyModifiers::NONE);
+    assert!(actions(&mut app).is_empty(), "one Esc sends nothing");
+    key(&mut app, KeyCode::Esc, KeyModifiers::NONE);
+    let text = screen(&mut app, 80, 10);
+    let newest = text.find("now the docs").expect(&text);
+    let older = text.find("fix the parser").expect(&text);
+    assert!(newest < older, "newest first:\n{text}");
+    assert!(text.contains("1 file changed"), "{text}");
+    key(&mut app, KeyCode::Down, KeyModifiers::NONE);
+    key(&mut app, KeyCode::Enter, KeyModifiers::NONE);
+    assert!(screen(&mut app, 80, 10).contains("f files"));
+    key(&mut app, KeyCode::Char('f'), KeyModifiers::NONE);
+    assert_eq!(
+        actions(&mut app),
+        [json!({"type":"rewind","before_seq":1,"files":true,"conversation":false})]
+    );
+    assert!(
+        !screen(&mut app, 80, 10).contains("Rewind"),
+        "the picker closed"
+    );
+}

@@ -103,7 +103,7 @@ fn notices_and_unknown_entries() {
         json!({"type":"notification","level":"warn","source":"compactor","message":"context is 85% full"}),
     ));
     app.on_pod_event(event(
-        json!({"type":"error","code":"model_error","message":"HTTP 500"}),
+        json!({"type":"error","code":"storage_error","message":"the disk is full"}),
     ));
     app.on_pod_event(event(json!({"type":"hologram"})));
     assert_snapshot!(screen(&mut app, 60, 18));
@@ -780,4 +780,67 @@ fn a_streaming_turn_joined_mid_way_after_earlier_turns_is_timed() {
     let text = screen(&mut app, 100, 10);
     assert!(text.contains("It works by folding"), "{text}");
     assert!(text.contains("running 7s"), "{text}");
+}
+
+/// The model's latest plan sits above the composer as a checklist, the
+/// item in progress marked; Ctrl+T folds it to one line. Running jobs show
+/// in the status bar.
+#[test]
+fn plan_above_the_composer_and_jobs_in_the_status_bar() {
+    let old_plan = json!({"items":[{"text":"an old plan","status":"pending"}]});
+    let plan = json!({"items":[
+        {"text":"read the parser","status":"done"},
+        {"text":"fix the off-by-one in \u{1b}[31mlex\u{1b}[0m","status":"in_progress"},
+        {"text":"run the tests","status":"pending"}]});
+    let mut app = attached_with_status(
+        vec![
+            user_input(json!([{"type":"text","text":"fix the lexer"}])),
+            tool_call("p1", "update_plan", old_plan),
+            tool_result("p1", "plan updated: 0 of 1 done; the user sees it.", false),
+            tool_call("p2", "update_plan", plan),
+            tool_result("p2", "plan updated: 1 of 3 done; the user sees it.", false),
+        ],
+        json!({"state":"idle","queued":0,"jobs":2}),
+    );
+    let text = screen(&mut app, 80, 16);
+    assert!(text.contains("Plan 1/3 done"), "{text}");
+    assert!(
+        !text.contains("○ an old plan"),
+        "only the latest plan: {text}"
+    );
+    assert!(
+        text.contains("▸ fix the off-by-one in \\e[31mlex\\e[0m"),
+        "{text}"
+    );
+    assert!(text.contains("2 jobs running"), "{text}");
+    assert_snapshot!(text);
+    key(&mut app, KeyCode::Char('t'), KeyModifiers::CONTROL);
+    let folded = screen(&mut app, 80, 16);
+    assert!(
+        folded.contains("Plan 1/3 done · Ctrl+T shows it"),
+        "{folded}"
+    );
+    assert!(!folded.contains("○ run the tests"), "{folded}");
+}
+
+/// #30 item 11: a failed model call is told once — by its `turn_end` — not
+/// also by the `model_error` frame sent as it happened (which a client
+/// attaching later never gets, so it showed twice only live).
+#[test]
+fn a_model_error_is_shown_once_live() {
+    let mut app = attached_with(
+        vec![json!({"kind":"user_input","at":"x","segments":[{"type":"text","text":"hi"}]})],
+        Value::Null,
+        "running",
+    );
+    let message = "openai: HTTP 404 Not Found: model nope not found";
+    app.on_pod_event(event(json!({"type":"error","code":"model_error",
+        "message":format!("openai model call failed: {message}")})));
+    app.on_pod_event(entry(
+        2,
+        json!({"kind":"turn_end","reason":"error","turn_id":"t","request_id":null,
+            "usage":null,"error":{"code":"provider_http","message":message}}),
+    ));
+    let text = screen(&mut app, 120, 12);
+    assert_eq!(text.matches("model nope not found").count(), 1, "{text}");
 }

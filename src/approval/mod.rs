@@ -25,6 +25,9 @@ use rules::RuleKind;
 
 /// The tools that only read the workspace: they run in every mode.
 pub const READ_ONLY_TOOLS: [&str; 4] = ["read_file", "list_dir", "glob", "grep"];
+/// The tools that change nothing the user has (the plan the model keeps,
+/// its own background jobs): they run in every mode, unasked.
+pub const UNASKED_TOOLS: [&str; 3] = ["update_plan", "job_output", "job_kill"];
 /// The tools whose `path` argument names a file they change.
 pub const WRITE_TOOLS: [&str; 2] = ["write_file", "edit_file"];
 const BASH: &str = "bash";
@@ -98,7 +101,15 @@ enum Subject<'a> {
     /// directory: no allow rule and no mode but `auto` lets it run unasked.
     ProtectedWrite(String),
     Bash(&'a str),
+    /// `web_fetch` and its URL, serialised (`None`: not a URL).
+    Fetch(Option<String>),
     Other,
+}
+
+/// `raw` as `web_fetch` rules see it: parsed and serialised, so that
+/// `HTTPS://Docs.rs` and `https://docs.rs/` are one URL.
+pub(crate) fn serialised_url(raw: &str) -> Option<String> {
+    reqwest::Url::parse(raw).ok().map(String::from)
 }
 
 /// The workspace-relative form of `raw` — relative, or absolute inside
@@ -188,6 +199,8 @@ fn subject_of<'a>(root: &Path, protected: &[PathBuf], call: &Call<'a>) -> Subjec
             }
             relative => Subject::Write(relative),
         },
+        tool if UNASKED_TOOLS.contains(&tool) => Subject::Read(None),
+        "web_fetch" => Subject::Fetch(call.arg("url").and_then(serialised_url)),
         BASH => Subject::Bash(call.arg("command").unwrap_or("")),
         _ => Subject::Other,
     }
@@ -323,6 +336,15 @@ pub fn session_rule(call: &Call, workspace_root: &Path) -> Option<Rule> {
             format!("bash:{}", bash::session_pattern(&line))
         }
         tool if WRITE_TOOLS.contains(&tool) => format!("write:{}", globset::escape(&path()?)),
+        // The origin, so a session answer covers that site, not the web.
+        "web_fetch" => {
+            let url = reqwest::Url::parse(call.arg("url")?).ok()?;
+            let origin = url.origin();
+            if !origin.is_tuple() {
+                return None;
+            }
+            format!("web_fetch:{}/*", origin.ascii_serialization())
+        }
         tool => {
             if tool.contains(':') {
                 return None;
@@ -337,6 +359,9 @@ pub fn session_rule(call: &Call, workspace_root: &Path) -> Option<Rule> {
 fn matches_non_bash(rule: &Rule, tool: &str, subject: &Subject) -> bool {
     match (rule.kind(), subject) {
         (RuleKind::Tool(_), _) => rule.names_tool(tool),
+        (RuleKind::Fetch, Subject::Fetch(Some(url))) => rule
+            .fetch_pattern()
+            .is_some_and(|pattern| bash::wildcard_match(pattern, url)),
         (RuleKind::Write(glob), Subject::Write(Some(path)) | Subject::ProtectedWrite(path)) => {
             glob.is_match(path)
         }

@@ -46,6 +46,9 @@ pub(crate) enum RuleKind {
     Read(GlobMatcher),
     /// A tool name glob; its pattern is always `*`.
     Tool(GlobMatcher),
+    /// `web_fetch:PATTERN`, matched against the serialised URL with the
+    /// same `*` wildcard as `bash:` rules.
+    Fetch,
 }
 
 impl Rule {
@@ -56,6 +59,11 @@ impl Rule {
     /// The command pattern of a `bash:` rule.
     pub(crate) fn bash_pattern(&self) -> Option<&str> {
         matches!(self.kind, RuleKind::Bash).then_some(self.pattern.as_str())
+    }
+
+    /// The URL pattern of a `web_fetch:` rule.
+    pub(crate) fn fetch_pattern(&self) -> Option<&str> {
+        matches!(self.kind, RuleKind::Fetch).then_some(self.pattern.as_str())
     }
 
     /// Whether this is a tool-name rule naming `tool`.
@@ -161,6 +169,7 @@ impl FromStr for Rule {
         }
         let (pattern, kind) = match tool {
             "bash" => (collapse(pattern), RuleKind::Bash),
+            "web_fetch" => (pattern.to_owned(), RuleKind::Fetch),
             "write" => {
                 let (pattern, glob) = path_glob(text, pattern)?;
                 (pattern, RuleKind::Write(glob))

@@ -490,3 +490,29 @@ fn rules_judge_the_path_a_symlink_leads_to() {
     let src = on_disk(Ask, &["write:src/**"], &root, Vec::new());
     assert_eq!(write_to(&src, "docs/link/main.rs"), Verdict::Run);
 }
+
+#[test]
+fn web_fetch_rules_match_the_serialised_url_and_a_session_answer_adds_the_origin() {
+    let root = std::path::Path::new("/w");
+    let args = |url: &str| json!({ "url": url });
+    fn fetch<'a>(root: &Path, arguments: &'a Value) -> (Option<Rule>, Subject<'a>) {
+        let call = Call {
+            tool: "web_fetch",
+            arguments,
+        };
+        (session_rule(&call, root), subject_of(root, &[], &call))
+    }
+    let fetch = |arguments| fetch(root, arguments);
+    let (docs, local, tokio, evil) = (
+        args("HTTPS://Docs.RS:443/serde/latest/?x=1"),
+        args("http://127.0.0.1:8080/a"),
+        args("https://DOCS.rs/tokio"),
+        args("https://docs.rs.evil.example/"),
+    );
+    let rule = fetch(&docs).0.unwrap();
+    assert_eq!(rule.to_string(), "web_fetch:https://docs.rs/*");
+    let other = fetch(&local).0.unwrap();
+    assert_eq!(other.to_string(), "web_fetch:http://127.0.0.1:8080/*");
+    assert!(matches_non_bash(&rule, "web_fetch", &fetch(&tokio).1));
+    assert!(!matches_non_bash(&rule, "web_fetch", &fetch(&evil).1));
+}

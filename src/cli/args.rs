@@ -205,6 +205,11 @@ pub enum Command {
         #[command(subcommand)]
         action: Option<RulesAction>,
     },
+    /// List the pod's background jobs; `pod jobs kill JOB` kills one.
+    Jobs {
+        #[command(subcommand)]
+        action: Option<JobsAction>,
+    },
     /// Device tokens for remote clients (over the local socket only).
     #[command(subcommand)]
     Token(TokenCommand),
@@ -218,6 +223,15 @@ pub enum RulesAction {
     Revoke {
         /// The rule, as `pod rules` prints it (e.g. `bash:git status *`).
         rule: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JobsAction {
+    /// Kill a background job (its whole process group).
+    Kill {
+        /// The job's id, as `pod jobs` prints it.
+        job: u64,
     },
 }
 
@@ -328,6 +342,13 @@ pub struct ServeArgs {
         value_name = "SECONDS"
     )]
     pub bash_timeout: u64,
+    /// Let web_fetch reach this machine's addresses and private networks (127.0.0.1,
+    /// 10.0.0.0/8, 192.168.0.0/16, …), which it refuses by default.
+    #[arg(long, env = "POD_FETCH_PRIVATE", value_parser = BoolishValueParser::new())]
+    pub fetch_private: bool,
+    /// Background jobs (`bash` with `background: true`) that may run at once.
+    #[arg(long, env = "POD_MAX_JOBS", default_value_t = 8, value_name = "N")]
+    pub max_jobs: usize,
     /// When to ask before a tool call runs: ask | edits | auto | read-only.
     #[arg(long, env = "POD_APPROVAL", default_value = "ask", value_parser = parse_approval)]
     pub approval: crate::protocol::ApprovalMode,

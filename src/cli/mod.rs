@@ -4,6 +4,7 @@ mod approve;
 pub mod args;
 pub mod config;
 mod connect;
+mod jobs;
 mod log;
 mod paths;
 mod plain;
@@ -52,6 +53,7 @@ pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
         Some(Command::Blame { file }) => rewind::blame(&paths, file),
         Some(Command::List) => status::list(&paths),
         Some(Command::Rules { action }) => rules::run(&paths, action),
+        Some(Command::Jobs { action }) => jobs::run(&paths, action),
         Some(Command::Log(args)) => log::run(&cli.global.name, &paths, args),
         Some(Command::Sessions { json }) => sessions::run(&cli.global.name, &paths, json),
         Some(Command::Attach) => {

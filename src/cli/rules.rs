@@ -55,7 +55,7 @@ fn refused(why: &str) -> anyhow::Result<ExitCode> {
 }
 
 /// Sends `method` and waits for its answer: the response, or the error's message.
-async fn ask(
+pub(super) async fn ask(
     events: &mut EventStream,
     sink: &mut RequestSink,
     method: Method,

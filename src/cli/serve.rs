@@ -102,6 +102,8 @@ pub fn run(
         },
         tools: ToolLimits {
             bash_timeout: Duration::from_secs(args.bash_timeout),
+            max_jobs: args.max_jobs,
+            fetch_private: args.fetch_private,
             sandbox: SandboxPolicy {
                 mode: args.sandbox,
                 network: args.sandbox_network == Switch::On,

@@ -371,11 +371,15 @@ pub async fn rewind(
         (None, None) => unreachable!("checked above"),
     };
     let target = plan.target.clone();
-    if request.files && !request.kill_jobs && jobs_running() {
-        return Err(refuse(
-            ErrorCode::JobsRunning,
-            "background jobs are running: stop them first, or rewind with kill_jobs",
-        ));
+    // A running job could write the files back as they are restored.
+    if request.files && env.toolbox.jobs().running() > 0 {
+        if !request.kill_jobs {
+            return Err(refuse(
+                ErrorCode::JobsRunning,
+                "background jobs are running: stop them first, or rewind with kill_jobs",
+            ));
+        }
+        env.toolbox.jobs().kill_all().await;
     }
     let mut before = None;
     let mut outcome = restore::Outcome::default();
@@ -570,9 +574,4 @@ pub async fn settle_interrupted_rewind(env: &JobEnv, conversation: &mut Conversa
         }
     }
     let _ = tokio::task::spawn_blocking(move || store.end_rewind()).await;
-}
-
-/// Whether background jobs run. This build has none, so never.
-fn jobs_running() -> bool {
-    false
 }

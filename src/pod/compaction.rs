@@ -153,6 +153,7 @@ async fn try_compact(env: &JobEnv, conversation: &mut Conversation) -> Result<()
     if let Some(entry) = instructions::current(&env.workspace).await.into_entry() {
         first_entries.push(entry);
     }
+    first_entries.push(super::environment::current(env).await.into_entry());
     let mut candidate = Conversation::new(conversation.session_id, first_entries.clone());
     let tokens_after = context_tokens(env, &mut candidate);
     if tokens_after >= tokens_before {

@@ -185,6 +185,8 @@ impl Connection {
                 client,
             }),
             Method::ListRules => worker.do_send(worker::Control::ListRules(client)),
+            Method::ListJobs => worker.do_send(worker::Control::ListJobs(client)),
+            Method::KillJob { job } => worker.do_send(worker::Control::KillJob(client, job)),
             Method::RevokeRule { rule } => worker.do_send(worker::Control::RevokeRule {
                 client,
                 rule,

@@ -141,6 +141,8 @@ pub struct Revocation {
 pub struct JobState {
     /// `notify` messages to commit at the next step boundary.
     pub notifies: Vec<String>,
+    /// Notes of background jobs that ended, for the next step boundary.
+    pub job_notes: Vec<String>,
     /// A `set_model` to commit at the next step boundary (or at once when idle).
     pub model_request: Option<String>,
     pub compact_requested: bool,
@@ -183,6 +185,7 @@ impl JobState {
     pub fn new(policy: Policy, model: String) -> Self {
         Self {
             notifies: Vec::new(),
+            job_notes: Vec::new(),
             model_request: None,
             compact_requested: false,
             compacting: false,
@@ -206,7 +209,7 @@ impl JobState {
     /// The status clients see. States rank `compacting` > `waiting` >
     /// `paused` > `running` > `idle`; a pause shows only while it holds a
     /// turn (a pause sent while idle holds the next one).
-    pub fn status(&self, paused: bool, context_window: u64) -> Status {
+    pub fn status(&self, paused: bool, context_window: u64, jobs: usize) -> Status {
         let state = if self.compacting {
             PodState::Compacting
         } else if !self.pending.is_empty() {
@@ -228,6 +231,7 @@ impl JobState {
             context_source: self.context_source,
             context_window,
             turn: self.turn.clone(),
+            jobs,
         }
     }
 }
@@ -309,7 +313,9 @@ impl JobEnv {
     pub fn status(&self) -> Status {
         let paused = *self.paused.borrow();
         let window = self.thresholds().context_window;
-        self.state.borrow().status(paused, window)
+        self.state
+            .borrow()
+            .status(paused, window, self.toolbox.jobs().running())
     }
 
     /// When to compact: `--context-window` and `--compact-at`, with the

@@ -23,6 +23,7 @@ mod compaction;
 mod compactor;
 mod connection;
 pub(crate) mod descendants;
+mod environment;
 mod fault;
 mod frames;
 mod hooks;

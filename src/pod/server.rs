@@ -21,7 +21,7 @@ use super::descendants;
 use super::fault::Faults;
 use super::job::{JobEnv, JobState, Thresholds, WorkerConfig};
 use super::session_log::{Dirs, SessionLog};
-use super::worker::{Stop, Worker};
+use super::worker::{JobChanged, Stop, Worker};
 use crate::approval::{Policy, Rule};
 use crate::context::Conversation;
 use crate::input::Resolvers;
@@ -30,6 +30,7 @@ use crate::protocol::ApprovalMode;
 use crate::protocol::{Event, Greeting, Level, LogEntry, LogLine};
 use crate::provider::Provider;
 use crate::store::{pod_socket, pointer, LogFile, PodLock};
+use crate::tools::jobs::JobEvent;
 use crate::tools::{ToolLimits, Toolbox};
 use crate::workspace::Workspace;
 use std::cell::RefCell;
@@ -117,8 +118,19 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     };
     let (file, session_id, recovered) = open_session(&sessions_dir, &pointer_path, &start)?;
     let (mcp, mcp_supervisors) = McpRegistry::new(&config.mcp_servers, workspace.root());
-    let toolbox =
-        Arc::new(Toolbox::new(workspace.clone(), config.tools.clone()).with_mcp(mcp.clone()));
+    let (job_events, job_events_rx) = mpsc::unbounded_channel();
+    let jobs = crate::tools::jobs::Jobs::new(
+        Some(pods_dir.join(format!("{}.jobs", config.name))),
+        config.tools.max_jobs,
+        Some(job_events),
+    );
+    // What a pod that died left running is killed before anything starts.
+    let orphaned_jobs = jobs.recover();
+    let toolbox = Arc::new(
+        Toolbox::new(workspace.clone(), config.tools.clone())
+            .with_mcp(mcp.clone())
+            .with_jobs(jobs),
+    );
     eprintln!(
         "pod {:?}: session {session_id} ({}), provider {} (model {}), {}, socket {}",
         config.name,
@@ -261,7 +273,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             workspace: workspace.clone(),
             config: WorkerConfig {
                 max_steps: config.max_steps,
-                system_prompt: system_prompt(&workspace),
+                system_prompt: crate::prompt::render(&config.tools),
                 compaction: config.thresholds,
                 configured_rules: config.configured_rules.clone(),
                 config_path: config.config_path.clone(),
@@ -271,7 +283,14 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             paused,
         };
         let conversation = Conversation::new(session_id, recovered.entries);
+        // A client may attach before the worker settles the session: its
+        // first status must already name the model in force.
+        env.state.borrow_mut().model = super::recovery::reconcile_model(&env, &conversation).0;
         let worker = Worker::new(env, paused_tx, conversation).start();
+        for note in orphaned_jobs {
+            worker.do_send(JobChanged(JobEvent::Ended(note)));
+        }
+        actix_rt::spawn(forward_job_events(job_events_rx, worker.clone()));
         let hub = Hub {
             session_log,
             broadcaster,
@@ -589,6 +608,13 @@ async fn stop_on_signal(worker: Addr<Worker>) {
     });
 }
 
+/// Tells the worker of each background job's start and end.
+async fn forward_job_events(mut events: mpsc::UnboundedReceiver<JobEvent>, worker: Addr<Worker>) {
+    while let Some(event) = events.recv().await {
+        worker.do_send(JobChanged(event));
+    }
+}
+
 /// Keeps the greeting's `mcp_servers` current and tells every client when
 /// an MCP server comes up, fails or exits.
 async fn announce_mcp(
@@ -598,13 +624,4 @@ async fn announce_mcp(
     while let Some(change) = changes.recv().await {
         broadcaster.do_send(McpServerChanged(change));
     }
-}
-
-fn system_prompt(workspace: &Workspace) -> String {
-    format!(
-        "You are pod, a coding agent working in the directory {}. Use the tools to read, search \
-         and change files and to run commands there; every path is relative to that directory. \
-         Be concise, and say what you changed.",
-        workspace.root().display()
-    )
 }

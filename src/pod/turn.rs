@@ -2,8 +2,8 @@
 //! keeps.
 //!
 //! Everything is committed per item, as soon as it is final: the user input
-//! when the turn starts (with the project's instructions right after it when
-//! they changed), each assistant block when the model finishes it
+//! when the turn starts (with the project's instructions and the
+//! environment right after it when they changed), each assistant block when the model finishes it
 //! (`assembly.rs`), each step's approval requests and policy decisions
 //! before any of its calls runs, each tool result as soon as it is known
 //! (`tool_step.rs`), `turn_end` last — with the error that ended it, so the
@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::assembly::{self, ReplyEnd};
 use super::checkpoint;
 use super::compaction;
+use super::environment;
 use super::hooks;
 use super::instructions;
 use super::job::{commit, JobEnv, QueuedRun};
@@ -103,8 +104,10 @@ pub async fn run_turn(
     let instructions = instructions::current(&env.workspace)
         .await
         .update_for(conversation);
+    let environment = environment::current(env).await.update_for(conversation);
     let instructions: Vec<LogEntry> = instructions
         .into_iter()
+        .chain(environment)
         .chain(hooks::context_entry(env))
         .collect();
     let early = match commit_input(env, conversation, input, instructions).await {
@@ -341,9 +344,18 @@ async fn step_boundary(env: &JobEnv, conversation: &mut Conversation) -> Result<
             .await
             .map_err(|e| e.to_string())?;
     }
+    let job_notes = std::mem::take(&mut env.state.borrow_mut().job_notes);
+    commit_job_notes(env, conversation, job_notes)
+        .await
+        .map_err(|e| e.to_string())?;
     hooks::commit_context(env, conversation)
         .await
         .map_err(|e| e.to_string())?;
+    if let Some(entry) = environment::current(env).await.update_for(conversation) {
+        commit(env, conversation, entry)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
     rules::commit_revocations(env, conversation)
         .await
         .map_err(|e| e.to_string())?;
@@ -363,6 +375,26 @@ pub async fn commit_notifies(
         })
         .collect();
     commit(env, conversation, LogEntry::HookInjectedItems { items }).await
+}
+
+/// Commits the notes of background jobs that ended (source `job`), if any.
+pub async fn commit_job_notes(
+    env: &JobEnv,
+    conversation: &mut Conversation,
+    notes: Vec<String>,
+) -> Result<(), super::session_log::StorageError> {
+    if notes.is_empty() {
+        return Ok(());
+    }
+    let items = notes
+        .into_iter()
+        .map(|text| InjectedItem {
+            source: "job".into(),
+            text,
+        })
+        .collect();
+    commit(env, conversation, LogEntry::HookInjectedItems { items }).await?;
+    Ok(())
 }
 
 /// Records that the conversation runs on `model` of the pod's provider from

@@ -74,7 +74,16 @@ pub enum Control {
     },
     /// `rewind`: idle only.
     Rewind(Client, RewindRequest),
+    /// `list_jobs`.
+    ListJobs(Client),
+    /// `kill_job`.
+    KillJob(Client, u64),
 }
+
+/// A background job started or ended ([`crate::tools::jobs`]).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct JobChanged(pub crate::tools::jobs::JobEvent);
 
 /// A person's answer to an approval request.
 #[derive(Message)]
@@ -166,6 +175,20 @@ impl Worker {
             return;
         }
         let stopping = self.state().stopping.clone();
+        if stopping.is_some() {
+            let notes = self.env.toolbox.jobs().stop_all();
+            if !notes.is_empty() {
+                let env = self.env.clone();
+                self.running = Some(CancellationToken::new());
+                self.spawn(ctx, move |mut conversation| {
+                    Box::pin(async move {
+                        let _ = turn::commit_job_notes(&env, &mut conversation, notes).await;
+                        conversation
+                    })
+                });
+                return;
+            }
+        }
         if let Some(reason) = stopping {
             let broadcaster = self.env.broadcaster.clone();
             self.running = Some(CancellationToken::new());
@@ -191,7 +214,9 @@ impl Worker {
             let mut state = self.state();
             let notifies = std::mem::take(&mut state.notifies);
             let model = state.model_request.take();
-            let injected = !state.hook_context.is_empty() || !state.revocations.is_empty();
+            let injected = !state.hook_context.is_empty()
+                || !state.revocations.is_empty()
+                || !state.job_notes.is_empty();
             let compact = notifies.is_empty()
                 && model.is_none()
                 && !injected
@@ -214,6 +239,8 @@ impl Worker {
                     if let Some(model) = model {
                         let _ = turn::commit_model_change(&env, &mut conversation, model).await;
                     }
+                    let notes = std::mem::take(&mut env.state.borrow_mut().job_notes);
+                    let _ = turn::commit_job_notes(&env, &mut conversation, notes).await;
                     let _ = hooks::commit_context(&env, &mut conversation).await;
                     let _ = rules::commit_revocations(&env, &mut conversation).await;
                     conversation
@@ -459,6 +486,20 @@ impl Handler<Run> for Worker {
     }
 }
 
+impl Handler<JobChanged> for Worker {
+    type Result = ();
+
+    /// A start changes `status.jobs`; an end also leaves a note, committed
+    /// at the next step boundary or at once when idle.
+    fn handle(&mut self, msg: JobChanged, ctx: &mut Context<Self>) {
+        if let crate::tools::jobs::JobEvent::Ended(note) = msg.0 {
+            self.state().job_notes.push(note);
+            self.pump(ctx);
+        }
+        self.env.publish_status();
+    }
+}
+
 impl Handler<Notify> for Worker {
     type Result = ();
 
@@ -615,6 +656,14 @@ impl Handler<Control> for Worker {
                 rules: Some(rules::list(&self.env)),
                 ..Response::default()
             }),
+            Control::ListJobs(client) => client.respond(Response {
+                jobs: Some(self.env.toolbox.jobs().list()),
+                ..Response::default()
+            }),
+            Control::KillJob(client, job) => match self.env.toolbox.jobs().kill(job) {
+                Ok(()) => client.ack(),
+                Err(message) => client.error(crate::protocol::ErrorCode::JobNotFound, message),
+            },
             Control::RevokeRule {
                 client,
                 rule,

@@ -291,6 +291,9 @@ pub struct Status {
     /// The running turn, so a client that reconnects knows whose it is.
     #[serde(default)]
     pub turn: Option<TurnRef>,
+    /// How many background jobs run now.
+    #[serde(default)]
+    pub jobs: usize,
 }
 
 /// Where `status.context_tokens` comes from: the usage the server reported
@@ -412,6 +415,8 @@ pub enum ErrorCode {
     Forbidden,
     /// A `user_prompt_submit` hook refused the run (exit 2); nothing was committed.
     BlockedByHook,
+    /// `kill_job` for a job this pod does not know.
+    JobNotFound,
     /// `rewind`/`get_diff`/`get_file`: no such checkpoint in this conversation.
     CheckpointNotFound,
     /// `rewind` with files while background jobs run (and no `kill_jobs`).
@@ -516,6 +521,23 @@ pub struct Response {
     /// `list_tokens`: every token, oldest first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<Vec<TokenInfo>>,
+    /// `list_jobs`: every background job of this pod, in start order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<Vec<JobInfo>>,
+}
+
+/// One background job, as `list_jobs` describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct JobInfo {
+    /// Its id: unique per pod name across restarts, in start order.
+    pub job: u64,
+    pub command: String,
+    /// RFC 3339.
+    pub started_at: String,
+    pub running: bool,
+    /// How it ended: an exit code, or the signal that killed it.
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
 }
 
 /// One completion with what a menu shows beside it.
@@ -556,6 +578,29 @@ pub struct SessionInfo {
     pub compacted_from: Option<Uuid>,
     pub forked_from: Option<ForkPoint>,
     pub current: bool,
+}
+
+impl SessionInfo {
+    /// The title to show for this session among `all`: its own, else — for
+    /// a session compacted from another, which starts with a summary and
+    /// no user input — the title of the conversation it continues, marked
+    /// `(compacted)`. `None` when neither has one.
+    pub fn shown_title(&self, all: &[SessionInfo]) -> Option<String> {
+        if let Some(title) = &self.title {
+            return Some(title.clone());
+        }
+        let mut from = self.compacted_from;
+        // A chain is at most as long as the list; a cycle (a hand-edited
+        // log) must not loop.
+        for _ in 0..all.len() {
+            let earlier = all.iter().find(|s| Some(s.session_id) == from)?;
+            if let Some(title) = &earlier.title {
+                return Some(format!("(compacted) {title}"));
+            }
+            from = earlier.compacted_from;
+        }
+        None
+    }
 }
 
 impl Event {
@@ -682,7 +727,7 @@ mod tests {
                         "listen":{"address":"127.0.0.1:7878","tls":true}},
             "status":{"state":"waiting","queued":0,"pending_approvals":["c1"],"approval":"ask",
                       "model":"offline","context_tokens":1200,"context_source":"usage","context_window":128000,
-                      "turn":{"turn_id":"t1","request_id":null}},"session_id":id,
+                      "turn":{"turn_id":"t1","request_id":null},"jobs":2},"session_id":id,
             "entries":[{"seq":0,"entry":{"kind":"session_start","session_id":id,
                 "created_at":"2026-11-30T00:00:00.000Z","compacted_from":null,"forked_from":null,
                 "provider":"offline","model":"offline"}}],
@@ -698,7 +743,7 @@ mod tests {
         round_trip(json!({"type":"usage","input_tokens":1,"output_tokens":2}));
         round_trip(json!({"type":"status","state":"compacting","queued":2,
             "pending_approvals":[],"approval":"auto","model":"m","context_tokens":0,"context_source":"estimate",
-            "context_window":0,"turn":null}));
+            "context_window":0,"turn":null,"jobs":1}));
         round_trip(json!({"type":"tool_output_delta","call_id":"c","text":"tick 1\n"}));
         round_trip(
             json!({"type":"retry","attempt":1,"max_attempts":4,"delay_ms":500,

@@ -142,6 +142,12 @@ pub enum Method {
     RevokeToken {
         id: String,
     },
+    /// The pod's background jobs, ended ones included (a read method).
+    ListJobs,
+    /// Kills one background job's whole process group.
+    KillJob {
+        job: u64,
+    },
 }
 
 impl Method {
@@ -156,6 +162,7 @@ impl Method {
                 | Method::ListSessions
                 | Method::ListCompletions { .. }
                 | Method::ListRules
+                | Method::ListJobs
                 | Method::GetDiff { .. }
                 | Method::GetFile { .. }
                 | Method::GetBlob { .. }
@@ -211,6 +218,8 @@ const METHOD_TYPES: &[&str] = &[
     "issue_token",
     "issue_pairing",
     "list_tokens",
+    "list_jobs",
+    "kill_job",
     "revoke_token",
 ];
 

@@ -16,9 +16,9 @@ pub use entry::{
 };
 pub use event::{
     AccessLevel, AccessReason, ApprovalMode, CompactReason, CompletionItem, ContextSource,
-    ErrorCode, Event, Greeting, Level, ListenInfo, McpServerInfo, McpState, PodState, Response,
-    RuleInfo, SandboxInfo, SandboxMode, SessionInfo, Snapshot, Status, SwitchReason, TokenInfo,
-    TurnRef, PROTOCOL_VERSION,
+    ErrorCode, Event, Greeting, JobInfo, Level, ListenInfo, McpServerInfo, McpState, PodState,
+    Response, RuleInfo, SandboxInfo, SandboxMode, SessionInfo, Snapshot, Status, SwitchReason,
+    TokenInfo, TurnRef, PROTOCOL_VERSION,
 };
 pub use in_flight::InFlight;
 pub use limits::{json_depth, MAX_JSON_DEPTH};

@@ -56,7 +56,8 @@ pub fn spec(limits: &ToolLimits) -> ToolSpec {
             "type": "object",
             "properties": {
                 "command": {"type": "string", "description": "The command line, run by `bash -c`."},
-                "timeout_secs": {"type": "integer", "minimum": 1, "description": "Kill the command after this many seconds (capped by the pod's limit)."}
+                "timeout_secs": {"type": "integer", "minimum": 1, "description": "Kill the command after this many seconds (capped by the pod's limit)."},
+                "background": {"type": "boolean", "description": "Start it as a background job that outlives this call (a server, a watcher): the call returns at once with the job's id; read its output with job_output, stop it with job_kill."}
             },
             "required": ["command"],
             "additionalProperties": false
@@ -66,8 +67,11 @@ pub fn spec(limits: &ToolLimits) -> ToolSpec {
 
 #[derive(Debug, Deserialize)]
 pub struct BashArgs {
-    command: String,
+    pub(super) command: String,
     timeout_secs: Option<u64>,
+    /// Start it as a background job ([`super::jobs`]) instead.
+    #[serde(default)]
+    pub(super) background: bool,
 }
 
 /// Kills the command's process group when told to, or when dropped: if the

@@ -8,7 +8,10 @@
 
 mod bash;
 mod cap;
+pub mod fetch;
 mod fs;
+pub mod jobs;
+pub mod plan;
 pub mod process;
 pub mod reaper;
 mod sandbox;
@@ -43,6 +46,10 @@ pub struct ToolLimits {
     pub output_cap_bytes: usize,
     /// How `bash` commands are confined (and whether file edits are allowed).
     pub sandbox: SandboxPolicy,
+    /// Background jobs that may run at once (`--max-jobs`).
+    pub max_jobs: usize,
+    /// `--fetch-private`: `web_fetch` may reach this machine and private networks.
+    pub fetch_private: bool,
 }
 
 impl Default for ToolLimits {
@@ -51,6 +58,8 @@ impl Default for ToolLimits {
             bash_timeout: Duration::from_secs(120),
             output_cap_bytes: 32 * 1024,
             sandbox: SandboxPolicy::default(),
+            max_jobs: 8,
+            fetch_private: false,
         }
     }
 }
@@ -90,6 +99,8 @@ pub struct Toolbox {
     sandbox: Sandbox,
     /// The MCP servers' tools (`mcp__SERVER__TOOL`), if any are configured.
     mcp: Option<McpRegistry>,
+    /// Background jobs (`bash` with `background: true`).
+    jobs: jobs::Jobs,
 }
 
 /// A tool that does blocking file-system work, run on the blocking pool so a
@@ -101,12 +112,26 @@ impl Toolbox {
     /// Also measures what this kernel enforces of the sandbox policy, once.
     pub fn new(workspace: Workspace, limits: ToolLimits) -> Self {
         let sandbox = Sandbox::new(limits.sandbox, workspace.root());
+        let jobs = jobs::Jobs::new(None, limits.max_jobs, None);
         Self {
             workspace,
             limits,
             sandbox,
             mcp: None,
+            jobs,
         }
+    }
+
+    /// Uses this job registry (recorded in the pod's `.jobs` file, telling
+    /// the worker of each start and end) instead of an unrecorded one.
+    pub fn with_jobs(mut self, jobs: jobs::Jobs) -> Self {
+        self.jobs = jobs;
+        self
+    }
+
+    /// The background jobs.
+    pub fn jobs(&self) -> &jobs::Jobs {
+        &self.jobs
     }
 
     /// Also offers the tools of these MCP servers.
@@ -138,6 +163,10 @@ impl Toolbox {
             fs::write_file_spec(),
             fs::edit_file_spec(),
             bash::spec(&self.limits),
+            jobs::output_spec(),
+            jobs::kill_spec(),
+            plan::spec(),
+            fetch::spec(),
         ];
         if let Some(mcp) = &self.mcp {
             specs.extend(mcp.specs());
@@ -163,6 +192,21 @@ impl Toolbox {
             search::GLOB => fits::<search::GlobArgs>(name, arguments),
             search::GREP => fits::<search::GrepArgs>(name, arguments),
             bash::BASH => fits::<bash::BashArgs>(name, arguments),
+            jobs::JOB_OUTPUT | jobs::JOB_KILL => fits::<jobs::JobArgs>(name, arguments),
+            plan::UPDATE_PLAN => fits::<plan::PlanArgs>(name, arguments),
+            fetch::WEB_FETCH => {
+                let args = parse_args::<fetch::FetchArgs>(name, arguments)?;
+                if !self.sandbox.info().network {
+                    return Err(ToolOutcome::error(
+                        "web_fetch is off: the pod runs with --sandbox-network off, which \
+                         allows no network access. Tell the user; they can restart the pod \
+                         with --sandbox-network on.",
+                    ));
+                }
+                fetch::check_url(&args.url)
+                    .map(drop)
+                    .map_err(|why| ToolOutcome::error(format!("web_fetch refused: {why}")))
+            }
             _ => Err(self.unknown(name)),
         }?;
         match arguments.get("path").and_then(Value::as_str) {
@@ -213,10 +257,35 @@ impl Toolbox {
             fs::EDIT_FILE => self.blocking(name, arguments, cancel, fs::edit_file).await,
             search::GLOB => self.blocking(name, arguments, cancel, search::glob).await,
             search::GREP => self.blocking(name, arguments, cancel, search::grep).await,
-            bash::BASH => match parse_args(name, arguments) {
+            bash::BASH => match parse_args::<bash::BashArgs>(name, arguments) {
+                Ok(args) if args.background => {
+                    self.jobs
+                        .start(&self.workspace, &self.sandbox, &args.command)
+                }
                 Ok(args) => {
                     let sandbox = &self.sandbox;
                     bash::run(&self.workspace, &self.limits, sandbox, args, cancel, output).await
+                }
+                Err(e) => e,
+            },
+            jobs::JOB_OUTPUT => match parse_args::<jobs::JobArgs>(name, arguments) {
+                Ok(args) => self.jobs.output(args.job),
+                Err(e) => e,
+            },
+            jobs::JOB_KILL => match parse_args::<jobs::JobArgs>(name, arguments) {
+                Ok(args) => self.jobs.kill_tool(args.job),
+                Err(e) => e,
+            },
+            plan::UPDATE_PLAN => match parse_args::<plan::PlanArgs>(name, arguments) {
+                Ok(args) => plan::update(&args),
+                Err(e) => e,
+            },
+            fetch::WEB_FETCH => match parse_args::<fetch::FetchArgs>(name, arguments) {
+                Ok(args) => {
+                    let policy = fetch::FetchPolicy {
+                        allow_private: self.limits.fetch_private,
+                    };
+                    fetch::run(args, policy, cancel).await
                 }
                 Err(e) => e,
             },

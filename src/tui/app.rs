@@ -15,7 +15,7 @@ use super::connection::{ConnEvent, ConnectionState, Outgoing};
 use super::conversation::{Applied, Conversation, PendingApproval};
 use super::layout_cache::LayoutCache;
 use super::notify::{Notifier, NotifyMode};
-use super::overlay::{self, Overlay, SessionPicker};
+use super::overlay::{self, Overlay, RewindPicker, SessionPicker};
 use super::viewport::Viewport;
 use crate::protocol::{
     CompletionKind, ErrorCode, Event, Greeting, Level, LogEntry, Method, PodState, Request,
@@ -28,6 +28,8 @@ mod command;
 
 /// Two Ctrl+C within this long quit.
 const DOUBLE_CTRL_C: Duration = Duration::from_secs(1);
+/// How soon a second Esc must follow the first to open the rewind picker.
+const DOUBLE_ESC: Duration = Duration::from_secs(1);
 const SPINNER_STEP: Duration = Duration::from_millis(80);
 const WHEEL_ROWS: usize = 3;
 /// Keys closer together than this are one burst of typing: a burst that
@@ -68,10 +70,13 @@ pub struct App {
     /// as its snapshot arrives.
     fork_after_resume: Option<String>,
     pub(crate) now: Instant,
+    /// Whether the plan shows as a checklist (else one line); Ctrl+T.
+    pub(crate) plan_expanded: bool,
     /// Size of the conversation area at the last draw, for paging.
     pub(crate) view_size: (u16, u16),
     last_spin: Instant,
     last_ctrl_c: Option<Instant>,
+    last_esc: Option<Instant>,
     outbox: Vec<Outgoing>,
     quit: bool,
     dirty: bool,
@@ -132,6 +137,8 @@ impl App {
             view_size: (80, 20),
             last_spin: now,
             last_ctrl_c: None,
+            plan_expanded: true,
+            last_esc: None,
             outbox: Vec::new(),
             quit: false,
             dirty: true,
@@ -552,6 +559,14 @@ impl App {
                             self.overlay = None;
                             self.fork(id);
                         }
+                        overlay::Action::Rewind {
+                            seq,
+                            files,
+                            conversation,
+                        } => {
+                            self.overlay = None;
+                            self.send(crate::tui::checkpoints::rewind(seq, files, conversation));
+                        }
                     }
                 }
             }
@@ -591,6 +606,7 @@ impl App {
             KeyCode::Char('c') if ctrl => self.ctrl_c(),
             KeyCode::Char('d') if ctrl => self.quit = true,
             KeyCode::Char('o') if ctrl => self.conversation.toggle_block(),
+            KeyCode::Char('t') if ctrl => self.plan_expanded = !self.plan_expanded,
             KeyCode::Char('j') if ctrl => self.composer.insert_newline(),
             KeyCode::Char('a') if ctrl => self.composer.line_start(),
             KeyCode::Char('e') if ctrl => self.composer.line_end(),
@@ -623,6 +639,7 @@ impl App {
             }
             KeyCode::Esc if self.composer.completion_open() => self.composer.dismiss_completion(),
             KeyCode::Esc if self.composer.is_empty() && !self.queued.is_empty() => self.take_back(),
+            KeyCode::Esc if self.composer.is_empty() && !self.busy() => self.esc_while_idle(),
             KeyCode::Esc => self.cancel(),
             KeyCode::Up | KeyCode::Down if alt => self.select_block(key.code == KeyCode::Up),
             KeyCode::Up | KeyCode::Down if self.composer.completion_open() => {
@@ -714,6 +731,23 @@ impl App {
         if self.busy() {
             self.send(Method::Cancel { run: None });
         }
+    }
+
+    /// Esc on an empty composer with nothing running: a second one soon
+    /// after opens the rewind picker (the first says so).
+    fn esc_while_idle(&mut self) {
+        if self
+            .last_esc
+            .is_some_and(|t| self.now.duration_since(t) <= DOUBLE_ESC)
+        {
+            self.last_esc = None;
+            self.overlay = Some(Overlay::Rewind(RewindPicker::new(
+                &self.conversation.inputs,
+            )));
+            return;
+        }
+        self.last_esc = Some(self.now);
+        self.flash = Some("Esc again to rewind to an earlier message".into());
     }
 
     fn ctrl_c(&mut self) {

@@ -7,12 +7,18 @@ use crate::protocol::{FileChange, Method, Response};
 
 /// `/undo`: files and conversation back to before the message at `seq`.
 pub fn undo(seq: u64) -> Method {
+    rewind(seq, true, true)
+}
+
+/// Back to just before the message at `seq`: its files, its conversation,
+/// or both (the rewind picker's choice).
+pub fn rewind(seq: u64, files: bool, conversation: bool) -> Method {
     Method::Rewind {
         before_seq: Some(seq),
         session_id: None,
         checkpoint: None,
-        files: Some(true),
-        conversation: Some(true),
+        files: Some(files),
+        conversation: Some(conversation),
         force: None,
         kill_jobs: None,
     }

@@ -19,8 +19,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::protocol::{
-    AssistantItem, CheckpointReason, DecidedBy, Decision, Event, ForkPoint, InFlight, Level,
-    LogEntry, LogLine, Scope, Segment, Snapshot, SwitchReason, TurnEndReason, TurnError,
+    AssistantItem, CheckpointReason, DecidedBy, Decision, ErrorCode, Event, ForkPoint, InFlight,
+    Level, LogEntry, LogLine, Scope, Segment, Snapshot, SwitchReason, TurnEndReason, TurnError,
 };
 
 /// Lines of a running tool's output shown under its call.
@@ -32,6 +32,38 @@ pub const OUTPUT_TAIL_LINES: usize = 4;
 pub struct Block {
     pub rev: u64,
     pub kind: BlockKind,
+}
+
+/// A user message of the session, as the rewind picker lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputMark {
+    pub seq: u64,
+    /// Its text on one line (attachments left out).
+    pub text: String,
+    /// What its turn changed in the files (`2 files changed, +3 −1`), if
+    /// anything.
+    pub changes: Option<String>,
+}
+
+impl InputMark {
+    fn of(seq: u64, segments: &[Segment]) -> Self {
+        let text: Vec<&str> = segments
+            .iter()
+            .filter_map(|s| match s.view() {
+                crate::protocol::SegmentView::Text { text } => Some(text),
+                _ => None,
+            })
+            .collect();
+        Self {
+            seq,
+            text: text
+                .join(" ")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" "),
+            changes: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -174,6 +206,9 @@ pub struct Conversation {
     last_seq: Option<u64>,
     /// The seq of the session's last user input (what `/undo` rewinds to).
     pub last_input_seq: Option<u64>,
+    /// The session's user messages, oldest first: what the rewind picker
+    /// (Esc Esc) offers.
+    pub inputs: Vec<InputMark>,
     /// The last turn that changed files: its turn_start and turn_end
     /// checkpoints (what `/diff` shows).
     pub last_changed: Option<(String, Option<String>)>,
@@ -373,6 +408,7 @@ impl Conversation {
         self.workspace = Some(snapshot.greeting.workspace.clone().into());
         self.last_seq = None;
         self.last_input_seq = None;
+        self.inputs.clear();
         self.last_changed = None;
         let switch = self.switch.take();
         for LogLine { seq, entry } in &snapshot.entries {
@@ -480,6 +516,13 @@ impl Conversation {
                 source,
                 message,
             } => self.push_notice(*level, format!("[{source}] {message}")),
+            // The turn's `turn_end` tells a failed model call, live and in
+            // every later snapshot: the frame sent as it failed would say it
+            // twice.
+            Event::Error {
+                code: ErrorCode::ModelError,
+                ..
+            } => {}
             Event::Error { code, message, .. } => {
                 let code = serde_json::to_value(code)
                     .ok()
@@ -558,6 +601,9 @@ impl Conversation {
             }),
             LogEntry::UserInput { segments, .. } => {
                 self.last_input_seq = self.last_seq;
+                if let Some(seq) = self.last_seq {
+                    self.inputs.push(InputMark::of(seq, segments));
+                }
                 self.push(BlockKind::User {
                     segments: segments.clone(),
                 })
@@ -701,6 +747,9 @@ impl Conversation {
             } => {
                 if let Some((_, end)) = &mut self.last_changed {
                     *end = checkpoint.clone();
+                }
+                if let (Some(mark), false) = (self.inputs.last_mut(), changes.is_empty()) {
+                    mark.changes = Some(crate::checkpoint::notes::summary(changes));
                 }
                 if !changes.is_empty() {
                     self.push(BlockKind::Injected {

@@ -9,6 +9,7 @@
 //! - [`commands`]: the built-in `/` commands;
 //! - [`overlay`]: the screens drawn over the conversation (help, sessions);
 //! - [`approval`]: the approval panel's state and keys;
+//! - [`plan`]: the model's latest `update_plan` checklist;
 //! - [`app`]: keys, pod events and connection changes applied to them;
 //! - [`connection`]: the socket, with reconnect and backoff;
 //! - [`layout_cache`] and [`viewport`]: wrapped rows per block, and which
@@ -30,6 +31,7 @@ pub mod images;
 pub mod layout_cache;
 pub mod notify;
 pub mod overlay;
+pub mod plan;
 pub mod render;
 pub mod viewport;
 

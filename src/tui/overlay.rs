@@ -1,10 +1,11 @@
 //! Screens drawn over the conversation that take the keys while they are
-//! open: the help, the session picker. Each says what a key did; the app
+//! open: the help, the session picker, the rewind picker. Each says what a key did; the app
 //! carries it out, so an overlay never talks to the pod itself.
 
 use crossterm::event::{KeyCode, KeyEvent};
 
 use crate::protocol::SessionInfo;
+use crate::tui::conversation::InputMark;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Overlay {
@@ -13,6 +14,17 @@ pub enum Overlay {
         scroll: usize,
     },
     Sessions(SessionPicker),
+    Rewind(RewindPicker),
+}
+
+/// The session's user messages, newest first (Esc Esc): choose one, then
+/// what to take back to just before it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RewindPicker {
+    pub inputs: Vec<InputMark>,
+    pub selected: usize,
+    /// A message is chosen; the keys now pick files, conversation or both.
+    pub choosing: bool,
 }
 
 /// The earlier sessions, newest first, as `list_sessions` gave them.
@@ -32,6 +44,12 @@ pub enum Action {
     Resume(String),
     /// Make this session current, then fork it.
     Fork(String),
+    /// Rewind to just before the message at `seq`.
+    Rewind {
+        seq: u64,
+        files: bool,
+        conversation: bool,
+    },
 }
 
 impl Overlay {
@@ -52,19 +70,76 @@ impl Overlay {
                 Action::None
             }
             Overlay::Sessions(picker) => picker.on_key(key),
+            Overlay::Rewind(picker) => picker.on_key(key),
         }
+    }
+}
+
+/// Moves a list's selection (of `n` rows) for ↑, ↓, Home and End; `false`
+/// for any other key.
+fn move_selection(selected: &mut usize, n: usize, code: KeyCode) -> bool {
+    match code {
+        KeyCode::Up => *selected = selected.saturating_sub(1),
+        KeyCode::Down => *selected = (*selected + 1).min(n.saturating_sub(1)),
+        KeyCode::Home => *selected = 0,
+        KeyCode::End => *selected = n.saturating_sub(1),
+        _ => return false,
+    }
+    true
+}
+
+impl RewindPicker {
+    /// The picker over `inputs` (oldest first, as the conversation keeps
+    /// them), showing the newest first.
+    pub fn new(inputs: &[InputMark]) -> Self {
+        Self {
+            inputs: inputs.iter().rev().cloned().collect(),
+            selected: 0,
+            choosing: false,
+        }
+    }
+
+    fn on_key(&mut self, key: KeyEvent) -> Action {
+        let n = self.inputs.len();
+        if self.choosing {
+            let (files, conversation) = match key.code {
+                KeyCode::Char('f') => (true, false),
+                KeyCode::Char('c') => (false, true),
+                KeyCode::Char('b') | KeyCode::Enter => (true, true),
+                KeyCode::Esc => {
+                    self.choosing = false;
+                    return Action::None;
+                }
+                _ => return Action::None,
+            };
+            return match self.inputs.get(self.selected) {
+                Some(mark) => Action::Rewind {
+                    seq: mark.seq,
+                    files,
+                    conversation,
+                },
+                None => Action::Close,
+            };
+        }
+        if move_selection(&mut self.selected, n, key.code) {
+            return Action::None;
+        }
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('q') => return Action::Close,
+            KeyCode::Enter if n > 0 => self.choosing = true,
+            _ => {}
+        }
+        Action::None
     }
 }
 
 impl SessionPicker {
     fn on_key(&mut self, key: KeyEvent) -> Action {
-        let n = self.sessions.len();
+        if move_selection(&mut self.selected, self.sessions.len(), key.code) {
+            return Action::None;
+        }
         match key.code {
             KeyCode::Esc | KeyCode::Char('q') => return Action::Close,
-            KeyCode::Up => self.selected = self.selected.saturating_sub(1),
-            KeyCode::Down if n > 0 => self.selected = (self.selected + 1).min(n - 1),
-            KeyCode::Home => self.selected = 0,
-            KeyCode::End => self.selected = n.saturating_sub(1),
             KeyCode::Enter | KeyCode::Char('f') => {
                 let Some(s) = self.sessions.get(self.selected) else {
                     return Action::Close;

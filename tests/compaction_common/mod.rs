@@ -70,11 +70,26 @@ pub fn session_files(pod: &Pod) -> usize {
         .count()
 }
 
+/// An entry's kind, the pod's environment entry named `environment`.
+pub fn kind_of(entry: &Value) -> String {
+    match entry["kind"].as_str().unwrap() {
+        "hook_injected_items" if entry["items"][0]["source"] == "environment" => {
+            "environment".into()
+        }
+        kind => kind.into(),
+    }
+}
+
+/// Reads up to the environment entry, the last of those a compaction (or
+/// a session's first turn) commits at its start.
+pub fn until_environment(client: &mut Client) -> Value {
+    client.until_with("the environment entry", |f| {
+        f["type"] == "entry" && kind_of(&f["entry"]) == "environment"
+    })
+}
+
 pub fn kinds(lines: &[Value]) -> Vec<String> {
-    lines
-        .iter()
-        .map(|l| l["entry"]["kind"].as_str().unwrap().to_owned())
-        .collect()
+    lines.iter().map(|l| kind_of(&l["entry"])).collect()
 }
 
 /// The frames a client received, minus streaming hints and status, as short
@@ -99,7 +114,7 @@ pub fn trace(client: &Client, labels: &[(&str, &str)]) -> Vec<String> {
                     "{}#{} {}",
                     name(&f["session_id"]),
                     f["seq"],
-                    f["entry"]["kind"].as_str().unwrap()
+                    kind_of(&f["entry"])
                 ),
                 "compact_start" => format!("compact_start {}", f["reason"].as_str().unwrap()),
                 "compact_done" => format!("compact_done {}", name(&f["new_session_id"])),

@@ -15,7 +15,8 @@ use serde_json::Value;
 pub const POD: &str = env!("CARGO_BIN_EXE_pod");
 
 /// Log lines as their entries' kinds, an assistant block as
-/// `assistant:TYPE`: the shape of a turn, for comparing logs.
+/// `assistant:TYPE` and the pod's environment entry as `environment`: the
+/// shape of a turn, for comparing logs.
 pub fn kinds(log: &[Value]) -> Vec<String> {
     log.iter()
         .map(|l| {
@@ -24,10 +25,24 @@ pub fn kinds(log: &[Value]) -> Vec<String> {
                 "assistant_items" => {
                     format!("assistant:{}", entry["items"][0]["type"].as_str().unwrap())
                 }
+                "hook_injected_items" if entry["items"][0]["source"] == "environment" => {
+                    "environment".to_owned()
+                }
                 kind => kind.to_owned(),
             }
         })
         .collect()
+}
+
+/// The log line of the first entry of `kind` (`assistant:TYPE` and
+/// `environment` as [`kinds`] names them): tests find entries by what they
+/// are, not by where they happen to fall.
+pub fn first_of<'a>(log: &'a [Value], kind: &str) -> &'a Value {
+    let at = kinds(log)
+        .iter()
+        .position(|k| k == kind)
+        .unwrap_or_else(|| panic!("no {kind} entry in {:?}", kinds(log)));
+    &log[at]
 }
 
 /// A running `pod serve`, killed on drop.

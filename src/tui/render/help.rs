@@ -37,6 +37,10 @@ const KEYS: &[(&str, &str)] = &[
         "close the menu or this screen; on an empty input box, take back your last queued message; else cancel the running turn",
     ),
     (
+        "Esc Esc",
+        "on an empty input box while idle: rewind files, conversation or both to before an earlier message",
+    ),
+    (
         "Shift+Tab",
         "next approval mode: ask → edits → auto → read-only",
     ),
@@ -62,6 +66,7 @@ const KEYS: &[(&str, &str)] = &[
         "Ctrl+O",
         "expand or collapse the selected block (the last one if none is)",
     ),
+    ("Ctrl+T", "show the model's plan as a checklist, or as one line"),
     ("?", "this help (on an empty input box)"),
 ];
 

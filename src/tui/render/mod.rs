@@ -1,7 +1,8 @@
 //! Drawing: the frame's layout, and the look of each part.
 //!
 //! The screen is, top to bottom: the conversation (or an overlay such as
-//! the help, in its place), this client's queued messages, a rule (with
+//! the help, in its place), the model's plan and this client's queued
+//! messages, a rule (with
 //! the sandbox and the workspace), the composer — or the approval panel in
 //! its place while a tool call waits — and the status bar. On a terminal
 //! too small for all of them the status bar goes last, then the rule, then
@@ -15,6 +16,7 @@ pub mod help;
 mod highlight;
 pub use highlight::preload as preload_highlighting;
 pub mod markdown;
+mod rewind;
 mod sessions;
 mod status;
 mod table;
@@ -48,7 +50,13 @@ pub fn draw(frame: &mut Frame<'_>, app: &mut App) {
     let bottom_height = draw_bottom(frame, app, area, free);
     free -= bottom_height;
     let rule_height = u16::from(free >= 2);
-    let queued = queued_lines(app, area.width);
+    let mut queued = queued_lines(app, area.width);
+    // The plan sits right above the queued messages, as part of that band.
+    if let Some(items) = super::plan::latest(&app.conversation) {
+        let mut plan = super::plan::lines(&items, app.plan_expanded, area.width);
+        plan.append(&mut queued);
+        queued = plan;
+    }
     let queued_height = u16::try_from(queued.len())
         .unwrap_or(0)
         .min(free.saturating_sub(rule_height + 1));
@@ -65,6 +73,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &mut App) {
             Some(Overlay::Sessions(picker)) => {
                 sessions::draw(frame, view, picker, std::time::SystemTime::now());
             }
+            Some(Overlay::Rewind(picker)) => rewind::draw(frame, view, picker),
             None => {
                 let mut rows = app.cache.rows(&app.conversation, view.width);
                 let lines = app.viewport.visible(&mut rows, usize::from(view.height));

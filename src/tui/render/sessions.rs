@@ -46,7 +46,8 @@ fn about(s: &SessionInfo, now: SystemTime) -> String {
     parts.join(" · ")
 }
 
-fn cut(text: &str, width: usize) -> String {
+/// `text` cut to `width` columns, with `…` where it was cut.
+pub(super) fn cut(text: &str, width: usize) -> String {
     if text.width() <= width {
         return text.to_owned();
     }
@@ -78,31 +79,46 @@ pub fn lines(picker: &SessionPicker, width: u16, now: SystemTime) -> (Vec<Line<'
     for (i, s) in picker.sessions.iter().enumerate() {
         let id: String = s.session_id.to_string().chars().take(8).collect();
         let about = about(s, now);
-        let title = s.title.as_deref().unwrap_or("(no messages)");
+        let shown = s.shown_title(&picker.sessions);
+        let title = shown.as_deref().unwrap_or("(no messages)");
         let fixed = 2 + id.len() + 2 + 2 + about.width();
         let title = cut(title, width.saturating_sub(fixed).max(8));
         let row = format!("{} {id}  {title}  ", if s.current { "●" } else { " " });
-        let pad = width.saturating_sub(row.width() + about.width());
         if i == picker.selected {
             selected_row = out.len();
-            out.push(Line::styled(
-                format!("{row}{}{about}", " ".repeat(pad)),
-                SELECTED,
-            ));
-        } else {
-            out.push(Line::from(vec![
-                Span::raw(row),
-                Span::raw(" ".repeat(pad)),
-                Span::styled(about, DIM),
-            ]));
         }
+        out.push(row_line(row, about, width, i == picker.selected));
     }
     (out, selected_row)
 }
 
+/// A picker's row: `row` on the left, `about` dimmed at the right edge of
+/// `width`, the whole row highlighted when selected.
+pub(super) fn row_line(row: String, about: String, width: usize, selected: bool) -> Line<'static> {
+    let pad = " ".repeat(width.saturating_sub(row.width() + about.width()));
+    if selected {
+        Line::styled(format!("{row}{pad}{about}"), SELECTED)
+    } else {
+        Line::from(vec![
+            Span::raw(row),
+            Span::raw(pad),
+            Span::styled(about, DIM),
+        ])
+    }
+}
+
 /// Draws the picker over `area`, scrolled to keep the selection in view.
 pub fn draw(frame: &mut Frame<'_>, area: Rect, picker: &SessionPicker, now: SystemTime) {
-    let (lines, selected) = lines(picker, area.width, now);
+    draw_rows(frame, area, lines(picker, area.width, now));
+}
+
+/// Draws a picker's rows over `area`, scrolled to keep the selected row
+/// (the second of the pair) in view.
+pub(super) fn draw_rows(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    (lines, selected): (Vec<Line<'static>>, usize),
+) {
     let height = usize::from(area.height);
     let skip = (selected + 1).saturating_sub(height);
     let visible: Vec<Line<'static>> = lines.into_iter().skip(skip).take(height).collect();

@@ -58,6 +58,12 @@ pub fn status_line(app: &App) -> Line<'static> {
             _ => BAR.fg(Color::Yellow),
         };
         part(state, style);
+        // Background jobs keep running after their turn: say so (`/jobs` lists them).
+        match status.jobs {
+            0 => {}
+            1 => part("1 job running".into(), BAR.fg(Color::Cyan)),
+            n => part(format!("{n} jobs running"), BAR.fg(Color::Cyan)),
+        }
     }
     let (text, color) = match app.connection {
         ConnectionState::Connecting => ("connecting…".to_owned(), Color::Yellow),

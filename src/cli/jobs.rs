@@ -1,0 +1,96 @@
+//! `pod jobs` and `pod jobs kill JOB`: the pod's background jobs
+//! (`list_jobs`, `kill_job`).
+
+use std::process::ExitCode;
+
+use crate::protocol::{JobInfo, Method, Request};
+use crate::safe_text;
+
+use super::args::JobsAction;
+use super::connect::{connect, exit, snapshot};
+use super::rules::ask;
+use super::Paths;
+
+pub fn run(paths: &Paths, action: Option<JobsAction>) -> anyhow::Result<ExitCode> {
+    super::runtime()?.block_on(async {
+        let (mut events, mut sink) = match connect(&paths.endpoint).await? {
+            Ok(connection) => connection,
+            Err(code) => return Ok(code),
+        };
+        snapshot(&mut events, &paths.endpoint).await?;
+        let answer = match action {
+            None => ask(&mut events, &mut sink, Method::ListJobs)
+                .await?
+                .map(|response| table(&response.jobs.unwrap_or_default())),
+            Some(JobsAction::Kill { job }) => {
+                sink.send(&Request::new(Method::Hello {
+                    client: "pod jobs".into(),
+                }))
+                .await?;
+                ask(&mut events, &mut sink, Method::KillJob { job })
+                    .await?
+                    .map(|_| format!("killed job {job}\n"))
+            }
+        };
+        match answer {
+            Ok(text) => {
+                print!("{text}");
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(why) => {
+                eprintln!("pod: {why}");
+                Ok(ExitCode::from(exit::FAILED))
+            }
+        }
+    })
+}
+
+/// One line per job: id, state, start time, command.
+fn table(jobs: &[JobInfo]) -> String {
+    if jobs.is_empty() {
+        return "no background jobs\n".into();
+    }
+    jobs.iter()
+        .map(|job| {
+            let state = match (job.running, job.exit_code, job.signal) {
+                (true, _, _) => "running".to_owned(),
+                (false, Some(code), _) => format!("exit {code}"),
+                (false, None, Some(signal)) => format!("signal {signal}"),
+                (false, None, None) => "ended".to_owned(),
+            };
+            format!(
+                "{:>4}  {state:<10}  {}  {}\n",
+                job.job,
+                job.started_at,
+                safe_text::line(&job.command)
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_job_on_a_line_with_its_state_and_a_safe_command() {
+        let job = |job, running, exit_code, command: &str| JobInfo {
+            job,
+            command: command.into(),
+            started_at: "2026-01-02T03:04:05Z".into(),
+            running,
+            exit_code,
+            signal: None,
+        };
+        let text = table(&[
+            job(1, true, None, "python3 -m http.server"),
+            job(2, false, Some(1), "x\u{1b}[2K"),
+        ]);
+        assert_eq!(
+            text,
+            "   1  running     2026-01-02T03:04:05Z  python3 -m http.server\n   2  exit 1      \
+             2026-01-02T03:04:05Z  x\\e[2K\n"
+        );
+        assert_eq!(table(&[]), "no background jobs\n");
+    }
+}
