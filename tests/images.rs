@@ -91,8 +91,11 @@ fn openai_gets_an_image_url_part_in_its_place_among_the_text() {
     let end = c.until_entry("turn_end");
     assert_eq!(end["entry"]["reason"], "completed", "{end}");
     let body = server.requests()[0].json();
+    // The pod's own note on the environment may follow, as a text part.
+    let mut user = last_user(&body);
+    user["content"].as_array_mut().unwrap().truncate(3);
     assert_eq!(
-        last_user(&body),
+        user,
         json!({"role":"user","content":[
             {"type":"text","text":"what is\n"},
             {"type":"image_url","image_url":{"url":format!("data:image/png;base64,{}", b64(&bytes))}},
@@ -164,8 +167,8 @@ fn only_the_last_max_context_images_are_sent_and_a_gone_blob_is_a_placeholder() 
         .collect();
     let first_id = first.as_str().unwrap();
     assert_eq!(
-        users[0]["content"],
-        json!([{"type":"text","text":format!("[image: one.png 10×20 {first_id}]")}])
+        users[0]["content"][0],
+        json!({"type":"text","text":format!("[image: one.png 10×20 {first_id}]")})
     );
     assert_eq!(users[1]["content"][0]["type"], "image_url");
 
