@@ -13,12 +13,13 @@ use std::collections::HashMap;
 
 use uuid::Uuid;
 
-use crate::input::{self, Resolvers};
+use crate::input::{self, Flattened, Resolvers};
 use crate::protocol::{
     AssistantItem, CheckpointReason, Decision, InjectedItem, LogEntry, ToolResult, TurnRef,
 };
 use crate::provider::{
-    CacheRef, ChatMessage, MessageSource, ModelRequest, Span, ToolSpec, WireCache,
+    CacheRef, ChatMessage, ImageSlot, MessageSource, ModelRequest, Span, ToolSpec, UserPart,
+    WireCache,
 };
 use crate::workspace::Workspace;
 
@@ -27,8 +28,9 @@ pub struct Conversation {
     entries: Vec<LogEntry>,
     /// The model of the latest `model_change`, which requests name.
     model: Option<String>,
-    /// Flattened model text of each `user_input`, by index into `entries`.
-    flattened: HashMap<usize, String>,
+    /// Flattened model text (and images) of each `user_input`, by index
+    /// into `entries`.
+    flattened: HashMap<usize, Flattened>,
     /// Entries before this index have their inputs in `flattened`.
     flattened_upto: usize,
     /// Tokens of the context at the last model call, as the provider counted
@@ -289,7 +291,7 @@ impl Conversation {
     pub fn with_pending<R>(
         &mut self,
         pending: &[LogEntry],
-        read: Vec<(usize, String)>,
+        read: Vec<(usize, Flattened)>,
         workspace: &Workspace,
         resolvers: &Resolvers,
         f: impl FnOnce(Prepared<'_>) -> R,
@@ -316,17 +318,17 @@ impl Conversation {
     pub fn inputs_to_read(
         &self,
         pending: &[LogEntry],
-    ) -> Vec<(usize, Vec<crate::protocol::Segment>)> {
+    ) -> Vec<(usize, Vec<crate::protocol::Segment>, input::Resolved)> {
         let len = self.entries.len();
         let logged = self.entries.iter().enumerate().skip(self.flattened_upto);
         let pending = pending.iter().enumerate().map(|(i, e)| (len + i, e));
         logged
             .chain(pending)
             .filter_map(|(index, entry)| match entry {
-                LogEntry::UserInput { segments, .. }
-                    if !self.flattened.contains_key(&index) && input::reads_files(segments) =>
-                {
-                    Some((index, segments.clone()))
+                LogEntry::UserInput {
+                    segments, resolved, ..
+                } if !self.flattened.contains_key(&index) && input::reads_files(segments) => {
+                    Some((index, segments.clone(), resolved.clone()))
                 }
                 _ => None,
             })
@@ -336,7 +338,7 @@ impl Conversation {
     /// Takes the flattened text of inputs [`Conversation::inputs_to_read`]
     /// named. Text for an index past the entries is dropped: it belonged
     /// to pending entries that are not (or no longer) there.
-    pub fn insert_read(&mut self, read: Vec<(usize, String)>) {
+    pub fn insert_read(&mut self, read: Vec<(usize, Flattened)>) {
         for (index, text) in read {
             if index < self.entries.len() {
                 self.flattened.entry(index).or_insert(text);
@@ -349,21 +351,26 @@ impl Conversation {
     /// unless the text was read beforehand (see `inputs_to_read`).
     pub fn prepare(&mut self, workspace: &Workspace, resolvers: &Resolvers) -> Prepared<'_> {
         for index in self.flattened_upto..self.entries.len() {
-            if let LogEntry::UserInput { segments, .. } = &self.entries[index] {
+            if let LogEntry::UserInput {
+                segments, resolved, ..
+            } = &self.entries[index]
+            {
                 self.flattened
                     .entry(index)
-                    .or_insert_with(|| input::flatten(segments, workspace, resolvers));
+                    .or_insert_with(|| input::flatten(segments, resolved, workspace, resolvers));
             }
         }
         self.flattened_upto = self.entries.len();
-        Prepared(self)
+        Prepared(self, resolvers.max_context_images)
     }
 }
 
 /// A conversation whose user inputs are all flattened: what a model request
 /// is built from (see [`Conversation::prepare`]).
 #[derive(Clone, Copy)]
-pub struct Prepared<'a>(&'a Conversation);
+/// It carries `--max-context-images`: only the last that many images are
+/// sent, older ones as placeholders.
+pub struct Prepared<'a>(&'a Conversation, usize);
 
 impl<'a> Prepared<'a> {
     pub fn conversation(self) -> &'a Conversation {
@@ -381,6 +388,7 @@ impl<'a> Prepared<'a> {
         // that is not a tool result: a turn-start checkpoint sits between a
         // call and its result, where no user message may go.
         let mut notes: Vec<(String, MessageSource)> = Vec::new();
+        let mut images: Vec<ImageSlot> = Vec::new();
         let overflowed = overflowed_inputs(&conversation.entries);
         for (index, entry) in conversation.entries.iter().enumerate() {
             if overflowed.contains(&index) {
@@ -397,11 +405,16 @@ impl<'a> Prepared<'a> {
                 LogEntry::UserInput { .. } => {
                     // Every input is in `flattened`: a `Prepared` is only
                     // made by `prepare`.
-                    let text = conversation
-                        .flattened
-                        .get(&index)
-                        .map_or("", String::as_str);
-                    raw.push(Raw::User(Cow::Borrowed(text), MessageSource::Input(index)));
+                    let source = MessageSource::Input(index);
+                    match conversation.flattened.get(&index) {
+                        Some(flat) if !flat.images.is_empty() => {
+                            raw.push(Raw::UserParts(parts(flat, &mut images), source));
+                        }
+                        flat => raw.push(Raw::User(
+                            Cow::Borrowed(flat.map_or("", |f| f.text.as_str())),
+                            source,
+                        )),
+                    }
                 }
                 LogEntry::AssistantItems { items } => {
                     let items = items.iter().map(Cow::Borrowed);
@@ -483,6 +496,7 @@ impl<'a> Prepared<'a> {
                 .map(|(text, source)| Raw::User(Cow::Owned(text), source)),
         );
         let (messages, sources) = answer_every_call(raw).into_iter().unzip();
+        choose_sent(&mut images, self.1);
         ModelRequest {
             model: conversation.model.as_deref().map(Cow::Borrowed),
             system: Cow::Borrowed(system),
@@ -493,6 +507,43 @@ impl<'a> Prepared<'a> {
                 sources,
             }),
             max_output_tokens: None,
+            images,
+        }
+    }
+}
+
+/// The parts of an input with images, its slots appended to `images`.
+fn parts<'a>(flat: &'a Flattened, images: &mut Vec<ImageSlot>) -> Vec<UserPart<'a>> {
+    let mut parts = Vec::with_capacity(flat.images.len() * 2 + 1);
+    let mut from = 0;
+    for (at, slot) in &flat.images {
+        let text = flat.text.get(from..*at).unwrap_or("");
+        if !text.is_empty() {
+            parts.push(UserPart::Text(Cow::Borrowed(text)));
+        }
+        parts.push(UserPart::Image(images.len()));
+        images.push(slot.clone());
+        from = *at;
+    }
+    let rest = flat.text.get(from..).unwrap_or("");
+    if !rest.is_empty() {
+        parts.push(UserPart::Text(Cow::Borrowed(rest)));
+    }
+    parts
+}
+
+/// Marks the last `max` images whose blobs are there as sent: older ones
+/// go as placeholders, so a long session of screenshots stays within what
+/// providers take (and what the context holds).
+fn choose_sent(images: &mut [ImageSlot], max: usize) {
+    let mut left = max;
+    for slot in images.iter_mut().rev() {
+        if left == 0 {
+            break;
+        }
+        if slot.path.is_some() {
+            slot.send = true;
+            left -= 1;
         }
     }
 }
@@ -535,6 +586,7 @@ fn starts_message(entry: &LogEntry) -> bool {
 /// are merged, with the entries they came from.
 enum Raw<'a> {
     User(Cow<'a, str>, MessageSource),
+    UserParts(Vec<UserPart<'a>>, MessageSource),
     Assistant(Vec<Cow<'a, AssistantItem>>, Span),
     Results(Vec<Cow<'a, ToolResult>>, Span),
 }
@@ -598,6 +650,7 @@ fn answer_every_call(raw: Vec<Raw<'_>>) -> Vec<(ChatMessage<'_>, MessageSource)>
             // nothing the model made: left out.
             Raw::Results(..) => {}
             Raw::User(text, source) => out.push((ChatMessage::User { text }, source)),
+            Raw::UserParts(parts, source) => out.push((ChatMessage::UserParts { parts }, source)),
         }
     }
     out
@@ -714,6 +767,7 @@ mod tests {
             at: LogEntry::now(),
             turn_id: None,
             request_id: None,
+            resolved: Default::default(),
         }
     }
 
@@ -734,13 +788,18 @@ mod tests {
         let pending = [file_input("b.txt")];
         let todo = conversation.inputs_to_read(&pending);
         assert_eq!(
-            todo.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+            todo.iter().map(|(i, _, _)| *i).collect::<Vec<_>>(),
             [2, 4],
             "only inputs that read files, the pending one placed after the log"
         );
-        let read: Vec<(usize, String)> = todo
+        let read: Vec<(usize, Flattened)> = todo
             .into_iter()
-            .map(|(i, segments)| (i, input::flatten(&segments, &workspace, &resolvers)))
+            .map(|(i, segments, resolved)| {
+                (
+                    i,
+                    input::flatten(&segments, &resolved, &workspace, &resolvers),
+                )
+            })
             .collect();
         std::fs::remove_file(dir.path().join("a.txt")).unwrap();
         std::fs::remove_file(dir.path().join("b.txt")).unwrap();
@@ -831,6 +890,7 @@ mod tests {
             at: LogEntry::now(),
             turn_id: None,
             request_id: None,
+            resolved: Default::default(),
         }
     }
 
@@ -855,6 +915,15 @@ mod tests {
         match message {
             ChatMessage::User { text } => ChatMessage::User {
                 text: Cow::Owned(text.into_owned()),
+            },
+            ChatMessage::UserParts { parts } => ChatMessage::UserParts {
+                parts: parts
+                    .into_iter()
+                    .map(|part| match part {
+                        UserPart::Text(t) => UserPart::Text(Cow::Owned(t.into_owned())),
+                        UserPart::Image(slot) => UserPart::Image(slot),
+                    })
+                    .collect(),
             },
             ChatMessage::Assistant { items } => ChatMessage::Assistant { items: own(items) },
             ChatMessage::ToolResults { results } => ChatMessage::ToolResults {

@@ -8,7 +8,9 @@
 use std::future::Future;
 use std::io::Read;
 
+use crate::blobs::{BlobError, Blobs};
 use crate::protocol::{ErrorCode, Segment, SegmentView};
+use crate::provider::ImageSlot;
 use crate::tools::looks_binary;
 use crate::workspace::{Access, OpenError, ScopeError, Workspace};
 
@@ -32,10 +34,16 @@ pub trait Resolver: Send + Sync {
     fn resolve(&self, slug: &str) -> Option<String>;
 }
 
-/// The resolvers flattening uses for `knowledge_ref` and `workflow_invoke`.
+/// The resolvers flattening uses for `knowledge_ref` and `workflow_invoke`,
+/// and the blob store `image` segments name.
 pub struct Resolvers {
     pub knowledge: Box<dyn Resolver>,
     pub workflows: Box<dyn Resolver>,
+    /// `None`: no store (tests, tools that only read text); every image is
+    /// then unavailable.
+    pub blobs: Option<Blobs>,
+    /// `--max-context-images`.
+    pub max_context_images: usize,
 }
 
 impl Resolvers {
@@ -45,7 +53,17 @@ impl Resolvers {
         Self {
             knowledge: Box::new(FileResolver::new(workspace.clone(), KNOWLEDGE_DIR)),
             workflows: Box::new(FileResolver::new(workspace.clone(), WORKFLOWS_DIR)),
+            blobs: None,
+            max_context_images: crate::blobs::DEFAULT_MAX_CONTEXT_IMAGES,
         }
+    }
+
+    /// These resolvers with the blob store images are read from, sending
+    /// at most `max_context_images` of them.
+    pub fn with_blobs(mut self, blobs: Option<Blobs>, max_context_images: usize) -> Self {
+        self.blobs = blobs;
+        self.max_context_images = max_context_images;
+        self
     }
 }
 
@@ -133,9 +151,32 @@ fn read_ref(workspace: &Workspace, path: &str) -> Result<String, RefError> {
 /// must resolve inside the workspace (else `file_ref_out_of_scope`) and be a
 /// readable text file under the size limit (else `file_ref_unreadable`, as
 /// for a path that cannot be resolved at all: empty, or a dangling symlink).
-pub fn check(segments: &[Segment], workspace: &Workspace) -> Result<(), InputError> {
-    for segment in segments {
+///
+/// Every `image` segment must name a blob the store holds, with the
+/// media type its bytes have (else `blob_not_found` / `invalid_params`).
+///
+/// A `file_ref` to an image file (an accepted type, by its bytes) is
+/// stored as a blob now, and answered in the map (segment index → blob id)
+/// that becomes `user_input.resolved`: the model is sent these bytes even
+/// if the file changes before the request is built.
+pub fn check(
+    segments: &[Segment],
+    workspace: &Workspace,
+    blobs: Option<&Blobs>,
+) -> Result<Resolved, InputError> {
+    let mut resolved = Resolved::new();
+    for (index, segment) in segments.iter().enumerate() {
+        if let SegmentView::Image {
+            blob, media_type, ..
+        } = segment.view()
+        {
+            check_image(blobs, blob, media_type)?;
+        }
         if let SegmentView::FileRef { path } = segment.view() {
+            if let Some(id) = store_image_ref(workspace, blobs, path)? {
+                resolved.insert(index.to_string(), id);
+                continue;
+            }
             read_ref(workspace, path).map_err(|e| match e {
                 RefError::OutOfScope(e @ ScopeError::Outside { .. }) => InputError {
                     code: ErrorCode::FileRefOutOfScope,
@@ -152,6 +193,66 @@ pub fn check(segments: &[Segment], workspace: &Workspace) -> Result<(), InputErr
             })?;
         }
     }
+    Ok(resolved)
+}
+
+/// `user_input.resolved`: segment index (as a string) → blob id.
+pub type Resolved = std::collections::BTreeMap<String, String>;
+
+/// Stores the file a `file_ref` names as a blob when its bytes are an
+/// image the pod takes; `None` for any other file (or one that cannot be
+/// opened: the text check that follows says why).
+fn store_image_ref(
+    workspace: &Workspace,
+    blobs: Option<&Blobs>,
+    path: &str,
+) -> Result<Option<String>, InputError> {
+    let Some(blobs) = blobs else {
+        return Ok(None);
+    };
+    let Ok(opened) = workspace.open(path, Access::Read) else {
+        return Ok(None);
+    };
+    let limit = blobs.limits().max_blob_bytes;
+    let mut bytes = Vec::new();
+    if opened.file.take(limit + 1).read_to_end(&mut bytes).is_err() {
+        return Ok(None);
+    }
+    let Some(media_type) = crate::blobs::sniff(&bytes) else {
+        return Ok(None);
+    };
+    let refused = |e: BlobError| InputError {
+        code: match e {
+            BlobError::TooLarge { .. } | BlobError::Mismatch { .. } => ErrorCode::FileRefUnreadable,
+            ref e => e.code(),
+        },
+        message: format!("file_ref {path}: {e}"),
+    };
+    let info = blobs.put(media_type, &bytes).map_err(refused)?;
+    Ok(Some(info.digest.id()))
+}
+
+fn check_image(blobs: Option<&Blobs>, blob: &str, media_type: &str) -> Result<(), InputError> {
+    let refused = |e: BlobError| InputError {
+        code: e.code(),
+        message: format!("image segment: {e}"),
+    };
+    let Some(blobs) = blobs else {
+        return Err(refused(BlobError::NotFound(blob.to_owned())));
+    };
+    let info = blobs
+        .info(&Blobs::parse_id(blob).map_err(refused)?)
+        .map_err(refused)?;
+    if info.media_type != media_type {
+        return Err(InputError {
+            code: ErrorCode::InvalidParams,
+            message: format!(
+                "image segment: blob {blob} is {}, not the media_type {media_type:?} the segment \
+                 says",
+                info.media_type
+            ),
+        });
+    }
     Ok(())
 }
 
@@ -162,18 +263,27 @@ pub fn check(segments: &[Segment], workspace: &Workspace) -> Result<(), InputErr
 pub fn check_async(
     segments: &[Segment],
     workspace: &Workspace,
-) -> impl Future<Output = Result<(), InputError>> + Send + 'static {
-    let refs: Vec<Segment> = segments
-        .iter()
-        .filter(|s| matches!(s.view(), SegmentView::FileRef { .. }))
-        .cloned()
-        .collect();
+    blobs: Option<&Blobs>,
+) -> impl Future<Output = Result<Resolved, InputError>> + Send + 'static {
+    // All of them when any is checked: `resolved` is keyed by index.
+    let checked = segments.iter().any(|s| {
+        matches!(
+            s.view(),
+            SegmentView::FileRef { .. } | SegmentView::Image { .. }
+        )
+    });
+    let refs: Vec<Segment> = if checked {
+        segments.to_vec()
+    } else {
+        Vec::new()
+    };
     let workspace = workspace.clone();
+    let blobs = blobs.cloned();
     async move {
         if refs.is_empty() {
-            return Ok(());
+            return Ok(Resolved::new());
         }
-        tokio::task::spawn_blocking(move || check(&refs, &workspace))
+        tokio::task::spawn_blocking(move || check(&refs, &workspace, blobs.as_ref()))
             .await
             .unwrap_or_else(|e| {
                 Err(InputError {
@@ -194,7 +304,44 @@ pub fn reads_files(segments: &[Segment]) -> bool {
             SegmentView::FileRef { .. }
                 | SegmentView::KnowledgeRef { .. }
                 | SegmentView::WorkflowInvoke { .. }
+                | SegmentView::Image { .. }
         )
+    })
+}
+
+/// A user input as the model gets it: its text, and the images that go
+/// in it, each at a byte offset of the text.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Flattened {
+    pub text: String,
+    /// `(offset, image)`, offsets ascending. The slot's `send` is decided
+    /// per request.
+    pub images: Vec<(usize, ImageSlot)>,
+}
+
+impl From<String> for Flattened {
+    fn from(text: String) -> Self {
+        Self {
+            text,
+            images: Vec::new(),
+        }
+    }
+}
+
+/// What the model is told of an image: read from the blob's header only.
+/// A blob that is gone (deleted from disk) is an unavailable image, never
+/// an error: every later call of the session would fail with it.
+fn image_slot(blobs: Option<&Blobs>, blob: &str, name: Option<&str>) -> Option<ImageSlot> {
+    let digest = Blobs::parse_id(blob).ok()?;
+    let info = blobs.and_then(|b| b.info(&digest).ok());
+    Some(ImageSlot {
+        blob: digest,
+        media_type: info.as_ref().map_or("image/png", |i| i.media_type),
+        name: name.unwrap_or("image").to_owned(),
+        size: info.as_ref().map_or(0, |i| i.size),
+        dims: info.as_ref().and_then(|i| i.dims),
+        path: info.and(blobs.map(|b| b.path(&digest))),
+        send: false,
     })
 }
 
@@ -203,26 +350,38 @@ pub fn reads_files(segments: &[Segment]) -> bool {
 /// `text` and `paste` run inline, as the user typed them; every other
 /// segment becomes a block on lines of its own, so the model sees where a
 /// file or a workflow starts and ends.
-pub fn flatten(segments: &[Segment], workspace: &Workspace, resolvers: &Resolvers) -> String {
+///
+/// An image — an `image` segment, or a `file_ref` that `resolved` says was
+/// stored as a blob — is not text: it goes in [`Flattened::images`] at its
+/// place in the text.
+pub fn flatten(
+    segments: &[Segment],
+    resolved: &Resolved,
+    workspace: &Workspace,
+    resolvers: &Resolvers,
+) -> Flattened {
     let mut out = String::new();
+    let mut images = Vec::new();
     let mut after_block = false;
-    for segment in segments {
-        let (piece, is_block) = match segment.view() {
-            SegmentView::Text { text } | SegmentView::Paste { text, .. } => {
-                (text.to_owned(), false)
-            }
-            SegmentView::FileRef { path } => (file_block(workspace, path), true),
-            SegmentView::KnowledgeRef { slug } => (
-                match resolvers.knowledge.resolve(slug) {
-                    Some(text) => tagged("knowledge", "slug", slug, &text),
-                    None => format!("[unknown knowledge: {slug}]"),
-                },
-                true,
-            ),
-            SegmentView::WorkflowInvoke { slug, args } => {
-                (workflow_block(resolvers, slug, args), true)
-            }
-            SegmentView::Unknown { kind } => (format!("[unknown input: kind={kind}]"), true),
+    for (index, segment) in segments.iter().enumerate() {
+        let image = match (segment.view(), resolved.get(&index.to_string())) {
+            (SegmentView::Image { blob, name, .. }, _) => Some((blob, name)),
+            (SegmentView::FileRef { path }, Some(blob)) => Some((blob.as_str(), Some(path))),
+            _ => None,
+        };
+        let (piece, is_block) = match (image, segment.view()) {
+            (Some((blob, name)), _) => match image_slot(resolvers.blobs.as_ref(), blob, name) {
+                Some(slot) => {
+                    if !out.is_empty() && !out.ends_with('\n') {
+                        out.push('\n');
+                    }
+                    images.push((out.len(), slot));
+                    after_block = true;
+                    continue;
+                }
+                None => (format!("[image unavailable: {blob}]"), true),
+            },
+            (None, view) => flatten_text(view, workspace, resolvers),
         };
         if (is_block || after_block) && !out.is_empty() && !out.ends_with('\n') {
             out.push('\n');
@@ -230,7 +389,30 @@ pub fn flatten(segments: &[Segment], workspace: &Workspace, resolvers: &Resolver
         out.push_str(&piece);
         after_block = is_block;
     }
-    out
+    Flattened { text: out, images }
+}
+
+/// A segment that is not an image, as text, and whether it is a block.
+fn flatten_text(
+    view: SegmentView<'_>,
+    workspace: &Workspace,
+    resolvers: &Resolvers,
+) -> (String, bool) {
+    match view {
+        SegmentView::Text { text } | SegmentView::Paste { text, .. } => (text.to_owned(), false),
+        SegmentView::FileRef { path } => (file_block(workspace, path), true),
+        SegmentView::KnowledgeRef { slug } => (
+            match resolvers.knowledge.resolve(slug) {
+                Some(text) => tagged("knowledge", "slug", slug, &text),
+                None => format!("[unknown knowledge: {slug}]"),
+            },
+            true,
+        ),
+        SegmentView::WorkflowInvoke { slug, args } => (workflow_block(resolvers, slug, args), true),
+        SegmentView::Unknown { kind } => (format!("[unknown input: kind={kind}]"), true),
+        // Reached only for an image `flatten` could not place.
+        SegmentView::Image { blob, .. } => (format!("[image unavailable: {blob}]"), true),
+    }
 }
 
 fn file_block(workspace: &Workspace, path: &str) -> String {

@@ -6,6 +6,7 @@
 //! over the [`protocol`].
 
 pub mod approval;
+pub mod blobs;
 pub mod checkpoint;
 pub mod cli;
 pub mod client;

@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use crate::protocol::{AssistantItem, Usage};
-use crate::provider::{ChatMessage, ModelRequest};
+use crate::provider::{image_tokens, ChatMessage, ModelRequest, UserPart};
 
 /// A token count as people read it: `950`, `12.3k`, `1.2M`.
 pub fn short(n: u64) -> String {
@@ -37,7 +37,15 @@ pub fn estimate(text: &str) -> u64 {
     (text.len() as u64).div_ceil(4)
 }
 
+/// [`estimate_request_for`] a provider whose image estimate is the
+/// default one.
 pub fn estimate_request(request: &ModelRequest<'_>) -> u64 {
+    estimate_request_for("", request)
+}
+
+/// The request's tokens, its images by `provider`'s fixed estimate (see
+/// [`image_tokens`]); images sent as placeholders count as their text.
+pub fn estimate_request_for(provider: &str, request: &ModelRequest<'_>) -> u64 {
     let mut total = estimate(&request.system);
     for tool in request.tools.iter() {
         total += estimate(&tool.description) + json_len(&tool.parameters).div_ceil(4);
@@ -45,6 +53,17 @@ pub fn estimate_request(request: &ModelRequest<'_>) -> u64 {
     for message in &request.messages {
         total += 4 + match message {
             ChatMessage::User { text } => estimate(text),
+            ChatMessage::UserParts { parts } => parts
+                .iter()
+                .map(|part| match part {
+                    UserPart::Text(text) => estimate(text),
+                    UserPart::Image(slot) => match request.images.get(*slot) {
+                        Some(slot) if slot.send => image_tokens(provider, slot.dims),
+                        Some(slot) => estimate(&slot.placeholder()),
+                        None => 0,
+                    },
+                })
+                .sum(),
             ChatMessage::Assistant { items } => items
                 .iter()
                 .map(|item| match item.as_ref() {

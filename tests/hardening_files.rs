@@ -201,7 +201,13 @@ async fn a_symlink_swapped_in_between_check_and_open_never_leaks() {
             .call("grep", json!({"pattern":"SECRET|harmless","path":path}))
             .await
             .output;
-        let inlined = flatten(&[Segment::file_ref(path)], &f.ws, &resolvers);
+        let inlined = flatten(
+            &[Segment::file_ref(path)],
+            &Default::default(),
+            &f.ws,
+            &resolvers,
+        )
+        .text;
         for out in [&read, &grep, &inlined] {
             assert!(
                 !out.contains("SECRET-CONTENT"),
@@ -349,7 +355,7 @@ fn a_file_ref_swapped_for_a_fifo_never_blocks_the_check() {
         let mut refused = 0;
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if let Err(e) = check(&[Segment::file_ref("f")], &ws) {
+            if let Err(e) = check(&[Segment::file_ref("f")], &ws, None) {
                 assert_eq!(e.code, ErrorCode::FileRefUnreadable, "{}", e.message);
                 refused += 1;
             }
@@ -517,7 +523,7 @@ async fn check_async_answers_like_check_from_the_blocking_pool() {
         ("../x", Some(ErrorCode::FileRefOutOfScope)),
     ] {
         let segments = vec![Segment::text("see "), Segment::file_ref(path)];
-        let pending = pod::input::check_async(&segments, &f.ws);
+        let pending = pod::input::check_async(&segments, &f.ws, None);
         drop(segments);
         let result = tokio::spawn(pending).await.unwrap();
         assert_eq!(result.map_err(|e| e.code).err(), code, "{path}");

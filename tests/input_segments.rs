@@ -34,7 +34,7 @@ fn check_accepts_text_and_readable_file_refs() {
         seg(json!({"type": "knowledge_ref", "slug": "missing"})),
         seg(json!({"type": "hologram", "x": 1})),
     ];
-    assert_eq!(check(&segments, &ws), Ok(()));
+    assert_eq!(check(&segments, &ws, None), Ok(Default::default()));
 }
 
 #[test]
@@ -52,7 +52,7 @@ fn check_refuses_file_refs_outside_the_workspace() {
         "link",
         "dir-link/secret",
     ] {
-        let err = check(&[Segment::file_ref(path)], &ws).unwrap_err();
+        let err = check(&[Segment::file_ref(path)], &ws, None).unwrap_err();
         assert_eq!(err.code, ErrorCode::FileRefOutOfScope, "{path}");
         assert!(
             err.message.contains("outside the workspace"),
@@ -79,7 +79,7 @@ fn check_refuses_unreadable_file_refs() {
         ("big", "limit"),
         ("latin1", "UTF-8"),
     ] {
-        let err = check(&[Segment::file_ref(path)], &ws).unwrap_err();
+        let err = check(&[Segment::file_ref(path)], &ws, None).unwrap_err();
         assert_eq!(err.code, ErrorCode::FileRefUnreadable, "{path}");
         assert!(err.message.contains(why), "{path}: {}", err.message);
         assert!(err.message.contains(path), "{path}: {}", err.message);
@@ -96,7 +96,7 @@ fn flatten_text_and_paste_inline() {
         Segment::text(" please"),
     ];
     assert_eq!(
-        flatten(&segments, &ws, &r),
+        flatten(&segments, &Default::default(), &ws, &r).text,
         "fix this: error[E0308]\n  mismatched please"
     );
 }
@@ -112,7 +112,7 @@ fn flatten_inlines_files_as_blocks() {
         Segment::text("briefly"),
     ];
     assert_eq!(
-        flatten(&segments, &ws, &r),
+        flatten(&segments, &Default::default(), &ws, &r).text,
         "explain\n<file path=\"src/main.rs\">\nfn main() {}\n</file>\nbriefly"
     );
 }
@@ -121,13 +121,19 @@ fn flatten_inlines_files_as_blocks() {
 fn flatten_notes_files_that_became_unreadable() {
     let (_d, ws) = workspace();
     let r = Resolvers::for_workspace(&ws);
-    let out = flatten(&[Segment::file_ref("gone.rs")], &ws, &r);
+    let out = flatten(
+        &[Segment::file_ref("gone.rs")],
+        &Default::default(),
+        &ws,
+        &r,
+    )
+    .text;
     assert!(out.starts_with("[file not included"), "{out}");
     assert!(
         out.contains("gone.rs") && out.contains("no such file"),
         "{out}"
     );
-    let out = flatten(&[Segment::file_ref("../x")], &ws, &r);
+    let out = flatten(&[Segment::file_ref("../x")], &Default::default(), &ws, &r).text;
     assert!(out.contains("outside the workspace"), "{out}");
 }
 
@@ -146,13 +152,13 @@ fn flatten_resolves_knowledge_and_workflows_from_dot_pod() {
         seg(json!({"type": "workflow_invoke", "slug": "review", "args": "src/lib.rs"})),
     ];
     assert_eq!(
-        flatten(&segments, &ws, &r),
+        flatten(&segments, &Default::default(), &ws, &r).text,
         "<knowledge slug=\"style\">\nUse four spaces.\n</knowledge>\n\
          <workflow slug=\"review\">\nReview the code for bugs.\n\nArguments: src/lib.rs\n</workflow>"
     );
     let no_args = [seg(json!({"type": "workflow_invoke", "slug": "review"}))];
     assert_eq!(
-        flatten(&no_args, &ws, &r),
+        flatten(&no_args, &Default::default(), &ws, &r).text,
         "<workflow slug=\"review\">\nReview the code for bugs.\n</workflow>"
     );
 }
@@ -167,13 +173,13 @@ fn flatten_uses_placeholders_for_the_unresolvable() {
         seg(json!({"type": "knowledge_ref", "slug": "nope"})),
         seg(json!({"type": "knowledge_ref", "slug": "../../secret"})),
         seg(json!({"type": "workflow_invoke", "slug": "nope", "args": "x y"})),
-        seg(json!({"type": "image", "url": "cat.png"})),
+        seg(json!({"type": "sticker", "url": "cat.png"})),
         Segment::text("b"),
     ];
     assert_eq!(
-        flatten(&segments, &ws, &r),
+        flatten(&segments, &Default::default(), &ws, &r).text,
         "a\n[unknown knowledge: nope]\n[unknown knowledge: ../../secret]\n\
-         [unknown workflow: nope] x y\n[unknown input: kind=image]\nb"
+         [unknown workflow: nope] x y\n[unknown input: kind=sticker]\nb"
     );
 }
 
@@ -200,11 +206,15 @@ fn custom_resolvers_are_used() {
     let r = Resolvers {
         knowledge: Box::new(Fixed),
         workflows: Box::new(Fixed),
+        blobs: None,
+        max_context_images: 20,
     };
     let out = flatten(
         &[seg(json!({"type": "knowledge_ref", "slug": "k"}))],
+        &Default::default(),
         &ws,
         &r,
-    );
+    )
+    .text;
     assert_eq!(out, "<knowledge slug=\"k\">\ntext of k\n</knowledge>");
 }

@@ -33,6 +33,7 @@ fn hello() -> ModelRequest<'static> {
         tools: Vec::new().into(),
         cache: None,
         max_output_tokens: None,
+        images: Vec::new(),
     }
 }
 
@@ -201,6 +202,7 @@ async fn request_projects_tool_use_and_tool_results_with_alternation() {
         }]),
         cache: None,
         max_output_tokens: None,
+        images: Vec::new(),
     };
     let (_, error) = collect(provider.stream(&request)).await;
     assert_eq!(error, None);
@@ -628,6 +630,7 @@ async fn tool_input_is_always_an_object_and_ids_fit_the_api_pattern() {
         tools: Vec::new().into(),
         cache: None,
         max_output_tokens: None,
+        images: Vec::new(),
     };
     let (_, error) = collect(provider(&server.url).stream(&request)).await;
     assert_eq!(error, None);

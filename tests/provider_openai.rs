@@ -35,6 +35,7 @@ fn hello() -> ModelRequest<'static> {
         tools: Vec::new().into(),
         cache: None,
         max_output_tokens: None,
+        images: Vec::new(),
     }
 }
 
@@ -213,6 +214,7 @@ async fn request_projects_system_tools_assistant_calls_and_tool_results() {
         }]),
         cache: None,
         max_output_tokens: None,
+        images: Vec::new(),
     };
     let (_, error) = collect(provider.stream(&request)).await;
     assert_eq!(error, None);
@@ -894,6 +896,7 @@ async fn tool_only_assistant_messages_have_empty_string_content() {
         tools: Vec::new().into(),
         cache: None,
         max_output_tokens: None,
+        images: Vec::new(),
     };
     let (_, error) = collect(provider.stream(&request)).await;
     assert_eq!(error, None);

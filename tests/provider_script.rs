@@ -21,6 +21,7 @@ fn request() -> ModelRequest<'static> {
         tools: Vec::new().into(),
         cache: None,
         max_output_tokens: None,
+        images: Vec::new(),
     }
 }
 

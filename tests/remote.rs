@@ -425,3 +425,163 @@ fn binary_and_oversized_messages_are_refused_and_the_connection_kept() {
     let refused = until(&mut ws, "bad_frame", |v| v["type"] == "error");
     assert_eq!(refused["code"], "bad_frame");
 }
+
+/// One HTTP/1.1 request on a fresh connection: the status, the headers
+/// (lowercased) and the body.
+fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String, Vec<u8>) {
+    use std::io::{Read, Write};
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut head =
+        format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if !headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+    {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    // A refusal may come before the body is read; the write may then fail.
+    let _ = stream.write_all(body);
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    let split = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a complete response head");
+    let head = String::from_utf8_lossy(&response[..split]).to_ascii_lowercase();
+    let status = head[9..12].parse().unwrap();
+    (status, head, response[split + 4..].to_vec())
+}
+
+/// A PNG's signature and header, 2×3.
+const PNG_HEAD: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x02\0\0\0\x03\x08\x06\0\0\0\0\0\0\0";
+
+#[test]
+fn blobs_over_http_store_and_serve_images_with_every_refusal() {
+    let (pod, port) = listening(Pod::builder().args(["--max-blob-bytes", "1000"]));
+    let full = token(&pod, &[]);
+    let read = token(&pod, &["--read-only"]);
+    let auth = |t: &str| format!("Bearer {t}");
+    let (status, _, body) = http(
+        port,
+        "POST",
+        "/v1/blobs",
+        &[
+            ("Authorization", &auth(&full)),
+            ("Content-Type", "image/png"),
+        ],
+        PNG_HEAD,
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let stored: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(stored["type"], "response");
+    assert_eq!(stored["size"], PNG_HEAD.len());
+    assert_eq!(stored["media_type"], "image/png");
+    let id = stored["blob"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("sha256:") && id.len() == 71, "{id}");
+
+    // Any token reads it back, as bytes with their type.
+    let (status, head, bytes) = http(
+        port,
+        "GET",
+        &format!("/v1/blobs/{id}"),
+        &[("Authorization", &auth(&read))],
+        b"",
+    );
+    assert_eq!(status, 200);
+    assert!(head.contains("content-type: image/png"), "{head}");
+    assert!(head.contains("content-security-policy"), "{head}");
+    assert_eq!(bytes, PNG_HEAD);
+
+    let refused = |status: u16, body: &[u8], code: &str| {
+        let body: Value = serde_json::from_slice(body)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(body)));
+        assert_eq!(body["type"], "error", "{status}: {body}");
+        assert_eq!(body["code"], code, "{status}: {body}");
+        status
+    };
+    let post = |token: &str, content_type: &str, body: &[u8]| {
+        http(
+            port,
+            "POST",
+            "/v1/blobs",
+            &[
+                ("Authorization", &auth(token)),
+                ("Content-Type", content_type),
+            ],
+            body,
+        )
+    };
+    let (s, _, b) = post(&read, "image/png", PNG_HEAD);
+    assert_eq!(
+        refused(s, &b, "forbidden"),
+        403,
+        "a read-only token cannot store"
+    );
+    let (s, _, b) = post("wrong", "image/png", PNG_HEAD);
+    assert_eq!(refused(s, &b, "unauthorized"), 401);
+    let (s, _, b) = post(&full, "image/bmp", b"BM\0\0");
+    assert_eq!(refused(s, &b, "invalid_params"), 415, "a type not taken");
+    let (s, _, b) = post(&full, "image/jpeg", PNG_HEAD);
+    assert_eq!(
+        refused(s, &b, "invalid_params"),
+        400,
+        "bytes not of the type claimed"
+    );
+    let (s, _, b) = post(&full, "image/png", &[PNG_HEAD, &[0; 2000]].concat());
+    assert_eq!(refused(s, &b, "blob_too_large"), 413);
+    // Over the limit by its Content-Length alone: refused before the body.
+    let (s, _, b) = http(
+        port,
+        "POST",
+        "/v1/blobs",
+        &[
+            ("Authorization", &auth(&full)),
+            ("Content-Type", "image/png"),
+            ("Content-Length", "99999999"),
+        ],
+        b"",
+    );
+    assert_eq!(refused(s, &b, "blob_too_large"), 413);
+    let unknown = format!("/v1/blobs/sha256:{}", "0".repeat(64));
+    let (s, _, b) = http(
+        port,
+        "GET",
+        &unknown,
+        &[("Authorization", &auth(&full))],
+        b"",
+    );
+    assert_eq!(refused(s, &b, "blob_not_found"), 404);
+    let (s, _, b) = http(port, "GET", &format!("/v1/blobs/{id}"), &[], b"");
+    assert_eq!(refused(s, &b, "unauthorized"), 401);
+
+    // get_blob is a read method on the WebSocket too; put_blob is not.
+    let mut ws = connect(port, &read);
+    until(&mut ws, "snapshot", |v| v["type"] == "snapshot");
+    send(
+        &mut ws,
+        json!({"type":"get_blob","request_id":"g","blob":id}),
+    );
+    let got = until(&mut ws, "g", |v| v["request_id"] == "g");
+    assert_eq!(got["type"], "response", "{got}");
+    assert_eq!(got["media_type"], "image/png");
+    send(
+        &mut ws,
+        json!({"type":"put_blob","request_id":"p","media_type":"image/png","data":"AA=="}),
+    );
+    let refused = until(&mut ws, "p", |v| v["request_id"] == "p");
+    assert_eq!(refused["code"], "forbidden", "{refused}");
+}

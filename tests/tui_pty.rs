@@ -545,3 +545,59 @@ fn an_approval_while_unfocused_rings_and_notifies() {
     press(b"\x04");
     wait_until("pod attach to exit", || child.try_wait().unwrap().is_some());
 }
+
+#[test]
+fn a_pasted_image_path_is_a_chip_and_reaches_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket: PathBuf = dir.path().join("run").join("pod.sock");
+    let data = dir.path().join("data");
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    // Outside the workspace, as a screenshot usually is.
+    let shot = dir.path().join("shot.png");
+    let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+    png.extend_from_slice(&1280u32.to_be_bytes());
+    png.extend_from_slice(&720u32.to_be_bytes());
+    png.extend_from_slice(&[8, 6, 0, 0, 0, 0, 0, 0, 0]);
+    png.resize(214_000, 0);
+    std::fs::write(&shot, &png).unwrap();
+    let _server = Server(
+        Command::new(POD)
+            .arg("serve")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--data-dir")
+            .arg(&data)
+            .arg("--workspace")
+            .arg(&workspace)
+            .args(["--provider", "offline"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_until("the pod's socket", || socket.exists());
+    let mut attach = CommandBuilder::new(POD);
+    attach.arg("attach");
+    attach.arg("--socket");
+    attach.arg(&socket);
+    let (parser, _child, mut keys) = in_pty(attach);
+    let mut press = |bytes: &[u8]| {
+        keys.write_all(bytes).unwrap();
+        keys.flush().unwrap();
+    };
+    wait_for_screen(&parser, "● connected");
+    press(b"what is ");
+    // A file dropped on a terminal arrives as a paste of its path.
+    press(format!("\x1b[200~'{}'\x1b[201~", shot.display()).as_bytes());
+    wait_for_screen(&parser, "[Image #1 | shot.png 1280×720 · 214 KB]");
+    press(b"\r");
+    wait_for_screen(&parser, "1 image(s): image/png 214000 bytes 1280×720");
+    wait_for_screen(&parser, "› what is [Image #1 | shot.png]");
+    let inputs = user_inputs(&data);
+    let segments = &inputs[0].1["segments"];
+    assert_eq!(segments[1]["type"], "image", "{segments}");
+    assert_eq!(segments[1]["name"], "shot.png");
+    assert_eq!(segments[1]["media_type"], "image/png");
+}

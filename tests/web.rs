@@ -617,10 +617,10 @@ async fn a_phone_needs_no_sideways_scrolling() {
 async fn an_image_from_the_picker_reaches_the_log() {
     let _one = lock().await;
     let (pod, port) = web_pod(&chunks(&["I see it."], 10), &[]);
-    if !serves_blobs(&pod, port).await {
-        eprintln!("skipping: this pod does not store blobs over HTTP (POST /v1/blobs) yet");
-        return;
-    }
+    assert!(
+        serves_blobs(&pod, port).await,
+        "POST /v1/blobs stores an image"
+    );
     let browser = browser_or_skip!(Screen::Desktop);
     open_page(&browser, &pod, false).await;
     let png = pod.dir.path().join("red.png");
@@ -656,8 +656,7 @@ async fn an_image_from_the_picker_reaches_the_log() {
     assert_eq!(segments[0], json!({"type":"text","text":"what is this?"}));
 }
 
-/// Whether `POST /v1/blobs` stores an image (the image store is its own
-/// piece of work; until it is in the build, the upload test cannot run).
+/// Whether `POST /v1/blobs` stores an image.
 async fn serves_blobs(pod: &Pod, port: u16) -> bool {
     let token = succeeded(pod.command("token").arg("create").output().unwrap());
     let response = reqwest::Client::new()

@@ -38,6 +38,7 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
                     at: LogEntry::now(),
                     turn_id: None,
                     request_id: None,
+                    resolved: Default::default(),
                 }
             } else {
                 LogEntry::AssistantItems {
@@ -115,7 +116,7 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
 
 /// Connects and reads until the snapshot's closing newline. An idle pod
 /// sends nothing after it, so the last byte of a read is that newline.
-fn read_snapshot(socket: &Path) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn read_snapshot(socket: &Path) -> anyhow::Result<Vec<u8>> {
     let mut stream = UnixStream::connect(socket)?;
     let mut data = Vec::with_capacity(16 << 20);
     let mut buf = vec![0u8; 256 << 10];

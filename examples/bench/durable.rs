@@ -24,6 +24,7 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
         at: LogEntry::now(),
         turn_id: None,
         request_id: None,
+        resolved: Default::default(),
     };
     let system = actix_rt::System::new();
     let (raw, pod, burst_rates) = system.block_on(async {

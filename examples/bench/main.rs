@@ -8,6 +8,7 @@ mod checkpoint;
 mod clients;
 mod durable;
 mod fanout;
+mod images;
 mod later;
 mod sessions;
 mod sse;
@@ -28,7 +29,7 @@ pub struct Config {
     #[arg(long)]
     quick: bool,
     /// Run only these scenarios: durable, attach, fanout, startup, turn,
-    /// later, stream, sessions, checkpoint.
+    /// later, stream, sessions, checkpoint, images.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Run this program's `serve` (another build of the bench) as the pod,
@@ -43,7 +44,7 @@ pub struct Config {
 
 type Scenario = fn(&Config) -> anyhow::Result<Vec<util::Row>>;
 
-const SCENARIOS: [(&str, Scenario); 9] = [
+const SCENARIOS: [(&str, Scenario); 10] = [
     ("durable", durable::run),
     ("attach", attach::run),
     ("fanout", fanout::run),
@@ -53,6 +54,7 @@ const SCENARIOS: [(&str, Scenario); 9] = [
     ("stream", stream::run),
     ("sessions", sessions::run),
     ("checkpoint", checkpoint::run),
+    ("images", images::run),
 ];
 
 fn main() -> ExitCode {

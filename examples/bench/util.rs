@@ -54,6 +54,7 @@ pub fn realistic_entry(i: usize, size: usize) -> LogEntry {
             at: LogEntry::now(),
             turn_id: None,
             request_id: None,
+            resolved: Default::default(),
         },
         1 => LogEntry::AssistantItems {
             items: vec![AssistantItem::ToolCall {

@@ -402,6 +402,18 @@ pub struct ServeArgs {
     #[arg(long, env = "POD_CHECKPOINT_STORE_BYTES", value_name = "BYTES",
           default_value_t = crate::checkpoint::DEFAULT_STORE_BYTES)]
     pub checkpoint_store_bytes: u64,
+    /// The largest image a client may store (`put_blob`, `POST /v1/blobs`) [default: 5 MiB];
+    /// given, it raises the frame limit if needed to carry such an image in base64.
+    #[arg(long, env = "POD_MAX_BLOB_BYTES", value_name = "BYTES")]
+    pub max_blob_bytes: Option<u64>,
+    /// How large the image store may grow (`blob_store_full` past it).
+    #[arg(long, env = "POD_MAX_BLOB_STORE_BYTES", value_name = "BYTES",
+          default_value_t = crate::blobs::DEFAULT_MAX_STORE_BYTES)]
+    pub max_blob_store_bytes: u64,
+    /// Images sent to the model: the last N of the conversation, older ones as placeholders.
+    #[arg(long, env = "POD_MAX_CONTEXT_IMAGES", value_name = "N",
+          default_value_t = crate::blobs::DEFAULT_MAX_CONTEXT_IMAGES)]
+    pub max_context_images: usize,
     /// Whether `bash` commands may open network (TCP) connections.
     #[arg(long, env = "POD_SANDBOX_NETWORK", value_enum, default_value_t = Switch::On,
           value_name = "on|off")]
@@ -501,6 +513,10 @@ pub struct SendArgs {
     /// exists here, else to the pod's workspace); repeatable.
     #[arg(long, env = "POD_FILE", value_name = "PATH", value_delimiter = '\n')]
     pub file: Vec<String>,
+    /// Attach an image (PNG, JPEG, GIF or WebP): stored on the pod with put_blob, sent as an
+    /// image segment; repeatable.
+    #[arg(long, env = "POD_IMAGE", value_name = "FILE", value_delimiter = '\n')]
+    pub image: Vec<String>,
     /// Print JSON lines instead: the response to the run, then every frame
     /// of its turn, from turn_start to the turn_end entry.
     #[arg(long, env = "POD_JSON", value_parser = BoolishValueParser::new())]

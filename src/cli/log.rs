@@ -187,6 +187,9 @@ fn describe(entry: &LogEntry) -> String {
                     SegmentView::FileRef { path } => format!("@{path}"),
                     SegmentView::KnowledgeRef { slug } => format!("#{slug}"),
                     SegmentView::WorkflowInvoke { slug, args } => format!("/{slug} {args}"),
+                    SegmentView::Image { blob, name, .. } => {
+                        format!("[image: {} {blob}]", name.unwrap_or("unnamed"))
+                    }
                     SegmentView::Unknown { kind } => format!("[unknown input: kind={kind}]"),
                 })
                 .collect();

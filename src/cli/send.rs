@@ -50,10 +50,10 @@ pub fn run(paths: &Paths, args: SendArgs, starting: Starting) -> anyhow::Result<
     };
     // An empty message would start a turn with nothing in it, which some
     // providers refuse: with nothing to send, this is a usage mistake.
-    if text.trim().is_empty() && args.file.is_empty() {
+    if text.trim().is_empty() && args.file.is_empty() && args.image.is_empty() {
         eprintln!(
             "pod: nothing to send: the message is empty; give --text TEXT (- reads it from \
-             stdin), TEXT, or --file PATH"
+             stdin), TEXT, --file PATH or --image FILE"
         );
         return Ok(ExitCode::from(exit::USAGE));
     }
@@ -66,6 +66,16 @@ pub fn run(paths: &Paths, args: SendArgs, starting: Starting) -> anyhow::Result<
             .iter()
             .map(|path| Segment::file_ref(file_ref_path(path))),
     );
+    let mut images = Vec::new();
+    for path in &args.image {
+        match read_image(path) {
+            Ok(image) => images.push(image),
+            Err(why) => {
+                eprintln!("pod: cannot attach {}: {why}", safe_text::line(path));
+                return Ok(ExitCode::from(exit::USAGE));
+            }
+        }
+    }
     let options = Options {
         json: args.json,
         no_wait: args.no_wait,
@@ -85,7 +95,31 @@ pub fn run(paths: &Paths, args: SendArgs, starting: Starting) -> anyhow::Result<
             paths.workspace.display()
         );
     }
-    super::runtime()?.block_on(send(paths, segments, options))
+    super::runtime()?.block_on(send(paths, segments, images, options))
+}
+
+/// An image to upload before the run: its file name, media type and bytes
+/// in base64.
+struct Image {
+    name: String,
+    media_type: &'static str,
+    data: String,
+}
+
+/// Reads an `--image` file and tells its type from its bytes, so a file
+/// that is not an image is refused here, before anything is sent.
+fn read_image(path: &str) -> Result<Image, String> {
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let media_type = crate::blobs::sniff(&bytes)
+        .ok_or("it is not a PNG, JPEG, GIF or WebP image (by its first bytes)")?;
+    let name = std::path::Path::new(path)
+        .file_name()
+        .map_or_else(|| path.to_owned(), |n| n.to_string_lossy().into_owned());
+    Ok(Image {
+        name,
+        media_type,
+        data: base64::Engine::encode(&base64::engine::general_purpose::STANDARD, bytes),
+    })
 }
 
 /// A `--file` path as the pod should see it. The pod resolves relative paths
@@ -108,7 +142,12 @@ struct Options {
     no_wait: bool,
 }
 
-async fn send(paths: &Paths, segments: Vec<Segment>, options: Options) -> anyhow::Result<ExitCode> {
+async fn send(
+    paths: &Paths,
+    mut segments: Vec<Segment>,
+    images: Vec<Image>,
+    options: Options,
+) -> anyhow::Result<ExitCode> {
     let (mut events, mut sink) = match connect(&paths.endpoint).await? {
         Ok(connection) => connection,
         Err(code) => return Ok(code),
@@ -128,15 +167,56 @@ async fn send(paths: &Paths, segments: Vec<Segment>, options: Options) -> anyhow
         client: CLIENT.into(),
     }))
     .await?;
+    let stdout = std::io::stdout();
+    let tools_inline = stdout.is_terminal();
+    let transcript = Transcript::new(stdout.lock(), std::io::stderr(), tools_inline);
+    let mut turn = Turn::new(request_id.clone(), options, transcript);
+    for (i, image) in images.into_iter().enumerate() {
+        let id = format!("{request_id}-image-{i}");
+        sink.send(&Request::with_id(
+            Method::PutBlob {
+                media_type: image.media_type.into(),
+                data: image.data,
+            },
+            id.clone(),
+        ))
+        .await?;
+        // Frames before the answer (the snapshot, other clients' turns)
+        // go where they would have gone.
+        loop {
+            let Some(frame) = events.next_frame().await else {
+                anyhow::bail!("the connection to the pod was lost while sending an image");
+            };
+            let (line, event) = frame?;
+            match &event {
+                Event::Response(r) if r.request_id.as_deref() == Some(&id) => {
+                    let blob = r.blob.clone().unwrap_or_default();
+                    segments.push(Segment::image(blob, image.media_type, Some(image.name)));
+                    break;
+                }
+                Event::Error {
+                    request_id: Some(rid),
+                    message,
+                    ..
+                } if *rid == id => {
+                    eprintln!(
+                        "pod: the pod refused the image {}: {}",
+                        safe_text::line(&image.name),
+                        safe_text::line(message)
+                    );
+                    return Ok(ExitCode::from(exit::FAILED));
+                }
+                _ => {
+                    turn.on_frame(&line, event)?;
+                }
+            }
+        }
+    }
     sink.send(&Request::with_id(
         Method::Run { segments },
         request_id.clone(),
     ))
     .await?;
-    let stdout = std::io::stdout();
-    let tools_inline = stdout.is_terminal();
-    let transcript = Transcript::new(stdout.lock(), std::io::stderr(), tools_inline);
-    let mut turn = Turn::new(request_id, options, transcript);
     loop {
         let flow = tokio::select! {
             frame = events.next_frame() => match frame {

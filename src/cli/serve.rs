@@ -93,7 +93,18 @@ pub fn run(
             compact_at: args.compact_at,
         },
         limits: ConnectionLimits {
-            max_frame_bytes: args.max_frame_bytes,
+            // A frame must carry the largest image in base64: the default
+            // frame limit does for the default image limit, and a larger
+            // image limit raises it. A smaller --max-frame-bytes alone is
+            // kept, so a pod can be run with small frames.
+            max_frame_bytes: match args.max_blob_bytes {
+                Some(blob) => args.max_frame_bytes.max(
+                    usize::try_from(blob.saturating_mul(4).div_ceil(3))
+                        .unwrap_or(usize::MAX)
+                        .saturating_add(64 * 1024),
+                ),
+                None => args.max_frame_bytes,
+            },
             max_client_lag_bytes: args.max_client_lag_bytes,
         },
         tools: ToolLimits {
@@ -110,6 +121,13 @@ pub fn run(
         mcp_servers: config.mcp_servers,
         checkpoint_max_file_bytes: args.checkpoint_max_file_bytes,
         checkpoint_store_bytes: args.checkpoint_store_bytes,
+        blobs: crate::blobs::BlobLimits {
+            max_blob_bytes: args
+                .max_blob_bytes
+                .unwrap_or(crate::blobs::DEFAULT_MAX_BLOB_BYTES),
+            max_store_bytes: args.max_blob_store_bytes,
+        },
+        max_context_images: args.max_context_images,
         approval: args.approval,
         configured_rules: listed(&permissions, &args.allow, &args.deny),
         // The rules of every source are combined.

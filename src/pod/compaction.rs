@@ -23,7 +23,7 @@ use crate::tokens;
 /// The context size the thresholds are compared with: the provider's count
 /// from the last call where there is one, never less than our estimate.
 pub fn context_tokens(env: &JobEnv, conversation: &mut Conversation) -> u64 {
-    let estimate = tokens::estimate_request(&env.request(conversation));
+    let estimate = tokens::estimate_request_for(env.provider.name(), &env.request(conversation));
     conversation.reported_tokens.unwrap_or(0).max(estimate)
 }
 
@@ -48,7 +48,8 @@ pub fn might_compact(
     conversation: &Conversation,
     request: &ModelRequest<'_>,
 ) -> bool {
-    let size = tokens::estimate_request(request).max(conversation.reported_tokens.unwrap_or(0));
+    let size = tokens::estimate_request_for(env.provider.name(), request)
+        .max(conversation.reported_tokens.unwrap_or(0));
     let limit = env.thresholds().limit();
     let mut shared = env.state.borrow_mut();
     if shared.compact_requested || size >= limit {

@@ -13,7 +13,7 @@ use actix::prelude::*;
 use futures::StreamExt;
 
 use crate::protocol::AssistantItem;
-use crate::provider::{ChatMessage, ModelError, ModelEvent, ModelRequest, Provider};
+use crate::provider::{ChatMessage, ModelError, ModelEvent, ModelRequest, Provider, UserPart};
 use crate::tokens;
 
 pub struct Compactor {
@@ -56,7 +56,11 @@ impl Summarise {
     pub fn of(conversation: &ModelRequest<'_>, context_window: u64) -> Self {
         Self {
             model: conversation.model.as_deref().map(str::to_owned),
-            transcript: conversation.messages.iter().map(render).collect(),
+            transcript: conversation
+                .messages
+                .iter()
+                .map(|m| render(m, &conversation.images))
+                .collect(),
             context_window,
         }
     }
@@ -76,6 +80,7 @@ impl Handler<Summarise> for Compactor {
             tools: Cow::Borrowed(&[]),
             cache: None,
             max_output_tokens: Some(summary_limit(msg.context_window)),
+            images: Vec::new(),
         };
         let mut stream = self.provider.stream(&request);
         Box::pin(async move {
@@ -129,7 +134,9 @@ fn summary_text(mut transcript: Vec<String>, context_window: u64) -> String {
     text
 }
 
-fn render(message: &ChatMessage<'_>) -> String {
+/// The summariser gets placeholders for images, never the images: a
+/// summary is text, and the bytes would only cost.
+fn render(message: &ChatMessage<'_>, images: &[crate::provider::ImageSlot]) -> String {
     let cap = |s: &str| -> String {
         if s.len() <= SUMMARY_ITEM_CAP {
             return s.to_owned();
@@ -142,6 +149,19 @@ fn render(message: &ChatMessage<'_>) -> String {
     };
     match message {
         ChatMessage::User { text } => format!("USER: {}", cap(text)),
+        ChatMessage::UserParts { parts } => {
+            let text: String = parts
+                .iter()
+                .map(|part| match part {
+                    UserPart::Text(text) => text.to_string(),
+                    UserPart::Image(slot) => images
+                        .get(*slot)
+                        .map(|s| s.placeholder())
+                        .unwrap_or_default(),
+                })
+                .collect();
+            format!("USER: {}", cap(&text))
+        }
         ChatMessage::Assistant { items } => items
             .iter()
             .map(|item| match item.as_ref() {

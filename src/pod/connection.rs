@@ -32,6 +32,13 @@ use crate::input;
 use crate::protocol::{ErrorCode, Event, Method, Request, Response};
 use crate::workspace::Workspace;
 
+/// The refusal when the blob store could not be opened at start.
+fn blobs_off() -> crate::blobs::BlobError {
+    crate::blobs::BlobError::Io(std::io::Error::other(
+        "the image store could not be opened when the pod started (see its log)",
+    ))
+}
+
 /// How often a client that closed its write half is checked for having
 /// hung up altogether.
 const HANG_UP_POLL: std::time::Duration = std::time::Duration::from_millis(500);
@@ -57,6 +64,8 @@ pub struct Hub {
     pub tokens: std::sync::Arc<crate::remote::Tokens>,
     /// Where the pod listens (`--listen`), for pairing links.
     pub listening: Option<crate::remote::Listening>,
+    /// The image store (`None`: it could not be opened; images are refused).
+    pub blobs: Option<crate::blobs::Blobs>,
 }
 
 pub struct Connection {
@@ -143,10 +152,14 @@ impl Connection {
                 // File refs are checked on the blocking pool; this client's
                 // later frames wait for it, so its runs keep their order.
                 let worker = worker.clone();
-                input::check_async(&segments, &self.hub.workspace)
+                input::check_async(&segments, &self.hub.workspace, self.hub.blobs.as_ref())
                     .into_actor(self)
                     .map(move |checked, _, _| match checked {
-                        Ok(()) => worker.do_send(worker::Run { segments, client }),
+                        Ok(resolved) => worker.do_send(worker::Run {
+                            segments,
+                            resolved,
+                            client,
+                        }),
                         Err(e) => client.error(e.code, e.message),
                     })
                     .wait(ctx);
@@ -320,6 +333,48 @@ impl Connection {
                         Err(e) => client.error(ErrorCode::StorageError, e.to_string()),
                     })
                     .spawn(ctx);
+            }
+            Method::PutBlob { media_type, data } => {
+                // Hashed and fsynced on the blocking pool; this client's
+                // later frames wait, so a `run` naming the blob finds it.
+                let blobs = self.hub.blobs.clone();
+                tokio::task::spawn_blocking(move || {
+                    blobs.ok_or_else(blobs_off)?.put_base64(&media_type, &data)
+                })
+                .into_actor(self)
+                .map(move |result, _, _| match result {
+                    Ok(Ok(info)) => client.respond(Response {
+                        blob: Some(info.digest.id()),
+                        size: Some(info.size),
+                        media_type: Some(info.media_type.into()),
+                        ..Response::default()
+                    }),
+                    Ok(Err(e)) => client.error(e.code(), e.to_string()),
+                    Err(e) => client.error(ErrorCode::StorageError, e.to_string()),
+                })
+                .wait(ctx);
+            }
+            Method::GetBlob { blob } => {
+                let blobs = self.hub.blobs.clone();
+                tokio::task::spawn_blocking(move || {
+                    let (info, bytes) = blobs.ok_or_else(blobs_off)?.get(&blob)?;
+                    Ok::<_, crate::blobs::BlobError>((
+                        info,
+                        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, bytes),
+                    ))
+                })
+                .into_actor(self)
+                .map(move |result, _, _| match result {
+                    Ok(Ok((info, data))) => client.respond(Response {
+                        blob: Some(info.digest.id()),
+                        media_type: Some(info.media_type.into()),
+                        data: Some(data),
+                        ..Response::default()
+                    }),
+                    Ok(Err(e)) => client.error(e.code(), e.to_string()),
+                    Err(e) => client.error(ErrorCode::StorageError, e.to_string()),
+                })
+                .spawn(ctx);
             }
             Method::NewSession => worker.do_send(worker::Control::Switch(client, SwitchTo::New)),
             Method::Fork { at_seq } => {

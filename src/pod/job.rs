@@ -85,6 +85,8 @@ pub struct WorkerConfig {
 /// A run waiting for its turn.
 pub struct QueuedRun {
     pub segments: Vec<Segment>,
+    /// The blobs stored from `file_ref`s to images (`user_input.resolved`).
+    pub resolved: std::collections::BTreeMap<String, String>,
     pub request_id: Option<String>,
     /// Who sent it, to hear that a hook refused it.
     pub client: Option<Client>,
@@ -284,7 +286,7 @@ impl JobEnv {
         &self,
         conversation: &Conversation,
         pending: &[LogEntry],
-    ) -> Vec<(usize, String)> {
+    ) -> Vec<(usize, input::Flattened)> {
         let todo = conversation.inputs_to_read(pending);
         if todo.is_empty() {
             return Vec::new();
@@ -293,7 +295,10 @@ impl JobEnv {
         let resolvers = Arc::clone(&self.resolvers);
         tokio::task::spawn_blocking(move || {
             todo.into_iter()
-                .map(|(index, segments)| (index, input::flatten(&segments, &workspace, &resolvers)))
+                .map(|(index, segments, resolved)| {
+                    let flat = input::flatten(&segments, &resolved, &workspace, &resolvers);
+                    (index, flat)
+                })
                 .collect()
         })
         .await

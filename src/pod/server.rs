@@ -68,6 +68,10 @@ pub struct ServeConfig {
     /// `--checkpoint-max-file-bytes`, `--checkpoint-store-bytes`.
     pub checkpoint_max_file_bytes: u64,
     pub checkpoint_store_bytes: u64,
+    /// `--max-blob-bytes`, `--max-blob-store-bytes`.
+    pub blobs: crate::blobs::BlobLimits,
+    /// `--max-context-images`.
+    pub max_context_images: usize,
     /// The config file's `[mcp_servers.NAME]`: started with the pod.
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     /// The config file's `[[hooks]]`.
@@ -178,6 +182,19 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         crate::tools::reaper::start();
         let mcp_changes = mcp_supervisors.start();
         let (remote_tx, remote_rx) = mpsc::unbounded_channel();
+        let blobs = match crate::blobs::Blobs::open(&config.data_dir, config.blobs) {
+            Ok(blobs) => {
+                actix_rt::spawn(collect_blobs(
+                    blobs.clone(),
+                    config.data_dir.join("sessions"),
+                ));
+                Some(blobs)
+            }
+            Err(e) => {
+                tracing::warn!("images are off: the blob store could not be opened: {e}");
+                None
+            }
+        };
         let listening = match config.remote {
             Some(remote) => {
                 let listening = crate::remote::start(
@@ -185,6 +202,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
                     tokens.clone(),
                     remote_tx,
                     config.limits.max_frame_bytes,
+                    blobs.clone(),
                 )?;
                 let scheme = if listening.tls { "https" } else { "http" };
                 eprintln!(
@@ -274,7 +292,10 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             broadcaster: broadcaster.clone(),
             compactor,
             provider: config.provider.clone(),
-            resolvers: Arc::new(Resolvers::for_workspace(&workspace)),
+            resolvers: Arc::new(
+                Resolvers::for_workspace(&workspace)
+                    .with_blobs(blobs.clone(), config.max_context_images),
+            ),
             toolbox,
             hooks: Arc::new(config.hooks.clone()),
             workspace: workspace.clone(),
@@ -307,6 +328,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             checkpoints,
             tokens,
             listening,
+            blobs,
         };
         actix_rt::spawn(accept_remote(remote_rx, hub.clone()));
         actix_rt::spawn(accept_loop(listener, hub));
@@ -318,6 +340,22 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     mcp.shutdown();
     remove_own_socket(&socket, bound);
     run
+}
+
+/// Deletes, now and then every hour, the blobs no session log names that
+/// are over an hour old (uploaded and never sent, or whose sessions were
+/// deleted), so the store holds what the logs need.
+async fn collect_blobs(blobs: crate::blobs::Blobs, sessions_dir: PathBuf) {
+    loop {
+        let (store, dir) = (blobs.clone(), sessions_dir.clone());
+        match tokio::task::spawn_blocking(move || store.collect_unnamed(&dir)).await {
+            Ok(Ok(0)) => {}
+            Ok(Ok(n)) => tracing::info!("collected {n} images no session names"),
+            Ok(Err(e)) => tracing::warn!("collecting unused images failed: {e}"),
+            Err(e) => tracing::warn!("collecting unused images failed: {e}"),
+        }
+        tokio::time::sleep(crate::blobs::UNNAMED_BLOB_TTL).await;
+    }
 }
 
 /// A write past the file-size limit (`RLIMIT_FSIZE`) raises `SIGXFSZ`,

@@ -99,6 +99,7 @@ pub async fn run_turn(
         at: LogEntry::now(),
         turn_id: Some(turn.turn_id.clone()),
         request_id: turn.request_id.clone(),
+        resolved: run.resolved,
     };
     let instructions = instructions::current(&env.workspace)
         .await
@@ -454,7 +455,8 @@ async fn steps(
         } else {
             // A server that reports no usage (llama-cpp-python) would leave
             // the gauge at 0% while compaction sees the estimate.
-            let estimate = tokens::estimate_request(&env.request(conversation));
+            let estimate =
+                tokens::estimate_request_for(env.provider.name(), &env.request(conversation));
             let mut state = env.state.borrow_mut();
             state.context_tokens = estimate;
             state.context_source = ContextSource::Estimate;

@@ -38,6 +38,8 @@ use crate::protocol::{
 #[rtype(result = "()")]
 pub struct Run {
     pub segments: Vec<Segment>,
+    /// The blobs stored from `file_ref`s to images, by segment index.
+    pub resolved: std::collections::BTreeMap<String, String>,
     pub client: Client,
 }
 
@@ -471,6 +473,7 @@ impl Handler<Run> for Worker {
         });
         self.queue.push_back(QueuedRun {
             segments: msg.segments,
+            resolved: msg.resolved,
             request_id: msg.client.request_id.clone(),
             client: Some(msg.client),
         });

@@ -52,6 +52,11 @@ pub enum LogEntry {
         turn_id: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
+        /// For `file_ref`s to image files: segment index → the blob the pod
+        /// stored from the file when the run was accepted (what the model
+        /// was sent).
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        resolved: std::collections::BTreeMap<String, String>,
     },
     AssistantItems {
         items: Vec<AssistantItem>,

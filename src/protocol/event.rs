@@ -434,6 +434,12 @@ pub enum ErrorCode {
     /// decision of this conversation added; `get_file`: the path is not in
     /// that checkpoint).
     NotFound,
+    /// `put_blob`: the image is over `--max-blob-bytes`.
+    BlobTooLarge,
+    /// `put_blob`: the store would pass `--max-blob-store-bytes`.
+    BlobStoreFull,
+    /// `get_blob`, or a `run` whose `image` segment names a blob the pod does not have.
+    BlobNotFound,
     #[serde(other)]
     #[schemars(skip)]
     Other,
@@ -505,6 +511,18 @@ pub struct Response {
     /// `issue_pairing`: the web client's URL with its one-time `#pair=` code.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// `put_blob`, `get_blob`: the blob's id, `sha256:<hex>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blob: Option<String>,
+    /// `put_blob`: the blob's size in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// `put_blob`, `get_blob`: the image's media type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_type: Option<String>,
+    /// `get_blob`: the bytes, base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
     /// `list_tokens`: every token, oldest first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<Vec<TokenInfo>>,

@@ -113,6 +113,16 @@ pub enum Method {
         checkpoint: String,
         path: String,
     },
+    /// Stores an image durably; answered with its id (`sha256:<hex>`).
+    PutBlob {
+        media_type: String,
+        /// The bytes, base64 (standard alphabet, padded).
+        data: String,
+    },
+    /// An image stored by `put_blob`, in base64.
+    GetBlob {
+        blob: String,
+    },
     /// Mints a device token for remote clients (local socket only).
     IssueToken {
         #[serde(default)]
@@ -155,6 +165,7 @@ impl Method {
                 | Method::ListJobs
                 | Method::GetDiff { .. }
                 | Method::GetFile { .. }
+                | Method::GetBlob { .. }
         )
     }
 
@@ -202,6 +213,8 @@ const METHOD_TYPES: &[&str] = &[
     "rewind",
     "get_diff",
     "get_file",
+    "put_blob",
+    "get_blob",
     "issue_token",
     "issue_pairing",
     "list_tokens",
@@ -455,6 +468,13 @@ mod tests {
             Method::GetFile {
                 checkpoint: "ab".into(),
                 path: "a.txt".into(),
+            },
+            Method::PutBlob {
+                media_type: "image/png".into(),
+                data: "iVBORw0KGgo=".into(),
+            },
+            Method::GetBlob {
+                blob: "sha256:ab".into(),
             },
         ];
         for method in methods {

@@ -90,6 +90,11 @@ impl JsonSchema for Segment {
                 known("file_ref", &["path"], json!({ "path": string })),
                 known("knowledge_ref", &["slug"], json!({ "slug": string })),
                 known("workflow_invoke", &["slug"], json!({ "slug": string, "args": string })),
+                known("image", &["blob", "media_type"], json!({
+                    "blob": string,
+                    "media_type": string,
+                    "name": string,
+                })),
             ],
         })
     }

@@ -33,12 +33,31 @@ pub struct Segment {
 /// when the segment was made.
 #[derive(Debug, Clone)]
 enum Parsed {
-    Text { text: String },
-    Paste { id: u64, text: String },
-    FileRef { path: String },
-    KnowledgeRef { slug: String },
-    WorkflowInvoke { slug: String, args: String },
-    Unknown { kind: String },
+    Text {
+        text: String,
+    },
+    Paste {
+        id: u64,
+        text: String,
+    },
+    FileRef {
+        path: String,
+    },
+    KnowledgeRef {
+        slug: String,
+    },
+    WorkflowInvoke {
+        slug: String,
+        args: String,
+    },
+    Image {
+        blob: String,
+        media_type: String,
+        name: Option<String>,
+    },
+    Unknown {
+        kind: String,
+    },
 }
 
 /// A typed, borrowed view of a [`Segment`].
@@ -60,6 +79,13 @@ pub enum SegmentView<'a> {
     WorkflowInvoke {
         slug: &'a str,
         args: &'a str,
+    },
+    /// An image stored as a blob (`sha256:<hex>`), sent to the model as an
+    /// image in its place among the text.
+    Image {
+        blob: &'a str,
+        media_type: &'a str,
+        name: Option<&'a str>,
     },
     /// A segment type this pod does not know; kept verbatim, flattened for the
     /// model as a placeholder.
@@ -120,6 +146,30 @@ impl Segment {
         )
     }
 
+    pub fn image(
+        blob: impl Into<String>,
+        media_type: impl Into<String>,
+        name: Option<String>,
+    ) -> Self {
+        let (blob, media_type) = (blob.into(), media_type.into());
+        let mut fields = vec![
+            ("blob", Value::from(blob.as_str())),
+            ("media_type", Value::from(media_type.as_str())),
+        ];
+        if let Some(name) = &name {
+            fields.push(("name", Value::from(name.as_str())));
+        }
+        Self::build(
+            "image",
+            &fields,
+            Parsed::Image {
+                blob,
+                media_type,
+                name,
+            },
+        )
+    }
+
     /// A segment this pod makes itself: `type` first, then the fields.
     fn build(kind: &str, fields: &[(&str, Value)], parsed: Parsed) -> Self {
         let mut json = format!("{{\"type\":{}", Value::from(kind));
@@ -150,6 +200,7 @@ impl Segment {
             Parsed::FileRef { .. } => "file_ref",
             Parsed::KnowledgeRef { .. } => "knowledge_ref",
             Parsed::WorkflowInvoke { .. } => "workflow_invoke",
+            Parsed::Image { .. } => "image",
             Parsed::Unknown { kind } => kind,
         }
     }
@@ -168,6 +219,15 @@ impl Segment {
             Parsed::FileRef { path } => SegmentView::FileRef { path },
             Parsed::KnowledgeRef { slug } => SegmentView::KnowledgeRef { slug },
             Parsed::WorkflowInvoke { slug, args } => SegmentView::WorkflowInvoke { slug, args },
+            Parsed::Image {
+                blob,
+                media_type,
+                name,
+            } => SegmentView::Image {
+                blob,
+                media_type,
+                name: name.as_deref(),
+            },
             Parsed::Unknown { kind } => SegmentView::Unknown { kind },
         }
     }
@@ -205,6 +265,13 @@ fn parse(json: &str) -> Result<Parsed, String> {
         #[serde(default)]
         args: String,
     }
+    #[derive(Deserialize)]
+    struct Image {
+        blob: String,
+        media_type: String,
+        #[serde(default)]
+        name: Option<String>,
+    }
     fn fields<'a, T: Deserialize<'a>>(kind: &str, json: &'a str) -> Result<T, String> {
         serde_json::from_str(json).map_err(|e| format!("`{kind}` segment: {e}"))
     }
@@ -230,6 +297,18 @@ fn parse(json: &str) -> Result<Parsed, String> {
         "workflow_invoke" => {
             let Workflow { slug, args } = fields("workflow_invoke", json)?;
             Parsed::WorkflowInvoke { slug, args }
+        }
+        "image" => {
+            let Image {
+                blob,
+                media_type,
+                name,
+            } = fields("image", json)?;
+            Parsed::Image {
+                blob,
+                media_type,
+                name,
+            }
         }
         kind => Parsed::Unknown {
             kind: kind.to_owned(),
@@ -286,6 +365,8 @@ mod tests {
             json!({"type":"file_ref","path":"src/main.rs"}),
             json!({"type":"knowledge_ref","slug":"style"}),
             json!({"type":"workflow_invoke","slug":"review","args":"src/"}),
+            json!({"type":"image","blob":"sha256:ab","media_type":"image/png","name":"a.png"}),
+            json!({"type":"image","blob":"sha256:ab","media_type":"image/png"}),
         ] {
             let s: Segment = serde_json::from_value(v.clone()).unwrap();
             assert!(!matches!(s.view(), SegmentView::Unknown { .. }));
@@ -295,9 +376,9 @@ mod tests {
 
     #[test]
     fn unknown_segment_and_extra_fields_survive() {
-        let v = json!({"type":"image","url":"x.png","alt":{"nested":[1,2]}});
+        let v = json!({"type":"sticker","url":"x.png","alt":{"nested":[1,2]}});
         let s: Segment = serde_json::from_value(v.clone()).unwrap();
-        assert_eq!(s.view(), SegmentView::Unknown { kind: "image" });
+        assert_eq!(s.view(), SegmentView::Unknown { kind: "sticker" });
         assert_eq!(serde_json::to_value(&s).unwrap(), v);
 
         let v = json!({"type":"text","text":"hi","lang":"en"});
@@ -353,6 +434,8 @@ mod tests {
             json!({"type":"paste","id":"one","text":""}),
             json!({"type":"workflow_invoke","slug":"x","args":7}),
             json!({"type":"paste","id":-1,"text":""}),
+            json!({"type":"image","media_type":"image/png"}),
+            json!({"type":"image","blob":"sha256:ab","media_type":7}),
         ] {
             assert!(serde_json::from_value::<Segment>(v.clone()).is_err(), "{v}");
             let frame = json!({"type":"run","segments":[v]}).to_string();

@@ -12,8 +12,10 @@ use serde_json::Value;
 use super::http::{find, join, parse_data, Endpoint, Repair, SseDecoder};
 use super::retry::{AttemptError, RetryPolicy};
 use super::wire::{write_messages, State, WireFormat};
+use super::{images, ImageSlot};
 use super::{
     BuildError, ChatMessage, ModelEvent, ModelRequest, ModelStream, OutputOptions, Provider,
+    UserPart,
 };
 use crate::protocol::{AssistantItem, Usage};
 
@@ -135,6 +137,7 @@ impl Provider for Anthropic {
             .for_model(model)
             .map_or(asked, |cap| asked.min(cap));
         self.endpoint.stream(
+            request.images.iter().any(|slot| slot.send),
             |out| write_body_with(model, request, limit, out),
             move || Decoder {
                 limit,
@@ -153,6 +156,15 @@ impl Provider for Anthropic {
 /// [`mark_cache_breakpoint`]). The body tests compare across formats.
 #[cfg(test)]
 pub(super) fn write_body(
+    model: &str,
+    request: &ModelRequest<'_>,
+    out: &mut Vec<u8>,
+) -> serde_json::Result<()> {
+    write_body_with(model, request, MAX_TOKENS, out)
+}
+
+/// [`write_body_with`] at the default `max_tokens`, for the bench.
+pub(super) fn write_body_for_bench(
     model: &str,
     request: &ModelRequest<'_>,
     out: &mut Vec<u8>,
@@ -181,6 +193,16 @@ fn write_body_with(
         out.extend_from_slice(CACHE_CONTROL);
         out.extend_from_slice(b"}]");
     }
+    write_tools(request, out)?;
+    out.push(b'}');
+    if !request.images.is_empty() {
+        *out = images::splice::<Messages>(std::mem::take(out), &request.images)?;
+    }
+    Ok(())
+}
+
+/// `,"tools":[…]`, the last one a cache breakpoint; nothing without tools.
+fn write_tools(request: &ModelRequest<'_>, out: &mut Vec<u8>) -> serde_json::Result<()> {
     if !request.tools.is_empty() {
         out.extend_from_slice(b",\"tools\":");
         let last = request.tools.len() - 1;
@@ -197,8 +219,26 @@ fn write_body_with(
             .collect();
         serde_json::to_writer(&mut *out, &tools)?;
     }
-    out.push(b'}');
     Ok(())
+}
+
+/// Images as the Messages API takes them: an `image` block with base64
+/// data.
+impl images::ImagePart for Messages {
+    fn around(slot: &ImageSlot) -> (Vec<u8>, &'static [u8]) {
+        (
+            format!(
+                "{{\"type\":\"image\",\"source\":{{\"type\":\"base64\",\"media_type\":\"{}\",\"data\":\"",
+                slot.media_type
+            )
+            .into_bytes(),
+            b"\"}}",
+        )
+    }
+
+    fn text(text: &str, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        serde_json::to_writer(out, &OutBlock::Text { text })
+    }
 }
 
 #[derive(Serialize)]
@@ -256,6 +296,10 @@ enum OutBlock<'a> {
         content: &'a str,
         is_error: bool,
     },
+    /// The image in this slot of the request, written as a marker (see
+    /// `images.rs`), never serialised.
+    #[serde(skip)]
+    Image(usize),
 }
 
 /// The Messages API wire format: each message is content blocks of a role.
@@ -296,7 +340,10 @@ impl WireFormat for Messages {
             if i > 0 {
                 out.push(b',');
             }
-            serde_json::to_writer(&mut *out, block)?;
+            match block {
+                OutBlock::Image(slot) => images::mark(*slot, out),
+                block => serde_json::to_writer(&mut *out, block)?,
+            }
         }
         Ok(Some(role))
     }
@@ -306,6 +353,16 @@ impl WireFormat for Messages {
 fn blocks<'a>(message: &'a ChatMessage<'a>) -> (&'static str, Vec<OutBlock<'a>>) {
     match message {
         ChatMessage::User { text } => ("user", text_block(text).into_iter().collect()),
+        ChatMessage::UserParts { parts } => (
+            "user",
+            parts
+                .iter()
+                .filter_map(|part| match part {
+                    UserPart::Text(text) => text_block(text),
+                    UserPart::Image(slot) => Some(OutBlock::Image(*slot)),
+                })
+                .collect(),
+        ),
         ChatMessage::Assistant { items } => (
             "assistant",
             items
@@ -766,6 +823,7 @@ mod tests {
             tools: Cow::Borrowed(&[]),
             cache: None,
             max_output_tokens: None,
+            images: Vec::new(),
         };
         let mut body = Vec::new();
         write_body("m", &request, &mut body).unwrap();

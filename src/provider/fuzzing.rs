@@ -1,6 +1,7 @@
-//! Entry points for the fuzz targets in `fuzz/`, not an API: a server's
-//! reply stream parsed the way a real reply is — cut into lines, read as
-//! server-sent events, decoded by the provider's decoder into model events.
+//! Entry points for the fuzz targets in `fuzz/` and for `examples/bench`,
+//! not an API: a server's reply stream parsed the way a real reply is — cut
+//! into lines, read as server-sent events, decoded by the provider's decoder
+//! into model events; and a request body written as a provider writes it.
 
 use std::convert::Infallible;
 
@@ -57,6 +58,17 @@ fn run(mut decoder: impl SseDecoder, chunks: Vec<Vec<u8>>) -> Vec<ModelEvent> {
 /// A few hundred mutations of the fuzz seeds on every test run: what a
 /// malformed reply can do is bounded by these (no panic, whatever the
 /// bytes and however they are cut); `cargo fuzz` goes further.
+/// The request body `wire` sends for `request` (images filled in from the
+/// blob store), as the bench measures it.
+pub fn write_body(wire: Wire, request: &super::ModelRequest<'_>) -> serde_json::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    match wire {
+        Wire::OpenAi => super::openai::write_body_for_bench("gpt-4o", request, &mut out)?,
+        Wire::Anthropic => super::anthropic::write_body_for_bench("claude", request, &mut out)?,
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

@@ -124,6 +124,9 @@ pub(crate) struct Endpoint {
     /// conversation and a little more) is written into a buffer that large
     /// from the start instead of one doubled a dozen times.
     last_body: Arc<AtomicUsize>,
+    /// Whether the call being made carries images: a refusal then says
+    /// the model may not take them.
+    with_images: bool,
 }
 
 impl Endpoint {
@@ -152,6 +155,7 @@ impl Endpoint {
             policy,
             repairs: Vec::new(),
             last_body: Arc::default(),
+            with_images: false,
         })
     }
 
@@ -168,7 +172,10 @@ impl Endpoint {
     /// while no part of the reply has reached the consumer (see
     /// [`Retrier::after_failure`]); each retry is announced on the stream as
     /// a [`ModelEvent::Retry`] before its delay.
-    pub fn stream<W, D, F>(&self, write_body: W, decoder: F) -> ModelStream
+    ///
+    /// `with_images`: the body carries images (a 4xx then hints that the
+    /// model may not support them).
+    pub fn stream<W, D, F>(&self, with_images: bool, write_body: W, decoder: F) -> ModelStream
     where
         W: FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
         D: SseDecoder,
@@ -189,7 +196,10 @@ impl Endpoint {
                 return futures::stream::once(async move { Err(error) }).boxed();
             }
         };
-        let endpoint = self.clone();
+        let endpoint = Self {
+            with_images,
+            ..self.clone()
+        };
         generate(move |mut out| async move {
             let mut retrier = Retrier::new(&endpoint.policy);
             let mut body = body;
@@ -242,6 +252,12 @@ impl Endpoint {
             }
             let mut error = status_error(self.provider, Some(self.key_env), status, &text);
             error.retry_after = retry_after;
+            if self.with_images && matches!(status.as_u16(), 400 | 413 | 415 | 422) {
+                error.error.message.push_str(
+                    " (the request carried images: this model may not support images; use a \
+                     vision model, or send without them)",
+                );
+            }
             if matches!(status.as_u16(), 404 | 405) && !names_what_is_missing(status, &text) {
                 // Not the API refusing a model or a request (those say
                 // which) but no API at this address.

@@ -11,6 +11,7 @@ mod config;
 #[doc(hidden)]
 pub mod fuzzing;
 mod http;
+mod images;
 mod offline;
 mod openai;
 pub mod overflow;
@@ -21,6 +22,7 @@ mod wire;
 
 pub use anthropic::Anthropic;
 pub use config::{build, ProviderConfig, ProviderKind};
+pub use images::{estimate_tokens as image_tokens, ImageSlot};
 pub use offline::Offline;
 pub use openai::OpenAi;
 pub use retry::RetryPolicy;
@@ -50,6 +52,9 @@ pub struct ModelRequest<'a> {
     pub cache: Option<CacheRef<'a>>,
     /// This call's output limit; `None` is the provider's (`--max-output-tokens`).
     pub max_output_tokens: Option<u32>,
+    /// The images [`UserPart::Image`] parts name, in conversation order:
+    /// where their bytes are, read only while the body is written.
+    pub images: Vec<ImageSlot>,
 }
 
 /// The output limit when `--max-output-tokens` names none and the model's
@@ -103,10 +108,20 @@ pub enum ChatMessage<'a> {
     /// User input flattened to text (segments resolved), or text the pod
     /// injected (notify, compaction summary).
     User { text: Cow<'a, str> },
+    /// User input holding images: its text around them, in order.
+    UserParts { parts: Vec<UserPart<'a>> },
     /// Consecutive confirmed assistant blocks of one model reply.
     Assistant { items: Vec<Cow<'a, AssistantItem>> },
     /// The results answering the preceding assistant message's tool calls.
     ToolResults { results: Vec<Cow<'a, ToolResult>> },
+}
+
+/// A piece of a [`ChatMessage::UserParts`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum UserPart<'a> {
+    Text(Cow<'a, str>),
+    /// The image in this slot of [`ModelRequest::images`].
+    Image(usize),
 }
 
 /// A tool the model may call: name, description, JSON Schema of its arguments.

@@ -1,11 +1,12 @@
 //! The built-in offline model: deterministic, no network, so that a fresh
 //! machine without an API key has a working pod.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use futures::StreamExt;
 
-use super::{ChatMessage, ModelEvent, ModelRequest, ModelStream, Provider};
+use super::{ChatMessage, ImageSlot, ModelEvent, ModelRequest, ModelStream, Provider, UserPart};
 use crate::protocol::Usage;
 
 /// The provider's name, and its model's unless `--model` names another.
@@ -41,7 +42,7 @@ impl Provider for Offline {
 
     fn stream(&self, request: &ModelRequest<'_>) -> ModelStream {
         let reply = reply_for(request);
-        let input_tokens = crate::tokens::estimate_request(request);
+        let input_tokens = crate::tokens::estimate_request_for(NAME, request);
         let output_tokens = crate::tokens::estimate(&reply);
         let delay = self.word_delay;
         let words: Vec<String> = reply.split_inclusive(' ').map(str::to_owned).collect();
@@ -70,7 +71,20 @@ fn reply_for(request: &ModelRequest<'_>) -> String {
     // The user's own last input, past what the pod added after it (the
     // project's instructions follow a session's first input).
     let last = request.messages.iter().rev().find_map(|m| match m {
-        ChatMessage::User { text } if !crate::context::is_injected(text) => Some(text.as_ref()),
+        ChatMessage::User { text } if !crate::context::is_injected(text) => {
+            Some((Cow::Borrowed(text.as_ref()), Vec::new()))
+        }
+        ChatMessage::UserParts { parts } => {
+            let mut text = String::new();
+            let mut slots = Vec::new();
+            for part in parts {
+                match part {
+                    UserPart::Text(t) => text.push_str(t),
+                    UserPart::Image(slot) => slots.extend(request.images.get(*slot)),
+                }
+            }
+            Some((Cow::Owned(text), slots))
+        }
         _ => None,
     });
     let mut reply = String::from(
@@ -84,7 +98,10 @@ fn reply_for(request: &ModelRequest<'_>) -> String {
         ));
     }
     match last {
-        Some(text) => reply.push_str(&describe(text)),
+        Some((text, images)) => {
+            reply.push_str(&describe(&text));
+            reply.push_str(&describe_images(&images));
+        }
         None => reply.push_str("I received no message from you yet."),
     }
     if !request.tools.is_empty() {
@@ -105,6 +122,35 @@ fn reply_for(request: &ModelRequest<'_>) -> String {
          `--provider` and `--model` choose explicitly; docs/providers.md has the details.",
     );
     reply
+}
+
+/// What the images of the last message were, as sent: a fresh machine
+/// shows the whole path (store, segment, request) working.
+fn describe_images(images: &[&ImageSlot]) -> String {
+    if images.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = images
+        .iter()
+        .map(|slot| {
+            let dims = slot
+                .dims
+                .map_or("size unknown".to_owned(), |(w, h)| format!("{w}×{h}"));
+            let state = if slot.path.is_none() {
+                ", unavailable: its blob is gone"
+            } else if !slot.send {
+                ", not sent: older than the last --max-context-images"
+            } else {
+                ""
+            };
+            format!("{} {} bytes {dims}{state}", slot.media_type, slot.size)
+        })
+        .collect();
+    format!(
+        " It carried {} image(s): {}.",
+        images.len(),
+        list.join("; ")
+    )
 }
 
 /// Size of the message and of the files attached to it. The input flattener
@@ -199,6 +245,7 @@ mod tests {
             .into(),
             cache: None,
             max_output_tokens: None,
+            images: Vec::new(),
         };
         let reply = reply_for(&request);
         assert!(reply.contains("offline model"), "{reply}");

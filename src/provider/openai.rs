@@ -13,9 +13,10 @@ use serde_json::Value;
 use super::http::{join, parse_data, Endpoint, Refusable, SseDecoder};
 use super::retry::{AttemptError, RetryPolicy};
 use super::wire::{write_messages, State, WireFormat};
+use super::{images, ImageSlot};
 use super::{
     BuildError, ChatMessage, ModelEvent, ModelRequest, ModelStream, OutputOptions, Provider,
-    ToolChoice, ToolSpec, DEFAULT_MAX_OUTPUT_TOKENS,
+    ToolChoice, ToolSpec, UserPart, DEFAULT_MAX_OUTPUT_TOKENS,
 };
 use crate::protocol::{AssistantItem, Usage};
 
@@ -132,6 +133,7 @@ impl Provider for OpenAi {
             tool_choice: self.tool_choice,
         };
         self.endpoint.stream(
+            request.images.iter().any(|slot| slot.send),
             move |out| write_body_with(model, request, &options, out),
             move || Decoder {
                 limit,
@@ -169,6 +171,21 @@ pub(super) fn write_body(
     write_body_with(model, request, &options, out)
 }
 
+/// [`write_body_with`] with the options of a first call, for the bench.
+pub(super) fn write_body_for_bench(
+    model: &str,
+    request: &ModelRequest<'_>,
+    out: &mut Vec<u8>,
+) -> serde_json::Result<()> {
+    let options = BodyOptions {
+        usage: true,
+        limit_field: MAX_TOKENS,
+        limit: DEFAULT_MAX_OUTPUT_TOKENS,
+        tool_choice: None,
+    };
+    write_body_with(model, request, &options, out)
+}
+
 /// What a call's body says besides the conversation.
 struct BodyOptions {
     /// Ask for [`USAGE_OPTION`].
@@ -197,8 +214,11 @@ fn write_body_with(
             out,
         )?;
     }
-    if write_messages::<Chat>(request, out)? == Some(USER) {
+    let state = write_messages::<Chat>(request, out)?;
+    if state == Some(USER) {
         out.extend_from_slice(USER_END);
+    } else if state == Some(USER_PARTS) {
+        out.extend_from_slice(USER_PARTS_END);
     } else if out.last() == Some(&b',') {
         // Every other message ends with a comma (see `put`); the last
         // one's goes.
@@ -222,6 +242,9 @@ fn write_body_with(
         }
     }
     out.push(b'}');
+    if !request.images.is_empty() {
+        *out = images::splice::<Chat>(std::mem::take(out), &request.images)?;
+    }
     Ok(())
 }
 
@@ -275,6 +298,38 @@ struct Chat;
 const USER: &str = "user";
 /// Closes an open user message.
 const USER_END: &[u8] = b"\"}";
+/// The state after an open user message of content parts (one with
+/// images): `{"role":"user","content":[…parts`.
+const USER_PARTS: &str = "user_parts";
+/// Closes an open user message of parts.
+const USER_PARTS_END: &[u8] = b"]}";
+
+/// Images as Chat Completions takes them: an `image_url` part with a
+/// data URL.
+impl images::ImagePart for Chat {
+    fn around(slot: &ImageSlot) -> (Vec<u8>, &'static [u8]) {
+        (
+            format!(
+                "{{\"type\":\"image_url\",\"image_url\":{{\"url\":\"data:{};base64,",
+                slot.media_type
+            )
+            .into_bytes(),
+            b"\"}}",
+        )
+    }
+
+    fn text(text: &str, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        text_part(text, out)
+    }
+}
+
+/// `{"type":"text","text":…}`.
+fn text_part(text: &str, out: &mut Vec<u8>) -> serde_json::Result<()> {
+    out.extend_from_slice(b"{\"type\":\"text\",\"text\":");
+    serde_json::to_writer(&mut *out, text)?;
+    out.push(b'}');
+    Ok(())
+}
 
 /// Appends `text` JSON-escaped, without the quotes around it.
 fn put_text(text: &str, out: &mut Vec<u8>) -> serde_json::Result<()> {
@@ -294,6 +349,11 @@ impl WireFormat for Chat {
         out: &mut Vec<u8>,
     ) -> serde_json::Result<State> {
         match message {
+            ChatMessage::User { text } if state == Some(USER_PARTS) => {
+                out.push(b',');
+                text_part(text, out)?;
+                Ok(Some(USER_PARTS))
+            }
             ChatMessage::User { text } => {
                 if state == Some(USER) {
                     out.extend_from_slice(b"\\n\\n");
@@ -302,6 +362,27 @@ impl WireFormat for Chat {
                 }
                 put_text(text, out)?;
                 Ok(Some(USER))
+            }
+            // A message with images needs content parts; an open text
+            // message before it is closed (two user messages in a row, the
+            // price of images on servers that want roles to alternate).
+            ChatMessage::UserParts { parts } => {
+                if state == Some(USER_PARTS) {
+                    out.push(b',');
+                } else {
+                    close_user(state, out);
+                    out.extend_from_slice(b"{\"role\":\"user\",\"content\":[");
+                }
+                for (i, part) in parts.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    match part {
+                        UserPart::Text(text) => text_part(text, out)?,
+                        UserPart::Image(slot) => images::mark(*slot, out),
+                    }
+                }
+                Ok(Some(USER_PARTS))
             }
             ChatMessage::Assistant { items } => match assistant_message(items) {
                 Some(message) => {
@@ -332,6 +413,9 @@ impl WireFormat for Chat {
 fn close_user(state: State, out: &mut Vec<u8>) {
     if state == Some(USER) {
         out.extend_from_slice(USER_END);
+        out.push(b',');
+    } else if state == Some(USER_PARTS) {
+        out.extend_from_slice(USER_PARTS_END);
         out.push(b',');
     }
 }
@@ -1000,6 +1084,7 @@ mod tests {
             tools: Cow::Owned(vec![]),
             cache: None,
             max_output_tokens: None,
+            images: Vec::new(),
         };
         let mut body = Vec::new();
         write_body("m", &request, &mut body).unwrap();
@@ -1056,6 +1141,7 @@ mod tests {
             }]),
             cache: None,
             max_output_tokens: None,
+            images: Vec::new(),
         };
         let mut body = Vec::new();
         write_body("m", &request, &mut body).unwrap();

@@ -258,6 +258,7 @@ mod tests {
         let afresh = ModelRequest {
             cache: None,
             max_output_tokens: None,
+            images: Vec::new(),
             ..request.clone()
         };
         let mut out = Vec::new();
@@ -300,6 +301,7 @@ mod tests {
                     at: LogEntry::now(),
                     turn_id: None,
                     request_id: None,
+                    resolved: Default::default(),
                 },
                 Made::Text(text) => LogEntry::AssistantItems {
                     items: vec![AssistantItem::Text { text: text.clone() }],

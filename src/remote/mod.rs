@@ -97,6 +97,7 @@ pub fn start(
     tokens: Arc<Tokens>,
     accept: mpsc::UnboundedSender<RemoteClient>,
     max_frame_bytes: usize,
+    blobs: Option<crate::blobs::Blobs>,
 ) -> anyhow::Result<Listening> {
     let listener = std::net::TcpListener::bind(config.listen.as_str())
         .with_context(|| format!("cannot listen on {}", config.listen))?;
@@ -135,6 +136,7 @@ pub fn start(
             active: Arc::default(),
             max_clients: config.max_remote_clients,
             max_frame_bytes,
+            blobs,
         },
     )?;
     Ok(listening)

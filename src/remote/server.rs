@@ -42,6 +42,9 @@ pub struct State {
     pub active: Arc<AtomicUsize>,
     pub max_clients: usize,
     pub max_frame_bytes: usize,
+    /// The image store `POST/GET /v1/blobs` serve (`None`: it could not
+    /// be opened).
+    pub blobs: Option<crate::blobs::Blobs>,
 }
 
 /// A place among `--max-remote-clients`, given back when dropped.
@@ -120,8 +123,8 @@ pub fn start(
             .route("/v1/health", web::get().to(health))
             .route("/v1/pair", web::post().to(pair))
             .route("/v1/ws", web::get().to(websocket))
-            .route("/v1/blobs", web::post().to(blobs))
-            .route("/v1/blobs/{id}", web::get().to(blobs))
+            .route("/v1/blobs", web::post().to(put_blob))
+            .route("/v1/blobs/{id}", web::get().to(get_blob))
             .default_service(web::to(asset))
     })
     // One worker thread: the pumps are light, and the machine's cores
@@ -289,19 +292,134 @@ async fn pair(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> Ht
     }
 }
 
-/// The blob store is not part of this build yet.
-async fn blobs(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
-    if let Some(refused) = misdirected(&req, &state) {
-        return refused;
+/// The refusal of a blob method, as the contract words it over HTTP.
+fn blob_refusal(error: &crate::blobs::BlobError) -> HttpResponse {
+    let status = StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
+    let code = serde_json::to_value(error.code())
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    refusal(status, &code, &error.to_string())
+}
+
+/// The checks every blob request passes first: `Host`, `Origin`, the
+/// token; then the store itself.
+fn blob_access(
+    req: &HttpRequest,
+    state: &State,
+) -> Result<(Granted, crate::blobs::Blobs), Box<HttpResponse>> {
+    if let Some(refused) = misdirected(req, state) {
+        return Err(Box::new(refused));
     }
-    if authenticate(&req, &state).is_none() {
-        return no_token(&req, &state);
+    let Some(granted) = authenticate(req, state) else {
+        return Err(Box::new(no_token(req, state)));
+    };
+    let Some(blobs) = state.blobs.clone() else {
+        return Err(Box::new(refusal(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "storage_error",
+            "the image store could not be opened when the pod started (see its log)",
+        )));
+    };
+    Ok((granted, blobs))
+}
+
+/// `POST /v1/blobs`: stores the body as an image of its `Content-Type`
+/// and answers as `put_blob` does. A `Content-Length` over the limit is
+/// refused before the body is read; a body that grows past it while
+/// being read, as soon as it does.
+async fn put_blob(
+    req: HttpRequest,
+    mut body: web::Payload,
+    state: web::Data<State>,
+) -> HttpResponse {
+    use futures::StreamExt as _;
+    let (granted, blobs) = match blob_access(&req, &state) {
+        Ok(access) => access,
+        Err(refused) => return *refused,
+    };
+    if granted.scope == AccessLevel::Read {
+        return refusal(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this device token may only read; storing an image needs a full token",
+        );
     }
-    refusal(
-        StatusCode::NOT_FOUND,
-        "not_found",
-        "this pod does not serve blobs over HTTP yet",
-    )
+    let media_type = header(&req, header::CONTENT_TYPE)
+        .map(|t| {
+            t.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_default();
+    if !crate::blobs::ACCEPTED_TYPES.contains(&media_type.as_str()) {
+        return blob_refusal(&crate::blobs::BlobError::UnsupportedType(media_type));
+    }
+    let declared = header(&req, header::CONTENT_LENGTH).and_then(|n| n.parse::<u64>().ok());
+    if let Some(size) = declared {
+        if let Err(e) = blobs.check_size(size) {
+            return blob_refusal(&e);
+        }
+    }
+    let mut bytes = web::BytesMut::new();
+    while let Some(chunk) = body.next().await {
+        let Ok(chunk) = chunk else {
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                "invalid_params",
+                "the request body broke off before its end",
+            );
+        };
+        bytes.extend_from_slice(&chunk);
+        if let Err(e) = blobs.check_size(bytes.len() as u64) {
+            return blob_refusal(&e);
+        }
+    }
+    match web::block(move || blobs.put(&media_type, &bytes)).await {
+        Ok(Ok(info)) => HttpResponse::Ok().json(serde_json::json!({
+            "type": "response",
+            "blob": info.digest.id(),
+            "size": info.size,
+            "media_type": info.media_type,
+        })),
+        Ok(Err(e)) => blob_refusal(&e),
+        Err(_) => refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the pod is stopping",
+        ),
+    }
+}
+
+/// `GET /v1/blobs/<id>`: the image's bytes with their `Content-Type`; any
+/// token may read.
+async fn get_blob(
+    req: HttpRequest,
+    id: web::Path<String>,
+    state: web::Data<State>,
+) -> HttpResponse {
+    let (_, blobs) = match blob_access(&req, &state) {
+        Ok(access) => access,
+        Err(refused) => return *refused,
+    };
+    let id = id.into_inner();
+    match web::block(move || blobs.get(&id)).await {
+        Ok(Ok((info, bytes))) => HttpResponse::Ok()
+            .content_type(info.media_type)
+            .insert_header((
+                header::CACHE_CONTROL,
+                "private, max-age=31536000, immutable",
+            ))
+            .body(bytes),
+        Ok(Err(e)) => blob_refusal(&e),
+        Err(_) => refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the pod is stopping",
+        ),
+    }
 }
 
 /// The web client's files: no data, no token.

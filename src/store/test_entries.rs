@@ -24,5 +24,6 @@ pub fn input(text: &str) -> LogEntry {
         at: LogEntry::now(),
         turn_id: None,
         request_id: None,
+        resolved: Default::default(),
     }
 }

@@ -691,6 +691,13 @@ impl App {
             KeyCode::Char('e') if ctrl => self.composer.line_end(),
             KeyCode::Char('u') if ctrl => self.composer.clear_draft(),
             KeyCode::Char('l') if ctrl => self.viewport.end(),
+            KeyCode::Char('v') if ctrl => {
+                self.flash = Some(
+                    "pod attach reads no clipboard images: paste or drop the image file's path \
+                     to attach it"
+                        .into(),
+                )
+            }
             KeyCode::Enter if alt || shift => self.composer.insert_newline(),
             KeyCode::Enter | KeyCode::Tab if self.composer.completion_open() => {
                 let accepted = self.composer.accept_completion();

@@ -7,6 +7,7 @@
 //! the segment protocol exists to prevent.
 
 use crate::protocol::Segment;
+use crate::tui::images::Attachment;
 
 mod menu;
 
@@ -25,6 +26,9 @@ pub enum Atom {
     FileRef(String),
     /// An accepted `#name` completion, sent as a `knowledge_ref` segment.
     KnowledgeRef(String),
+    /// A pasted or dropped image file, shown as its chip and sent as an
+    /// `image` segment (uploaded with `put_blob` first).
+    Image(Attachment),
 }
 
 #[derive(Debug, Default)]
@@ -65,6 +69,14 @@ impl Composer {
         self.atoms.is_empty()
     }
 
+    /// The images attached to the message, in order.
+    pub fn images(&self) -> impl Iterator<Item = &Attachment> {
+        self.atoms.iter().filter_map(|a| match a {
+            Atom::Image(image) => Some(image),
+            _ => None,
+        })
+    }
+
     pub fn completion(&self) -> Option<&Completion> {
         self.completion.as_ref()
     }
@@ -79,7 +91,15 @@ impl Composer {
 
     /// Inserts a bracketed paste as one atom. Terminals send line breaks
     /// inside a paste as `\r`; they are normalised to `\n`.
+    ///
+    /// A paste that is the path of an image file (a terminal sends a file
+    /// dropped on it as its path) attaches the image instead.
     pub fn paste(&mut self, text: &str) {
+        let number = self.images().count() as u64 + 1;
+        if let Some(image) = Attachment::from_pasted(text, number) {
+            self.insert(Atom::Image(image));
+            return;
+        }
         let text = text.replace("\r\n", "\n").replace('\r', "\n");
         if text.is_empty() {
             return;
@@ -267,6 +287,14 @@ fn segments_of(atoms: &[Atom]) -> Vec<Segment> {
             Atom::KnowledgeRef(slug) => {
                 flush_text(&mut out, &mut text);
                 out.push(Segment::knowledge_ref(slug.clone()));
+            }
+            Atom::Image(image) => {
+                flush_text(&mut out, &mut text);
+                out.push(Segment::image(
+                    image.blob.clone(),
+                    image.media_type,
+                    Some(image.name.clone()),
+                ));
             }
         }
     }

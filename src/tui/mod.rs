@@ -27,6 +27,7 @@ pub mod commands;
 pub mod composer;
 pub mod connection;
 pub mod conversation;
+pub mod images;
 pub mod layout_cache;
 pub mod notify;
 pub mod overlay;

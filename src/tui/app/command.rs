@@ -93,6 +93,20 @@ impl App {
             self.flash = Some("not connected: the message stays here until you send it".into());
             return;
         }
+        let uploads: Result<Vec<Method>, String> =
+            self.composer.images().map(|image| image.upload()).collect();
+        let uploads = match uploads {
+            Ok(uploads) => uploads,
+            Err(why) => {
+                self.flash = Some(why);
+                return;
+            }
+        };
+        // Each image first: the pod handles this connection's frames in
+        // order, so the run finds its blobs.
+        for upload in uploads {
+            self.send(upload);
+        }
         let atoms = self.composer.atoms().to_vec();
         let id = self.send(Method::Run { segments });
         self.unconfirmed.insert(id, atoms);

@@ -251,6 +251,7 @@ fn divider(label: &str, width: usize) -> Line<'static> {
 
 fn user(segments: &[Segment], width: usize, out: &mut Vec<Line<'static>>) {
     let mut logical: Vec<Vec<Span<'static>>> = vec![Vec::new()];
+    let mut images = 0;
     for segment in segments {
         let (text, style) = match segment.view() {
             SegmentView::Text { text } => {
@@ -269,6 +270,16 @@ fn user(segments: &[Segment], width: usize, out: &mut Vec<Line<'static>>) {
             SegmentView::KnowledgeRef { slug } => (format!("#{slug}"), KNOWLEDGE_REF),
             SegmentView::WorkflowInvoke { slug, args: "" } => (format!("/{slug}"), FILE_REF),
             SegmentView::WorkflowInvoke { slug, args } => (format!("/{slug} {args}"), FILE_REF),
+            SegmentView::Image { name, .. } => {
+                images += 1;
+                (
+                    format!(
+                        "[Image #{images} | {}]",
+                        crate::safe_text::line(name.unwrap_or("image"))
+                    ),
+                    PASTE,
+                )
+            }
             SegmentView::Unknown { kind } => (format!("[{kind} input]"), DIM),
         };
         if let Some(line) = logical.last_mut() {

@@ -79,6 +79,7 @@ fn cell(atom: &Atom) -> (String, Style) {
         Atom::Paste { id, text } => (paste_label(*id, text), PASTE),
         Atom::FileRef(path) => (format!("@{path}"), FILE_REF),
         Atom::KnowledgeRef(slug) => (format!("#{slug}"), KNOWLEDGE_REF),
+        Atom::Image(image) => (image.chip(), PASTE),
     }
 }
 

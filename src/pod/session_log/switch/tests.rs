@@ -114,6 +114,7 @@ fn two_turns() -> Vec<LogEntry> {
                 at: "2026-11-30T09:00:00.000Z".into(),
                 turn_id: None,
                 request_id: None,
+                resolved: Default::default(),
             },
             LogEntry::AssistantItems {
                 items: vec![AssistantItem::Text {

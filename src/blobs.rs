@@ -1,0 +1,434 @@
+//! Image blobs: the bytes of images clients attach, stored once by hash.
+//!
+//! The log holds only an `image` segment naming a blob (`sha256:<hex>`), so
+//! an attach costs nothing for the bytes and a request reads them from here
+//! when it is built, never keeping them in memory between calls. The bytes
+//! live in a [`ContentStore`] of their own (`<data-dir>/blobs/`), apart from
+//! the checkpoints' objects, so `get_blob` can never serve a checkpointed
+//! file. Every check a client's bytes get is here, so the socket method and
+//! `POST /v1/blobs` refuse the same things the same way.
+
+use std::collections::HashSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use crate::protocol::ErrorCode;
+use crate::store::content::{ContentStore, Digest};
+
+/// `--max-blob-bytes` by default: 5 MiB, what Anthropic takes per image.
+pub const DEFAULT_MAX_BLOB_BYTES: u64 = 5 * 1024 * 1024;
+/// `--max-blob-store-bytes` by default: 1 GiB.
+pub const DEFAULT_MAX_STORE_BYTES: u64 = 1024 * 1024 * 1024;
+/// `--max-context-images` by default.
+pub const DEFAULT_MAX_CONTEXT_IMAGES: usize = 20;
+/// A blob no log names is collected once it is this old: long enough for a
+/// client to upload and then send its `run`.
+pub const UNNAMED_BLOB_TTL: Duration = Duration::from_secs(3600);
+
+/// The media types the pod takes.
+pub const ACCEPTED_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+/// The bounds the store keeps.
+#[derive(Debug, Clone, Copy)]
+pub struct BlobLimits {
+    pub max_blob_bytes: u64,
+    pub max_store_bytes: u64,
+}
+
+impl Default for BlobLimits {
+    fn default() -> Self {
+        Self {
+            max_blob_bytes: DEFAULT_MAX_BLOB_BYTES,
+            max_store_bytes: DEFAULT_MAX_STORE_BYTES,
+        }
+    }
+}
+
+/// What the pod knows of a stored image without decoding its pixels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlobInfo {
+    pub digest: Digest,
+    pub media_type: &'static str,
+    pub size: u64,
+    /// From the header; `None` when the header does not say (a truncated
+    /// but correctly signed file).
+    pub dims: Option<(u32, u32)>,
+}
+
+/// Why a blob was refused or cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum BlobError {
+    #[error(
+        "media_type {0:?} is not accepted; send image/png, image/jpeg, image/gif or image/webp"
+    )]
+    UnsupportedType(String),
+    #[error("the bytes are not {claimed} ({found}); send the media_type the file really has")]
+    Mismatch {
+        claimed: String,
+        found: &'static str,
+    },
+    #[error("data is not valid base64: {0}")]
+    BadBase64(String),
+    #[error("the image is {size} bytes, over the {limit}-byte limit (--max-blob-bytes)")]
+    TooLarge { size: u64, limit: u64 },
+    #[error(
+        "the blob store holds {used} bytes and this image of {size} would pass its {limit}-byte \
+         bound (--max-blob-store-bytes); raise it, or wait for unused images to be collected"
+    )]
+    StoreFull { used: u64, size: u64, limit: u64 },
+    #[error("no blob {0} is stored here; upload it with put_blob first")]
+    NotFound(String),
+    #[error("the blob store failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl BlobError {
+    /// The protocol's error code for this refusal.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::UnsupportedType(_) | Self::Mismatch { .. } | Self::BadBase64(_) => {
+                ErrorCode::InvalidParams
+            }
+            Self::TooLarge { .. } => ErrorCode::BlobTooLarge,
+            Self::StoreFull { .. } => ErrorCode::BlobStoreFull,
+            Self::NotFound(_) => ErrorCode::BlobNotFound,
+            Self::Io(_) => ErrorCode::StorageError,
+        }
+    }
+
+    /// The status `POST/GET /v1/blobs` answers it with.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            Self::UnsupportedType(_) => 415,
+            Self::Mismatch { .. } | Self::BadBase64(_) => 400,
+            Self::TooLarge { .. } => 413,
+            Self::StoreFull { .. } => 507,
+            Self::NotFound(_) => 404,
+            Self::Io(_) => 500,
+        }
+    }
+}
+
+/// The media type the bytes' signature says, among the accepted ones.
+pub fn sniff(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if bytes.starts_with(b"\xff\xd8\xff") {
+        Some("image/jpeg")
+    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
+        Some("image/webp")
+    } else {
+        None
+    }
+}
+
+/// Width and height from the header (no pixels decoded).
+pub fn dimensions(bytes: &[u8]) -> Option<(u32, u32)> {
+    let size = imagesize::blob_size(bytes).ok()?;
+    Some((
+        u32::try_from(size.width).ok()?,
+        u32::try_from(size.height).ok()?,
+    ))
+}
+
+/// The image blobs of one data directory. Plain synchronous file code: call
+/// it on the blocking pool.
+#[derive(Debug, Clone)]
+pub struct Blobs {
+    store: ContentStore,
+    limits: BlobLimits,
+}
+
+impl Blobs {
+    /// Opens (creating) `<data_dir>/blobs/`, sweeping what a crash left.
+    pub fn open(data_dir: &Path, limits: BlobLimits) -> std::io::Result<Self> {
+        let store = ContentStore::open(data_dir.join("blobs"))?;
+        store.sweep_temporaries()?;
+        Ok(Self { store, limits })
+    }
+
+    pub fn limits(&self) -> BlobLimits {
+        self.limits
+    }
+
+    /// Refuses a size over `--max-blob-bytes` before anything is read.
+    pub fn check_size(&self, size: u64) -> Result<(), BlobError> {
+        if size > self.limits.max_blob_bytes {
+            return Err(BlobError::TooLarge {
+                size,
+                limit: self.limits.max_blob_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks `bytes` against `media_type` and the limits, then stores them
+    /// durably (written, fsynced, renamed, the directory fsynced) before
+    /// answering.
+    pub fn put(&self, media_type: &str, bytes: &[u8]) -> Result<BlobInfo, BlobError> {
+        if !ACCEPTED_TYPES.contains(&media_type) {
+            return Err(BlobError::UnsupportedType(media_type.to_owned()));
+        }
+        let size = bytes.len() as u64;
+        self.check_size(size)?;
+        let found = sniff(bytes);
+        if found != Some(media_type) {
+            return Err(BlobError::Mismatch {
+                claimed: media_type.to_owned(),
+                found: found.unwrap_or("not an image type the pod takes"),
+            });
+        }
+        let digest = Digest::of(bytes);
+        if !self.store.contains(&digest) {
+            let used = self.store.total_bytes()?;
+            if used.saturating_add(size) > self.limits.max_store_bytes {
+                return Err(BlobError::StoreFull {
+                    used,
+                    size,
+                    limit: self.limits.max_store_bytes,
+                });
+            }
+        }
+        self.store.put_as(digest, bytes)?;
+        Ok(BlobInfo {
+            digest,
+            media_type: found.unwrap_or(media_type_fallback()),
+            size,
+            dims: dimensions(bytes),
+        })
+    }
+
+    /// [`Blobs::put`] of base64 text, as `put_blob` carries it.
+    pub fn put_base64(&self, media_type: &str, data: &str) -> Result<BlobInfo, BlobError> {
+        use base64::Engine as _;
+        // Cheap bound first: the decoded size is at most ¾ of the text.
+        self.check_size((data.len() as u64).saturating_mul(3) / 4)?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .map_err(|e| BlobError::BadBase64(e.to_string()))?;
+        self.put(media_type, &bytes)
+    }
+
+    /// Parses a protocol id, `sha256:<hex>`.
+    pub fn parse_id(id: &str) -> Result<Digest, BlobError> {
+        Digest::from_id(id).ok_or_else(|| BlobError::NotFound(id.to_owned()))
+    }
+
+    /// Where the blob's file is (whether or not it exists).
+    pub fn path(&self, digest: &Digest) -> PathBuf {
+        self.store.path(digest)
+    }
+
+    /// The blob's bytes and what they are.
+    pub fn get(&self, id: &str) -> Result<(BlobInfo, Vec<u8>), BlobError> {
+        let digest = Self::parse_id(id)?;
+        let bytes = match self.store.get(&digest) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(BlobError::NotFound(id.to_owned()))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let info = BlobInfo {
+            digest,
+            media_type: sniff(&bytes).unwrap_or(media_type_fallback()),
+            size: bytes.len() as u64,
+            dims: dimensions(&bytes),
+        };
+        Ok((info, bytes))
+    }
+
+    /// What the blob is, from its header alone (the first 64 KiB: enough
+    /// for every format's dimensions in practice).
+    pub fn info(&self, digest: &Digest) -> Result<BlobInfo, BlobError> {
+        let path = self.store.path(digest);
+        let file = match std::fs::File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(BlobError::NotFound(digest.id()))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let size = file.metadata()?.len();
+        let mut head = Vec::with_capacity(64 * 1024);
+        file.take(64 * 1024).read_to_end(&mut head)?;
+        let dims = dimensions(&head).or_else(|| {
+            // A JPEG whose frame header sits past the first 64 KiB (big
+            // EXIF blocks): read it whole, still without decoding pixels.
+            std::fs::read(&path).ok().and_then(|b| dimensions(&b))
+        });
+        Ok(BlobInfo {
+            digest: *digest,
+            media_type: sniff(&head).unwrap_or(media_type_fallback()),
+            size,
+            dims,
+        })
+    }
+
+    /// Deletes blobs that no id in `named` keeps and that are older than
+    /// `ttl`; answers how many went.
+    pub fn collect(&self, named: &HashSet<Digest>, ttl: Duration) -> std::io::Result<usize> {
+        let now = SystemTime::now();
+        let mut removed = 0;
+        for stored in self.store.list()? {
+            let old = now
+                .duration_since(stored.modified)
+                .is_ok_and(|age| age > ttl);
+            if old && !named.contains(&stored.digest) {
+                self.store.remove(&stored.digest)?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Collects the blobs no session log under `sessions_dir` names.
+    pub fn collect_unnamed(&self, sessions_dir: &Path) -> std::io::Result<usize> {
+        let named = named_in_logs(sessions_dir)?;
+        self.collect(&named, UNNAMED_BLOB_TTL)
+    }
+}
+
+/// Every `sha256:<hex>` any session log mentions. Reading ids anywhere in
+/// a line, not only in image segments, errs toward keeping a blob.
+fn named_in_logs(sessions_dir: &Path) -> std::io::Result<HashSet<Digest>> {
+    let mut named = HashSet::new();
+    let entries = match std::fs::read_dir(sessions_dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(named),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let path = entry?.path();
+        if path.extension().is_none_or(|e| e != "jsonl") {
+            continue;
+        }
+        let text = std::fs::read(&path)?;
+        let text = String::from_utf8_lossy(&text);
+        let mut rest = text.as_ref();
+        while let Some(at) = rest.find("sha256:") {
+            let hex = rest[at + 7..].get(..64).unwrap_or("");
+            if let Some(digest) = Digest::from_hex(hex) {
+                named.insert(digest);
+            }
+            rest = &rest[at + 7..];
+        }
+    }
+    Ok(named)
+}
+
+/// Never reached for stored blobs (every one passed [`sniff`]); a blob
+/// file put there by hand is served as opaque bytes.
+fn media_type_fallback() -> &'static str {
+    "application/octet-stream"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 1×1 PNG, 3×2 in its header.
+    pub(crate) fn png(width: u32, height: u32) -> Vec<u8> {
+        let mut bytes = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+        bytes.extend_from_slice(&width.to_be_bytes());
+        bytes.extend_from_slice(&height.to_be_bytes());
+        bytes.extend_from_slice(&[8, 6, 0, 0, 0, 0, 0, 0, 0]);
+        bytes
+    }
+
+    fn blobs(limits: BlobLimits) -> (tempfile::TempDir, Blobs) {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = Blobs::open(dir.path(), limits).unwrap();
+        (dir, blobs)
+    }
+
+    #[test]
+    fn a_png_is_stored_once_with_its_size_read_from_the_header() {
+        let (_dir, blobs) = blobs(BlobLimits::default());
+        let bytes = png(1280, 720);
+        let a = blobs.put("image/png", &bytes).unwrap();
+        assert_eq!(a.dims, Some((1280, 720)));
+        assert_eq!(a.size, bytes.len() as u64);
+        assert_eq!(blobs.put("image/png", &bytes).unwrap().digest, a.digest);
+        let (info, back) = blobs.get(&a.digest.id()).unwrap();
+        assert_eq!(back, bytes);
+        assert_eq!(info.media_type, "image/png");
+        assert_eq!(blobs.info(&a.digest).unwrap(), a);
+    }
+
+    #[test]
+    fn every_refusal_has_its_code_and_status() {
+        let (_dir, small) = blobs(BlobLimits {
+            max_blob_bytes: 64,
+            max_store_bytes: 60,
+        });
+        let cases: Vec<(BlobError, ErrorCode, u16)> = vec![
+            (
+                small.put("image/bmp", b"BM").unwrap_err(),
+                ErrorCode::InvalidParams,
+                415,
+            ),
+            (
+                small.put("image/jpeg", &png(1, 1)).unwrap_err(),
+                ErrorCode::InvalidParams,
+                400,
+            ),
+            (
+                small.put_base64("image/png", "not*base64").unwrap_err(),
+                ErrorCode::InvalidParams,
+                400,
+            ),
+            (
+                small.put("image/png", &[0x89; 65]).unwrap_err(),
+                ErrorCode::BlobTooLarge,
+                413,
+            ),
+            (
+                small
+                    .put("image/png", &[png(1, 1), vec![0; 30]].concat())
+                    .unwrap_err(),
+                ErrorCode::BlobStoreFull,
+                507,
+            ),
+            (
+                small.get(&Digest::of(b"x").id()).unwrap_err(),
+                ErrorCode::BlobNotFound,
+                404,
+            ),
+            (
+                small.get("../../etc/passwd").unwrap_err(),
+                ErrorCode::BlobNotFound,
+                404,
+            ),
+        ];
+        for (error, code, status) in cases {
+            assert_eq!(
+                (error.code(), error.http_status()),
+                (code, status),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn unnamed_blobs_go_after_their_time_and_named_ones_stay() {
+        let (dir, blobs) = blobs(BlobLimits::default());
+        let kept = blobs.put("image/png", &png(1, 1)).unwrap().digest;
+        let dropped = blobs.put("image/png", &png(2, 2)).unwrap().digest;
+        let sessions = dir.path().join("sessions");
+        std::fs::create_dir(&sessions).unwrap();
+        std::fs::write(
+            sessions.join("s.jsonl"),
+            format!("{{\"blob\":\"{}\"}}\n", kept.id()),
+        )
+        .unwrap();
+        assert_eq!(blobs.collect_unnamed(&sessions).unwrap(), 0, "too young");
+        let named = named_in_logs(&sessions).unwrap();
+        assert_eq!(blobs.collect(&named, Duration::ZERO).unwrap(), 1);
+        assert!(blobs.info(&kept).is_ok());
+        assert!(matches!(blobs.info(&dropped), Err(BlobError::NotFound(_))));
+    }
+}
