@@ -8,7 +8,10 @@ mod checkpoint;
 mod clients;
 mod durable;
 mod fanout;
+mod hooks;
 mod later;
+mod page;
+mod remote;
 mod sessions;
 mod sse;
 mod startup;
@@ -28,7 +31,7 @@ pub struct Config {
     #[arg(long)]
     quick: bool,
     /// Run only these scenarios: durable, attach, fanout, startup, turn,
-    /// later, stream, sessions, checkpoint.
+    /// later, stream, sessions, checkpoint, hooks, remote, page.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Run this program's `serve` (another build of the bench) as the pod,
@@ -43,7 +46,7 @@ pub struct Config {
 
 type Scenario = fn(&Config) -> anyhow::Result<Vec<util::Row>>;
 
-const SCENARIOS: [(&str, Scenario); 9] = [
+const SCENARIOS: [(&str, Scenario); 12] = [
     ("durable", durable::run),
     ("attach", attach::run),
     ("fanout", fanout::run),
@@ -53,6 +56,9 @@ const SCENARIOS: [(&str, Scenario); 9] = [
     ("stream", stream::run),
     ("sessions", sessions::run),
     ("checkpoint", checkpoint::run),
+    ("hooks", hooks::run),
+    ("remote", remote::run),
+    ("page", page::run),
 ];
 
 fn main() -> ExitCode {
