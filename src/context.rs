@@ -381,7 +381,11 @@ impl<'a> Prepared<'a> {
         // that is not a tool result: a turn-start checkpoint sits between a
         // call and its result, where no user message may go.
         let mut notes: Vec<(String, MessageSource)> = Vec::new();
+        let overflowed = overflowed_inputs(&conversation.entries);
         for (index, entry) in conversation.entries.iter().enumerate() {
+            if overflowed.contains(&index) {
+                continue;
+            }
             if !notes.is_empty() && starts_message(entry) {
                 raw.extend(
                     notes
@@ -491,6 +495,28 @@ impl<'a> Prepared<'a> {
             max_output_tokens: None,
         }
     }
+}
+
+/// The user inputs of turns that ended `context_overflow` before the model
+/// answered anything: such an input never reached the model, and merged
+/// into the next message it would make every later call overflow too.
+fn overflowed_inputs(entries: &[LogEntry]) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut unanswered = None;
+    for (index, entry) in entries.iter().enumerate() {
+        match entry {
+            LogEntry::UserInput { .. } => unanswered = Some(index),
+            LogEntry::AssistantItems { .. } => unanswered = None,
+            LogEntry::TurnEnd {
+                error: Some(error), ..
+            } if error.code == crate::protocol::TurnErrorCode::ContextOverflow => {
+                out.extend(unanswered.take())
+            }
+            LogEntry::TurnEnd { .. } => unanswered = None,
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Whether an entry becomes a message of its own (not a tool result, which

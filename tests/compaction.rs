@@ -52,6 +52,14 @@ fn manual_compaction_while_idle_switches_every_client_and_keeps_the_old_log() {
         "old log touched"
     );
     assert_eq!(current_session(&pod), new);
+    // #30 item 11: the new session holds a summary and no input yet; `pod
+    // sessions` titles it by the conversation it continues.
+    let listed = harness::succeeded(pod.command("sessions").output().unwrap());
+    let row = listed
+        .lines()
+        .find(|l| l.contains(&new[..8]))
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert!(row.contains("(compacted) please look at this"), "{row}");
 
     // A client attaching now starts in the new session and can fetch the old.
     let mut b = attach(&pod);

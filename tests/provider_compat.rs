@@ -250,7 +250,7 @@ fn after_a_turn_the_model_never_answered_user_messages_are_joined_so_roles_alter
     let (_rt, server) = model_server(vec![
         Reply::status(
             400,
-            r#"{"error":{"code":400,"message":"the request exceeds the available context size","type":"exceed_context_size_error"}}"#,
+            r#"{"error":{"code":400,"message":"Failed to parse the chat template","type":"invalid_request_error"}}"#,
         ),
         Reply::sse(&answer),
     ]);
@@ -387,10 +387,91 @@ fn cached_prompt_tokens_are_read_into_the_turns_usage_for_both_formats() {
     assert_eq!(end["usage"]["input_tokens"], 2006, "{end}");
     assert_eq!(end["usage"]["cache_read_tokens"], 1900, "{end}");
     assert_eq!(end["usage"]["cache_write_tokens"], 100, "{end}");
+    let status = harness::succeeded(pod.command("status").output().unwrap());
+    assert!(
+        status.contains("last turn  2.0k in (1.9k cached) · 3 out"),
+        "{status}"
+    );
     let body = server.requests()[0].json();
     assert_eq!(
         body["system"][0]["cache_control"],
         json!({"type":"ephemeral"}),
         "{body}"
     );
+}
+
+/// One SSE answer of `text`, as an OpenAI-compatible server streams it.
+fn answer(text: &str) -> String {
+    let chunk = json!({"choices":[{"index":0,"delta":{"role":"assistant","content":text},
+        "finish_reason":"stop"}]});
+    data_frames(&[&chunk.to_string(), "[DONE]"])
+}
+
+/// #30 item 3: llama.cpp refuses a request over its context with a 400 that
+/// states the window. The pod learns the window, compacts, and tries once
+/// more: the turn completes, and the gauge follows the stated window.
+#[test]
+fn a_context_overflow_compacts_learns_the_stated_window_and_retries_once() {
+    let long_answer = "a detailed explanation of the code ".repeat(300);
+    let (_rt, server) = model_server(vec![
+        Reply::sse(&answer(&long_answer)),
+        Reply::status(
+            400,
+            r#"{"error":{"code":400,"message":"request (9000 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error"}}"#,
+        ),
+        Reply::sse(&answer(
+            "Summary: the user asked about the code; it was explained.",
+        )),
+        Reply::sse(&answer("Done after compacting.")),
+    ]);
+    let pod = openai_pod(&server);
+    let (end, _) = turn(&pod, "explain the code");
+    assert_eq!(end["reason"], "completed", "{end}");
+    let (end, frames) = turn(&pod, "and now the tests");
+    assert_eq!(end["reason"], "completed", "{end}");
+    assert_eq!(server.requests().len(), 4);
+    assert!(
+        frames.iter().any(|f| f["type"] == "compact_done"),
+        "compacted into a new session"
+    );
+    let status = frames.iter().rev().find(|f| f["type"] == "status").unwrap();
+    assert_eq!(status["context_window"], 4096, "{status}");
+    let retried = server.requests()[3].json()["messages"].to_string();
+    assert!(retried.contains("Summary: the user asked"), "{retried}");
+    assert!(
+        !retried.contains(&long_answer[..200]),
+        "the retry was compacted"
+    );
+}
+
+/// #30 item 3: when even the compacted request does not fit (OpenAI's
+/// `context_length_exceeded` twice), the turn ends `context_overflow`
+/// saying what to do, and the input that did not fit is not merged into
+/// the next turn's message, so the session is not stuck.
+#[test]
+fn an_overflow_that_compaction_cannot_cure_ends_context_overflow_and_is_not_carried_on() {
+    let too_long = r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 20000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
+    let (_rt, server) = model_server(vec![
+        Reply::status(400, too_long),
+        Reply::status(400, too_long),
+        Reply::sse(&answer("A short answer.")),
+    ]);
+    let pod = openai_pod(&server);
+    let (end, _) = turn(&pod, &"an enormous paste ".repeat(100));
+    assert_eq!(end["reason"], "error", "{end}");
+    assert_eq!(end["error"]["code"], "context_overflow", "{end}");
+    let message = end["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("context_length_exceeded") || message.contains("maximum context length"),
+        "quotes the server: {message}"
+    );
+    assert!(
+        message.contains("new session"),
+        "says what to do: {message}"
+    );
+    let (end, _) = turn(&pod, "a short question");
+    assert_eq!(end["reason"], "completed", "{end}");
+    let last = server.requests().last().unwrap().json()["messages"].to_string();
+    assert!(last.contains("a short question"), "{last}");
+    assert!(!last.contains("an enormous paste"), "{last}");
 }

@@ -103,7 +103,7 @@ fn notices_and_unknown_entries() {
         json!({"type":"notification","level":"warn","source":"compactor","message":"context is 85% full"}),
     ));
     app.on_pod_event(event(
-        json!({"type":"error","code":"model_error","message":"HTTP 500"}),
+        json!({"type":"error","code":"storage_error","message":"the disk is full"}),
     ));
     app.on_pod_event(event(json!({"type":"hologram"})));
     assert_snapshot!(screen(&mut app, 60, 18));
@@ -208,6 +208,22 @@ fn status_bar_running_with_queue_and_usage() {
     let text = screen(&mut app, 120, 3);
     assert!(text.contains("12.3k in · 678 out"));
     assert_snapshot!(text);
+}
+
+/// #30 item 7: cached input is billed at a fraction, so the usage part
+/// says how much of the input came from the prompt cache.
+#[test]
+fn status_bar_usage_shows_cached_input() {
+    let app_with = |usage: Value| {
+        let mut app = attached_with(
+            vec![json!({"kind":"turn_end","reason":"completed","usage":usage})],
+            Value::Null,
+            "idle",
+        );
+        screen(&mut app, 120, 3)
+    };
+    let text = app_with(json!({"input_tokens":20000,"output_tokens":40,"cache_read_tokens":18000}));
+    assert!(text.contains("20.0k in (18.0k cached) · 40 out"), "{text}");
 }
 
 #[test]
@@ -764,4 +780,26 @@ fn a_streaming_turn_joined_mid_way_after_earlier_turns_is_timed() {
     let text = screen(&mut app, 100, 10);
     assert!(text.contains("It works by folding"), "{text}");
     assert!(text.contains("running 7s"), "{text}");
+}
+
+/// #30 item 11: a failed model call is told once — by its `turn_end` — not
+/// also by the `model_error` frame sent as it happened (which a client
+/// attaching later never gets, so it showed twice only live).
+#[test]
+fn a_model_error_is_shown_once_live() {
+    let mut app = attached_with(
+        vec![json!({"kind":"user_input","at":"x","segments":[{"type":"text","text":"hi"}]})],
+        Value::Null,
+        "running",
+    );
+    let message = "openai: HTTP 404 Not Found: model nope not found";
+    app.on_pod_event(event(json!({"type":"error","code":"model_error",
+        "message":format!("openai model call failed: {message}")})));
+    app.on_pod_event(entry(
+        2,
+        json!({"kind":"turn_end","reason":"error","turn_id":"t","request_id":null,
+            "usage":null,"error":{"code":"provider_http","message":message}}),
+    ));
+    let text = screen(&mut app, 120, 12);
+    assert_eq!(text.matches("model nope not found").count(), 1, "{text}");
 }

@@ -54,7 +54,11 @@ fn table(sessions: &[SessionInfo], now: SystemTime) -> String {
             ago(&s.updated_at, now),
             s.entries,
             from,
-            crate::safe_text::line(s.title.as_deref().unwrap_or("(no input yet)")),
+            crate::safe_text::line(
+                s.shown_title(sessions)
+                    .as_deref()
+                    .unwrap_or("(no input yet)")
+            ),
         ));
     }
     out

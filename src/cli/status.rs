@@ -50,6 +50,17 @@ pub fn status(paths: &Paths, json: bool) -> anyhow::Result<ExitCode> {
 /// now (the model and approval mode as last changed, not as started).
 fn report(s: &Snapshot, endpoint: &Endpoint) -> String {
     let (g, status) = (&s.greeting, &s.status);
+    let usage = s
+        .entries
+        .iter()
+        .rev()
+        .find_map(|line| match &line.entry {
+            crate::protocol::LogEntry::TurnEnd {
+                usage: Some(usage), ..
+            } => Some(crate::tokens::usage_line(usage)),
+            _ => None,
+        })
+        .unwrap_or_else(|| "no usage reported yet".to_owned());
     let model = if status.model.is_empty() {
         &g.model
     } else {
@@ -95,6 +106,7 @@ fn report(s: &Snapshot, endpoint: &Endpoint) -> String {
         format!("session    {} ({} entries)", s.session_id, s.entries.len()),
         format!("model      {} / {model}", g.provider),
         format!("context    {context}"),
+        format!("last turn  {usage}"),
         format!("approval   {}", status.approval.as_str()),
         format!("sandbox    {sandbox}"),
         format!("workspace  {}", g.workspace),

@@ -35,7 +35,7 @@ fn auto_due(env: &JobEnv, conversation: &mut Conversation) -> bool {
             return false;
         }
     }
-    context_tokens(env, conversation) >= env.config.compaction.limit()
+    context_tokens(env, conversation) >= env.thresholds().limit()
 }
 
 /// Whether the check before a model call with `request` could compact —
@@ -49,8 +49,9 @@ pub fn might_compact(
     request: &ModelRequest<'_>,
 ) -> bool {
     let size = tokens::estimate_request(request).max(conversation.reported_tokens.unwrap_or(0));
+    let limit = env.thresholds().limit();
     let mut shared = env.state.borrow_mut();
-    if shared.compact_requested || size >= env.config.compaction.limit() {
+    if shared.compact_requested || size >= limit {
         return true;
     }
     shared.breaker.skip_next_auto = false;
@@ -129,10 +130,7 @@ pub async fn compact(env: &JobEnv, conversation: &mut Conversation, reason: Comp
 async fn try_compact(env: &JobEnv, conversation: &mut Conversation) -> Result<(), String> {
     env.read_logged_inputs(conversation).await;
     let tokens_before = context_tokens(env, conversation);
-    let summarise = Summarise::of(
-        &env.request(conversation),
-        env.config.compaction.context_window,
-    );
+    let summarise = Summarise::of(&env.request(conversation), env.thresholds().context_window);
     let summary = env
         .compactor
         .send(summarise)
@@ -165,7 +163,7 @@ async fn try_compact(env: &JobEnv, conversation: &mut Conversation) -> Result<()
     // Smaller is not enough: a context still over the threshold would be
     // compacted again before the next call, and a summary that does not
     // fit the window makes every later call fail.
-    let limit = env.config.compaction.limit();
+    let limit = env.thresholds().limit();
     if tokens_after >= limit {
         return Err(format!(
             "the summary leaves the context at {tokens_after} tokens, not under the compaction \

@@ -172,6 +172,9 @@ pub struct JobState {
     /// server said so or the pod estimated it.
     pub context_tokens: u64,
     pub context_source: ContextSource,
+    /// The context window a server stated when a request overflowed it,
+    /// when smaller than `--context-window`: compaction then follows it.
+    pub learned_window: Option<u64>,
 }
 
 impl JobState {
@@ -194,6 +197,7 @@ impl JobState {
             model,
             context_tokens: 0,
             context_source: ContextSource::Estimate,
+            learned_window: None,
         }
     }
 
@@ -299,9 +303,18 @@ impl JobEnv {
 
     pub fn status(&self) -> Status {
         let paused = *self.paused.borrow();
-        self.state
-            .borrow()
-            .status(paused, self.config.compaction.context_window)
+        let window = self.thresholds().context_window;
+        self.state.borrow().status(paused, window)
+    }
+
+    /// When to compact: `--context-window` and `--compact-at`, with the
+    /// window a server stated in an overflow error when it is smaller.
+    pub fn thresholds(&self) -> Thresholds {
+        let mut thresholds = self.config.compaction;
+        if let Some(window) = self.state.borrow().learned_window {
+            thresholds.context_window = thresholds.context_window.min(window);
+        }
+        thresholds
     }
 
     pub fn publish_status(&self) {

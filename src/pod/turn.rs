@@ -21,8 +21,8 @@ use super::rules;
 use super::tool_step::{self, StepOutcome};
 use crate::context::{missing_results, Conversation};
 use crate::protocol::{
-    ContextSource, Decision, InjectedItem, LogEntry, ToolResult, TurnEndReason, TurnError,
-    TurnErrorCode, TurnRef, Usage,
+    CompactReason, ContextSource, Decision, InjectedItem, LogEntry, ToolResult, TurnEndReason,
+    TurnError, TurnErrorCode, TurnRef, Usage,
 };
 use crate::provider::ModelStream;
 use crate::tokens;
@@ -392,6 +392,7 @@ async fn steps(
     usage: &mut Option<Usage>,
 ) -> Outcome {
     let cancelled = || Outcome::End(Ending::plain(TurnEndReason::Cancelled));
+    let mut overflowed = false;
     for _ in 0..env.config.max_steps {
         let stream = match early.take() {
             Some(stream) => stream,
@@ -431,6 +432,24 @@ async fn steps(
         match reply.end {
             ReplyEnd::Done => {}
             ReplyEnd::Cancelled => return cancelled(),
+            ReplyEnd::Failed(e) if e.code == TurnErrorCode::ContextOverflow => {
+                if !std::mem::replace(&mut overflowed, true)
+                    && recover_from_overflow(env, conversation, &e.message).await
+                {
+                    continue;
+                }
+                return Outcome::End(Ending::error(
+                    TurnErrorCode::ContextOverflow,
+                    format!(
+                        "{}: the request does not fit the model's context window ({} tokens) \
+                         even after compacting. Send a shorter input or start a new session \
+                         (/new in the TUI); if the model's window is larger, set \
+                         --context-window",
+                        e.message,
+                        env.thresholds().context_window
+                    ),
+                ));
+            }
             ReplyEnd::Failed(e) => return Outcome::End(Ending::error(e.code, e.message)),
             ReplyEnd::Storage(e) => return Outcome::End(Ending::error(TurnErrorCode::Storage, e)),
         }
@@ -443,6 +462,25 @@ async fn steps(
         }
     }
     Outcome::End(Ending::plain(TurnEndReason::MaxSteps))
+}
+
+/// After a model call the server refused as too long for its context:
+/// takes the window its message states (when smaller than the one pod
+/// assumed), so compaction follows it from now on, and compacts. `true`
+/// when the conversation was compacted and the call is worth one more try.
+async fn recover_from_overflow(
+    env: &JobEnv,
+    conversation: &mut Conversation,
+    message: &str,
+) -> bool {
+    if let Some(window) = crate::provider::overflow::stated_window(message) {
+        let mut state = env.state.borrow_mut();
+        state.learned_window = Some(state.learned_window.map_or(window, |w| w.min(window)));
+    }
+    env.publish_status();
+    let before = conversation.session_id;
+    compaction::compact(env, conversation, CompactReason::AutoMidTurn).await;
+    conversation.session_id != before
 }
 
 /// The turn's outcome when a step ended it; `None` to go on.

@@ -540,6 +540,29 @@ pub struct SessionInfo {
     pub current: bool,
 }
 
+impl SessionInfo {
+    /// The title to show for this session among `all`: its own, else — for
+    /// a session compacted from another, which starts with a summary and
+    /// no user input — the title of the conversation it continues, marked
+    /// `(compacted)`. `None` when neither has one.
+    pub fn shown_title(&self, all: &[SessionInfo]) -> Option<String> {
+        if let Some(title) = &self.title {
+            return Some(title.clone());
+        }
+        let mut from = self.compacted_from;
+        // A chain is at most as long as the list; a cycle (a hand-edited
+        // log) must not loop.
+        for _ in 0..all.len() {
+            let earlier = all.iter().find(|s| Some(s.session_id) == from)?;
+            if let Some(title) = &earlier.title {
+                return Some(format!("(compacted) {title}"));
+            }
+            from = earlier.compacted_from;
+        }
+        None
+    }
+}
+
 impl Event {
     /// The event as one newline-terminated frame.
     ///

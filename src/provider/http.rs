@@ -458,6 +458,13 @@ pub(crate) fn status_error(
             " (the API key was refused: set {env} to a valid key)"
         ));
     }
+    // An overflow is no transient failure, whatever the status (some
+    // servers send it as a 500): the turn loop compacts and tries again.
+    if status != StatusCode::TOO_MANY_REQUESTS
+        && (super::overflow::is_overflow(&detail) || super::overflow::is_overflow(body))
+    {
+        return AttemptError::fatal_with(TurnErrorCode::ContextOverflow, message);
+    }
     let retryable = matches!(
         status,
         StatusCode::REQUEST_TIMEOUT | StatusCode::CONFLICT | StatusCode::TOO_MANY_REQUESTS

@@ -13,6 +13,7 @@ pub mod fuzzing;
 mod http;
 mod offline;
 mod openai;
+pub mod overflow;
 mod retry;
 mod script;
 mod stream;

@@ -19,8 +19,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::protocol::{
-    AssistantItem, CheckpointReason, DecidedBy, Decision, Event, ForkPoint, InFlight, Level,
-    LogEntry, LogLine, Scope, Segment, Snapshot, SwitchReason, TurnEndReason, TurnError,
+    AssistantItem, CheckpointReason, DecidedBy, Decision, ErrorCode, Event, ForkPoint, InFlight,
+    Level, LogEntry, LogLine, Scope, Segment, Snapshot, SwitchReason, TurnEndReason, TurnError,
 };
 
 /// Lines of a running tool's output shown under its call.
@@ -480,6 +480,13 @@ impl Conversation {
                 source,
                 message,
             } => self.push_notice(*level, format!("[{source}] {message}")),
+            // The turn's `turn_end` tells a failed model call, live and in
+            // every later snapshot: the frame sent as it failed would say it
+            // twice.
+            Event::Error {
+                code: ErrorCode::ModelError,
+                ..
+            } => {}
             Event::Error { code, message, .. } => {
                 let code = serde_json::to_value(code)
                     .ok()

@@ -78,7 +78,8 @@ pub fn lines(picker: &SessionPicker, width: u16, now: SystemTime) -> (Vec<Line<'
     for (i, s) in picker.sessions.iter().enumerate() {
         let id: String = s.session_id.to_string().chars().take(8).collect();
         let about = about(s, now);
-        let title = s.title.as_deref().unwrap_or("(no messages)");
+        let shown = s.shown_title(&picker.sessions);
+        let title = shown.as_deref().unwrap_or("(no messages)");
         let fixed = 2 + id.len() + 2 + 2 + about.width();
         let title = cut(title, width.saturating_sub(fixed).max(8));
         let row = format!("{} {id}  {title}  ", if s.current { "●" } else { " " });

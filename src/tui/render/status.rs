@@ -16,15 +16,6 @@ const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "�
 const BAR: Style = Style::new().bg(Color::DarkGray).fg(Color::White);
 const SEP: &str = " │ ";
 
-/// Token counts the way people read them: `950`, `12.3k`, `1.2M`.
-fn tokens(n: u64) -> String {
-    match n {
-        0..1_000 => n.to_string(),
-        1_000..1_000_000 => format!("{:.1}k", n as f64 / 1e3),
-        _ => format!("{:.1}M", n as f64 / 1e6),
-    }
-}
-
 /// Parts in order of importance, since a narrow terminal cuts the end off:
 /// a hint the user needs now, what the pod is doing (and for how long),
 /// whether we are connected, the approval mode, how full the context is,
@@ -106,13 +97,8 @@ pub fn status_line(app: &App) -> Line<'static> {
     if app.greeting.is_some() {
         part(app.current_model(), BAR);
     }
-    if let Some(u) = app.usage {
-        let text = format!(
-            "{} in · {} out",
-            tokens(u.input_tokens),
-            tokens(u.output_tokens)
-        );
-        part(text, BAR);
+    if let Some(u) = &app.usage {
+        part(crate::tokens::usage_line(u), BAR);
     }
     Line::from(spans).style(BAR)
 }
@@ -172,8 +158,8 @@ mod tests {
 
     #[test]
     fn token_counts_are_short() {
-        assert_eq!(tokens(950), "950");
-        assert_eq!(tokens(12_345), "12.3k");
-        assert_eq!(tokens(1_200_000), "1.2M");
+        assert_eq!(crate::tokens::short(950), "950");
+        assert_eq!(crate::tokens::short(12_345), "12.3k");
+        assert_eq!(crate::tokens::short(1_200_000), "1.2M");
     }
 }
