@@ -13,42 +13,13 @@ use pod::protocol::{AssistantItem, LogEntry, Segment, TurnEndReason};
 use crate::util::{filler, median, ms, PodProcess, Row};
 use crate::Config;
 
-const ENTRIES: usize = 10_000;
+pub const ENTRIES: usize = 10_000;
 const MIB: f64 = 1024.0 * 1024.0;
 
 pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
     let reps = if config.quick { 5 } else { 15 };
     let dir = tempfile::tempdir_in(&config.tmp)?;
-    let log = crate::util::write_session(
-        &dir.path().join("data"),
-        // The last turn is closed, so the pod has nothing to commit on
-        // startup and the snapshot is the only frame a client gets.
-        (0..ENTRIES).map(|i| {
-            if i + 1 == ENTRIES {
-                LogEntry::TurnEnd {
-                    reason: TurnEndReason::Completed,
-                    turn_id: None,
-                    request_id: None,
-                    usage: None,
-                    error: None,
-                }
-            } else if i % 2 == 0 {
-                LogEntry::UserInput {
-                    segments: vec![Segment::text(filler(1000, i))],
-                    at: LogEntry::now(),
-                    turn_id: None,
-                    request_id: None,
-                    resolved: Default::default(),
-                }
-            } else {
-                LogEntry::AssistantItems {
-                    items: vec![AssistantItem::Text {
-                        text: filler(1000, i),
-                    }],
-                }
-            }
-        }),
-    )?;
+    let log = session(&dir.path().join("data"))?;
     let log_len = std::fs::metadata(&log)?.len();
 
     let raw_socket = dir.path().join("raw.sock");
@@ -112,6 +83,41 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
             1.0,
         ),
     ])
+}
+
+/// Writes the session every attach row reads: `ENTRIES` entries of ~1 KiB,
+/// alternating user input and assistant text, the last turn closed (so the
+/// pod has nothing to commit on startup and the snapshot is the only frame
+/// a client gets). Returns the log's path.
+pub fn session(data_dir: &Path) -> anyhow::Result<std::path::PathBuf> {
+    crate::util::write_session(
+        data_dir,
+        (0..ENTRIES).map(|i| {
+            if i + 1 == ENTRIES {
+                LogEntry::TurnEnd {
+                    reason: TurnEndReason::Completed,
+                    turn_id: None,
+                    request_id: None,
+                    usage: None,
+                    error: None,
+                }
+            } else if i % 2 == 0 {
+                LogEntry::UserInput {
+                    segments: vec![Segment::text(filler(1000, i))],
+                    at: LogEntry::now(),
+                    turn_id: None,
+                    request_id: None,
+                    resolved: Default::default(),
+                }
+            } else {
+                LogEntry::AssistantItems {
+                    items: vec![AssistantItem::Text {
+                        text: filler(1000, i),
+                    }],
+                }
+            }
+        }),
+    )
 }
 
 /// Connects and reads until the snapshot's closing newline. An idle pod

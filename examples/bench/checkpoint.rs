@@ -73,7 +73,7 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
     let first = store.take()?;
     let took = started.elapsed();
     rows.push(Row::at_most(
-        "checkpoint: first, 10k files ~100 MB (vs git add -A, fresh index)",
+        "8. checkpoint: first, 10k files ~100 MB (vs git add -A, fresh index)",
         format!("{:.0} ms", ms(git_add)),
         format!("{:.0} ms", ms(took)),
         ms(took) / ms(git_add),
@@ -111,7 +111,7 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
     }
     let (ours, theirs) = (median(&ours), median(&theirs));
     rows.push(Row::at_most(
-        "checkpoint: turn start, one file changed (vs git status --porcelain)",
+        "8. checkpoint: turn start, one file changed (vs git status --porcelain)",
         format!("{theirs:.1} ms"),
         format!("{ours:.1} ms"),
         ours / theirs,
@@ -143,7 +143,7 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
     }
     let copy = started.elapsed();
     rows.push(Row::at_most(
-        "rewind: 100 files (vs copying them, each synced)",
+        "8. rewind: 100 files (vs copying them, each synced)",
         format!("{:.1} ms", ms(copy)),
         format!("{:.1} ms", ms(rewind)),
         ms(rewind) / ms(copy),
@@ -178,7 +178,7 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
     }
     let grown = store.objects().total_bytes()? - start_bytes;
     rows.push(Row::at_most(
-        "checkpoint: store growth, 100 one-line edits of a 100 KB file",
+        "8. checkpoint: store growth, 100 one-line edits of a 100 KB file",
         format!("{} KB changed", changed / 1024),
         format!("{} KB stored", grown / 1024),
         grown as f64 / changed as f64,

@@ -27,12 +27,7 @@ pub struct Seen {
 pub async fn client(socket: &Path, ready: Arc<AtomicUsize>) -> anyhow::Result<Seen> {
     let mut stream = UnixStream::connect(socket).await?;
     let mut buf: Vec<u8> = Vec::with_capacity(64 << 10);
-    let mut seen = Seen {
-        latencies_us: Vec::with_capacity(16 << 10),
-        last_delta_us: 0,
-        first_stamp_us: u64::MAX,
-    };
-    let mut next_seq: Option<u64> = None;
+    let mut watch = Watch::new(ready);
     let mut chunk = vec![0u8; 64 << 10];
     loop {
         let n = stream.read(&mut chunk).await?;
@@ -45,36 +40,66 @@ pub async fn client(socket: &Path, ready: Arc<AtomicUsize>) -> anyhow::Result<Se
         while let Some(end) = memchr::memchr(b'\n', &buf[start..]) {
             let line = &buf[start..start + end];
             start += end + 1;
-            match next_seq {
-                None => {
-                    next_seq = Some(snapshot_next_seq(line)?);
-                    ready.fetch_add(1, Ordering::AcqRel);
-                }
-                Some(expected) if line.starts_with(b"{\"type\":\"text_delta\"") => {
-                    let before = seen.latencies_us.len();
-                    for stamp in stamps_of(line) {
-                        seen.latencies_us.push(now.saturating_sub(stamp) as u32);
-                        seen.first_stamp_us = seen.first_stamp_us.min(stamp);
-                    }
-                    ensure!(seen.latencies_us.len() > before, "a delta without a stamp");
-                    seen.last_delta_us = now;
-                    next_seq = Some(expected);
-                }
-                Some(expected) if line.starts_with(b"{\"type\":\"entry\"") => {
-                    let seq = seq_of(line).context("an entry without a seq")?;
-                    ensure!(seq == expected, "entry seq {seq}, expected {expected}");
-                    if find(line, b"\"kind\":\"turn_end\"").is_some() {
-                        return Ok(seen);
-                    }
-                    next_seq = Some(expected + 1);
-                }
-                Some(_) if line.starts_with(b"{\"type\":\"error\"") => {
-                    bail!("the pod sent an error: {}", String::from_utf8_lossy(line))
-                }
-                Some(_) => {}
+            if watch.frame(line, now)? {
+                return Ok(watch.seen);
             }
         }
         buf.drain(..start);
+    }
+}
+
+/// What a client makes of each frame, whatever carries it (a line of the
+/// Unix socket, a WebSocket message).
+pub struct Watch {
+    pub seen: Seen,
+    next_seq: Option<u64>,
+    ready: Arc<AtomicUsize>,
+}
+
+impl Watch {
+    pub fn new(ready: Arc<AtomicUsize>) -> Watch {
+        Watch {
+            seen: Seen {
+                latencies_us: Vec::with_capacity(16 << 10),
+                last_delta_us: 0,
+                first_stamp_us: u64::MAX,
+            },
+            next_seq: None,
+            ready,
+        }
+    }
+
+    /// Takes one frame received at `now`; true once it was the `turn_end`.
+    pub fn frame(&mut self, line: &[u8], now: u64) -> anyhow::Result<bool> {
+        let seen = &mut self.seen;
+        match self.next_seq {
+            None => {
+                self.next_seq = Some(snapshot_next_seq(line)?);
+                self.ready.fetch_add(1, Ordering::AcqRel);
+            }
+            Some(_) if line.starts_with(b"{\"type\":\"text_delta\"") => {
+                let before = seen.latencies_us.len();
+                for stamp in stamps_of(line) {
+                    seen.latencies_us.push(now.saturating_sub(stamp) as u32);
+                    seen.first_stamp_us = seen.first_stamp_us.min(stamp);
+                }
+                ensure!(seen.latencies_us.len() > before, "a delta without a stamp");
+                seen.last_delta_us = now;
+            }
+            Some(expected) if line.starts_with(b"{\"type\":\"entry\"") => {
+                let seq = seq_of(line).context("an entry without a seq")?;
+                ensure!(seq == expected, "entry seq {seq}, expected {expected}");
+                if find(line, b"\"kind\":\"turn_end\"").is_some() {
+                    return Ok(true);
+                }
+                self.next_seq = Some(expected + 1);
+            }
+            Some(_) if line.starts_with(b"{\"type\":\"error\"") => {
+                bail!("the pod sent an error: {}", String::from_utf8_lossy(line))
+            }
+            Some(_) => {}
+        }
+        Ok(false)
     }
 }
 

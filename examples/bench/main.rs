@@ -8,8 +8,11 @@ mod checkpoint;
 mod clients;
 mod durable;
 mod fanout;
+mod hooks;
 mod images;
 mod later;
+mod page;
+mod remote;
 mod sessions;
 mod sse;
 mod startup;
@@ -29,7 +32,7 @@ pub struct Config {
     #[arg(long)]
     quick: bool,
     /// Run only these scenarios: durable, attach, fanout, startup, turn,
-    /// later, stream, sessions, checkpoint, images.
+    /// later, stream, sessions, checkpoint, images, hooks, remote, page.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Run this program's `serve` (another build of the bench) as the pod,
@@ -44,7 +47,7 @@ pub struct Config {
 
 type Scenario = fn(&Config) -> anyhow::Result<Vec<util::Row>>;
 
-const SCENARIOS: [(&str, Scenario); 10] = [
+const SCENARIOS: [(&str, Scenario); 13] = [
     ("durable", durable::run),
     ("attach", attach::run),
     ("fanout", fanout::run),
@@ -55,6 +58,9 @@ const SCENARIOS: [(&str, Scenario); 10] = [
     ("sessions", sessions::run),
     ("checkpoint", checkpoint::run),
     ("images", images::run),
+    ("hooks", hooks::run),
+    ("remote", remote::run),
+    ("page", page::run),
 ];
 
 fn main() -> ExitCode {

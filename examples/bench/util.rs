@@ -321,3 +321,62 @@ impl Steal {
         now.steal.saturating_sub(self.steal) as f64 / total as f64
     }
 }
+
+/// Sends one request over the pod's local socket (after its snapshot) and
+/// returns the snapshot and the `response` (or `error`) carrying the
+/// request's id.
+pub fn local_request(
+    socket: &Path,
+    mut request: serde_json::Value,
+) -> anyhow::Result<(serde_json::Value, serde_json::Value)> {
+    use std::io::BufRead as _;
+    request["request_id"] = "bench".into();
+    let stream = UnixStream::connect(socket)?;
+    let mut writer = stream.try_clone()?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, stream);
+    let mut line = Vec::new();
+    reader.read_until(b'\n', &mut line)?;
+    let snapshot: serde_json::Value = serde_json::from_slice(&line)?;
+    writer.write_all(format!("{request}\n").as_bytes())?;
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            bail!("the pod closed the connection before answering {request}");
+        }
+        let frame: serde_json::Value = serde_json::from_slice(&line)?;
+        if frame["request_id"] == "bench" {
+            if frame["type"] == "error" {
+                bail!("the pod refused {request}: {frame}");
+            }
+            return Ok((snapshot, frame));
+        }
+    }
+}
+
+/// The port of a pod started with `--listen 127.0.0.1:0`, from its
+/// greeting.
+pub fn listen_port(snapshot: &serde_json::Value) -> anyhow::Result<u16> {
+    snapshot["greeting"]["listen"]["address"]
+        .as_str()
+        .and_then(|a| a.rsplit(':').next()?.parse().ok())
+        .context("the greeting names no listen address")
+}
+
+/// User + system CPU time of a process so far, in clock ticks (10 ms).
+pub fn cpu_ticks(pid: u32) -> anyhow::Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name, which is in parentheses and may hold
+    // spaces: state is the 3rd field, utime the 14th, stime the 15th.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .context("an unreadable /proc/PID/stat")?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    Ok(tick(11) + tick(12))
+}
