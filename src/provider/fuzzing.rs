@@ -63,7 +63,7 @@ fn run(mut decoder: impl SseDecoder, chunks: Vec<Vec<u8>>) -> Vec<ModelEvent> {
 pub fn write_body(wire: Wire, request: &super::ModelRequest<'_>) -> serde_json::Result<Vec<u8>> {
     let mut out = Vec::new();
     match wire {
-        Wire::OpenAi => super::openai::write_body_for_bench("gpt-4o", request, &mut out)?,
+        Wire::OpenAi => super::openai::write_body("gpt-4o", request, &mut out)?,
         Wire::Anthropic => super::anthropic::write_body_for_bench("claude", request, &mut out)?,
     }
     Ok(out)

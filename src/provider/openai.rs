@@ -152,9 +152,9 @@ impl Provider for OpenAi {
 /// differ in what they accept; llama-cpp-python needs it to use tools at
 /// all). Every call carries an output limit: without one a looping model
 /// generates until the server's own limit, minutes and money later. No
-/// `parallel_tool_calls`: its default is what pod wants. The body tests
-/// compare across formats.
-#[cfg(test)]
+/// `parallel_tool_calls`: its default is what pod wants. These are a first
+/// call's options, which the body tests (compared across formats), the
+/// fuzz targets and the bench use.
 pub(super) fn write_body(
     model: &str,
     request: &ModelRequest<'_>,
@@ -166,21 +166,6 @@ pub(super) fn write_body(
         limit: request
             .max_output_tokens
             .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
-        tool_choice: None,
-    };
-    write_body_with(model, request, &options, out)
-}
-
-/// [`write_body_with`] with the options of a first call, for the bench.
-pub(super) fn write_body_for_bench(
-    model: &str,
-    request: &ModelRequest<'_>,
-    out: &mut Vec<u8>,
-) -> serde_json::Result<()> {
-    let options = BodyOptions {
-        usage: true,
-        limit_field: MAX_TOKENS,
-        limit: DEFAULT_MAX_OUTPUT_TOKENS,
         tool_choice: None,
     };
     write_body_with(model, request, &options, out)

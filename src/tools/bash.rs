@@ -229,7 +229,7 @@ pub async fn run(
     let timeout = args.timeout_secs.map_or(limits.bash_timeout, |s| {
         Duration::from_secs(s.max(1)).min(limits.bash_timeout)
     });
-    let spawned = spawn(ws, sandbox, &args.command);
+    let spawned = spawn(ws, sandbox, &args.command, true);
     let (mut child, reader) = match spawned {
         Ok(parts) => parts,
         Err(e) => return ToolOutcome::error(format!("cannot start bash: {e}")),
@@ -303,19 +303,23 @@ fn describe(status: ExitStatus) -> (String, bool) {
     }
 }
 
-/// Starts `bash -c command` with stdout and stderr on one pipe; returns the
-/// child and the pipe's read end. The write ends live only in the child
-/// once this returns, so the read end sees EOF when every process holding
-/// them has exited.
-fn spawn(
+/// Starts `bash -c command` with stdout and stderr on one pipe and stdin
+/// closed; returns the child and the pipe's read end. The write ends live
+/// only in the child once this returns, so the read end sees EOF when every
+/// process holding them has exited. A background job passes `kill_on_drop`
+/// false: dropping its handle must not kill it — its group is killed on
+/// purpose (kill, stop, the reaper), never by accident.
+pub(super) fn spawn(
     ws: &Workspace,
     sandbox: &Sandbox,
     command: &str,
+    kill_on_drop: bool,
 ) -> std::io::Result<(tokio::process::Child, OwnedFd)> {
     let (read_end, write_end) = pipe_with(PipeFlags::CLOEXEC)?;
     let write_err = write_end.try_clone()?;
     let mut cmd = tool_command(ws.root(), Some(sandbox), command)?;
-    cmd.stdin(Stdio::null())
+    cmd.kill_on_drop(kill_on_drop)
+        .stdin(Stdio::null())
         .stdout(Stdio::from(write_end))
         .stderr(Stdio::from(write_err));
     let child = cmd.spawn()?;

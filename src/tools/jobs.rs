@@ -21,11 +21,9 @@ use std::collections::{BTreeMap, VecDeque};
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use rustix::pipe::{pipe_with, PipeFlags};
 use rustix::process::Pid;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -301,7 +299,7 @@ impl Jobs {
                 self.max
             ));
         }
-        let (child, reader) = match spawn(ws, sandbox, command) {
+        let (child, reader) = match super::bash::spawn(ws, sandbox, command, false) {
             Ok(parts) => parts,
             Err(e) => return ToolOutcome::error(format!("cannot start bash: {e}")),
         };
@@ -501,27 +499,6 @@ fn unknown(id: u64) -> ToolOutcome {
         "no background job {id}; jobs are numbered as they start (see the result of the bash \
          call that started one)"
     ))
-}
-
-/// Starts `bash -c command` with stdout and stderr on one pipe and stdin
-/// closed, on the trust path ([`super::tool_command`]).
-fn spawn(
-    ws: &Workspace,
-    sandbox: &Sandbox,
-    command: &str,
-) -> std::io::Result<(tokio::process::Child, OwnedFd)> {
-    let (read_end, write_end) = pipe_with(PipeFlags::CLOEXEC)?;
-    let write_err = write_end.try_clone()?;
-    let mut cmd = super::tool_command(ws.root(), Some(sandbox), command)?;
-    // Dropping the job's handle must not kill it: its group is killed on
-    // purpose (kill, stop, the reaper), never by accident.
-    cmd.kill_on_drop(false)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(write_end))
-        .stderr(Stdio::from(write_err));
-    let child = cmd.spawn()?;
-    drop(cmd);
-    Ok((child, read_end))
 }
 
 #[derive(Debug, Deserialize)]
