@@ -10,6 +10,7 @@ mod durable;
 mod fanout;
 mod hooks;
 mod images;
+mod jobs;
 mod later;
 mod page;
 mod remote;
@@ -32,7 +33,8 @@ pub struct Config {
     #[arg(long)]
     quick: bool,
     /// Run only these scenarios: durable, attach, fanout, startup, turn,
-    /// later, stream, sessions, checkpoint, images, hooks, remote, page.
+    /// later, stream, sessions, checkpoint, images, hooks, remote, page,
+    /// jobs.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Run this program's `serve` (another build of the bench) as the pod,
@@ -47,7 +49,7 @@ pub struct Config {
 
 type Scenario = fn(&Config) -> anyhow::Result<Vec<util::Row>>;
 
-const SCENARIOS: [(&str, Scenario); 13] = [
+const SCENARIOS: [(&str, Scenario); 14] = [
     ("durable", durable::run),
     ("attach", attach::run),
     ("fanout", fanout::run),
@@ -61,6 +63,7 @@ const SCENARIOS: [(&str, Scenario); 13] = [
     ("hooks", hooks::run),
     ("remote", remote::run),
     ("page", page::run),
+    ("jobs", jobs::run),
 ];
 
 fn main() -> ExitCode {
