@@ -168,7 +168,10 @@ fn cat_cpu_ms(source: &Path, dest: &Path) -> anyhow::Result<f64> {
     ensure!(out.status.success(), "cat failed");
     // `times`: the shell's own user and system time, then its children's.
     let text = String::from_utf8_lossy(&out.stdout);
-    let children = text.lines().nth(1).context("no children's line from times")?;
+    let children = text
+        .lines()
+        .nth(1)
+        .context("no children's line from times")?;
     children
         .split_whitespace()
         .map(seconds)
