@@ -6,23 +6,8 @@ mod harness;
 use std::path::Path;
 use std::time::Duration;
 
-use harness::{Client, Pod};
+use harness::{bash_step, Client, Pod};
 use serde_json::{json, Value};
-
-/// A script: one step of bash calls `(call_id, command)`, then a text reply.
-fn step(calls: &[(&str, &str)]) -> String {
-    let events: Vec<Value> = calls
-        .iter()
-        .map(|(id, command)| {
-            json!({"tool_call":{"id":id,"name":"bash","arguments":{"command":command}}})
-        })
-        .collect();
-    format!(
-        "{}\n{}\n",
-        json!({ "events": events }),
-        json!({"events":[{"text":"done"}]})
-    )
-}
 
 /// A script whose every reply is plain text: for a restarted pod whose
 /// resumed turn's next model call must not call tools again.
@@ -88,7 +73,7 @@ fn results(lines: &[Value]) -> Vec<Value> {
 
 #[test]
 fn ask_runs_nothing_until_approved_then_runs_and_completes() {
-    let pod = ask_pod(&step(&[("c1", "touch marker")]));
+    let pod = ask_pod(&bash_step(&[("c1", "touch marker")]));
     let mut c = pod.client();
     let status = run_until_waiting(&mut c, "make a marker");
     assert_eq!(status["pending_approvals"], json!(["c1"]));
@@ -120,7 +105,7 @@ fn ask_runs_nothing_until_approved_then_runs_and_completes() {
 
 #[test]
 fn deny_runs_nothing_tells_the_model_and_the_turn_completes() {
-    let pod = ask_pod(&step(&[("c1", "touch marker")]));
+    let pod = ask_pod(&bash_step(&[("c1", "touch marker")]));
     let mut c = pod.client();
     run_until_waiting(&mut c, "make a marker");
     approve(&mut c, "c1", "deny", json!({"message":"not today"}));
@@ -135,7 +120,7 @@ fn deny_runs_nothing_tells_the_model_and_the_turn_completes() {
 
 #[test]
 fn a_client_connecting_while_waiting_sees_the_request_in_its_snapshot() {
-    let pod = ask_pod(&step(&[("c1", "touch marker")]));
+    let pod = ask_pod(&bash_step(&[("c1", "touch marker")]));
     let mut c = pod.client();
     run_until_waiting(&mut c, "make a marker");
     let snapshot = pod.client().until_type("snapshot");
@@ -152,7 +137,7 @@ fn a_client_connecting_while_waiting_sees_the_request_in_its_snapshot() {
 
 #[test]
 fn two_clients_approving_at_once_commit_one_decision() {
-    let pod = ask_pod(&step(&[("c1", "touch marker")]));
+    let pod = ask_pod(&bash_step(&[("c1", "touch marker")]));
     let mut c = pod.client();
     run_until_waiting(&mut c, "make a marker");
     let mut a = pod.client();
@@ -180,7 +165,7 @@ fn two_clients_approving_at_once_commit_one_decision() {
 
 #[test]
 fn kill_9_while_waiting_then_restart_and_approve_runs_it_and_completes() {
-    let mut pod = ask_pod(&step(&[("c1", "touch marker")]));
+    let mut pod = ask_pod(&bash_step(&[("c1", "touch marker")]));
     let mut c = pod.client();
     run_until_waiting(&mut c, "make a marker");
     pod.kill9();
@@ -221,7 +206,7 @@ fn kill_9_while_waiting_then_restart_and_approve_runs_it_and_completes() {
 
 #[test]
 fn a_stop_while_waiting_keeps_the_request_pending_for_the_next_start() {
-    let mut pod = ask_pod(&step(&[("c1", "touch marker")]));
+    let mut pod = ask_pod(&bash_step(&[("c1", "touch marker")]));
     let mut c = pod.client();
     run_until_waiting(&mut c, "make a marker");
     c.send(json!({"type":"shutdown"}));
@@ -239,7 +224,7 @@ fn a_stop_while_waiting_keeps_the_request_pending_for_the_next_start() {
 
 #[test]
 fn a_session_allow_runs_the_same_command_unasked_after_a_restart() {
-    let script = step(&[("c1", "touch marker")]);
+    let script = bash_step(&[("c1", "touch marker")]);
     let pod = ask_pod(&script);
     let mut c = pod.client();
     run_until_waiting(&mut c, "first");
@@ -270,7 +255,7 @@ fn a_session_allow_runs_the_same_command_unasked_after_a_restart() {
 #[test]
 fn a_deny_rule_blocks_even_in_auto() {
     let pod = Pod::builder()
-        .script(&step(&[("c1", "touch marker")]))
+        .script(&bash_step(&[("c1", "touch marker")]))
         .args(["--approval", "auto", "--deny", "bash:touch *"])
         .start();
     let mut c = pod.client();
@@ -340,7 +325,7 @@ fn read_only_denies_writes_and_read_only_tools_never_ask() {
 
 #[test]
 fn cancel_while_waiting_records_cancel_decisions_and_ends_cancelled() {
-    let pod = ask_pod(&step(&[("c1", "touch a"), ("c2", "touch b")]));
+    let pod = ask_pod(&bash_step(&[("c1", "touch a"), ("c2", "touch b")]));
     let mut c = pod.client();
     let status = run_until_waiting(&mut c, "two");
     assert_eq!(status["pending_approvals"], json!(["c1", "c2"]));
@@ -375,7 +360,7 @@ fn self_approval(socket: &Path) -> String {
 fn a_tool_cannot_approve_another_call_of_its_step() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("run/pod.sock");
-    let script = step(&[("c1", &self_approval(&socket)), ("c2", "touch marker")]);
+    let script = bash_step(&[("c1", &self_approval(&socket)), ("c2", "touch marker")]);
     let pod = Pod::builder()
         .in_dir(dir)
         .script(&script)
@@ -404,7 +389,7 @@ fn a_tool_cannot_approve_another_call_of_its_step() {
 #[test]
 fn an_allow_rule_does_not_cover_a_compound_line() {
     let pod = Pod::builder()
-        .script(&step(&[("c1", "git status; touch x")]))
+        .script(&bash_step(&[("c1", "git status; touch x")]))
         .args(["--approval", "ask", "--allow", "bash:git status*"])
         .start();
     let mut c = pod.client();
@@ -417,7 +402,7 @@ fn an_allow_rule_does_not_cover_a_compound_line() {
 
 #[test]
 fn deny_with_session_scope_and_unknown_calls_are_refused() {
-    let pod = ask_pod(&step(&[("c1", "touch marker")]));
+    let pod = ask_pod(&bash_step(&[("c1", "touch marker")]));
     let mut c = pod.client();
     run_until_waiting(&mut c, "go");
     let answer = approve(&mut c, "c1", "deny", json!({"scope":"session"}));
@@ -430,7 +415,7 @@ fn deny_with_session_scope_and_unknown_calls_are_refused() {
 
 #[test]
 fn set_approval_changes_the_mode_from_now_on() {
-    let pod = ask_pod(&step(&[("c1", "touch marker")]));
+    let pod = ask_pod(&bash_step(&[("c1", "touch marker")]));
     let mut c = pod.client();
     assert_eq!(c.until_type("snapshot")["status"]["approval"], "ask");
     c.send(json!({"type":"set_approval","mode":"auto","request_id":"m"}));
@@ -446,7 +431,7 @@ fn set_approval_changes_the_mode_from_now_on() {
 
 #[test]
 fn an_approve_sent_as_soon_as_the_request_arrives_is_taken() {
-    let pod = ask_pod(&step(&[("c1", "touch marker")]));
+    let pod = ask_pod(&bash_step(&[("c1", "touch marker")]));
     let mut c = pod.client();
     c.until_type("snapshot");
     c.run("go");
@@ -462,7 +447,7 @@ fn rules_from_the_config_file_and_the_flags_are_combined() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("pod.toml");
     std::fs::write(&config, "[permissions]\ndeny = [\"bash:touch *\"]\n").unwrap();
-    let script = step(&[("c1", "touch a"), ("c2", "mkdir b")]);
+    let script = bash_step(&[("c1", "touch a"), ("c2", "mkdir b")]);
     let pod = Pod::builder()
         .in_dir(dir)
         .script(&script)
@@ -523,7 +508,7 @@ fn a_session_rule_escapes_the_commands_own_wildcards_and_is_shown_first() {
 /// person approves is the call that runs.
 #[test]
 fn calls_sharing_an_id_are_told_apart_and_approving_one_runs_only_it() {
-    let pod = ask_pod(&step(&[("c1", "touch benign"), ("c1", "touch evil")]));
+    let pod = ask_pod(&bash_step(&[("c1", "touch benign"), ("c1", "touch evil")]));
     let mut c = pod.client();
     let status = run_until_waiting(&mut c, "two calls, one id");
     assert_eq!(status["pending_approvals"], json!(["c1", "c1_2"]));
@@ -579,7 +564,7 @@ fn an_approved_write_fails_when_the_file_changed_after_the_preview() {
 /// "it may have run in part".
 #[test]
 fn a_call_never_approved_is_closed_as_never_run() {
-    let mut pod = ask_pod(&step(&[("c1", "touch marker")]));
+    let mut pod = ask_pod(&bash_step(&[("c1", "touch marker")]));
     let mut c = pod.client();
     let snapshot = c.until_type("snapshot");
     let old = snapshot["session_id"].as_str().unwrap().to_owned();

@@ -7,23 +7,8 @@ mod harness;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use harness::{Client, Pod};
+use harness::{bash_step, Client, Pod};
 use serde_json::{json, Value};
-
-/// A script: one step of bash calls `(call_id, command)`, then a text reply.
-fn step(calls: &[(&str, &str)]) -> String {
-    let events: Vec<Value> = calls
-        .iter()
-        .map(|(id, command)| {
-            json!({"tool_call":{"id":id,"name":"bash","arguments":{"command":command}}})
-        })
-        .collect();
-    format!(
-        "{}\n{}\n",
-        json!({ "events": events }),
-        json!({"events":[{"text":"done"}]})
-    )
-}
 
 fn text_reply() -> String {
     format!("{}\n", json!({"events":[{"text":"done"}]}))
@@ -110,7 +95,7 @@ fn dir_with_recipe(title: &str, extra: &str) -> tempfile::TempDir {
 #[test]
 fn recipe_block_a_push_to_main_and_the_model_reads_why() {
     let dir = dir_with_recipe("Block `git push` to main", "");
-    let script = step(&[
+    let script = bash_step(&[
         ("c1", "git push origin main; touch pushed"),
         ("c2", "git push origin feature; touch other"),
     ]);
@@ -173,7 +158,7 @@ fn recipe_tell_the_model_which_tests_fail() {
                    printf 'test parser::empty ... FAILED\\ntest lexer::ok ... ok\\ntest lexer::eof ... FAILED\\n'";
     let pod = Pod::builder()
         .in_dir(dir)
-        .script(&step(&[("c1", command)]))
+        .script(&bash_step(&[("c1", command)]))
         .start();
     let mut c = pod.client();
     assert_eq!(turn(&mut c, "test")["entry"]["reason"], "completed");
@@ -230,7 +215,7 @@ fn recipe_a_phone_notification_when_an_approval_waits() {
     std::fs::write(path, config).unwrap();
     let pod = Pod::builder()
         .in_dir(dir)
-        .script(&step(&[("c1", "touch marker")]))
+        .script(&bash_step(&[("c1", "touch marker")]))
         .args(["--approval", "ask"])
         .start();
     let mut c = pod.client();
@@ -272,7 +257,7 @@ fn the_event_reaches_stdin_as_one_json_object_with_its_fields() {
     std::fs::write(path, config).unwrap();
     let pod = Pod::builder()
         .in_dir(dir)
-        .script(&step(&[("c1", "echo hi")]))
+        .script(&bash_step(&[("c1", "echo hi")]))
         .start();
     let mut c = pod.client();
     let end = turn(&mut c, "say hi");
@@ -316,7 +301,7 @@ fn context_from_post_tool_use_is_committed_before_the_next_model_call() {
     );
     let pod = Pod::builder()
         .in_dir(dir)
-        .script(&step(&[("c1", "cargo test || true")]))
+        .script(&bash_step(&[("c1", "cargo test || true")]))
         .start();
     let mut c = pod.client();
     assert_eq!(turn(&mut c, "test")["entry"]["reason"], "completed");
@@ -337,7 +322,7 @@ fn context_from_post_tool_use_is_committed_before_the_next_model_call() {
 #[test]
 fn recipe_allow_read_only_git_and_leave_the_rest_waiting() {
     let dir = dir_with_recipe("Allow read-only `git` commands without asking", "");
-    let script = step(&[("c1", "git status --short"), ("c2", "git status; touch b")]);
+    let script = bash_step(&[("c1", "git status --short"), ("c2", "git status; touch b")]);
     let pod = Pod::builder()
         .in_dir(dir)
         .script(&script)
@@ -386,7 +371,7 @@ fn a_hook_cannot_approve_through_the_socket() {
     std::fs::write(path, config).unwrap();
     let pod = Pod::builder()
         .in_dir(dir)
-        .script(&step(&[("c1", "touch marker")]))
+        .script(&bash_step(&[("c1", "touch marker")]))
         // Unix sockets opened, so the check behind that shut door is what
         // is tested: the pod itself refuses its hook.
         .args(["--approval", "ask", "--sandbox-unix-sockets", "on"])
@@ -447,7 +432,7 @@ fn misbehaving_hooks_cost_a_warning_and_the_turn_goes_on() {
     );
     let pod = Pod::builder()
         .in_dir(dir)
-        .script(&step(&[("c1", "touch ran")]))
+        .script(&bash_step(&[("c1", "touch ran")]))
         .start();
     let mut c = pod.client();
     let started = Instant::now();

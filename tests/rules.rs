@@ -8,22 +8,8 @@ mod harness;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use harness::{Client, Pod};
+use harness::{bash_step, Client, Pod};
 use serde_json::{json, Value};
-
-fn step(calls: &[(&str, &str)]) -> String {
-    let events: Vec<Value> = calls
-        .iter()
-        .map(|(id, command)| {
-            json!({"tool_call":{"id":id,"name":"bash","arguments":{"command":command}}})
-        })
-        .collect();
-    format!(
-        "{}\n{}\n",
-        json!({ "events": events }),
-        json!({"events":[{"text":"done"}]})
-    )
-}
 
 fn config_path(dir: &Path) -> PathBuf {
     dir.join("config/pod/config.toml")
@@ -67,7 +53,7 @@ fn always_is_written_to_a_commented_config_and_honoured_after_a_restart() {
     let path = config_path(dir.path());
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, COMMENTED).unwrap();
-    let pod = asking(dir, &step(&[("c1", "touch one")]));
+    let pod = asking(dir, &bash_step(&[("c1", "touch one")]));
     let mut c = pod.client();
     run_until_waiting(&mut c, "go");
     let answer = request(
@@ -95,7 +81,7 @@ fn always_is_written_to_a_commented_config_and_honoured_after_a_restart() {
     let dir = pod.into_dir();
     let pod = Pod::builder()
         .in_dir(dir)
-        .script(&step(&[("c2", "touch two")]))
+        .script(&bash_step(&[("c2", "touch two")]))
         .args(["--approval", "ask", "--new-session"])
         .start();
     let mut c = pod.client();
@@ -149,7 +135,7 @@ fn always_for_a_path_rule_goes_under_the_workspace() {
 #[test]
 fn always_is_refused_for_deny_and_compound_lines_and_the_call_stays_pending() {
     let dir = tempfile::tempdir().unwrap();
-    let pod = asking(dir, &step(&[("c1", "ls && touch x")]));
+    let pod = asking(dir, &bash_step(&[("c1", "ls && touch x")]));
     let mut c = pod.client();
     run_until_waiting(&mut c, "go");
     let deny = request(
@@ -184,7 +170,7 @@ fn a_config_that_cannot_be_written_keeps_the_rule_for_the_session_and_warns() {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, "# kept\n").unwrap();
     std::fs::create_dir_all(path.parent().unwrap().join(".config.toml.lock")).unwrap();
-    let pod = asking(dir, &step(&[("c1", "touch a")]));
+    let pod = asking(dir, &bash_step(&[("c1", "touch a")]));
     let mut c = pod.client();
     run_until_waiting(&mut c, "go");
     request(
@@ -224,9 +210,9 @@ fn list_rules_shows_every_source_and_revoke_rule_keeps_a_rule_out_across_restart
     std::fs::write(&path, "[permissions]\ndeny = [\"bash:rm *\"]\n").unwrap();
     let script = format!(
         "{}{}{}",
-        step(&[("c1", "touch a")]),
-        step(&[("c2", "touch b")]),
-        step(&[("c3", "touch c")])
+        bash_step(&[("c1", "touch a")]),
+        bash_step(&[("c2", "touch b")]),
+        bash_step(&[("c3", "touch c")])
     );
     let pod = Pod::builder()
         .in_dir(dir)
@@ -295,8 +281,8 @@ fn list_rules_shows_every_source_and_revoke_rule_keeps_a_rule_out_across_restart
     let dir = pod.into_dir();
     let script = format!(
         "{}{}",
-        step(&[("c3", "touch c")]),
-        step(&[("c4", "touch d")])
+        bash_step(&[("c3", "touch c")]),
+        bash_step(&[("c4", "touch d")])
     );
     let pod = Pod::builder()
         .in_dir(dir)
@@ -336,7 +322,7 @@ fn list_rules_is_a_read_method_and_revoke_rule_is_not() {
             socket.display()
         )
     };
-    let script = step(&[("c1", &probe("list_rules")), ("c2", &probe("revoke_rule"))]);
+    let script = bash_step(&[("c1", &probe("list_rules")), ("c2", &probe("revoke_rule"))]);
     // Unix sockets opened, so the method check itself is what is tested.
     let pod = Pod::builder()
         .in_dir(dir)
@@ -358,7 +344,7 @@ fn list_rules_is_a_read_method_and_revoke_rule_is_not() {
 #[test]
 fn pod_rules_lists_and_revokes_from_the_shell() {
     let dir = tempfile::tempdir().unwrap();
-    let pod = asking(dir, &step(&[("c1", "git status --short")]));
+    let pod = asking(dir, &bash_step(&[("c1", "git status --short")]));
     let mut c = pod.client();
     run_until_waiting(&mut c, "go");
     let approve = pod.command("approve").arg("--session").output().unwrap();

@@ -408,3 +408,19 @@ impl Client {
         self.until_with("a matching frame", pred)
     }
 }
+
+/// A script: one step of `bash` calls `(call_id, command)`, then a text
+/// reply.
+pub fn bash_step(calls: &[(&str, &str)]) -> String {
+    let events: Vec<Value> = calls
+        .iter()
+        .map(|(id, command)| {
+            serde_json::json!({"tool_call":{"id":id,"name":"bash","arguments":{"command":command}}})
+        })
+        .collect();
+    format!(
+        "{}\n{}\n",
+        serde_json::json!({ "events": events }),
+        serde_json::json!({"events":[{"text":"done"}]})
+    )
+}
