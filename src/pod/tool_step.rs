@@ -100,6 +100,7 @@ pub async fn resume(
     env: &JobEnv,
     conversation: &mut Conversation,
     cancel: &CancellationToken,
+    answers: Answers,
 ) -> StepOutcome {
     let step = conversation.open_step();
     let mut calls = Vec::with_capacity(step.calls.len());
@@ -140,8 +141,31 @@ pub async fn resume(
         });
         plans.push(plan);
     }
-    let answers = open_answers(env, &calls, &plans);
     execute(env, conversation, cancel, calls, plans, answers).await
+}
+
+/// The answers to a step's pending calls, as the step reads them.
+pub type Answers = mpsc::UnboundedReceiver<Answer>;
+
+/// Makes the calls a restarted pod finds waiting answerable at once, before
+/// anything else of the start runs: a client that connects (or answers)
+/// while the pod still settles sees the pod `waiting` on them, and an answer
+/// that arrives meanwhile waits in the channel `resume` then reads.
+pub fn reopen_answers(env: &JobEnv, conversation: &Conversation) -> Answers {
+    let (sender, answers) = mpsc::unbounded_channel();
+    {
+        let mut state = env.state.borrow_mut();
+        state.pending = conversation
+            .open_step()
+            .calls
+            .into_iter()
+            .filter(|c| !c.finished && c.requested && c.decision.is_none())
+            .map(|c| c.call_id)
+            .collect();
+        state.answers = Some(sender);
+    }
+    env.publish_status();
+    answers
 }
 
 /// The policy's verdict on one call, and the entry it commits (a policy

@@ -19,6 +19,7 @@ use super::hooks;
 use super::instructions;
 use super::job::{commit, JobEnv, QueuedRun};
 use super::rules;
+pub use super::tool_step::reopen_answers;
 use super::tool_step::{self, StepOutcome};
 use crate::context::{missing_results, Conversation};
 use crate::protocol::{
@@ -127,9 +128,10 @@ pub async fn resume_turn(
     conversation: &mut Conversation,
     turn: TurnRef,
     cancel: CancellationToken,
+    answers: tool_step::Answers,
 ) {
     let mut usage = None;
-    let outcome = match tool_step::resume(env, conversation, &cancel).await {
+    let outcome = match tool_step::resume(env, conversation, &cancel, answers).await {
         StepOutcome::Done => steps(env, conversation, &cancel, None, &mut usage).await,
         other => {
             step_outcome(other).unwrap_or(Outcome::End(Ending::plain(TurnEndReason::Completed)))

@@ -432,9 +432,11 @@ impl Actor for Worker {
             .conversation
             .as_ref()
             .is_some_and(Conversation::waiting_for_approval);
+        let mut answers = None;
         if waiting {
             if let Some(conversation) = &self.conversation {
                 self.state().turn = Some(conversation.open_turn());
+                answers = Some(turn::reopen_answers(&env, conversation));
             }
         }
         self.spawn(ctx, move |mut conversation| {
@@ -444,9 +446,9 @@ impl Actor for Worker {
                 // a resumed turn, or the next turn's.
                 hooks::session_start(&env, &conversation).await;
                 checkpoint::settle_interrupted_rewind(&env, &mut conversation).await;
-                if waiting {
+                if let Some(answers) = answers {
                     let turn = conversation.open_turn();
-                    turn::resume_turn(&env, &mut conversation, turn, cancel).await;
+                    turn::resume_turn(&env, &mut conversation, turn, cancel, answers).await;
                     env.state.borrow_mut().turn = None;
                 } else {
                     recovery::close_open_turn(&env, &mut conversation).await;
