@@ -7,6 +7,7 @@
 //! and uses [`describe`] to show a person what an asked call would do.
 
 mod bash;
+mod deny_forms;
 mod describe;
 pub mod persist;
 mod rules;
@@ -386,21 +387,10 @@ fn denies(rule: &Rule, tool: &str, subject: &Subject) -> bool {
     };
     bash::wildcard_match(pattern, &bash::collapse(line))
         || bash::parse(line).commands.iter().any(|command| {
-            deny_forms(&command.text).any(|text| bash::wildcard_match(pattern, &text))
+            deny_forms::deny_forms(&command.text, pattern)
+                .iter()
+                .any(|text| bash::wildcard_match(pattern, text))
         })
-}
-
-/// The forms of a simple command a deny rule is tried on: as written,
-/// without quotes (`"rm" -rf` is `rm -rf`), and with the program's
-/// directory dropped (`/bin/rm -rf` is `rm -rf`). A deny rule is a guard
-/// rail, not a sandbox, but it should not fall to the first quote.
-fn deny_forms(text: &str) -> impl Iterator<Item = String> {
-    let bare = bash::dequote(text);
-    let word = bash::first_word(&bare);
-    let short = word
-        .rsplit_once('/')
-        .map(|(_, program)| format!("{program}{}", &bare[word.len()..]));
-    [text.to_owned(), bare.clone()].into_iter().chain(short)
 }
 
 /// A command line is allowed if a rule is exactly that line (what a
