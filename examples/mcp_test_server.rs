@@ -72,6 +72,11 @@ impl TestServer {
             tool("pid", "The server's process id.", object(json!({}), &[])),
             tool("image", "A caption and a tiny PNG.", object(json!({}), &[])),
             tool("grow", "Adds the tool `extra`.", object(json!({}), &[])),
+            tool(
+                "huge",
+                "Returns a text of the given number of bytes.",
+                object(json!({"bytes": {"type": "number"}}), &["bytes"]),
+            ),
         ];
         if self.grown.load(Ordering::SeqCst) {
             tools.push(tool(
@@ -159,6 +164,7 @@ impl ServerHandler for TestServer {
                 }
             }
             "pid" => text(std::process::id().to_string()),
+            "huge" => text("x".repeat(number(args, "bytes")? as usize)),
             "image" => Ok(CallToolResult::success(vec![
                 ContentBlock::text("a red dot:"),
                 ContentBlock::image("iVBORw0KGgo=", "image/png"),

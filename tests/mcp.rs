@@ -192,7 +192,7 @@ fn a_model_calls_an_mcp_tool_sees_its_schema_and_gets_its_result() {
         ])
         .start();
     let (info, mut c) = wait_for_state(&pod, "test", "ready");
-    assert_eq!(info["tools"], 7, "{info}");
+    assert_eq!(info["tools"], 8, "{info}");
     assert!(info.get("error").is_none(), "{info}");
 
     let (result, end) = run_turn(&mut c, "echo something");
@@ -368,6 +368,33 @@ fn cancelling_a_slow_call_ends_the_turn_promptly_and_the_server_is_told() {
     );
 }
 
+/// Trust item 21: `rmcp` drops a message over 16 MiB without a word, so a
+/// call answered with one waited for its timeout and was reported as one.
+#[test]
+fn a_reply_too_large_to_take_ends_the_call_at_once_saying_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = [
+        tool_call("mcp__test__huge", json!({"bytes": 17 << 20})),
+        text_reply("done"),
+    ]
+    .join("\n");
+    let pod = start(dir.path(), "", &script);
+    let (_, mut c) = wait_for_state(&pod, "test", "ready");
+    let asked = Instant::now();
+    let (result, end) = run_turn(&mut c, "fetch it all");
+    assert!(
+        asked.elapsed() < Duration::from_secs(15),
+        "the call took {:?} (the server's timeout is 20 s)",
+        asked.elapsed()
+    );
+    assert_eq!(end["reason"], "completed");
+    assert_eq!(result["is_error"], true);
+    let output = result["output"].as_str().unwrap();
+    assert!(output.contains("larger than 16 MiB"), "{output}");
+    // The server is still there for the next call.
+    wait_for_state(&pod, "test", "ready");
+}
+
 #[test]
 fn a_changed_tool_list_is_followed() {
     let dir = tempfile::tempdir().unwrap();
@@ -380,7 +407,7 @@ fn a_changed_tool_list_is_followed() {
     .join("\n");
     let pod = start(dir.path(), "", &script);
     let (info, mut c) = wait_for_state(&pod, "test", "ready");
-    assert_eq!(info["tools"], 7);
+    assert_eq!(info["tools"], 8);
     let (result, _) = run_turn(&mut c, "grow");
     assert_eq!(result["output"], "grown");
     eventually(
@@ -388,7 +415,7 @@ fn a_changed_tool_list_is_followed() {
         Duration::from_secs(10),
         || {
             let snapshot = pod.client().until_type("snapshot");
-            server_info(&snapshot, "test").is_some_and(|s| s["tools"] == 8)
+            server_info(&snapshot, "test").is_some_and(|s| s["tools"] == 9)
         },
     );
     let (result, _) = run_turn(&mut c, "use the new tool");

@@ -4,18 +4,19 @@
 
 use std::collections::VecDeque;
 use std::path::Path;
+use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, Tool};
 use rmcp::service::{NotificationContext, RunningService};
-use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use rustix::process::Signal;
-use tokio::io::AsyncReadExt;
-use tokio::process::{ChildStderr, Command};
-use tokio::sync::mpsc;
+use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
+use tokio::process::{Child, ChildStderr, Command};
+use tokio::sync::{mpsc, Notify};
 
 use super::McpServerConfig;
 
@@ -27,8 +28,48 @@ const TAIL_LINE_BYTES: usize = 400;
 /// A server that came up: its `rmcp` service, its process and its tools.
 pub(super) struct Started {
     pub service: RunningService<RoleClient, PodClient>,
+    /// Killed when dropped: the supervisor keeps it as long as the
+    /// connection lives.
+    pub child: Child,
     pub pid: Option<u32>,
     pub tools: Vec<Tool>,
+    /// Fires when the server sends a message `rmcp` drops for its size.
+    pub oversized: Arc<Notify>,
+}
+
+/// The longest message `rmcp` takes from a server; a longer one is dropped
+/// (and only logged), so the call it answered would wait for its timeout.
+pub(super) const MAX_MESSAGE_BYTES: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
+
+/// The server's stdout as `rmcp` reads it, watched for a message longer
+/// than [`MAX_MESSAGE_BYTES`]: the calls waiting on the server then end at
+/// once saying why, instead of as a timeout minutes later.
+struct Watched<R> {
+    inner: R,
+    /// Bytes since the last newline.
+    line: usize,
+    oversized: Arc<Notify>,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Watched<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let read = &buf.filled()[before..];
+        let line = match memchr::memrchr(b'\n', read) {
+            Some(at) => read.len() - at - 1,
+            None => self.line + read.len(),
+        };
+        if self.line <= MAX_MESSAGE_BYTES && line > MAX_MESSAGE_BYTES {
+            self.oversized.notify_waiters();
+        }
+        self.line = line;
+        polled
+    }
 }
 
 /// The pod's side of one MCP connection. It answers the server's requests
@@ -178,13 +219,33 @@ pub(super) async fn start(
         .args(&config.args)
         .envs(&config.env)
         .current_dir(workspace.join(config.cwd.as_deref().unwrap_or(Path::new(""))));
-    let (transport, stderr) = TokioChildProcess::builder(command)
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command
         .spawn()
         .map_err(|e| spawn_error(config, workspace, &e))?;
-    let pid = transport.id();
+    let pid = child.id();
     process.set(pid);
-    let stderr_done = stderr.map(|stderr| tokio::spawn(stderr_tail.clone().follow(stderr)));
+    let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+        process.kill();
+        return Err("cannot start it: its stdin and stdout could not be piped".into());
+    };
+    let oversized = Arc::new(Notify::new());
+    let transport = (
+        Watched {
+            inner: stdout,
+            line: 0,
+            oversized: oversized.clone(),
+        },
+        stdin,
+    );
+    let stderr_done = child
+        .stderr
+        .take()
+        .map(|stderr| tokio::spawn(stderr_tail.clone().follow(stderr)));
     let timeout = Duration::from_secs(config.timeout_s);
     let client = PodClient { tools_changed };
     let handshake = async {
@@ -197,14 +258,18 @@ pub(super) async fn start(
             .list_all_tools()
             .await
             .map_err(|e| format!("the server did not list its tools: {e}"))?;
-        Ok::<_, String>(Started {
-            service,
-            pid,
-            tools,
-        })
+        Ok::<_, String>((service, tools))
     };
     let error = match tokio::time::timeout(timeout, handshake).await {
-        Ok(Ok(started)) => return Ok(started),
+        Ok(Ok((service, tools))) => {
+            return Ok(Started {
+                service,
+                child,
+                pid,
+                tools,
+                oversized,
+            })
+        }
         Ok(Err(error)) => error,
         Err(_) => format!(
             "the server did not initialise within {} s (timeout_s)",

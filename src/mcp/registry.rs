@@ -16,7 +16,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::{Peer, RoleClient};
 use rustix::process::{Signal, WaitOptions};
 use serde_json::Value;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Notify};
 use tokio_util::sync::CancellationToken;
 
 use super::connect::{signal_group, ProcessSlot};
@@ -51,6 +51,8 @@ pub(super) struct ServerState {
     pub tools: Arc<Vec<McpTool>>,
     /// The connection, while ready.
     pub peer: Option<Peer<RoleClient>>,
+    /// Fires when the server sent a message too large to take.
+    pub oversized: Option<Arc<Notify>>,
 }
 
 impl ServerState {
@@ -60,6 +62,7 @@ impl ServerState {
             error: None,
             tools: Arc::default(),
             peer: None,
+            oversized: None,
         }
     }
 
@@ -201,6 +204,13 @@ impl McpRegistry {
             Err(outcome) => return outcome,
         };
         let call = tokio::time::timeout(server.timeout, peer.call_tool(params));
+        let oversized = server.state.borrow().oversized.clone();
+        let oversized = async move {
+            match oversized {
+                Some(notify) => notify.notified().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             result = call => match result {
                 Ok(Ok(result)) => content::flatten(&result),
@@ -215,6 +225,13 @@ impl McpRegistry {
                 )),
             },
             _ = cancel.cancelled() => ToolOutcome::error(CANCELLED),
+            () = oversized => ToolOutcome::error(format!(
+                "MCP server {} sent a reply larger than {} MiB, which the pod cannot take; the \
+                 call was abandoned (the server may have completed it). Ask the tool for less \
+                 at a time",
+                server.name,
+                super::connect::MAX_MESSAGE_BYTES >> 20
+            )),
         }
     }
 

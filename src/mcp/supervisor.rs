@@ -97,8 +97,10 @@ impl Supervisor {
     ) {
         let Started {
             service,
+            child,
             pid,
             tools,
+            oversized,
         } = started;
         let peer = service.peer().clone();
         self.running = Some((service.cancellation_token(), Instant::now()));
@@ -110,6 +112,7 @@ impl Supervisor {
                 error: None,
                 tools: Arc::new(tools),
                 peer: Some(peer),
+                oversized: Some(oversized),
             },
             Level::Info,
             Some(format!("MCP server {} is ready ({count} tools)", self.name)),
@@ -117,6 +120,9 @@ impl Supervisor {
         // Dropping the service (when the process is seen to exit first)
         // closes the connection.
         async move {
+            // The process lives as long as its connection (it is killed
+            // when this is dropped).
+            let _child = child;
             tokio::select! {
                 quit = service.waiting() => Some(quit),
                 () = connect::process_exit(pid) => None,
