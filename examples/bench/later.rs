@@ -106,14 +106,14 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
 }
 
 /// One attached client that runs turns.
-struct Client {
+pub struct Client {
     writer: UnixStream,
     reader: BufReader<UnixStream>,
     line: Vec<u8>,
 }
 
 impl Client {
-    fn connect(pod: &PodProcess) -> anyhow::Result<Client> {
+    pub fn connect(pod: &PodProcess) -> anyhow::Result<Client> {
         let stream = UnixStream::connect(&pod.socket)?;
         let writer = stream.try_clone()?;
         let mut reader = BufReader::with_capacity(1 << 20, stream);
@@ -129,10 +129,16 @@ impl Client {
     /// Time from writing `run` to reading the turn's first `text_delta`;
     /// returns once the turn has ended.
     fn turn(&mut self) -> anyhow::Result<Duration> {
+        self.say("go")
+    }
+
+    /// [`Client::turn`] with `text` as the message.
+    pub fn say(&mut self, text: &str) -> anyhow::Result<Duration> {
         let t = Instant::now();
-        self.writer.write_all(
-            b"{\"type\":\"run\",\"segments\":[{\"type\":\"text\",\"text\":\"go\"}]}\n",
-        )?;
+        let mut run =
+            serde_json::json!({"type":"run","segments":[{"type":"text","text":text}]}).to_string();
+        run.push('\n');
+        self.writer.write_all(run.as_bytes())?;
         let mut first = None;
         loop {
             self.line.clear();

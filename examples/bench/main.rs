@@ -4,6 +4,7 @@
 //! every scenario and records a run.
 
 mod attach;
+mod caching;
 mod checkpoint;
 mod clients;
 mod durable;
@@ -34,7 +35,7 @@ pub struct Config {
     quick: bool,
     /// Run only these scenarios: durable, attach, fanout, startup, turn,
     /// later, stream, sessions, checkpoint, images, hooks, remote, page,
-    /// jobs.
+    /// jobs, caching.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Run this program's `serve` (another build of the bench) as the pod,
@@ -49,7 +50,7 @@ pub struct Config {
 
 type Scenario = fn(&Config) -> anyhow::Result<Vec<util::Row>>;
 
-const SCENARIOS: [(&str, Scenario); 14] = [
+const SCENARIOS: [(&str, Scenario); 15] = [
     ("durable", durable::run),
     ("attach", attach::run),
     ("fanout", fanout::run),
@@ -64,6 +65,7 @@ const SCENARIOS: [(&str, Scenario); 14] = [
     ("remote", remote::run),
     ("page", page::run),
     ("jobs", jobs::run),
+    ("caching", caching::run),
 ];
 
 fn main() -> ExitCode {

@@ -94,13 +94,23 @@ impl SseServer {
 
 /// Reads one request (head and body), then streams the reply and closes.
 pub fn serve(stream: TcpStream, plan: Plan, last_body: &Mutex<Vec<u8>>) -> std::io::Result<()> {
+    let Some(body) = read_request(&stream)? else {
+        return Ok(());
+    };
+    *last_body.lock().unwrap_or_else(|e| e.into_inner()) = body;
+    reply(stream, plan)
+}
+
+/// Reads one HTTP request's head and returns its body; `None` when the
+/// client closed first.
+pub fn read_request(stream: &TcpStream) -> std::io::Result<Option<Vec<u8>>> {
     stream.set_nodelay(true)?;
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut length = 0usize;
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line)? == 0 {
-            return Ok(());
+            return Ok(None);
         }
         let line = line.trim_end();
         if line.is_empty() {
@@ -114,8 +124,7 @@ pub fn serve(stream: TcpStream, plan: Plan, last_body: &Mutex<Vec<u8>>) -> std::
     }
     let mut body = vec![0u8; length];
     reader.read_exact(&mut body)?;
-    *last_body.lock().unwrap_or_else(|e| e.into_inner()) = body;
-    reply(stream, plan)
+    Ok(Some(body))
 }
 
 fn reply(mut stream: TcpStream, plan: Plan) -> std::io::Result<()> {

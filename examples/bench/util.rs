@@ -150,6 +150,16 @@ pub struct PodProcess {
 impl PodProcess {
     /// Starts `pod serve` on `dir/data`, with `dir/ws` as its workspace.
     pub fn spawn(dir: &Path, extra: &[&str]) -> anyhow::Result<PodProcess> {
+        Self::spawn_with_env(dir, extra, &[])
+    }
+
+    /// [`PodProcess::spawn`] with these variables set (an API key for a
+    /// provider that needs one).
+    pub fn spawn_with_env(
+        dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<PodProcess> {
         let socket = dir.join("run/pod.sock");
         let workspace = dir.join("ws");
         std::fs::create_dir_all(&workspace)?;
@@ -172,6 +182,7 @@ impl PodProcess {
             .env_remove("OPENAI_API_KEY")
             .env_remove("ANTHROPIC_API_KEY")
             .env("XDG_CONFIG_HOME", dir.join("config"))
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
