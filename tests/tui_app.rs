@@ -310,6 +310,34 @@ fn session_and_mode_commands_send_their_methods() {
     );
 }
 
+/// First hour, item 7: a pause can be undone from the TUI, and while
+/// paused the status bar says how.
+#[test]
+fn pause_and_resume_from_the_tui() {
+    let mut app = attached_with(vec![], Value::Null, "running");
+    assert_eq!(command(&mut app, "/pause"), [json!({"type":"pause"})]);
+    app.on_pod_event(event(json!({"type":"status","state":"paused","queued":0})));
+    assert!(
+        screen(&mut app, 120, 3).contains("paused · Ctrl+P or /resume goes on"),
+        "{}",
+        screen(&mut app, 120, 3)
+    );
+    assert_eq!(command(&mut app, "/resume"), [json!({"type":"resume"})]);
+    key(&mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
+    assert_eq!(
+        actions(&mut app),
+        [json!({"type":"resume"})],
+        "Ctrl+P resumes a paused turn"
+    );
+    app.on_pod_event(event(json!({"type":"status","state":"running","queued":0})));
+    key(&mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
+    assert_eq!(
+        actions(&mut app),
+        [json!({"type":"pause"})],
+        "and pauses a running one"
+    );
+}
+
 #[test]
 fn local_commands_send_nothing() {
     let mut app = attached(vec![assistant_text("earlier")]);

@@ -335,14 +335,14 @@ fn help_screen() {
     let mut app = attached(vec![assistant_text("hidden behind the help")]);
     key(&mut app, KeyCode::Char('?'), KeyModifiers::NONE);
     // Tall enough for the whole help (it scrolls on a shorter terminal).
-    let text = screen(&mut app, 80, 64);
+    let text = screen(&mut app, 80, 68);
     assert!(!text.contains("hidden behind"), "{text}");
     for needle in ["Ctrl+O", "/approval", "#name", "Esc closes"] {
         assert!(text.contains(needle), "{needle} missing:\n{text}");
     }
     assert_snapshot!(text);
     key(&mut app, KeyCode::Esc, KeyModifiers::NONE);
-    assert!(screen(&mut app, 80, 64).contains("hidden behind the help"));
+    assert!(screen(&mut app, 80, 68).contains("hidden behind the help"));
 }
 
 const TABLE: &str = "Results:\n\n\

@@ -128,7 +128,10 @@ fn last_marked(body: &[u8]) -> anyhow::Result<usize> {
     let request: serde_json::Value = serde_json::from_slice(body)?;
     request["messages"]
         .as_array()
-        .and_then(|m| m.iter().rposition(|m| m.to_string().contains("cache_control")))
+        .and_then(|m| {
+            m.iter()
+                .rposition(|m| m.to_string().contains("cache_control"))
+        })
         .context("a request with no breakpoint in its messages")
 }
 

@@ -686,6 +686,7 @@ impl App {
             KeyCode::Char('d') if ctrl => self.quit = true,
             KeyCode::Char('o') if ctrl => self.conversation.toggle_block(),
             KeyCode::Char('t') if ctrl => self.plan_expanded = !self.plan_expanded,
+            KeyCode::Char('p') if ctrl => self.toggle_pause(),
             KeyCode::Char('j') if ctrl => self.composer.insert_newline(),
             KeyCode::Char('a') if ctrl => self.composer.line_start(),
             KeyCode::Char('e') if ctrl => self.composer.line_end(),
@@ -827,6 +828,26 @@ impl App {
         }
         self.last_esc = Some(self.now);
         self.flash = Some("Esc again to rewind to an earlier message".into());
+    }
+
+    /// `/pause`: the turn (or, while idle, the next one) holds before its
+    /// next model call or tool run, until `/resume`.
+    pub(super) fn pause(&mut self) {
+        self.send(Method::Pause);
+        self.flash = Some("pausing before the next step".into());
+    }
+
+    /// Ctrl+P: resumes a paused turn, else pauses.
+    fn toggle_pause(&mut self) {
+        if self
+            .status
+            .as_ref()
+            .is_some_and(|s| s.state == PodState::Paused)
+        {
+            self.send(Method::Resume);
+        } else {
+            self.pause();
+        }
     }
 
     fn ctrl_c(&mut self) {

@@ -78,6 +78,16 @@ pub const BUILTINS: &[Builtin] = &[
         help: "the conversation's rules and where each came from, or revoke one an answer added",
     },
     Builtin {
+        name: "pause",
+        args: "",
+        help: "hold the turn before its next model call or tool run (Ctrl+P)",
+    },
+    Builtin {
+        name: "resume",
+        args: "",
+        help: "go on with a paused turn (Ctrl+P)",
+    },
+    Builtin {
         name: "clear",
         args: "",
         help: "clear this screen only (the model keeps its context)",

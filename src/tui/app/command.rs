@@ -128,6 +128,10 @@ impl App {
             "compact" => {
                 self.send(Method::Compact);
             }
+            "pause" => self.pause(),
+            "resume" => {
+                self.send(Method::Resume);
+            }
             "new" => {
                 self.send(Method::NewSession);
             }

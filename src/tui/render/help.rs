@@ -67,6 +67,7 @@ const KEYS: &[(&str, &str)] = &[
         "expand or collapse the selected block (the last one if none is)",
     ),
     ("Ctrl+T", "show the model's plan as a checklist, or as one line"),
+    ("Ctrl+P", "pause the turn before its next step; again: go on"),
     ("?", "this help (on an empty input box)"),
 ];
 

@@ -53,6 +53,9 @@ pub fn status_line(app: &App) -> Line<'static> {
         if status.queued > 0 {
             state.push_str(&format!(" ({} queued)", status.queued));
         }
+        if status.state == PodState::Paused {
+            state.push_str(" · Ctrl+P or /resume goes on");
+        }
         let style = match status.state {
             PodState::Idle => BAR,
             _ => BAR.fg(Color::Yellow),
