@@ -261,6 +261,47 @@ fn ctrl_c_while_queued_removes_the_run_and_leaves_the_other_turn_running() {
     ));
 }
 
+/// First hour, item 15: a message queued behind another turn says so, and
+/// with stdout and stderr merged (`2>&1`) the answer and the tool lines
+/// never glue together.
+#[test]
+fn a_queued_message_says_so_and_merged_output_keeps_its_lines() {
+    let script = [
+        slow_text_reply(30, 50),
+        reply(json!([{"text": "Running it."},
+            {"tool_call": {"id": "c1", "name": "grep", "arguments": {"pattern": "TODO"}}}])),
+        reply(json!([{"text": "Done."}])),
+    ]
+    .join("\n");
+    let pod = Pod::builder().script(&script).start();
+    let mut other = pod.client();
+    other.until_type("snapshot");
+    other.run("first");
+    other.until_type("turn_start");
+    let mut command = pod.command("send");
+    command.args(["--text", "second"]);
+    let (reader, writer) = std::io::pipe().unwrap();
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(writer.try_clone().unwrap())
+        .stderr(writer)
+        .spawn()
+        .unwrap();
+    drop(command);
+    let mut merged = String::new();
+    BufReader::new(reader).read_to_string(&mut merged).unwrap();
+    let status = { child }.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{merged}");
+    assert!(
+        merged.contains("pod: your message is queued behind 1 run; it starts when they end"),
+        "{merged}"
+    );
+    assert!(
+        merged.lines().any(|l| l == "Running it.") && merged.lines().any(|l| l == "⚙ grep TODO"),
+        "lines glued together: {merged:?}"
+    );
+}
+
 #[test]
 fn a_model_error_exits_1_with_the_code_and_message() {
     let script =

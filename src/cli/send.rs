@@ -414,6 +414,14 @@ impl<O: Write, E: Write> Turn<O, E> {
             if self.options.no_wait {
                 return Ok(Some(Flow::Exit(ExitCode::SUCCESS)));
             }
+            if self.ahead > 0 && !self.pod_waiting {
+                let runs = if self.ahead == 1 { "run" } else { "runs" };
+                self.transcript.notice(&format!(
+                    "pod: your message is queued behind {} {runs}; it starts when they end \
+                     (Ctrl+C removes it)",
+                    self.ahead
+                ))?;
+            }
             self.note_queued_behind_approval();
             return Ok(Some(Flow::Continue));
         }
@@ -447,17 +455,19 @@ impl<O: Write, E: Write> Turn<O, E> {
                 max_attempts,
                 delay_ms,
                 error,
-            } => eprintln!(
+            } => self.transcript.notice(&format!(
                 "pod: {} · retrying in {} ({attempt}/{max_attempts})",
                 safe_text::line(&error),
                 seconds(delay_ms)
-            ),
+            ))?,
             Event::Error {
                 code: ErrorCode::ModelError,
                 message,
                 ..
             } => self.model_error = Some(message),
-            Event::Error { message, .. } => eprintln!("pod: {}", safe_text::line(&message)),
+            Event::Error { message, .. } => self
+                .transcript
+                .notice(&format!("pod: {}", safe_text::line(&message)))?,
             Event::Entry { entry, .. } => return self.show_entry(entry),
             _ => {}
         }
@@ -494,11 +504,13 @@ impl<O: Write, E: Write> Turn<O, E> {
                 } else {
                     ""
                 };
-                eprintln!("{bell}pod: waiting for approval: {tool}: {summary} (call {call_id})");
-                eprintln!(
+                self.transcript.notice(&format!(
+                    "{bell}pod: waiting for approval: {tool}: {summary} (call {call_id})"
+                ))?;
+                self.transcript.notice(&format!(
                     "pod: answer with `pod approve {call_id}` or `pod deny {call_id}` \
                      (any client may answer; `pod pending` lists what waits)"
-                );
+                ))?;
             }
             LogEntry::ApprovalDecision {
                 call_id,
@@ -515,7 +527,10 @@ impl<O: Write, E: Write> Turn<O, E> {
                 let by = client
                     .map(|c| format!(" by {}", safe_text::line(&c)))
                     .unwrap_or_default();
-                eprintln!("pod: call {} {verb}{by}", safe_text::line(&call_id));
+                self.transcript.notice(&format!(
+                    "pod: call {} {verb}{by}",
+                    safe_text::line(&call_id)
+                ))?;
             }
             LogEntry::TurnEnd { reason, error, .. } => return self.end(reason, error),
             _ => self.transcript.end_block(),

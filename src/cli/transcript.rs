@@ -66,9 +66,18 @@ impl<O: Write, E: Write> Transcript<O, E> {
             self.write_out(&line)?;
             self.write_out("\n")
         } else {
-            writeln!(self.err, "{line}")?;
-            self.err.flush()
+            self.notice(&line)
         }
+    }
+
+    /// A line on `err` (a tool call, a notice). When both streams end up in
+    /// one place (`2>&1`), the answer's open line is ended first, so the two
+    /// never glue together; the answer's bytes are the same either way, as
+    /// a block after this one starts on a line of its own anyway.
+    pub fn notice(&mut self, line: &str) -> io::Result<()> {
+        self.end_line()?;
+        writeln!(self.err, "{line}")?;
+        self.err.flush()
     }
 
     /// Ends the answer with a newline, so a shell prompt starts on its own
