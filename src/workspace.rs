@@ -371,9 +371,54 @@ impl Workspace {
         if found.is_empty() && !name_part.is_empty() {
             found = self.list_matching(&dir, dir_part, name_part, show_hidden, false);
         }
+        if found.is_empty() && !name_part.is_empty() {
+            return self.fuzzy(prefix, limit);
+        }
         found.sort();
         found.truncate(limit);
         found
+    }
+
+    /// When no path starts with `prefix`: the workspace's files whose path
+    /// matches it fuzzily (`ops` finds `calc/ops.py`), best first — among
+    /// the first [`FUZZY_WALK_LIMIT`] files the walk lists, not ignored,
+    /// not hidden.
+    fn fuzzy(&self, prefix: &str, limit: usize) -> Vec<String> {
+        use fuzzy_matcher::skim::SkimMatcherV2;
+        use fuzzy_matcher::FuzzyMatcher;
+        if self.check_walk(&self.root).is_err() {
+            return Vec::new();
+        }
+        let matcher = SkimMatcherV2::default();
+        let walker = ignore::WalkBuilder::new(&self.root)
+            .require_git(false)
+            .follow_links(false)
+            .filter_entry(|e| {
+                !e.file_type().is_some_and(|t| t.is_dir())
+                    || ignore_files_are_plain(e.path()).is_ok()
+            })
+            .build();
+        let mut scored: Vec<(i64, String)> = walker
+            .flatten()
+            .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+            .take(FUZZY_WALK_LIMIT)
+            .filter_map(|e| {
+                let relative = e.path().strip_prefix(&self.root).ok()?.to_str()?.to_owned();
+                let score = matcher.fuzzy_match(&relative, prefix)?;
+                Some((score, relative))
+            })
+            .collect();
+        scored.sort_by(|a, b| {
+            b.0.cmp(&a.0)
+                .then(a.1.len().cmp(&b.1.len()))
+                .then(a.1.cmp(&b.1))
+        });
+        scored
+            .into_iter()
+            .map(|(_, path)| path)
+            .filter(|path| self.resolve(path).is_ok())
+            .take(limit)
+            .collect()
     }
 
     /// The workspace-relative form of an absolute directory inside the
@@ -429,6 +474,10 @@ impl Workspace {
         out
     }
 }
+
+/// How many files a fuzzy completion looks at: a completion answers while
+/// the user types, so a huge tree is cut rather than walked whole.
+const FUZZY_WALK_LIMIT: usize = 20_000;
 
 /// What the `ignore` crate opens in a directory it walks.
 const IGNORE_FILES: &[&str] = &[".gitignore", ".ignore", ".git", ".git/info/exclude"];
@@ -615,6 +664,27 @@ mod tests {
             ws.completions(".pod/knowledge/", 10),
             vec![".pod/knowledge/style.md"]
         );
+    }
+
+    /// First hour, item 9: `@ops` finds `calc/ops.py`.
+    #[test]
+    fn a_prefix_nothing_starts_with_completes_fuzzily() {
+        let (_d, ws) = setup();
+        touch(&ws, "calc/ops.py");
+        touch(&ws, "calc/main.py");
+        touch(&ws, "docs/operations.md");
+        touch(&ws, "target/ops.o");
+        fs::write(ws.root().join(".gitignore"), "target/\n").unwrap();
+        let found = ws.completions("ops", 10);
+        assert_eq!(
+            found.first().map(String::as_str),
+            Some("calc/ops.py"),
+            "{found:?}"
+        );
+        assert!(!found.iter().any(|f| f.starts_with("target/")), "{found:?}");
+        assert!(ws.completions("zzzq", 10).is_empty());
+        // A prefix that matches keeps its plain answer.
+        assert_eq!(ws.completions("calc/m", 10), vec!["calc/main.py"]);
     }
 
     #[test]

@@ -94,6 +94,75 @@ fn at_asks_the_pod_for_completions() {
     );
 }
 
+/// The `list_completions` sent since the last look: request id → prefix.
+fn completion_requests(app: &mut App) -> Vec<(String, String)> {
+    app.take_outgoing()
+        .into_iter()
+        .filter_map(|o| match o {
+            Outgoing::Request(r) => {
+                let method = serde_json::to_value(&r.method).unwrap();
+                (method["type"] == "list_completions").then(|| {
+                    (
+                        r.request_id.clone().unwrap_or_default(),
+                        method["prefix"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+            }
+            Outgoing::Reconnect => None,
+        })
+        .collect()
+}
+
+/// First hour, item 9: a typed `@path` sent with Enter before any menu
+/// could answer is still a file reference, and what is typed meanwhile is
+/// kept for the next message; a Tab in the same burst is not lost.
+#[test]
+fn a_typed_file_reference_and_a_fast_tab_are_never_lost() {
+    let mut app = attached(vec![]);
+    type_str(&mut app, "explain @main.py");
+    completion_requests(&mut app);
+    key(&mut app, KeyCode::Enter, KeyModifiers::NONE);
+    type_str(&mut app, "next");
+    let asked = completion_requests(&mut app);
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0].1, "main.py");
+    app.on_pod_event(event(json!({"type":"response","request_id":asked[0].0,
+        "completions":["main.py"]})));
+    assert_eq!(
+        actions(&mut app),
+        [json!({"type":"run","segments":[
+            {"type":"text","text":"explain "},{"type":"file_ref","path":"main.py"}]})]
+    );
+    assert_eq!(app.composer().plain_text().as_deref(), Some("next"));
+
+    // A word that names no file stays text.
+    let mut app = attached(vec![]);
+    type_str(&mut app, "use @property");
+    key(&mut app, KeyCode::Enter, KeyModifiers::NONE);
+    let asked = completion_requests(&mut app);
+    let last = asked.last().unwrap();
+    app.on_pod_event(event(json!({"type":"response","request_id":last.0,
+        "completions":["property_test.py"]})));
+    assert_eq!(
+        actions(&mut app),
+        [json!({"type":"run","segments":[{"type":"text","text":"use @property"}]})]
+    );
+
+    let mut app = attached(vec![]);
+    type_str(&mut app, "@calc/o");
+    key(&mut app, KeyCode::Tab, KeyModifiers::NONE);
+    let asked = completion_requests(&mut app);
+    let last = asked.last().unwrap();
+    assert_eq!(last.1, "calc/o");
+    app.on_pod_event(event(json!({"type":"response","request_id":last.0,
+        "completions":["calc/ops.py"]})));
+    key(&mut app, KeyCode::Enter, KeyModifiers::NONE);
+    assert_eq!(
+        actions(&mut app),
+        [json!({"type":"run","segments":[{"type":"file_ref","path":"calc/ops.py"}]})]
+    );
+}
+
 #[test]
 fn cancel_quit_and_commands() {
     let mut app = attached_with(vec![], Value::Null, "running");

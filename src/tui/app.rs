@@ -110,7 +110,28 @@ pub struct App {
     approval_shown_at: Option<Instant>,
     /// The pod's start warnings were shown (once per TUI, not per reconnect).
     warned: bool,
+    /// A message whose typed `@path`s the pod is asked about before it is
+    /// sent (Enter came before the menu could answer).
+    resolving: Option<Resolving>,
+    /// Keys that came while `resolving`: they belong after the message, so
+    /// they wait and are replayed once it is sent.
+    deferred_keys: Vec<KeyEvent>,
+    /// Tab came before the menu had candidates: the first is taken when they
+    /// arrive, so a Tab typed in the same burst as the letters is not lost.
+    tab_pending: bool,
 }
+
+/// The `list_completions` asked for the typed `@path`s of a message about
+/// to be sent: request id → path.
+struct Resolving {
+    waiting: HashMap<String, String>,
+    /// Past this, the message goes as typed (the pod did not answer).
+    deadline: Instant,
+}
+
+/// How long a message waits for the pod to say which typed `@path`s are
+/// files.
+const RESOLVE_WAIT: Duration = Duration::from_secs(1);
 
 /// One of this client's messages waiting in the pod's queue.
 #[derive(Debug, Clone, PartialEq)]
@@ -160,6 +181,9 @@ impl App {
             hold_keys: false,
             approval_shown_at: None,
             warned: false,
+            resolving: None,
+            deferred_keys: Vec::new(),
+            tab_pending: false,
         }
     }
 
@@ -250,6 +274,9 @@ impl App {
     pub fn on_tick(&mut self, now: Instant) {
         let before = self.now;
         self.now = now;
+        if self.resolving.as_ref().is_some_and(|r| now >= r.deadline) {
+            self.finish_resolving();
+        }
         if self.busy() && now.duration_since(self.last_spin) >= SPINNER_STEP {
             self.spinner = self.spinner.wrapping_add(1);
             self.last_spin = now;
@@ -609,6 +636,28 @@ impl App {
     }
 
     fn on_key(&mut self, key: KeyEvent) {
+        if self.resolving.is_some() {
+            self.deferred_keys.push(key);
+            return;
+        }
+        if key.code != KeyCode::Tab {
+            self.tab_pending = false;
+        }
+        self.handle_key(key);
+    }
+
+    /// Sends the message being resolved, then replays the keys typed
+    /// meanwhile.
+    pub(super) fn finish_resolving(&mut self) {
+        if self.resolving.take().is_some() {
+            self.submit_resolved();
+            for key in std::mem::take(&mut self.deferred_keys) {
+                self.on_key(key);
+            }
+        }
+    }
+
+    fn handle_key(&mut self, key: KeyEvent) {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         let alt = key.modifiers.contains(KeyModifiers::ALT);
         let shift = key.modifiers.contains(KeyModifiers::SHIFT);
@@ -700,6 +749,12 @@ impl App {
                 )
             }
             KeyCode::Enter if alt || shift => self.composer.insert_newline(),
+            // Candidates are on their way: take the first when they come.
+            KeyCode::Tab
+                if self.composer.completion().is_some() && !self.composer.completion_open() =>
+            {
+                self.tab_pending = true;
+            }
             KeyCode::Enter | KeyCode::Tab if self.composer.completion_open() => {
                 let accepted = self.composer.accept_completion();
                 if let (KeyCode::Enter, Some((TokenKind::Command, item))) = (key.code, accepted) {

@@ -14,6 +14,17 @@ impl App {
     /// Workflows a `/` menu lists are remembered too, so that a workflow
     /// created since the attach can be called at once.
     pub(super) fn on_completions(&mut self, id: &str, items: Vec<MenuItem>) {
+        if let Some(resolving) = &mut self.resolving {
+            if let Some(path) = resolving.waiting.remove(id) {
+                if items.iter().any(|i| i.value == path) {
+                    self.composer.make_file_ref(&path);
+                }
+                if resolving.waiting.is_empty() {
+                    self.finish_resolving();
+                }
+                return;
+            }
+        }
         if self.workflows_request.as_deref() == Some(id) {
             self.workflows_request = None;
             self.workflows = items;
@@ -30,7 +41,13 @@ impl App {
                 }
             }
         }
-        self.composer.set_completions(id, items);
+        if self.composer.set_completions(id, items)
+            && std::mem::take(&mut self.tab_pending)
+            && self.composer.completion_open()
+        {
+            self.composer.accept_completion();
+            self.refresh_completion();
+        }
     }
 
     /// Asks the pod for candidates when the token under the cursor changed.
@@ -67,6 +84,27 @@ impl App {
     /// the rest of the line as its arguments), or refused in place with a
     /// hint. `//name …` sends `/name …` as text.
     pub(super) fn submit(&mut self) {
+        let refs = self.composer.typed_file_refs();
+        if self.composer.command_line().is_none()
+            && !refs.is_empty()
+            && self.connection == ConnectionState::Connected
+        {
+            let waiting = refs
+                .into_iter()
+                .map(|path| (self.list(CompletionKind::File, path.clone()), path))
+                .collect();
+            self.resolving = Some(super::Resolving {
+                waiting,
+                deadline: self.now + super::RESOLVE_WAIT,
+            });
+            return;
+        }
+        self.submit_resolved();
+    }
+
+    /// Sends the message as it now is (its typed `@path`s resolved, or
+    /// given up on), or runs the command it is.
+    pub(super) fn submit_resolved(&mut self) {
         let segments = match self.composer.command_line() {
             Some(line) => {
                 if let Some(builtin) = commands::builtin(&line.name) {

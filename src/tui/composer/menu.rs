@@ -207,6 +207,71 @@ impl Composer {
         Some((c.token.kind, item))
     }
 
+    /// The `@path` words typed out rather than chosen from the menu (so
+    /// still text), outside code spans: what Enter asks the pod about
+    /// before sending, so that a typed `@src/main.rs` is a file reference
+    /// however fast it was typed. Sentence punctuation after the path is
+    /// not part of it (`see @a.py.` names `a.py`).
+    pub fn typed_file_refs(&self) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut backticks = 0;
+        let mut i = 0;
+        while i < self.atoms.len() {
+            let at_word_start =
+                i == 0 || !matches!(self.atoms[i - 1], Atom::Char(c) if !c.is_whitespace());
+            match self.atoms[i] {
+                Atom::Char('`') => backticks += 1,
+                Atom::Char('@') if at_word_start && backticks % 2 == 0 => {
+                    let word: String = self.atoms[i + 1..]
+                        .iter()
+                        .map_while(|a| match a {
+                            Atom::Char(c) if !c.is_whitespace() && *c != '`' => Some(*c),
+                            _ => None,
+                        })
+                        .collect();
+                    i += word.chars().count();
+                    let path = word.trim_end_matches(TRAILING_PUNCTUATION);
+                    if !path.is_empty() && !found.iter().any(|f| f == path) {
+                        found.push(path.to_owned());
+                    }
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        found
+    }
+
+    /// Turns each typed `@path` (as [`Self::typed_file_refs`] finds it) into
+    /// a file reference, keeping what follows the path.
+    pub fn make_file_ref(&mut self, path: &str) {
+        let needle: Vec<Atom> = std::iter::once('@')
+            .chain(path.chars())
+            .map(Atom::Char)
+            .collect();
+        let mut i = 0;
+        while i + needle.len() <= self.atoms.len() {
+            let at_word_start =
+                i == 0 || !matches!(self.atoms[i - 1], Atom::Char(c) if !c.is_whitespace());
+            // Only sentence punctuation may follow the path in its word.
+            let ends_word = self.atoms[(i + needle.len()).min(self.atoms.len())..]
+                .iter()
+                .map_while(|a| match a {
+                    Atom::Char(c) if !c.is_whitespace() => Some(*c),
+                    _ => None,
+                })
+                .all(|c| TRAILING_PUNCTUATION.contains(&c));
+            if at_word_start && ends_word && self.atoms[i..i + needle.len()] == needle[..] {
+                self.atoms
+                    .splice(i..i + needle.len(), [Atom::FileRef(path.to_owned())]);
+                if self.cursor > i {
+                    self.cursor = self.cursor.saturating_sub(needle.len() - 1).max(i + 1);
+                }
+            }
+            i += 1;
+        }
+    }
+
     /// The message as a command line when it starts with `/name` (a name of
     /// command characters, followed by whitespace or nothing): the name,
     /// its arguments (the rest of the first line up to anything that is not
@@ -258,6 +323,9 @@ pub enum TokenKind {
     Knowledge,
 }
 
+/// What may end a sentence right after a typed `@path`.
+const TRAILING_PUNCTUATION: &[char] = &['.', ',', ';', ':', '!', '?', ')', '"', '\''];
+
 /// A token being typed: its kind, the index of its sigil and the text after.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Token {
@@ -278,4 +346,33 @@ pub struct CommandLine {
 
 fn is_word_char(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn typed(text: &str) -> Composer {
+        let mut c = Composer::new();
+        for ch in text.chars() {
+            c.insert_char(ch);
+        }
+        c
+    }
+
+    #[test]
+    fn typed_file_references_are_found_outside_code_and_resolved_in_place() {
+        let c = typed("see @calc/ops.py, not `@decorator` nor me@host; @a.py.");
+        assert_eq!(c.typed_file_refs(), ["calc/ops.py", "a.py"]);
+        let mut c = typed("explain @main.py and @main.py.bak");
+        c.make_file_ref("main.py");
+        assert_eq!(
+            c.segments(),
+            [
+                Segment::text("explain "),
+                Segment::file_ref("main.py"),
+                Segment::text(" and @main.py.bak")
+            ]
+        );
+    }
 }
