@@ -99,6 +99,36 @@ fn send_status_approve_and_log_work_over_the_network() {
     assert_eq!(refused.status.code(), Some(3));
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(said.contains("401") && said.contains("token"), "{said}");
+    // A read-only token cannot stop the pod: refused at once (it waited
+    // forever for a shutdown that never came).
+    let read_only = succeeded(
+        pod.command("token")
+            .args(["create", "--read-only"])
+            .output()
+            .unwrap(),
+    );
+    let read_only_file = pod.dir.path().join("read-only");
+    std::fs::write(&read_only_file, read_only.trim()).unwrap();
+    let mut stop = remote("stop", &url, &read_only_file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let code = loop {
+        if let Some(status) = stop.try_wait().unwrap() {
+            break status.code();
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = stop.kill();
+            panic!("pod stop with a read-only token did not return");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let said = String::from_utf8_lossy(&stop.wait_with_output().unwrap().stderr).into_owned();
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("refused to stop"), "{said}");
+    succeeded(remote("status", &url, &token).output().unwrap());
 }
 
 #[test]

@@ -138,18 +138,30 @@ pub fn stop(paths: &Paths) -> anyhow::Result<ExitCode> {
         // Stopping cancels a running turn: say so, since the user may have
         // meant to stop only a pod they believed idle.
         if let Ok(s) = snapshot(&mut events, &paths.endpoint).await {
-            if s.status.state != PodState::Idle {
+            let may_stop = s.greeting.access == crate::protocol::AccessLevel::Full;
+            if may_stop && s.status.state != PodState::Idle {
                 eprintln!(
                     "pod: a turn was {}; stopping cancels it (what it wrote so far stays in the log)",
                     s.status.state.as_str()
                 );
             }
         }
-        sink.send(&Request::new(Method::Shutdown)).await?;
-        // The pod says `shutdown` to everyone, then closes: wait for either.
+        sink.send(&Request::with_id(Method::Shutdown, "stop"))
+            .await?;
+        // The pod says `shutdown` to everyone, then closes: wait for either
+        // — or for its refusal (a read-only token, a tool's connection).
         while let Some(event) = events.next().await {
-            if let Ok(Event::Shutdown { .. }) = event {
-                break;
+            match event {
+                Ok(Event::Shutdown { .. }) => break,
+                Ok(Event::Error {
+                    message,
+                    request_id,
+                    ..
+                }) if request_id.as_deref() == Some("stop") => {
+                    eprintln!("pod: the pod refused to stop: {}", crate::safe_text::line(&message));
+                    return Ok(ExitCode::from(super::connect::exit::FAILED));
+                }
+                _ => {}
             }
         }
         println!("stopped the pod at {}", paths.endpoint);
