@@ -111,6 +111,9 @@ pub enum ClientError {
         status: u16,
         reason: String,
     },
+    /// The TLS handshake refused the pod's certificate.
+    #[error("the pod at {url} presented a TLS certificate this client refuses: {reason}")]
+    Certificate { url: String, reason: String },
     #[error("--ca-cert {}: {reason}", path.display())]
     CaCert { path: PathBuf, reason: String },
     #[error("connection to the pod failed: {0}")]
@@ -219,7 +222,13 @@ async fn connect_remote(remote: &Remote) -> Result<(EventStream, RequestSink), C
                 reason,
             }
         }
-        e => unreachable(e.to_string()),
+        e => match certificate_refusal(&e) {
+            Some(reason) => ClientError::Certificate {
+                url: remote.url.clone(),
+                reason,
+            },
+            None => unreachable(e.to_string()),
+        },
     })?;
     let (sink, stream) = ws.split();
     Ok((
@@ -230,6 +239,36 @@ async fn connect_remote(remote: &Remote) -> Result<(EventStream, RequestSink), C
             frames: Sink::Remote(sink),
         },
     ))
+}
+
+/// What to do about a certificate the handshake refused, in words: the
+/// TLS library's own (`Other(OtherError(CaUsedAsEndEntity))`) say what is
+/// wrong only to someone who knows it.
+fn certificate_refusal(error: &tungstenite::Error) -> Option<String> {
+    let tungstenite::Error::Io(io) = error else {
+        return None;
+    };
+    let rustls::Error::InvalidCertificate(why) = io.get_ref()?.downcast_ref::<rustls::Error>()?
+    else {
+        return None;
+    };
+    use rustls::CertificateError as E;
+    let text = match why {
+        E::UnknownIssuer => "it is not signed by an authority this machine trusts; give this \
+             client the pod's certificate (or its authority's) with --ca-cert FILE"
+            .to_owned(),
+        E::NotValidForName | E::NotValidForNameContext { .. } => "it does not name the host \
+             in the URL; use a name it lists (its subjectAltName), or make one that lists this \
+             one"
+        .to_owned(),
+        E::Expired | E::ExpiredContext { .. } => "it has expired; make a new one".to_owned(),
+        other if format!("{other:?}").contains("CaUsedAsEndEntity") => "it is an authority's \
+             certificate (basicConstraints CA:TRUE), which TLS refuses from a server; make it \
+             with `-addext basicConstraints=critical,CA:FALSE` (docs/remote.md)"
+            .to_owned(),
+        other => format!("{other:?}"),
+    };
+    Some(text)
 }
 
 /// The system's roots (as webpki ships them) and `--ca-cert`'s.

@@ -237,6 +237,12 @@ fn tls_with_a_self_signed_certificate() {
     // Without trusting the certificate, the client refuses the server.
     let untrusted = remote("status", &url, &token).output().unwrap();
     assert_eq!(untrusted.status.code(), Some(3));
+    let said = String::from_utf8_lossy(&untrusted.stderr);
+    assert!(
+        said.contains("not signed by an authority this machine trusts")
+            && said.contains("--ca-cert FILE"),
+        "the refusal says what to do: {said}"
+    );
     // The link names the certificate's host.
     let link = succeeded(pod.command("url").output().unwrap());
     assert!(

@@ -68,6 +68,10 @@ pub async fn connect(
             eprintln!("pod: no pod answers at {url}: {reason}");
             Ok(Err(ExitCode::from(exit::NO_POD)))
         }
+        Err(e @ ClientError::Certificate { .. }) => {
+            eprintln!("pod: {e}");
+            Ok(Err(ExitCode::from(exit::NO_POD)))
+        }
         Err(ClientError::Refused { status, reason, .. }) => {
             eprintln!("pod: the pod refused the connection ({status}): {reason}");
             Ok(Err(ExitCode::from(exit::NO_POD)))
