@@ -602,3 +602,23 @@ fn pod_send_exits_1_when_a_hook_blocks_the_message() {
     assert!(stderr.contains("not today"), "{stderr}");
     assert!(of_kind(&pod, "user_input").is_empty(), "nothing committed");
 }
+
+/// A hook that misbehaves during `pod send`'s turn is said on its stderr
+/// too, not only in the TUI (found by a new-user trial of docs/hooks.md).
+#[test]
+fn pod_send_prints_a_failing_hooks_warning() {
+    let dir = dir_with_config(
+        "[[hooks]]\nevent = \"post_tool_use\"\ncommand = 'echo boom-from-hook >&2; exit 1'\n",
+    );
+    let pod = Pod::builder()
+        .in_dir(dir)
+        .script(&bash_step(&[("c1", "true")]))
+        .start();
+    let out = pod.command("send").args(["--text", "go"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("pod: [hook]") && stderr.contains("boom-from-hook"),
+        "{stderr}"
+    );
+}

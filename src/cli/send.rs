@@ -18,8 +18,8 @@ use super::transcript::Transcript;
 use super::Paths;
 use crate::client::EventStream;
 use crate::protocol::{
-    AssistantItem, DecidedBy, Decision, ErrorCode, Event, LogEntry, Method, PodState, Request,
-    Segment, TurnEndReason, TurnError,
+    AssistantItem, DecidedBy, Decision, ErrorCode, Event, Level, LogEntry, Method, PodState,
+    Request, Segment, TurnEndReason, TurnError,
 };
 use crate::safe_text;
 
@@ -468,6 +468,17 @@ impl<O: Write, E: Write> Turn<O, E> {
             Event::Error { message, .. } => self
                 .transcript
                 .notice(&format!("pod: {}", safe_text::line(&message)))?,
+            // A hook that failed, an MCP server that went down: worth a
+            // line while this turn runs (informational notices are not).
+            Event::Notification {
+                level: Level::Warn | Level::Error,
+                source,
+                message,
+            } => self.transcript.notice(&format!(
+                "pod: [{}] {}",
+                safe_text::line(&source),
+                safe_text::line(&message)
+            ))?,
             Event::Entry { entry, .. } => return self.show_entry(entry),
             _ => {}
         }
