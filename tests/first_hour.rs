@@ -479,6 +479,16 @@ fn the_tui_says_when_the_pod_is_gone() {
     wait_until("pod to exit on Ctrl+D", || {
         child.try_wait().unwrap().is_some()
     });
+    // Item 14: quitting does not claim that a dead pod keeps running.
+    wait_for_screen(
+        &parser,
+        "is not running (it stopped): `pod` starts it again",
+    );
+    assert!(
+        !flat(&parser).contains("keeps running"),
+        "{}",
+        flat(&parser)
+    );
 }
 
 /// An API key set after the pod started is not ignored: plain `pod` says

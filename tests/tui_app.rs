@@ -407,6 +407,57 @@ fn pause_and_resume_from_the_tui() {
     );
 }
 
+/// First hour, item 5: a refusal of the user's own command shows at the
+/// bottom, where they look, saying which command and what to do — not as a
+/// notice above the answer still streaming.
+#[test]
+fn a_refused_command_is_said_at_the_bottom() {
+    let mut app = attached_with(
+        vec![],
+        json!({"type":"text","text":"streaming…"}),
+        "running",
+    );
+    type_str(&mut app, "/new");
+    enter(&mut app);
+    let sent = app.take_outgoing();
+    let id = sent
+        .iter()
+        .find_map(|o| match o {
+            Outgoing::Request(r) if matches!(r.method, Method::NewSession) => r.request_id.clone(),
+            _ => None,
+        })
+        .unwrap();
+    let blocks = app.conversation().blocks().len();
+    app.on_pod_event(event(json!({"type":"error","code":"busy","request_id":id,
+        "message":"the pod is busy; try again when it is idle"})));
+    assert_eq!(
+        app.conversation().blocks().len(),
+        blocks,
+        "no notice in the transcript"
+    );
+    let bottom = screen(&mut app, 120, 3);
+    assert!(
+        bottom.contains("/new refused: the pod is busy") && bottom.contains("Esc cancels"),
+        "{bottom}"
+    );
+}
+
+/// First hour, item 13: Ctrl+C on a draft while nothing runs does not
+/// promise to cancel a turn.
+#[test]
+fn ctrl_c_on_a_draft_while_idle_says_what_the_next_press_does() {
+    let mut app = attached(vec![]);
+    type_str(&mut app, "half a thought");
+    key(&mut app, KeyCode::Char('c'), KeyModifiers::CONTROL);
+    assert!(app.composer().is_empty());
+    let bottom = screen(&mut app, 120, 3);
+    assert!(
+        bottom.contains("draft cleared; Ctrl+C twice quits"),
+        "{bottom}"
+    );
+    assert!(!bottom.contains("cancels the turn"), "{bottom}");
+}
+
 #[test]
 fn local_commands_send_nothing() {
     let mut app = attached(vec![assistant_text("earlier")]);

@@ -274,19 +274,27 @@ pub fn attach(
     }))?;
     // The TUI is gone and the pod is not: say so, and how to stop it or
     // come back, so that nobody leaves a daemon behind unknowingly.
-    if paths.is_remote() {
-        eprintln!("pod: detached; the pod at {} keeps running", paths.endpoint);
+    let name = if paths.name_given {
+        format!(" --name {}", paths.name)
     } else {
-        let name = if paths.name_given {
-            format!(" --name {}", paths.name)
-        } else {
-            String::new()
-        };
-        eprintln!(
+        String::new()
+    };
+    match &paths.endpoint {
+        crate::client::Endpoint::Remote(_) => {
+            eprintln!("pod: detached; the pod at {} keeps running", paths.endpoint)
+        }
+        crate::client::Endpoint::Socket(socket) if super::connect::nobody_listens(socket) => {
+            eprintln!(
+                "pod: detached; the pod {:?} is not running (it stopped): `pod{name}` starts it \
+                 again",
+                paths.name
+            )
+        }
+        crate::client::Endpoint::Socket(_) => eprintln!(
             "pod: detached; the pod {:?} keeps running: `pod{name} stop` stops it, `pod{name}` \
              comes back",
             paths.name
-        );
+        ),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -65,6 +65,10 @@ pub struct App {
     sessions_request: Option<String>,
     /// The `list_rules` that `/permissions` sent.
     rules_request: Option<String>,
+    /// The `/` commands sent and not yet answered: request id → `/name`,
+    /// so that a refusal says which command it refuses, where the user is
+    /// looking (the status line), not above a streaming answer.
+    commands_sent: HashMap<String, String>,
     /// Bell and desktop notifications for a person who looked away.
     notifier: Notifier,
     /// Escapes to write to the terminal beside the next frame.
@@ -159,6 +163,7 @@ impl App {
             workflows_request: None,
             sessions_request: None,
             rules_request: None,
+            commands_sent: HashMap::new(),
             notifier: Notifier::new(NotifyMode::Desktop),
             alerts: Vec::new(),
             fork_after_resume: None,
@@ -444,13 +449,34 @@ impl App {
         match event {
             Event::Status(status) => self.status = Some(status),
             Event::Usage(usage) => self.usage = Some(usage),
-            Event::Response(response) => self.on_response(response),
+            Event::Response(response) => {
+                if let Some(id) = &response.request_id {
+                    self.commands_sent.remove(id);
+                }
+                self.on_response(response)
+            }
             Event::Error {
                 request_id: Some(ref id),
                 ..
             } if self.unconfirmed.contains_key(id) => {
                 self.conversation.apply(&event, self.now);
                 self.give_back(Some(id), "refused");
+            }
+            Event::Error {
+                code,
+                ref message,
+                request_id: Some(ref id),
+            } if self.commands_sent.contains_key(id) => {
+                let command = self.commands_sent.remove(id).unwrap_or_default();
+                let hint = if code == ErrorCode::Busy {
+                    " (Esc cancels the running turn)"
+                } else {
+                    ""
+                };
+                self.flash = Some(format!(
+                    "{command} refused: {}{hint}",
+                    crate::safe_text::line(message)
+                ));
             }
             Event::Error {
                 code,
@@ -912,7 +938,11 @@ impl App {
         {
             self.composer.clear_draft();
             self.last_ctrl_c = None;
-            self.flash = Some("draft cleared; Ctrl+C again cancels the turn".into());
+            self.flash = Some(if self.busy() {
+                "draft cleared; Ctrl+C again cancels the turn".into()
+            } else {
+                "draft cleared; Ctrl+C twice quits (the pod keeps running)".into()
+            });
             return;
         }
         if self

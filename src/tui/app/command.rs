@@ -156,6 +156,15 @@ impl App {
     /// into the history) unless the command could not be carried out; the
     /// pod's answer, an error included, shows in the conversation.
     pub(super) fn run_builtin(&mut self, builtin: &Builtin, args: &str) {
+        let before = self.next_request;
+        self.run_builtin_command(builtin, args);
+        if self.next_request != before {
+            let id = format!("tui-{}", self.next_request);
+            self.commands_sent.insert(id, format!("/{}", builtin.name));
+        }
+    }
+
+    fn run_builtin_command(&mut self, builtin: &Builtin, args: &str) {
         match builtin.name {
             "help" => self.overlay = Some(Overlay::Help { scroll: 0 }),
             "status" => {
