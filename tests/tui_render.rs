@@ -295,7 +295,9 @@ fn control_characters_never_reach_the_terminal() {
         assert!(!cell.symbol().contains('\u{1b}'), "escape in a cell");
         assert!(!cell.symbol().contains('\u{7}'), "bell in a cell");
     }
-    assert!(find(&buffer, "[2Jcleared?").is_some());
+    // The escape sequence is dropped whole; the bell shows as what it is.
+    assert!(find(&buffer, "└ cleared?\\x07").is_some());
+    assert!(find(&buffer, "[2Jcleared").is_none());
 }
 
 #[test]
@@ -679,24 +681,86 @@ fn tool_lines_read_naturally() {
     let mut app = attached(vec![
         tool_call("c1", "grep", json!({"pattern":"fn main","path":"src"})),
         tool_result("c1", "src/main.rs:1:fn main() {}", false),
-        tool_call("c2", "bash", json!({"command":"cargo test"})),
-        tool_result("c2", "test failed: parser\nmore\n[exit code: 101]", true),
+        tool_call("c2", "bash", json!({"command":"cargo build"})),
+        tool_result(
+            "c2",
+            "error[E0308]: mismatched types\nerror: could not compile\n[exit code: 101]",
+            true,
+        ),
         tool_call("c3", "bash", json!({"command":"false"})),
         tool_result("c3", "[exit code: 1]", true),
     ]);
     let text = screen(&mut app, 60, 14);
     assert!(text.contains("⚙ grep fn main in src"), "{text}");
     assert!(
-        text.contains("error: exit code 101 · test failed: parser (3 lines)"),
+        text.contains("└ exit 101 · error: could not compile (2 lines)"),
         "{text}"
     );
-    assert!(text.contains("error: exit code 1 "), "{text}");
+    assert!(text.contains("└ exit 1 "), "{text}");
     assert_snapshot!(text);
     key(&mut app, KeyCode::Up, KeyModifiers::ALT);
     key(&mut app, KeyCode::Up, KeyModifiers::ALT);
     key(&mut app, KeyCode::Up, KeyModifiers::ALT);
     key(&mut app, KeyCode::Char('o'), KeyModifiers::CONTROL);
     assert!(screen(&mut app, 60, 20).contains("├ 1 line"));
+}
+
+/// QA, "the first hour" item 8: a summary states the outcome first, then
+/// the line that matters — a cancelled command is not an `error:` of its
+/// first line, a test run shows its verdict (the last line, not its first
+/// test), `read_file`'s line numbers stay out — and colours are colours,
+/// collapsed and expanded, every other escape sequence gone.
+#[test]
+fn tool_summaries_state_the_outcome_first() {
+    let t0 = Instant::now();
+    let mut app = attached_with(vec![], Value::Null, "running");
+    app.on_tick(t0);
+    let unittest = "test_a (t.T) ... ok\ntest_b (t.T) ... FAIL\n\n======\nFAIL: test_b\n\
+                    ------\nRan 2 tests in 0.001s\n\nFAILED (failures=1)\n[exit code: 1]";
+    let cargo = "running 3 tests\ntest a ... ok\ntest b ... ok\ntest c ... ok\n\n\
+                 test result: ok. 3 passed; 0 failed\n\n[exit code: 0]";
+    let entries = [
+        tool_call("c1", "bash", json!({"command":"echo compiling; sleep 30"})),
+        tool_result("c1", "compiling\n[cancelled: the command was killed]", true),
+        tool_call("c2", "bash", json!({"command":"python -m unittest"})),
+        tool_result("c2", unittest, true),
+        tool_call("c3", "bash", json!({"command":"cargo test"})),
+        tool_result("c3", cargo, false),
+        tool_call("c4", "read_file", json!({"path":"src/lib.rs"})),
+        tool_result("c4", "     1\tuse std::io;\n     2\t\n     3\tfn main() {}\n", false),
+        tool_call("c5", "bash", json!({"command":"ls --color"})),
+        tool_result("c5", "\u{1b}[31mred\u{1b}[0m \u{1b}]8;;http://x\u{1b}\\plain\u{1b}]8;;\u{1b}\\\n[exit code: 0]", false),
+    ];
+    for (seq, e) in entries.into_iter().enumerate() {
+        if seq == 1 {
+            app.on_tick(t0 + std::time::Duration::from_secs(4));
+        }
+        app.on_pod_event(entry(seq as u64 + 1, e));
+    }
+    let collapsed = buffer(&mut app, 70, 22);
+    let text = screen(&mut app, 70, 22);
+    assert!(text.contains("└ cancelled after 4s "), "{text}");
+    assert!(!text.contains("error: compiling"), "{text}");
+    assert!(
+        text.contains("└ exit 1 · FAILED (failures=1) (9 lines)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("└ 6 lines · test result: ok. 3 passed; 0 failed"),
+        "{text}"
+    );
+    assert!(text.contains("└ 3 lines · use std::io; "), "{text}");
+    assert!(text.contains("└ red plain "), "{text}");
+    assert!(!text.contains("\\e"), "no escape shows:\n{text}");
+    let at = find(&collapsed, "red plain").expect("coloured");
+    assert_eq!(collapsed[at].fg, Color::Red);
+    assert_eq!(collapsed[(at.0 + 4, at.1)].fg, Color::Reset);
+    assert_snapshot!(text);
+    key(&mut app, KeyCode::Char('o'), KeyModifiers::CONTROL);
+    let expanded = buffer(&mut app, 70, 22);
+    let at = find(&expanded, "│ red plain").expect("expanded, coloured");
+    assert_eq!(expanded[(at.0 + 2, at.1)].fg, Color::Red);
+    assert!(find(&expanded, "\\e").is_none());
 }
 
 /// The sandbox shows red when nothing confines `bash`.

@@ -135,6 +135,9 @@ pub struct ToolBlock {
     /// The connection to the pod was lost while it ran: how it ended is
     /// not known here (the next snapshot says).
     pub outcome_unknown: bool,
+    /// How long it ran, when this client saw it start and end (the log
+    /// has no times for tool calls): a cancelled command says it.
+    pub ran_for: Option<Duration>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -652,6 +655,7 @@ impl Conversation {
                             elapsed_secs: now.map(|_| 0),
                             awaiting_approval: false,
                             outcome_unknown: false,
+                            ran_for: None,
                         }),
                     });
                     if let Some(now) = now {
@@ -669,6 +673,10 @@ impl Conversation {
                     };
                     match self.tools.get(&r.call_id).copied() {
                         Some(i) => {
+                            let started = self.timed.iter().find(|(t, _)| *t == i).map(|t| t.1);
+                            let ran_for = now
+                                .zip(started)
+                                .map(|(n, s)| n.saturating_duration_since(s));
                             self.timed.retain(|(t, _)| *t != i);
                             if self.tailing == Some(i) {
                                 self.tailing = None;
@@ -680,6 +688,7 @@ impl Conversation {
                                 t.result = Some(output);
                                 t.output_tail = None;
                                 t.elapsed_secs = None;
+                                t.ran_for = ran_for;
                             }
                         }
                         None => self.push(BlockKind::Tool(ToolBlock {
@@ -692,6 +701,7 @@ impl Conversation {
                             elapsed_secs: None,
                             awaiting_approval: false,
                             outcome_unknown: false,
+                            ran_for: None,
                         })),
                     }
                 }
