@@ -909,3 +909,66 @@ fn a_model_error_is_shown_once_live() {
     let text = screen(&mut app, 120, 12);
     assert_eq!(text.matches("model nope not found").count(), 1, "{text}");
 }
+
+/// QA, "the first hour" item 8: a denied edit's diff must not look like a
+/// change that was made, and the transcript shows the edit's whole lines
+/// (the approval's diff), not the bare `old_string` the model sent
+/// (`return a - b`, a substring of `    return a - b`).
+#[test]
+fn a_denied_edit_is_not_shown_as_applied() {
+    let edit = |id: &str, from: &str, to: &str| {
+        tool_call(
+            id,
+            "edit_file",
+            json!({"path":"calc.py","old_string":from,"new_string":to}),
+        )
+    };
+    let preview = |from: &str, to: &str| {
+        format!("--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def f(a, b):\n-    {from}\n+    {to}\n")
+    };
+    let decision = |id: &str, decision: &str| {
+        json!({"kind":"approval_decision","call_id":id,"decision":decision,
+            "scope":"once","by":"user","client":"tui@host"})
+    };
+    let mut app = attached(vec![
+        edit("e1", "return a - b", "return a + b"),
+        approval_request(
+            "e1",
+            "edit_file",
+            "edit calc.py (+1 −1)",
+            &preview("return a - b", "return a + b"),
+        ),
+        decision("e1", "deny"),
+        tool_result(
+            "e1",
+            "[denied by the user: this tool call was not run]",
+            true,
+        ),
+        edit("e2", "return a * b", "return a / b"),
+        approval_request(
+            "e2",
+            "edit_file",
+            "edit calc.py (+1 −1)",
+            &preview("return a * b", "return a / b"),
+        ),
+        decision("e2", "allow"),
+        tool_result(
+            "e2",
+            "edited calc.py: replaced 1 occurrence at line 2",
+            false,
+        ),
+    ]);
+    let buffer = buffer(&mut app, 60, 24);
+    let text = screen(&mut app, 60, 24);
+    assert!(
+        text.contains("│ -    return a - b"),
+        "indentation kept:\n{text}"
+    );
+    assert!(text.contains("│ ✗ not applied"), "{text}");
+    assert_eq!(text.matches("not applied").count(), 1, "{text}");
+    let denied = find(&buffer, "+    return a + b").expect("the denied diff");
+    assert_ne!(buffer[denied].fg, Color::Green, "not drawn as an addition");
+    let applied = find(&buffer, "+    return a / b").expect("the applied diff");
+    assert_eq!(buffer[applied].fg, Color::Green);
+    assert_snapshot!(text);
+}

@@ -27,6 +27,9 @@ const TOOL: Style = Style::new().fg(Color::Blue).add_modifier(Modifier::BOLD);
 const ERROR: Style = Style::new().fg(Color::Red);
 const INJECTED: Style = Style::new().fg(Color::Cyan).add_modifier(Modifier::DIM);
 const RETRY: Style = Style::new().fg(Color::Yellow);
+/// The lines of an edit's diff that was not applied: grey, not red and
+/// green (struck through, code would be hard to read).
+const NOT_APPLIED: Style = Style::new().fg(Color::DarkGray);
 
 /// The argument fields that name what a tool acts on, most telling first.
 const KEY_ARGUMENTS: &[&str] = &["command", "path", "pattern", "query", "url", "file"];
@@ -410,15 +413,26 @@ fn tool_block(tool: &ToolBlock, width: usize, selected: bool, out: &mut Vec<Line
     let key: String = key.chars().take(width * 3).collect();
     wrap(&[Span::styled(key, DIM)], width, &head, &rest, out);
     let branch = |s: &'static str| [Span::styled(s, DIM)];
-    let diff = diff::of_call(&tool.name, &tool.arguments);
+    let diff = diff::of_tool(tool);
     if let Some(lines) = &diff {
+        // A denied or failed edit changed nothing: its diff is drawn dim,
+        // under a label, so it cannot be read as a change that was made.
+        let applied = !tool.result.as_ref().is_some_and(|r| r.is_error);
+        if !applied {
+            let label = "✗ not applied";
+            wrap_text(label, ERROR, width, &branch("  │ "), &branch("  │ "), out);
+        }
         let shown = if tool.expanded {
             lines.len()
         } else {
             lines.len().min(DIFF_ROWS)
         };
         for line in &lines[..shown] {
-            let style = diff::line_style(line);
+            let style = if applied {
+                diff::line_style(line)
+            } else {
+                NOT_APPLIED
+            };
             wrap_text(line, style, width, &branch("  │ "), &branch("  │ "), out);
         }
         if shown < lines.len() {
