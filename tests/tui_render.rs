@@ -972,3 +972,41 @@ fn a_denied_edit_is_not_shown_as_applied() {
     assert_eq!(buffer[applied].fg, Color::Green);
     assert_snapshot!(text);
 }
+
+/// QA, "the first hour" item 16: the `/` menu shows eight rows; a last row
+/// says there are more (and where the selection is), and the workspace's
+/// workflows are tagged and coloured apart from the built-in commands.
+#[test]
+fn the_slash_menu_says_it_scrolls_and_marks_workflows() {
+    let mut app = attached(vec![]);
+    key(&mut app, KeyCode::Char('/'), KeyModifiers::NONE);
+    let request_id = app.composer().completion().unwrap().request_id.clone();
+    app.on_pod_event(event(json!({"type":"response","request_id":request_id,
+        "completions":["deploy","review"],
+        "items":[{"value":"deploy","kind":"workflow","detail":"Deploy to staging"},
+                 {"value":"review","kind":"workflow","detail":"Review the diff"}]})));
+    let total = app.composer().completion().unwrap().items.len();
+    assert!(total > 8, "more candidates than rows: {total}");
+    let text = screen(&mut app, 80, 16);
+    let more = format!("↓ {} more · 1/{total}", total - 8);
+    assert!(text.contains(&more), "{more} missing:\n{text}");
+    // Up from the first wraps to the last: a workflow.
+    key(&mut app, KeyCode::Up, KeyModifiers::NONE);
+    let text = screen(&mut app, 80, 16);
+    let above = format!("↑ {} more · {total}/{total}", total - 8);
+    assert!(text.contains(&above), "{above} missing:\n{text}");
+    assert!(
+        text.contains("/deploy       workflow · Deploy to staging"),
+        "{text}"
+    );
+    assert!(
+        text.contains("/review       workflow · Review the diff"),
+        "{text}"
+    );
+    let buffer = buffer(&mut app, 80, 16);
+    let at = find(&buffer, "/deploy").expect("the unselected workflow");
+    assert_eq!(buffer[at].fg, Color::Cyan);
+    let at = find(&buffer, "/quit").expect("a built-in");
+    assert_ne!(buffer[at].fg, Color::Cyan, "a built-in is not");
+    assert_snapshot!(text);
+}
