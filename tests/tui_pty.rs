@@ -341,7 +341,7 @@ fn workflow_and_knowledge_from_the_menus_reach_the_model() {
     wait_for_screen(&parser, "● connected");
 
     press(b"/rev");
-    wait_for_screen(&parser, "/review Review a change");
+    wait_for_screen(&parser, "/review workflow · Review a change");
     press(b"\t");
     wait_for_screen(&parser, "› /review");
     press(b" src #sty");
