@@ -477,7 +477,7 @@ fn tool_block(tool: &ToolBlock, width: usize, selected: bool, out: &mut Vec<Line
         };
         out.push(Line::from(vec![
             Span::styled(label, if result.is_error { ERROR } else { DIM }),
-            Span::styled(count_lines(lines.len()), DIM),
+            Span::styled(count_lines(result.output.lines().count()), DIM),
         ]));
         for line in &lines {
             wrap(&line.spans, width, &branch("  │ "), &branch("  │ "), out);
@@ -524,6 +524,7 @@ fn summary_spans(
             spans.push(Span::styled(said, Style::new().fg(Color::Yellow)));
             return spans;
         }
+        (Outcome::Failed, _) if line.is_empty() => spans.push(Span::styled("error", ERROR)),
         (Outcome::Failed, _) => {
             spans.push(Span::styled("error: ", ERROR));
             spans.append(&mut line);
