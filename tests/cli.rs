@@ -243,8 +243,8 @@ fn log_prints_the_session_readably_and_raw() {
         .unwrap();
     let output = pod.command("log").output().unwrap();
     let text = String::from_utf8_lossy(&output.stdout);
-    assert!(text.contains("user       hello log"), "{text}");
-    assert!(text.contains("turn end   completed"), "{text}");
+    assert!(text.contains("  user              hello log"), "{text}");
+    assert!(text.contains("  turn end          completed"), "{text}");
     let output = pod.command("log").arg("--json").output().unwrap();
     let raw = String::from_utf8_lossy(&output.stdout);
     // session_start, user_input, environment, assistant text, turn_end.

@@ -341,7 +341,7 @@ fn workflow_and_knowledge_from_the_menus_reach_the_model() {
     wait_for_screen(&parser, "● connected");
 
     press(b"/rev");
-    wait_for_screen(&parser, "/review Review a change");
+    wait_for_screen(&parser, "/review workflow · Review a change");
     press(b"\t");
     wait_for_screen(&parser, "› /review");
     press(b" src #sty");
@@ -466,6 +466,85 @@ fn approving_a_command_with_y_runs_it() {
         !screen.contains("wants to run"),
         "the panel is gone: {screen}"
     );
+
+    press(b"\x04");
+    wait_until("pod attach to exit on Ctrl+D", || {
+        child.try_wait().unwrap().is_some()
+    });
+}
+
+/// QA, "the first hour" item 8, as it was found: `echo compiling; sleep
+/// 30` cancelled with Esc read `error: compiling (2 lines)`. It reads
+/// `cancelled after Ns` now, and the colour its output set is a colour on
+/// the terminal, not `\e[31m` text.
+#[test]
+fn a_command_cancelled_with_esc_says_cancelled_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket: PathBuf = dir.path().join("run").join("pod.sock");
+    let data = dir.path().join("data");
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let script = dir.path().join("script.jsonl");
+    std::fs::write(
+        &script,
+        concat!(
+            r#"{"events":[{"tool_call":{"id":"call-1","name":"bash","arguments":{"command":"printf '\\033[31mred\\033[0m\\n'; echo compiling; sleep 30"}}}]}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let _server = Server(
+        Command::new(POD)
+            .arg("serve")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--data-dir")
+            .arg(&data)
+            .arg("--workspace")
+            .arg(&workspace)
+            .args(["--approval", "auto", "--provider", "script", "--script"])
+            .arg(&script)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_until("the pod's socket", || socket.exists());
+
+    let mut attach = CommandBuilder::new(POD);
+    attach.arg("attach");
+    attach.arg("--socket");
+    attach.arg(&socket);
+    let (parser, mut child, mut keys) = in_pty(attach);
+    let mut press = |bytes: &[u8]| {
+        keys.write_all(bytes).unwrap();
+        keys.flush().unwrap();
+    };
+    wait_for_screen(&parser, "● connected");
+    press(b"build it\r");
+    wait_for_screen(&parser, "│ compiling");
+    let red = |parser: &std::sync::Mutex<vt100::Parser>| {
+        let parser = parser.lock().unwrap();
+        let screen = parser.screen();
+        let (rows, cols) = screen.size();
+        (0..rows).any(|row| {
+            (0..cols.saturating_sub(2)).any(|col| {
+                let cell = |c: u16| screen.cell(row, c);
+                let text: String = (col..col + 3)
+                    .filter_map(|c| cell(c).map(|c| c.contents()))
+                    .collect();
+                text == "red" && cell(col).is_some_and(|c| c.fgcolor() == vt100::Color::Idx(1))
+            })
+        })
+    };
+    wait_until("the streamed output, in red", || red(&parser));
+    wait_for_screen(&parser, "running… 1s");
+    press(b"\x1b");
+    wait_for_screen(&parser, "└ cancelled after ");
+    let screen = flat(&parser);
+    assert!(!screen.contains("error: compiling"), "{screen}");
+    assert!(!screen.contains("\\e[31m"), "{screen}");
 
     press(b"\x04");
     wait_until("pod attach to exit on Ctrl+D", || {

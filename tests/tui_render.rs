@@ -295,7 +295,9 @@ fn control_characters_never_reach_the_terminal() {
         assert!(!cell.symbol().contains('\u{1b}'), "escape in a cell");
         assert!(!cell.symbol().contains('\u{7}'), "bell in a cell");
     }
-    assert!(find(&buffer, "[2Jcleared?").is_some());
+    // The escape sequence is dropped whole; the bell shows as what it is.
+    assert!(find(&buffer, "└ cleared?\\x07").is_some());
+    assert!(find(&buffer, "[2Jcleared").is_none());
 }
 
 #[test]
@@ -335,14 +337,23 @@ fn help_screen() {
     let mut app = attached(vec![assistant_text("hidden behind the help")]);
     key(&mut app, KeyCode::Char('?'), KeyModifiers::NONE);
     // Tall enough for the whole help (it scrolls on a shorter terminal).
-    let text = screen(&mut app, 80, 68);
+    let text = screen(&mut app, 80, 70);
     assert!(!text.contains("hidden behind"), "{text}");
-    for needle in ["Ctrl+O", "/approval", "#name", "Esc closes"] {
+    // `A` (allow always) was missing from the approval keys (QA, "the
+    // first hour" item 16).
+    for needle in [
+        "Ctrl+O",
+        "/approval",
+        "#name",
+        "Esc closes",
+        "y / a / A / n / N",
+        "allow always",
+    ] {
         assert!(text.contains(needle), "{needle} missing:\n{text}");
     }
     assert_snapshot!(text);
     key(&mut app, KeyCode::Esc, KeyModifiers::NONE);
-    assert!(screen(&mut app, 80, 68).contains("hidden behind the help"));
+    assert!(screen(&mut app, 80, 70).contains("hidden behind the help"));
 }
 
 const TABLE: &str = "Results:\n\n\
@@ -472,12 +483,17 @@ fn session_picker() {
          "title":"refactor the parser so that errors carry their position","compacted_from":NEW_SESSION,
          "forked_from":null,"current":true},
         {"session_id":"aaaaaaaa-0000-4000-8000-000000000003","created_at":ago(200_000),
-         "updated_at":ago(180_000),"entries":7,"title":null,"compacted_from":null,
+         "updated_at":ago(180_000),"entries":1,"title":null,"compacted_from":null,
          "forked_from":{"session_id":SESSION,"seq":4},"current":false}]})));
     key(&mut app, KeyCode::Down, KeyModifiers::NONE);
     let buffer = buffer(&mut app, 70, 8);
     assert_eq!(buffer[find(&buffer, "aaaaaaaa").unwrap()].bg, Color::Blue);
-    assert_snapshot!(screen(&mut app, 70, 8));
+    let text = screen(&mut app, 70, 8);
+    assert!(
+        text.contains("1 entry") && !text.contains("1 entries"),
+        "{text}"
+    );
+    assert_snapshot!(text);
 }
 
 #[test]
@@ -679,24 +695,86 @@ fn tool_lines_read_naturally() {
     let mut app = attached(vec![
         tool_call("c1", "grep", json!({"pattern":"fn main","path":"src"})),
         tool_result("c1", "src/main.rs:1:fn main() {}", false),
-        tool_call("c2", "bash", json!({"command":"cargo test"})),
-        tool_result("c2", "test failed: parser\nmore\n[exit code: 101]", true),
+        tool_call("c2", "bash", json!({"command":"cargo build"})),
+        tool_result(
+            "c2",
+            "error[E0308]: mismatched types\nerror: could not compile\n[exit code: 101]",
+            true,
+        ),
         tool_call("c3", "bash", json!({"command":"false"})),
         tool_result("c3", "[exit code: 1]", true),
     ]);
     let text = screen(&mut app, 60, 14);
     assert!(text.contains("⚙ grep fn main in src"), "{text}");
     assert!(
-        text.contains("error: exit code 101 · test failed: parser (3 lines)"),
+        text.contains("└ exit 101 · error: could not compile (2 lines)"),
         "{text}"
     );
-    assert!(text.contains("error: exit code 1 "), "{text}");
+    assert!(text.contains("└ exit 1 "), "{text}");
     assert_snapshot!(text);
     key(&mut app, KeyCode::Up, KeyModifiers::ALT);
     key(&mut app, KeyCode::Up, KeyModifiers::ALT);
     key(&mut app, KeyCode::Up, KeyModifiers::ALT);
     key(&mut app, KeyCode::Char('o'), KeyModifiers::CONTROL);
     assert!(screen(&mut app, 60, 20).contains("├ 1 line"));
+}
+
+/// QA, "the first hour" item 8: a summary states the outcome first, then
+/// the line that matters — a cancelled command is not an `error:` of its
+/// first line, a test run shows its verdict (the last line, not its first
+/// test), `read_file`'s line numbers stay out — and colours are colours,
+/// collapsed and expanded, every other escape sequence gone.
+#[test]
+fn tool_summaries_state_the_outcome_first() {
+    let t0 = Instant::now();
+    let mut app = attached_with(vec![], Value::Null, "running");
+    app.on_tick(t0);
+    let unittest = "test_a (t.T) ... ok\ntest_b (t.T) ... FAIL\n\n======\nFAIL: test_b\n\
+                    ------\nRan 2 tests in 0.001s\n\nFAILED (failures=1)\n[exit code: 1]";
+    let cargo = "running 3 tests\ntest a ... ok\ntest b ... ok\ntest c ... ok\n\n\
+                 test result: ok. 3 passed; 0 failed\n\n[exit code: 0]";
+    let entries = [
+        tool_call("c1", "bash", json!({"command":"echo compiling; sleep 30"})),
+        tool_result("c1", "compiling\n[cancelled: the command was killed]", true),
+        tool_call("c2", "bash", json!({"command":"python -m unittest"})),
+        tool_result("c2", unittest, true),
+        tool_call("c3", "bash", json!({"command":"cargo test"})),
+        tool_result("c3", cargo, false),
+        tool_call("c4", "read_file", json!({"path":"src/lib.rs"})),
+        tool_result("c4", "     1\tuse std::io;\n     2\t\n     3\tfn main() {}\n", false),
+        tool_call("c5", "bash", json!({"command":"ls --color"})),
+        tool_result("c5", "\u{1b}[31mred\u{1b}[0m \u{1b}]8;;http://x\u{1b}\\plain\u{1b}]8;;\u{1b}\\\n[exit code: 0]", false),
+    ];
+    for (seq, e) in entries.into_iter().enumerate() {
+        if seq == 1 {
+            app.on_tick(t0 + std::time::Duration::from_secs(4));
+        }
+        app.on_pod_event(entry(seq as u64 + 1, e));
+    }
+    let collapsed = buffer(&mut app, 70, 22);
+    let text = screen(&mut app, 70, 22);
+    assert!(text.contains("└ cancelled after 4s "), "{text}");
+    assert!(!text.contains("error: compiling"), "{text}");
+    assert!(
+        text.contains("└ exit 1 · FAILED (failures=1) (9 lines)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("└ 6 lines · test result: ok. 3 passed; 0 failed"),
+        "{text}"
+    );
+    assert!(text.contains("└ 3 lines · use std::io; "), "{text}");
+    assert!(text.contains("└ red plain "), "{text}");
+    assert!(!text.contains("\\e"), "no escape shows:\n{text}");
+    let at = find(&collapsed, "red plain").expect("coloured");
+    assert_eq!(collapsed[at].fg, Color::Red);
+    assert_eq!(collapsed[(at.0 + 4, at.1)].fg, Color::Reset);
+    assert_snapshot!(text);
+    key(&mut app, KeyCode::Char('o'), KeyModifiers::CONTROL);
+    let expanded = buffer(&mut app, 70, 22);
+    let at = find(&expanded, "│ red plain").expect("expanded, coloured");
+    assert_eq!(expanded[(at.0 + 2, at.1)].fg, Color::Red);
+    assert!(find(&expanded, "\\e").is_none());
 }
 
 /// The sandbox shows red when nothing confines `bash`.
@@ -844,4 +922,105 @@ fn a_model_error_is_shown_once_live() {
     ));
     let text = screen(&mut app, 120, 12);
     assert_eq!(text.matches("model nope not found").count(), 1, "{text}");
+}
+
+/// QA, "the first hour" item 8: a denied edit's diff must not look like a
+/// change that was made, and the transcript shows the edit's whole lines
+/// (the approval's diff), not the bare `old_string` the model sent
+/// (`return a - b`, a substring of `    return a - b`).
+#[test]
+fn a_denied_edit_is_not_shown_as_applied() {
+    let edit = |id: &str, from: &str, to: &str| {
+        tool_call(
+            id,
+            "edit_file",
+            json!({"path":"calc.py","old_string":from,"new_string":to}),
+        )
+    };
+    let preview = |from: &str, to: &str| {
+        format!("--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def f(a, b):\n-    {from}\n+    {to}\n")
+    };
+    let decision = |id: &str, decision: &str| {
+        json!({"kind":"approval_decision","call_id":id,"decision":decision,
+            "scope":"once","by":"user","client":"tui@host"})
+    };
+    let mut app = attached(vec![
+        edit("e1", "return a - b", "return a + b"),
+        approval_request(
+            "e1",
+            "edit_file",
+            "edit calc.py (+1 −1)",
+            &preview("return a - b", "return a + b"),
+        ),
+        decision("e1", "deny"),
+        tool_result(
+            "e1",
+            "[denied by the user: this tool call was not run]",
+            true,
+        ),
+        edit("e2", "return a * b", "return a / b"),
+        approval_request(
+            "e2",
+            "edit_file",
+            "edit calc.py (+1 −1)",
+            &preview("return a * b", "return a / b"),
+        ),
+        decision("e2", "allow"),
+        tool_result(
+            "e2",
+            "edited calc.py: replaced 1 occurrence at line 2",
+            false,
+        ),
+    ]);
+    let buffer = buffer(&mut app, 60, 24);
+    let text = screen(&mut app, 60, 24);
+    assert!(
+        text.contains("│ -    return a - b"),
+        "indentation kept:\n{text}"
+    );
+    assert!(text.contains("│ ✗ not applied"), "{text}");
+    assert_eq!(text.matches("not applied").count(), 1, "{text}");
+    let denied = find(&buffer, "+    return a + b").expect("the denied diff");
+    assert_ne!(buffer[denied].fg, Color::Green, "not drawn as an addition");
+    let applied = find(&buffer, "+    return a / b").expect("the applied diff");
+    assert_eq!(buffer[applied].fg, Color::Green);
+    assert_snapshot!(text);
+}
+
+/// QA, "the first hour" item 16: the `/` menu shows eight rows; a last row
+/// says there are more (and where the selection is), and the workspace's
+/// workflows are tagged and coloured apart from the built-in commands.
+#[test]
+fn the_slash_menu_says_it_scrolls_and_marks_workflows() {
+    let mut app = attached(vec![]);
+    key(&mut app, KeyCode::Char('/'), KeyModifiers::NONE);
+    let request_id = app.composer().completion().unwrap().request_id.clone();
+    app.on_pod_event(event(json!({"type":"response","request_id":request_id,
+        "completions":["deploy","review"],
+        "items":[{"value":"deploy","kind":"workflow","detail":"Deploy to staging"},
+                 {"value":"review","kind":"workflow","detail":"Review the diff"}]})));
+    let total = app.composer().completion().unwrap().items.len();
+    assert!(total > 8, "more candidates than rows: {total}");
+    let text = screen(&mut app, 80, 16);
+    let more = format!("↓ {} more · 1/{total}", total - 8);
+    assert!(text.contains(&more), "{more} missing:\n{text}");
+    // Up from the first wraps to the last: a workflow.
+    key(&mut app, KeyCode::Up, KeyModifiers::NONE);
+    let text = screen(&mut app, 80, 16);
+    let above = format!("↑ {} more · {total}/{total}", total - 8);
+    assert!(text.contains(&above), "{above} missing:\n{text}");
+    assert!(
+        text.contains("/deploy       workflow · Deploy to staging"),
+        "{text}"
+    );
+    assert!(
+        text.contains("/review       workflow · Review the diff"),
+        "{text}"
+    );
+    let buffer = buffer(&mut app, 80, 16);
+    let at = find(&buffer, "/deploy").expect("the unselected workflow");
+    assert_eq!(buffer[at].fg, Color::Cyan);
+    let at = find(&buffer, "/quit").expect("a built-in");
+    assert_ne!(buffer[at].fg, Color::Cyan, "a built-in is not");
+    assert_snapshot!(text);
 }

@@ -139,17 +139,72 @@ fn print_session(
     }
     writeln!(out, "── session {id}")?;
     for (seq, entry) in recovered.entries.iter().enumerate() {
-        // Continuation lines are indented under the text, so the seq and
-        // kind columns stay readable for multi-line messages.
-        let described = describe(entry);
-        let text = crate::safe_text::lines(&described);
-        let mut lines = text.lines();
-        writeln!(out, "{seq:>5}  {}", lines.next().unwrap_or(""))?;
-        for line in lines {
-            writeln!(out, "{:18}{line}", "")?;
-        }
+        write_entry(out, seq, entry)?;
     }
     Ok(())
+}
+
+/// An entry's rows, its seq on the first.
+fn write_entry(out: &mut impl std::io::Write, seq: usize, entry: &LogEntry) -> std::io::Result<()> {
+    for (i, (kind, text)) in describe(entry).into_iter().enumerate() {
+        let seq = if i == 0 {
+            seq.to_string()
+        } else {
+            String::new()
+        };
+        write_row(out, &seq, &kind, &text)?;
+    }
+    Ok(())
+}
+
+/// The width of the kind column: the longest kind `pod log` names itself
+/// (`[compact_summary]`). A longer one — a hook's own source — is cut
+/// with `…`, so that the text column starts at the same place on every
+/// row and the log reads as a table.
+const KIND_WIDTH: usize = 17;
+
+/// One entry's row: the seq right-aligned, the kind in its column, the
+/// text; the text's further lines indented under its first, so the seq
+/// and kind columns stay readable for multi-line messages. Kind and text
+/// are both sanitised: either can come from a model, a tool or a hook.
+fn write_row(
+    out: &mut impl std::io::Write,
+    seq: &str,
+    kind: &str,
+    text: &str,
+) -> std::io::Result<()> {
+    use unicode_width::UnicodeWidthStr as _;
+    let kind = fit(&crate::safe_text::line(kind), KIND_WIDTH);
+    let pad = KIND_WIDTH.saturating_sub(kind.width());
+    let text = crate::safe_text::lines(text);
+    let mut lines = text.lines();
+    let first = lines.next().unwrap_or("");
+    let row = format!("{seq:>5}  {kind}{:pad$} {first}", "");
+    writeln!(out, "{}", row.trim_end())?;
+    for line in lines {
+        writeln!(out, "{:indent$}{line}", "", indent = 5 + 2 + KIND_WIDTH + 1)?;
+    }
+    Ok(())
+}
+
+/// `text` cut to `width` columns, ending in `…` when cut.
+fn fit(text: &str, width: usize) -> String {
+    use unicode_width::{UnicodeWidthChar as _, UnicodeWidthStr as _};
+    if text.width() <= width {
+        return text.to_owned();
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let w = c.width().unwrap_or(0);
+        if used + w + 1 > width {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    out.push('…');
+    out
 }
 
 /// `AGENTS.md` (or `CLAUDE.md`) as the model got it: the file's name (the
@@ -158,21 +213,26 @@ fn print_session(
 fn project_instructions(text: &str) -> String {
     let (file, body) = text.split_once('\n').unwrap_or((text, ""));
     let lines = body.lines().count();
-    format!("instructions {} ({lines} lines)\n{body}", file.trim())
+    format!("{} ({lines} lines)\n{body}", file.trim())
         .trim_end()
         .to_owned()
 }
 
-/// One readable line (or a few) per entry.
-fn describe(entry: &LogEntry) -> String {
+/// Each entry as rows of a kind and a text (a few rows when it has several
+/// items; a text may have several lines).
+fn describe(entry: &LogEntry) -> Vec<(String, String)> {
+    let row = |kind: &str, text: String| vec![(kind.to_owned(), text)];
     match entry {
         LogEntry::SessionStart {
             created_at,
             compacted_from,
             ..
         } => match compacted_from {
-            Some(from) => format!("session start {created_at}, compacted from {from}"),
-            None => format!("session start {created_at}"),
+            Some(from) => row(
+                "session start",
+                format!("{created_at}, compacted from {from}"),
+            ),
+            None => row("session start", created_at.to_string()),
         },
         LogEntry::UserInput { segments, .. } => {
             let parts: Vec<String> = segments
@@ -193,54 +253,52 @@ fn describe(entry: &LogEntry) -> String {
                     SegmentView::Unknown { kind } => format!("[unknown input: kind={kind}]"),
                 })
                 .collect();
-            format!("user       {}", parts.concat())
+            row("user", parts.concat())
         }
         LogEntry::AssistantItems { items } => items
             .iter()
             .map(|item| match item {
-                AssistantItem::Text { text } => format!("assistant  {text}"),
-                AssistantItem::Reasoning { text } => format!("reasoning  {text}"),
+                AssistantItem::Text { text } => ("assistant".into(), text.clone()),
+                AssistantItem::Reasoning { text } => ("reasoning".into(), text.clone()),
                 AssistantItem::ToolCall {
                     name, arguments, ..
-                } => format!("tool call  {name} {arguments}"),
+                } => ("tool call".into(), format!("{name} {arguments}")),
             })
-            .collect::<Vec<_>>()
-            .join("\n"),
+            .collect(),
         LogEntry::ToolResults { results } => results
             .iter()
             .map(|r| {
                 let first = r.output.lines().next().unwrap_or("");
                 let lines = r.output.lines().count();
                 let mark = if r.is_error {
-                    "tool error "
+                    "tool error"
                 } else {
                     "tool result"
                 };
                 // The first line, and how many more there are: a count of
                 // one would read as part of the output.
-                match lines {
-                    0 | 1 => format!("{mark} {first}"),
-                    2 => format!("{mark} {first} (+1 line)"),
-                    n => format!("{mark} {first} (+{} lines)", n - 1),
-                }
+                let text = match lines {
+                    0 | 1 => first.to_owned(),
+                    2 => format!("{first} (+1 line)"),
+                    n => format!("{first} (+{} lines)", n - 1),
+                };
+                (mark.to_owned(), text)
             })
-            .collect::<Vec<_>>()
-            .join("\n"),
+            .collect(),
         LogEntry::HookInjectedItems { items } => items
             .iter()
             .map(|i| match i.source.as_str() {
-                "project_instructions" => project_instructions(&i.text),
-                source => format!("[{source}] {}", i.text),
+                "project_instructions" => ("instructions".into(), project_instructions(&i.text)),
+                source => (format!("[{source}]"), i.text.clone()),
             })
-            .collect::<Vec<_>>()
-            .join("\n"),
+            .collect(),
         LogEntry::TurnEnd {
             reason,
             usage,
             error,
             ..
         } => {
-            let mut line = format!("turn end   {}", reason.as_str());
+            let mut line = reason.as_str().to_owned();
             if let Some(u) = usage {
                 line.push_str(&format!(
                     " ({} in / {} out tokens)",
@@ -249,20 +307,16 @@ fn describe(entry: &LogEntry) -> String {
             }
             if let Some(e) = error {
                 let code = serde_json::to_string(&e.code).unwrap_or_default();
-                line.push_str(&format!(
-                    "\n           {}: {}",
-                    code.trim_matches('"'),
-                    e.message
-                ));
+                line.push_str(&format!("\n{}: {}", code.trim_matches('"'), e.message));
             }
-            line
+            row("turn end", line)
         }
         LogEntry::ApprovalRequest {
             call_id,
             summary,
             reason,
             ..
-        } => format!("approval?  {summary}  [{call_id}, {reason}]"),
+        } => row("approval?", format!("{summary}  [{call_id}, {reason}]")),
         LogEntry::ApprovalDecision {
             call_id,
             decision,
@@ -274,7 +328,7 @@ fn describe(entry: &LogEntry) -> String {
             message,
         } => {
             let mut line = format!(
-                "decision   {} {} by {}",
+                "{} {} by {}",
                 serde_json::to_string(decision)
                     .unwrap_or_default()
                     .trim_matches('"'),
@@ -300,16 +354,14 @@ fn describe(entry: &LogEntry) -> String {
             if let Some(message) = message {
                 line.push_str(&format!(": {message}"));
             }
-            line
+            row("decision", line)
         }
         LogEntry::ModelChange {
             provider, model, ..
-        } => {
-            format!("model      {provider}/{model}")
-        }
+        } => row("model", format!("{provider}/{model}")),
         LogEntry::RuleRevoked { rule, client, .. } => match client {
-            Some(client) => format!("revoked    {rule} ({client})"),
-            None => format!("revoked    {rule}"),
+            Some(client) => row("revoked", format!("{rule} ({client})")),
+            None => row("revoked", rule.clone()),
         },
         LogEntry::Checkpoint {
             checkpoint,
@@ -319,26 +371,26 @@ fn describe(entry: &LogEntry) -> String {
             ..
         } => {
             let reason = serde_json::to_string(reason).unwrap_or_default();
-            match (checkpoint, error) {
+            // The id is hex, but it comes from the disk: cut it on a
+            // character, never in one.
+            let short = |id: &str| id.chars().take(12).collect::<String>();
+            let text = match (checkpoint, error) {
                 (Some(id), _) if changes.is_empty() => {
-                    format!(
-                        "checkpoint {} {}",
-                        reason.trim_matches('"'),
-                        &id[..id.len().min(12)]
-                    )
+                    format!("{} {}", reason.trim_matches('"'), short(id))
                 }
                 (Some(id), _) => format!(
-                    "checkpoint {} {} ({})",
+                    "{} {} ({})",
                     reason.trim_matches('"'),
-                    &id[..id.len().min(12)],
+                    short(id),
                     crate::checkpoint::notes::summary(changes)
                 ),
                 (None, error) => format!(
-                    "checkpoint {} not taken: {}",
+                    "{} not taken: {}",
                     reason.trim_matches('"'),
                     error.as_deref().unwrap_or("unknown error")
                 ),
-            }
+            };
+            row("checkpoint", text)
         }
         LogEntry::Rewind {
             files_restored,
@@ -346,16 +398,19 @@ fn describe(entry: &LogEntry) -> String {
             not_restored,
             conversation,
             ..
-        } => format!(
-            "rewind     {}",
+        } => row(
+            "rewind",
             crate::checkpoint::notes::rewind(
                 files_restored,
                 conflicts,
                 not_restored,
-                *conversation
-            )
+                *conversation,
+            ),
         ),
-        LogEntry::Unknown => "(unknown entry)".into(),
+        LogEntry::Unknown => row(
+            "unknown",
+            "(an entry of a kind this version does not know)".into(),
+        ),
     }
 }
 
@@ -374,7 +429,10 @@ mod tests {
         };
         assert_eq!(
             describe(&entry),
-            "instructions AGENTS.md (2 lines)\n# Rules\nrun cargo fmt"
+            [(
+                "instructions".to_owned(),
+                "AGENTS.md (2 lines)\n# Rules\nrun cargo fmt".to_owned()
+            )]
         );
     }
 
@@ -387,11 +445,62 @@ mod tests {
                 is_error: false,
             }],
         };
+        let text = |output: &str| describe(&result(output))[0].1.clone();
         assert_eq!(
-            describe(&result("created new.txt (15 bytes, 2 lines)")),
-            "tool result created new.txt (15 bytes, 2 lines)"
+            text("created new.txt (15 bytes, 2 lines)"),
+            "created new.txt (15 bytes, 2 lines)"
         );
-        assert_eq!(describe(&result("a\nb")), "tool result a (+1 line)");
-        assert_eq!(describe(&result("a\nb\nc")), "tool result a (+2 lines)");
+        assert_eq!(text("a\nb"), "a (+1 line)");
+        assert_eq!(text("a\nb\nc"), "a (+2 lines)");
+    }
+
+    /// QA, "the first hour" item 16: `checkpoint turn_start`, `tool
+    /// result`, `session start` and `[environment]` ran past the kind
+    /// column. Every row's text now starts in the same column; a kind too
+    /// long for it is cut with `…`; escapes stay inert.
+    #[test]
+    fn kinds_are_one_column_wide() {
+        let entries = [
+            LogEntry::HookInjectedItems {
+                items: vec![
+                    InjectedItem {
+                        source: "environment".into(),
+                        text: "cwd /w".into(),
+                    },
+                    InjectedItem {
+                        source: "a-hook-with-a-long-name\u{1b}[2J".into(),
+                        text: "two\nlines \u{1b}]52;c;x\u{7}".into(),
+                    },
+                ],
+            },
+            LogEntry::ToolResults {
+                results: vec![crate::protocol::ToolResult {
+                    call_id: "c".into(),
+                    output: "ok".into(),
+                    is_error: false,
+                }],
+            },
+            LogEntry::ModelChange {
+                provider: "openai".into(),
+                model: "gpt-4o".into(),
+                at: "2026-01-01T00:00:00Z".into(),
+            },
+        ];
+        let mut out = Vec::new();
+        for (seq, entry) in entries.iter().enumerate() {
+            write_entry(&mut out, seq, entry).unwrap();
+        }
+        let out = String::from_utf8(out).unwrap();
+        let rows: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            rows,
+            [
+                "    0  [environment]     cwd /w",
+                "       [a-hook-with-a-l… two",
+                "                         lines \\e]52;c;x\\x07",
+                "    1  tool result       ok",
+                "    2  model             openai/gpt-4o",
+            ]
+        );
     }
 }

@@ -135,6 +135,14 @@ pub struct ToolBlock {
     /// The connection to the pod was lost while it ran: how it ended is
     /// not known here (the next snapshot says).
     pub outcome_unknown: bool,
+    /// How long it ran, when this client saw it start and end (the log
+    /// has no times for tool calls): a cancelled command says it.
+    pub ran_for: Option<Duration>,
+    /// The unified diff the pod showed when it asked about this file edit
+    /// (`approval_request`'s preview), made from the file as it was: unlike
+    /// the call's `old_string`, which may be a bare substring of its lines,
+    /// it has their whole text, indentation included.
+    pub approval_diff: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -370,6 +378,26 @@ impl Conversation {
             arguments: &call.arguments,
         };
         crate::approval::session_rule(&call, workspace).map(|rule| rule.to_string())
+    }
+
+    /// Keeps a file edit's approval preview with its call, when it is a
+    /// unified diff (a preview can also say why the edit would fail).
+    fn set_approval_diff(&mut self, call_id: &str, preview: &str) {
+        let Some(&i) = self.tools.get(call_id) else {
+            return;
+        };
+        let rev = self.rev();
+        if let Some(Block {
+            rev: block_rev,
+            kind: BlockKind::Tool(t),
+        }) = self.blocks.get_mut(i)
+        {
+            let edits = matches!(t.name.as_str(), "edit_file" | "write_file");
+            if edits && preview.starts_with("--- ") {
+                t.approval_diff = Some(preview.to_owned());
+                *block_rev = rev;
+            }
+        }
     }
 
     fn set_awaiting(&mut self, call_id: &str, awaiting: bool) {
@@ -652,6 +680,8 @@ impl Conversation {
                             elapsed_secs: now.map(|_| 0),
                             awaiting_approval: false,
                             outcome_unknown: false,
+                            ran_for: None,
+                            approval_diff: None,
                         }),
                     });
                     if let Some(now) = now {
@@ -669,6 +699,10 @@ impl Conversation {
                     };
                     match self.tools.get(&r.call_id).copied() {
                         Some(i) => {
+                            let started = self.timed.iter().find(|(t, _)| *t == i).map(|t| t.1);
+                            let ran_for = now
+                                .zip(started)
+                                .map(|(n, s)| n.saturating_duration_since(s));
                             self.timed.retain(|(t, _)| *t != i);
                             if self.tailing == Some(i) {
                                 self.tailing = None;
@@ -680,6 +714,7 @@ impl Conversation {
                                 t.result = Some(output);
                                 t.output_tail = None;
                                 t.elapsed_secs = None;
+                                t.ran_for = ran_for;
                             }
                         }
                         None => self.push(BlockKind::Tool(ToolBlock {
@@ -692,6 +727,8 @@ impl Conversation {
                             elapsed_secs: None,
                             awaiting_approval: false,
                             outcome_unknown: false,
+                            ran_for: None,
+                            approval_diff: None,
                         })),
                     }
                 }
@@ -704,6 +741,7 @@ impl Conversation {
                 reason,
             } => {
                 self.set_awaiting(call_id, true);
+                self.set_approval_diff(call_id, preview);
                 let session_rule = self.session_rule(call_id, tool);
                 self.pending.push(PendingApproval {
                     call_id: call_id.clone(),

@@ -6,8 +6,9 @@ use serde_json::Value;
 
 use std::time::Duration;
 
+use super::outcome::{self, Outcome};
 use super::wrap::{wrap, wrap_text};
-use super::{diff, markdown};
+use super::{ansi, diff, markdown};
 use crate::protocol::{
     DecidedBy, Decision, ForkPoint, InFlight, Level, Scope, Segment, SegmentView, SwitchReason,
     TurnEndReason, TurnError,
@@ -26,6 +27,9 @@ const TOOL: Style = Style::new().fg(Color::Blue).add_modifier(Modifier::BOLD);
 const ERROR: Style = Style::new().fg(Color::Red);
 const INJECTED: Style = Style::new().fg(Color::Cyan).add_modifier(Modifier::DIM);
 const RETRY: Style = Style::new().fg(Color::Yellow);
+/// The lines of an edit's diff that was not applied: grey, not red and
+/// green (struck through, code would be hard to read).
+const NOT_APPLIED: Style = Style::new().fg(Color::DarkGray);
 
 /// The argument fields that name what a tool acts on, most telling first.
 const KEY_ARGUMENTS: &[&str] = &["command", "path", "pattern", "query", "url", "file"];
@@ -398,18 +402,6 @@ fn key_argument(name: &str, arguments: &Value) -> String {
         .unwrap_or_else(|| arguments.to_string())
 }
 
-/// The exit code a failed `bash` command reported on one of its last
-/// lines (`[exit code: 2]`).
-fn exit_code(output: &str) -> Option<i64> {
-    output.lines().rev().take(3).find_map(|line| {
-        line.trim()
-            .strip_prefix("[exit code: ")?
-            .strip_suffix(']')?
-            .parse()
-            .ok()
-    })
-}
-
 fn tool_block(tool: &ToolBlock, width: usize, selected: bool, out: &mut Vec<Line<'static>>) {
     let marker = if selected { "▶ " } else { "⚙ " };
     let head = [
@@ -421,15 +413,26 @@ fn tool_block(tool: &ToolBlock, width: usize, selected: bool, out: &mut Vec<Line
     let key: String = key.chars().take(width * 3).collect();
     wrap(&[Span::styled(key, DIM)], width, &head, &rest, out);
     let branch = |s: &'static str| [Span::styled(s, DIM)];
-    let diff = diff::of_call(&tool.name, &tool.arguments);
+    let diff = diff::of_tool(tool);
     if let Some(lines) = &diff {
+        // A denied or failed edit changed nothing: its diff is drawn dim,
+        // under a label, so it cannot be read as a change that was made.
+        let applied = !tool.result.as_ref().is_some_and(|r| r.is_error);
+        if !applied {
+            let label = "✗ not applied";
+            wrap_text(label, ERROR, width, &branch("  │ "), &branch("  │ "), out);
+        }
         let shown = if tool.expanded {
             lines.len()
         } else {
             lines.len().min(DIFF_ROWS)
         };
         for line in &lines[..shown] {
-            let style = diff::line_style(line);
+            let style = if applied {
+                diff::line_style(line)
+            } else {
+                NOT_APPLIED
+            };
             wrap_text(line, style, width, &branch("  │ "), &branch("  │ "), out);
         }
         if shown < lines.len() {
@@ -441,7 +444,7 @@ fn tool_block(tool: &ToolBlock, width: usize, selected: bool, out: &mut Vec<Line
     }
     let Some(result) = &tool.result else {
         if let Some(tail) = &tool.output_tail {
-            wrap_text(tail, DIM, width, &branch("  │ "), &branch("  │ "), out);
+            output_rows(tail, DIM, width, out);
         }
         let running = match tool.elapsed_secs {
             _ if tool.outcome_unknown => {
@@ -461,7 +464,7 @@ fn tool_block(tool: &ToolBlock, width: usize, selected: bool, out: &mut Vec<Line
         return;
     };
     let style = if result.is_error { ERROR } else { Style::new() };
-    let lines = result.output.lines().count();
+    let lines = ansi::lines(&result.output, style);
     if tool.expanded {
         if diff.is_none() && !tool.arguments.is_null() {
             let args = serde_json::to_string_pretty(&tool.arguments).unwrap_or_default();
@@ -474,40 +477,102 @@ fn tool_block(tool: &ToolBlock, width: usize, selected: bool, out: &mut Vec<Line
         };
         out.push(Line::from(vec![
             Span::styled(label, if result.is_error { ERROR } else { DIM }),
-            Span::styled(count_lines(lines), DIM),
+            Span::styled(count_lines(result.output.lines().count()), DIM),
         ]));
-        wrap_text(
-            &result.output,
-            style,
-            width,
-            &branch("  │ "),
-            &branch("  │ "),
-            out,
-        );
+        for line in &lines {
+            wrap(&line.spans, width, &branch("  │ "), &branch("  │ "), out);
+        }
         return;
     }
-    let first_line = result.output.lines().next().unwrap_or("");
-    let first_line: String = first_line.chars().take(width * 2).collect();
-    let mut spans = Vec::new();
-    if result.is_error {
-        spans.push(Span::styled("error: ", ERROR));
-        let code = exit_code(&result.output);
-        if let Some(code) = code {
-            spans.push(Span::styled(format!("exit code {code}"), ERROR));
-        }
-        if code.is_none() || exit_code(&first_line).is_none() {
-            if code.is_some() {
-                spans.push(Span::styled(" · ", DIM));
-            }
-            spans.push(Span::styled(first_line, style));
-        }
-    } else {
-        spans.push(Span::styled(first_line, style));
-    }
-    if lines > 1 {
-        spans.push(Span::styled(format!(" ({})", count_lines(lines)), DIM));
-    }
+    let spans = summary_spans(tool, result.is_error, lines, width);
     wrap(&spans, width, &branch("  └ "), &rest, out);
+}
+
+/// A tool's output under its call, a row (or more, wrapped) per line, in
+/// its own colours on `base`.
+fn output_rows(text: &str, base: Style, width: usize, out: &mut Vec<Line<'static>>) {
+    let gutter = [Span::styled("  │ ", DIM)];
+    for line in ansi::lines(text, base) {
+        wrap(&line.spans, width, &gutter, &gutter, out);
+    }
+}
+
+/// The collapsed call's summary line: its outcome, then the line of its
+/// output that matters, then how many lines there are (see
+/// [`outcome`]): `cancelled after 4s`, `exit 1 · FAILED (failures=1) (9
+/// lines)`, `17 lines · use std::io;`.
+fn summary_spans(
+    tool: &ToolBlock,
+    is_error: bool,
+    lines: Vec<Line<'static>>,
+    width: usize,
+) -> Vec<Span<'static>> {
+    let plain: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    let plain: Vec<&str> = plain.iter().map(String::as_str).collect();
+    let summary = outcome::summarise(&tool.name, &plain, is_error);
+    let mut line = summary
+        .line
+        .and_then(|i| lines.into_iter().nth(i))
+        .map(|l| skip_and_cut(l.spans, summary.skip, width * 2))
+        .unwrap_or_default();
+    let mut spans = Vec::new();
+    match (
+        &summary.outcome,
+        outcome::describe(&summary.outcome, tool.ran_for),
+    ) {
+        (Outcome::Cancelled, Some(said)) => {
+            spans.push(Span::styled(said, Style::new().fg(Color::Yellow)));
+            return spans;
+        }
+        (Outcome::Failed, _) if line.is_empty() => spans.push(Span::styled("error", ERROR)),
+        (Outcome::Failed, _) => {
+            spans.push(Span::styled("error: ", ERROR));
+            spans.append(&mut line);
+        }
+        (_, Some(said)) => {
+            spans.push(Span::styled(said, ERROR));
+            if !line.is_empty() {
+                spans.push(Span::styled(" · ", DIM));
+                spans.append(&mut line);
+            }
+        }
+        (_, None) => {
+            if summary.lines > 1 {
+                spans.push(Span::styled(count_lines(summary.lines), DIM));
+                if !line.is_empty() {
+                    spans.push(Span::styled(" · ", DIM));
+                }
+            } else if line.is_empty() {
+                spans.push(Span::styled("no output", DIM));
+            }
+            spans.append(&mut line);
+            return spans;
+        }
+    }
+    if summary.lines > 1 {
+        spans.push(Span::styled(
+            format!(" ({})", count_lines(summary.lines)),
+            DIM,
+        ));
+    }
+    spans
+}
+
+/// `spans` without their first `skip` bytes and cut to `max` characters.
+fn skip_and_cut(spans: Vec<Span<'static>>, mut skip: usize, max: usize) -> Vec<Span<'static>> {
+    let mut left = max;
+    let mut out = Vec::new();
+    for span in spans {
+        let text = span.content.as_ref();
+        let from = skip.min(text.len());
+        skip -= from;
+        let text: String = text.get(from..).unwrap_or("").chars().take(left).collect();
+        left -= text.chars().count();
+        if !text.is_empty() {
+            out.push(Span::styled(text, span.style));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -521,13 +586,6 @@ mod tests {
         assert_eq!(key_argument("grep", &args), "fn main in src");
         assert_eq!(key_argument("glob", &json!({"pattern":"*.rs"})), "*.rs");
         assert_eq!(key_argument("read_file", &json!({"path":"a.rs"})), "a.rs");
-    }
-
-    #[test]
-    fn exit_codes_are_found_at_the_end() {
-        assert_eq!(exit_code("boom\n[exit code: 2]"), Some(2));
-        assert_eq!(exit_code("[exit code: 1]\nsandbox note"), Some(1));
-        assert_eq!(exit_code("fine"), None);
     }
 
     #[test]

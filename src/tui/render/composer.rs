@@ -8,7 +8,7 @@ use ratatui::Frame;
 use unicode_width::UnicodeWidthStr;
 
 use super::blocks::{FILE_REF, KNOWLEDGE_REF, PASTE};
-use crate::tui::composer::{paste_label, Atom, Composer, TokenKind};
+use crate::tui::composer::{paste_label, Atom, Composer, MenuItem, TokenKind};
 
 const PROMPT: &str = "› ";
 /// What the empty input box says, most needed first: a narrow terminal
@@ -162,13 +162,26 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, rows: Vec<Line<'static>>, cursor:
 }
 
 /// The menu of candidates, drawn just above the composer: each value with
-/// its sigil, then its description, dimmed, in a column of its own.
+/// its sigil, then its description, dimmed, in a column of its own. In the
+/// `/` menu a workflow (one of the workspace's `.pod/workflows`, listed by
+/// the pod) is cyan and tagged `workflow`, so that `/deploy` is not taken
+/// for a built-in command. When there are more candidates than rows, a
+/// last row says how many are above and below and where the selection is
+/// (`↑ 2 more · ↓ 5 more · 3/15`), as nothing else would show that the
+/// menu scrolls.
 pub fn draw_popup(frame: &mut Frame<'_>, composer: &Composer, above: Rect) {
     let Some(c) = composer.completion().filter(|c| !c.items.is_empty()) else {
         return;
     };
+    let scrolls = c.items.len() > POPUP_ROWS;
     let rows = c.items.len().min(POPUP_ROWS);
-    let height = u16::try_from(rows).unwrap_or(0).min(above.height);
+    // The scroll row goes first when the space is short: without it, the
+    // menu would seem to end where it is cut.
+    let space = usize::from(above.height);
+    let rows = rows.min(space.saturating_sub(usize::from(scrolls)));
+    let height = u16::try_from(rows + usize::from(scrolls))
+        .unwrap_or(0)
+        .min(above.height);
     if height == 0 {
         return;
     }
@@ -177,6 +190,7 @@ pub fn draw_popup(frame: &mut Frame<'_>, composer: &Composer, above: Rect) {
         TokenKind::File => '@',
         TokenKind::Knowledge => '#',
     };
+    let is_workflow = |item: &MenuItem| c.token.kind == TokenKind::Command && !item.builtin;
     let max_width = usize::from(above.width);
     let value_width = c
         .items
@@ -187,7 +201,7 @@ pub fn draw_popup(frame: &mut Frame<'_>, composer: &Composer, above: Rect) {
         .min(max_width / 2)
         .max(1);
     let first = (c.selected + 1).saturating_sub(rows);
-    let lines: Vec<Line<'static>> = c
+    let mut lines: Vec<Line<'static>> = c
         .items
         .iter()
         .enumerate()
@@ -201,14 +215,44 @@ pub fn draw_popup(frame: &mut Frame<'_>, composer: &Composer, above: Rect) {
                 let s = Style::new().bg(Color::Black).fg(Color::Gray);
                 (s, s.fg(Color::DarkGray))
             };
+            let workflow = is_workflow(item);
+            let value_style = match (workflow, i == c.selected) {
+                (true, false) => style.fg(Color::Cyan),
+                _ => style,
+            };
             let value = format!("{sigil}{}", item.value);
-            let mut spans = vec![Span::styled(format!(" {value:<value_width$} "), style)];
-            if let Some(detail) = item.detail.as_deref().filter(|d| !d.is_empty()) {
+            let mut spans = vec![Span::styled(
+                format!(" {value:<value_width$} "),
+                value_style,
+            )];
+            let detail = item.detail.as_deref().filter(|d| !d.is_empty());
+            if workflow {
+                spans.push(Span::styled(
+                    " workflow",
+                    value_style.add_modifier(Modifier::ITALIC),
+                ));
+                let detail = detail.map_or(String::new(), |d| format!(" · {d}"));
+                spans.push(Span::styled(format!("{detail} "), detail_style));
+            } else if let Some(detail) = detail {
                 spans.push(Span::styled(format!(" {detail} "), detail_style));
             }
             Line::from(spans)
         })
         .collect();
+    if scrolls {
+        let above_count = first;
+        let below = c.items.len().saturating_sub(first + rows);
+        let mut parts = Vec::new();
+        if above_count > 0 {
+            parts.push(format!("↑ {above_count} more"));
+        }
+        if below > 0 {
+            parts.push(format!("↓ {below} more"));
+        }
+        parts.push(format!("{}/{}", c.selected + 1, c.items.len()));
+        let style = Style::new().bg(Color::Black).fg(Color::DarkGray);
+        lines.push(Line::styled(format!(" {} ", parts.join(" · ")), style));
+    }
     let width = lines
         .iter()
         .map(Line::width)

@@ -8,6 +8,8 @@ use ratatui::style::{Color, Modifier, Style};
 use serde_json::Value;
 use similar::{ChangeTag, TextDiff};
 
+use crate::tui::conversation::ToolBlock;
+
 const ADDED: Style = Style::new().fg(Color::Green);
 const REMOVED: Style = Style::new().fg(Color::Red);
 const HUNK: Style = Style::new().fg(Color::Cyan);
@@ -28,10 +30,30 @@ pub fn line_style(line: &str) -> Style {
     }
 }
 
+/// The diff a file-editing call makes, as the transcript shows it: the
+/// pod's own diff from the approval request when there was one (the whole
+/// lines, indentation included; its `---`/`+++` header left out, the call
+/// already names the file), else one made from the call's arguments.
+pub fn of_tool(tool: &ToolBlock) -> Option<Vec<String>> {
+    if let Some(preview) = &tool.approval_diff {
+        return Some(
+            preview
+                .lines()
+                .skip_while(|l| l.starts_with("--- ") || l.starts_with("+++ "))
+                .map(str::to_owned)
+                .collect(),
+        );
+    }
+    of_call(&tool.name, &tool.arguments)
+}
+
 /// The diff a file-editing call would make, from its arguments: for
 /// `edit_file` the lines of `old_string` against `new_string` (unchanged
 /// lines kept as context), for `write_file` the new content as added
 /// lines. `None` for any other call, or arguments of another shape.
+/// `old_string` need only be unique in the file, so it may be part of a
+/// line (`return a - b` of `    return a - b`): this diff then shows that
+/// part only, which is why the approval's diff is preferred.
 pub fn of_call(tool: &str, arguments: &Value) -> Option<Vec<String>> {
     let field = |name: &str| arguments.get(name).and_then(Value::as_str);
     match tool {

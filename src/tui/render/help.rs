@@ -45,8 +45,8 @@ const KEYS: &[(&str, &str)] = &[
         "next approval mode: ask → edits → auto → read-only",
     ),
     (
-        "y / a / n or Esc / N",
-        "when a tool call waits for approval: allow once / allow for the session / deny / deny with a message for the model (↑/↓, PgUp/PgDn scroll its preview)",
+        "y / a / A / n / N",
+        "when a tool call waits for approval: allow once / allow for the session / allow always (also written to the config file) / deny (Esc too) / deny with a message for the model (↑/↓, PgUp/PgDn scroll its preview)",
     ),
     (
         "Ctrl+C",

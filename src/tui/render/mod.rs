@@ -8,6 +8,7 @@
 //! too small for all of them the status bar goes last, then the rule, then
 //! the conversation; nothing panics at any size, zero included.
 
+mod ansi;
 mod approval;
 pub mod blocks;
 mod composer;
@@ -16,6 +17,7 @@ pub mod help;
 mod highlight;
 pub use highlight::preload as preload_highlighting;
 pub mod markdown;
+mod outcome;
 mod rewind;
 mod sessions;
 mod status;

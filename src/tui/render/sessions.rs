@@ -34,7 +34,11 @@ pub fn age(rfc3339: &str, now: SystemTime) -> String {
 
 /// What a session row says after its title: age, size, and marks.
 fn about(s: &SessionInfo, foreign: bool, now: SystemTime) -> String {
-    let mut parts = vec![age(&s.updated_at, now), format!("{} entries", s.entries)];
+    let entries = match s.entries {
+        1 => "1 entry".to_owned(),
+        n => format!("{n} entries"),
+    };
+    let mut parts = vec![age(&s.updated_at, now), entries];
     if foreign {
         parts.push("other workspace".into());
     }
