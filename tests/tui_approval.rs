@@ -438,7 +438,7 @@ fn a_decision_sits_under_its_own_call_when_a_step_has_two() {
         };
         assert_eq!(
             at("✓ allowed by pod approve"),
-            at("ran k1 (2 lines)") + 1,
+            at("2 lines · ran k1") + 1,
             "{text}"
         );
         assert!(

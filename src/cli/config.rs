@@ -99,8 +99,9 @@ struct Tables {
     permissions: RawPermissions,
     #[serde(default)]
     workspaces: BTreeMap<String, RawWorkspace>,
+    /// Read one by one, so that an error names its table.
     #[serde(default)]
-    hooks: Vec<RawHook>,
+    hooks: Vec<toml::Table>,
 }
 
 /// Where the config file is, and whether the user named it.
@@ -200,15 +201,40 @@ impl ConfigFile {
             mcp_servers: tables.mcp_servers,
             permissions: tables.permissions.check("[permissions]")?,
             workspaces,
-            hooks: Hooks::parse(tables.hooks)?,
+            hooks: Hooks::parse(raw_hooks(tables.hooks)?)?,
             warnings: Vec::new(),
         })
     }
 }
 
+/// The `[[hooks]]` tables as written; an error names the table (counted
+/// from 1), as [`Hooks::parse`]'s do.
+fn raw_hooks(tables: Vec<toml::Table>) -> Result<Vec<RawHook>, String> {
+    tables
+        .into_iter()
+        .enumerate()
+        .map(|(index, table)| {
+            toml::Value::Table(table)
+                .try_into()
+                .map_err(|e: toml::de::Error| format!("[[hooks]] #{}: {}", index + 1, e.message()))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_misspelt_hook_key_names_its_table() {
+        let text = "[[hooks]]\nevent = \"turn_end\"\ncommand = \"true\"\n\
+                    [[hooks]]\nevent = \"pre_tool_use\"\nmatchr = \"bash:*\"\ncommand = \"true\"\n";
+        let error = ConfigFile::parse(text, Path::new("c.toml")).unwrap_err();
+        assert!(
+            error.starts_with("[[hooks]] #2: unknown field `matchr`"),
+            "{error}"
+        );
+    }
 
     fn args(list: &[&str]) -> Vec<OsString> {
         list.iter().map(OsString::from).collect()
