@@ -177,10 +177,16 @@ fn a_turn_is_checkpointed_diffed_blamed_and_undone_and_the_undo_undone() {
     assert_eq!(rewind["conflicts"], json!([]));
     let before = rewind["checkpoint_before"].as_str().unwrap().to_owned();
 
-    // Undo the undo: back to what the turn left.
+    // Undo the undo: back to what the turn left — with the id cut short as
+    // `pod log` shows it.
+    let shown = &before[..12];
+    assert!(
+        succeeded(pod.command("log").output().unwrap()).contains(shown),
+        "pod log shows the id's start"
+    );
     let out = succeeded(
         pod.command("rewind")
-            .args(["--checkpoint", &before])
+            .args(["--checkpoint", shown])
             .output()
             .unwrap(),
     );

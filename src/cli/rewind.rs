@@ -188,20 +188,65 @@ pub struct RewindWhat {
 /// `pod rewind SEQ [--files-only | --conversation-only]`, `pod rewind
 /// --checkpoint ID`.
 pub fn rewind(paths: &Paths, what: RewindWhat) -> anyhow::Result<ExitCode> {
-    with_pod(paths, async |events, sink, _| {
+    with_pod(paths, async |events, sink, snap| {
         let files = !what.conversation_only;
         let conversation = what.checkpoint.is_none() && !what.files_only;
+        let checkpoint = match what.checkpoint.as_deref() {
+            Some(query) => match checkpoint_by_prefix(&snap.entries, query) {
+                Ok(id) => Some(id),
+                Err(why) => return Ok(failed(why)),
+            },
+            None => None,
+        };
         rewind_with(
             events,
             sink,
             what.seq,
-            what.checkpoint,
+            checkpoint,
             files,
             conversation,
             what.forcing,
         )
         .await
     })
+}
+
+/// The checkpoint `query` names: a whole id, or a unique prefix of at
+/// least 4 characters of one the current session's entries name (as `pod
+/// log` shows them, cut short). Anything else goes to the pod as it is,
+/// which knows the ancestors' checkpoints too.
+fn checkpoint_by_prefix(
+    entries: &[crate::protocol::LogLine],
+    query: &str,
+) -> Result<String, String> {
+    if query.chars().count() < 4 {
+        return Ok(query.to_owned());
+    }
+    let mut found: Vec<&str> = Vec::new();
+    for line in entries {
+        let ids = match &line.entry {
+            LogEntry::Checkpoint { checkpoint, .. } => [checkpoint.as_deref(), None],
+            LogEntry::Rewind {
+                checkpoint,
+                checkpoint_before,
+                ..
+            } => [checkpoint.as_deref(), checkpoint_before.as_deref()],
+            _ => continue,
+        };
+        for id in ids.into_iter().flatten() {
+            if id.starts_with(query) && !found.contains(&id) {
+                found.push(id);
+            }
+        }
+    }
+    match found.as_slice() {
+        [one] => Ok((*one).to_owned()),
+        [] => Ok(query.to_owned()),
+        _ => Err(format!(
+            "checkpoint {query:?} is the start of {} checkpoints' ids; give more characters",
+            found.len()
+        )),
+    }
 }
 
 async fn rewind_with(
