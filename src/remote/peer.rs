@@ -2,12 +2,13 @@
 //!
 //! A tool never approves itself, over TCP either: a `bash` command handed a
 //! valid token could connect to `--listen` from the pod's own machine. For
-//! a client on an address of this machine, the kernel's socket table
-//! (`/proc/net/tcp`, `/proc/net/tcp6`) gives the inode of the client's
-//! socket — the one whose local end is the peer address and whose remote
-//! end is ours — and `/proc/*/fd` the processes holding it. If any of them
-//! is a pod or a pod's descendant, or none can be found (another user's
-//! process, a socket gone already), the connection may only read.
+//! a client on an address of this machine, the kernel gives the inode of
+//! the client's socket — the one whose local end is the peer address and
+//! whose remote end is ours — through `sock_diag` (or its socket tables,
+//! `/proc/net/tcp`, `/proc/net/tcp6`), and `/proc/*/fd` the processes
+//! holding it. If any of them is a pod or a pod's descendant, or none can
+//! be found (another user's process, a socket gone already), the
+//! connection may only read.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
