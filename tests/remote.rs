@@ -585,3 +585,39 @@ fn blobs_over_http_store_and_serve_images_with_every_refusal() {
     let refused = until(&mut ws, "p", |v| v["request_id"] == "p");
     assert_eq!(refused["code"], "forbidden", "{refused}");
 }
+
+#[test]
+fn a_snapshot_longer_than_the_bridges_chunk_arrives_as_one_message() {
+    // The bridge sends a line over 256 KiB as fragments of one message as
+    // it reads it; multi-byte characters make some fragment boundaries fall
+    // inside one, which the message as a whole must not show.
+    let (pod, port) = listening(
+        Pod::builder()
+            .args(["--max-frame-bytes", "4000000"])
+            .script(
+                &json!({"events": [{"text": format!("{}ü", "é".repeat(300_000))}]}).to_string(),
+            ),
+    );
+    let mut local = pod.client();
+    local.until_type("snapshot");
+    local.run("hi");
+    local.until_entry("turn_end");
+    let expected = pod.client().until_type("snapshot");
+    let token = token(&pod, &[]);
+    let mut ws = connect(port, &token);
+    let snapshot = until(&mut ws, "snapshot", |v| v["type"] == "snapshot");
+    let len = snapshot.to_string().len();
+    assert!(
+        len > 600_000,
+        "{len}: {}",
+        &snapshot.to_string()[..len.min(2000)]
+    );
+    assert_eq!(snapshot["entries"], expected["entries"]);
+    // Whole messages go on after it.
+    send(
+        &mut ws,
+        json!({"type":"hello","client":"x","request_id":"after"}),
+    );
+    let ok = until(&mut ws, "hello", |v| v["request_id"] == "after");
+    assert_eq!(ok["type"], "response");
+}

@@ -176,7 +176,20 @@ fn error_text(code: ErrorCode, message: &str) -> Bytes {
     frame.slice(..frame.len().saturating_sub(1))
 }
 
+/// The bridge's read from the socket pair, and the most of one line it
+/// holds before sending what it has as a fragment.
+const CHUNK: usize = 256 * 1024;
+
 /// Pod → client, with the pings and the bridge's own frames.
+///
+/// A line that fits in [`CHUNK`] goes out as one text message. A longer
+/// one (the snapshot of a long session: megabytes) goes out as fragments
+/// of one text message, each as soon as its bytes are read: the client
+/// receives the same message, but its first bytes leave while the pod is
+/// still writing the rest, and no buffer here grows to the size of the
+/// line (store-and-forward of a 10 MiB snapshot cost three passes over
+/// multi-MiB buffers and their page faults before the first byte left;
+/// see docs/performance.md, scenario 10).
 async fn outbound(
     mut session: Session,
     mut from_pod: OwnedReadHalf,
@@ -184,35 +197,69 @@ async fn outbound(
     revoked: CancellationToken,
     last_pong: Rc<Cell<Instant>>,
 ) {
-    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut buf = BytesMut::with_capacity(CHUNK);
     // Bytes at the start of `buf` already searched for a newline.
     let mut scanned = 0;
     let mut snapshot_sent = false;
+    // Fragments of the line in progress have gone out, its last one not:
+    // nothing but a control frame may go out before it.
+    let mut mid_message = false;
+    // The token was revoked while a line was going out in fragments: the
+    // error follows once that line is whole.
+    let mut revoking = false;
     let mut pings = tokio::time::interval_at(tokio::time::Instant::now() + PING_EVERY, PING_EVERY);
     let reason = loop {
+        if revoking && !mid_message {
+            break revoke(&mut session).await;
+        }
         tokio::select! {
             read = from_pod.read_buf(&mut buf) => match read {
                 Ok(0) | Err(_) => break None,
                 Ok(_) => {
-                    while let Some(at) = buf[scanned..].iter().position(|&b| b == b'\n') {
+                    while let Some(at) = memchr::memchr(b'\n', &buf[scanned..]) {
                         let mut line = buf.split_to(scanned + at + 1);
                         line.truncate(line.len() - 1);
                         scanned = 0;
-                        let Ok(text) = ByteString::try_from(line.freeze()) else {
-                            continue;
+                        let sent = if mid_message {
+                            mid_message = false;
+                            session.continuation(Item::Last(line.freeze())).await
+                        } else {
+                            // The pod's frames are serde_json's output,
+                            // always UTF-8; a line that were not is dropped
+                            // rather than sent as text.
+                            let Ok(text) = ByteString::try_from(line.freeze()) else {
+                                continue;
+                            };
+                            session.text(text).await
                         };
-                        if session.text(text).await.is_err() {
+                        if sent.is_err() {
                             return;
                         }
                         snapshot_sent = true;
                     }
                     scanned = buf.len();
-                    if buf.capacity() - buf.len() < 4096 {
-                        buf.reserve(64 * 1024);
+                    if buf.len() >= CHUNK {
+                        // No newline in a whole chunk: a long line, sent
+                        // on as a fragment. A fragment may end inside a
+                        // UTF-8 sequence; the message as a whole is valid.
+                        let part = buf.split().freeze();
+                        scanned = 0;
+                        let item = if mid_message {
+                            Item::Continue(part)
+                        } else {
+                            Item::FirstText(part)
+                        };
+                        mid_message = true;
+                        if session.continuation(item).await.is_err() {
+                            return;
+                        }
+                    }
+                    if buf.capacity() - buf.len() < CHUNK / 4 {
+                        buf.reserve(CHUNK);
                     }
                 }
             },
-            Some(frame) = said.recv(), if snapshot_sent => {
+            Some(frame) = said.recv(), if snapshot_sent && !mid_message => {
                 let Ok(text) = ByteString::try_from(frame) else { continue };
                 if session.text(text).await.is_err() {
                     return;
@@ -229,17 +276,22 @@ async fn outbound(
                     return;
                 }
             },
-            () = revoked.cancelled() => {
-                let frame = error_text(ErrorCode::Unauthorized, "this device token was revoked");
-                if let Ok(text) = ByteString::try_from(frame) {
-                    let _ = session.text(text).await;
-                }
-                break Some(CloseReason {
-                    code: CloseCode::Policy,
-                    description: Some("token revoked".into()),
-                });
+            () = revoked.cancelled(), if !revoking => {
+                revoking = true;
             },
         }
     };
     let _ = session.close(reason).await;
+}
+
+/// Says the token was revoked (between two lines); how to close.
+async fn revoke(session: &mut Session) -> Option<CloseReason> {
+    let frame = error_text(ErrorCode::Unauthorized, "this device token was revoked");
+    if let Ok(text) = ByteString::try_from(frame) {
+        let _ = session.text(text).await;
+    }
+    Some(CloseReason {
+        code: CloseCode::Policy,
+        description: Some("token revoked".into()),
+    })
 }
