@@ -214,11 +214,12 @@ export class Conversation {
   /**
    * Replaces everything with what a (re)connect's snapshot says.
    *
-   * Only the newest entries are drawn now, from a point where the older
-   * history leaves nothing open (no call without its result, no approval
-   * without its answer), so drawing it later changes nothing drawn now.
-   * What the history holds that outlives it (the plan) is read here
-   * without drawing; the history itself is drawn by drawHistory.
+   * Only the newest entries are drawn now, from a point no later entry
+   * reaches back across (splitHistory), so drawing the older history
+   * later changes nothing drawn now. What the history holds that outlives
+   * it (the plan) is read here without drawing; the approvals it leaves
+   * waiting are settled when it is drawn (drawHistory); a later frame that
+   * needs one of its calls draws it at once (needCall).
    */
   loadSnapshot(snapshot) {
     this.lazy.disconnect();
@@ -279,8 +280,7 @@ export class Conversation {
   /**
    * Draws the history not drawn yet, oldest first, until `deadline` (a
    * performance.now() time; Infinity draws all of it), above what is
-   * drawn, keeping the reader's place: the distance from the bottom of
-   * the page stays the same, as only content above it grew.
+   * drawn, keeping the reader's place.
    */
   drawHistory(deadline) {
     const history = this.history;
@@ -296,15 +296,18 @@ export class Conversation {
     const first = history.next;
     const { entries, end } = history;
     let i = first;
-    while (i < end) {
-      this.addEntry(entries[i].entry, { live: false, lazy: true });
-      i++;
-      if ((i & 15) === 0 && performance.now() >= deadline) break;
+    try {
+      while (i < end) {
+        this.addEntry(entries[i].entry, { live: false, lazy: true });
+        i++;
+        if ((i & 15) === 0 && performance.now() >= deadline) break;
+      }
+    } finally {
+      history.next = i;
+      history.pending = this.pending;
+      history.drawing = false;
+      Object.assign(this, saved);
     }
-    history.next = i;
-    history.pending = this.pending;
-    history.drawing = false;
-    Object.assign(this, saved);
     if (first === 0) relabel(fragment, history.reason);
     // Each chunk in a box of its own: adding one lays out that chunk and
     // the log's few children, not every block drawn before it.
