@@ -259,6 +259,7 @@ export class Conversation {
     this.inFlight = snapshot.in_flight || null;
     this.renderLive(true);
     this.hooks.onChange();
+    this.log.classList.toggle('drawing', !!this.history);
     if (this.history) this.scheduleHistory();
     else if (split === 0) performance.mark('pod:history-drawn', { detail: entries.length });
   }
@@ -322,6 +323,7 @@ export class Conversation {
     if (i >= end) {
       history.marker.remove();
       this.history = null;
+      this.log.classList.remove('drawing');
       // Approvals the history left waiting: the snapshot's status says
       // which still wait (the newer entries ended their turn otherwise).
       // They are older than any the newer entries asked for: first.
