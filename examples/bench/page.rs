@@ -71,8 +71,19 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
         measured
     });
     drop(driver);
-    let (paints, attaches, transferred) = result?;
-    let (paint, attach) = (median(&paints), median(&attaches));
+    let (timings, attaches, transferred) = result?;
+    let column = |f: fn(&Timing) -> f64| median(&timings.iter().map(f).collect::<Vec<_>>());
+    let (paint, attach) = (column(|t| t.drawn), median(&attaches));
+    // Where the time goes, for docs/performance.md: the first two phases
+    // are the floor no drawing can remove.
+    eprintln!(
+        "bench: page phases (medians, ms from pod:connect): first frame {:.1}, snapshot parsed {:.1}, \
+         newest entries drawn {:.1}, whole history drawn {:.1}",
+        column(|t| t.first_frame),
+        column(|t| t.parsed),
+        paint,
+        column(|t| t.history),
+    );
     Ok(vec![
         Row::at_most(
             "11. web page first paint, 10,000 entries (connect → last entry in the DOM)",
@@ -102,7 +113,7 @@ async fn measure(
     url: &str,
     port: u16,
     reps: usize,
-) -> anyhow::Result<(Vec<f64>, Vec<f64>, u64)> {
+) -> anyhow::Result<(Vec<Timing>, Vec<f64>, u64)> {
     client.goto(url).await?;
     wait_drawn(client).await?;
     // Resources of this first visit: the page's own files, not the pairing
@@ -118,45 +129,84 @@ async fn measure(
         .await?
         .as_u64()
         .context("no transfer sizes")?;
-    let (mut paints, mut attaches) = (Vec::new(), Vec::new());
+    let (mut timings, mut attaches) = (Vec::new(), Vec::new());
     let page = format!("http://127.0.0.1:{port}/");
     for _ in 0..reps {
         client.goto(&page).await?;
-        paints.push(wait_drawn(client).await?);
+        timings.push(wait_drawn(client).await?);
         let t = Instant::now();
         read_snapshot(&pod.socket)?;
         attaches.push(ms(t.elapsed()));
     }
-    Ok((paints, attaches, transferred))
+    Ok((timings, attaches, transferred))
 }
 
-/// Waits for the page's `pod:snapshot-drawn` mark, checks that the
-/// session's last entry with text is in the DOM, and returns the time from
-/// the page's `pod:connect` mark to it, in ms.
-async fn wait_drawn(client: &Client) -> anyhow::Result<f64> {
-    // The last entry with text (the very last is a turn_end).
+/// One load of the page, in ms from its `pod:connect` mark.
+struct Timing {
+    /// The first WebSocket message (the snapshot) arrived.
+    first_frame: f64,
+    /// The snapshot parsed (`JSON.parse`), nothing drawn yet.
+    parsed: f64,
+    /// `pod:snapshot-drawn`: the newest entries in the DOM (the bar's figure).
+    drawn: f64,
+    /// `pod:history-drawn`: every entry in the DOM.
+    history: f64,
+}
+
+/// Waits for the page's `pod:snapshot-drawn` mark and checks that the
+/// session's last entry with text is in the DOM then; waits for its
+/// `pod:history-drawn` mark and checks that every entry is in the DOM once
+/// (the oldest too); returns the marks' times from `pod:connect`.
+async fn wait_drawn(client: &Client) -> anyhow::Result<Timing> {
+    // The last entry with text (the very last is a turn_end), the first.
     let last = filler(40, ENTRIES - 2);
+    let first = filler(40, 0);
     let deadline = Instant::now() + WAIT;
+    let mut drawn = None;
     loop {
         let v = client
             .execute(
-                "const c = performance.getEntriesByName('pod:connect')[0];\
-                 const d = performance.getEntriesByName('pod:snapshot-drawn')[0];\
+                "const at = (n) => performance.getEntriesByName(n)[0];\
+                 const c = at('pod:connect'), d = at('pod:snapshot-drawn');\
                  if (!c || !d) return null;\
-                 const log = document.getElementById('log');\
-                 return { ms: d.startTime - c.startTime, entries: d.detail,\
-                          last: !!log && log.textContent.includes(arguments[0]) };",
-                vec![Value::String(last.clone())],
+                 const since = (n) => at(n) ? at(n).startTime - c.startTime : null;\
+                 const log = document.getElementById('log'), kids = log ? log.children : [];\
+                 const holds = (from, to, text) => { for (let i = Math.max(0, from); i < Math.min(to, kids.length); i++)\
+                   if (kids[i].textContent.includes(text)) return true; return false; };\
+                 const h = at('pod:history-drawn');\
+                 return { first_frame: since('pod:first-frame'), parsed: since('pod:snapshot-received'),\
+                          drawn: since('pod:snapshot-drawn'), entries: d.detail,\
+                          last: holds(kids.length - 5, kids.length, arguments[0]),\
+                          history: since('pod:history-drawn'),\
+                          first: !!h && holds(0, 5, arguments[1]),\
+                          blocks: h ? log.querySelectorAll('.user, .assistant').length : null };",
+                vec![Value::String(last.clone()), Value::String(first.clone())],
             )
             .await?;
-        if let Some(took) = v["ms"].as_f64() {
-            if v["entries"].as_u64() != Some(ENTRIES as u64 + 1) || v["last"] != true {
-                bail!("the page drew the snapshot without the whole session: {v}");
+        if let Some(took) = v["drawn"].as_f64() {
+            if drawn.is_none() {
+                // The first look at it: the newest entries must be there now.
+                if v["entries"].as_u64() != Some(ENTRIES as u64 + 1) || v["last"] != true {
+                    bail!("the page drew the snapshot without its newest entries: {v}");
+                }
+                drawn = Some(took);
             }
-            return Ok(took);
+            if let Some(history) = v["history"].as_f64() {
+                // Every user and assistant entry (all but the closing
+                // turn_end) once, the oldest among them.
+                if v["blocks"].as_u64() != Some(ENTRIES as u64 - 1) || v["first"] != true {
+                    bail!("the page drew its history wrong: {v}");
+                }
+                return Ok(Timing {
+                    first_frame: v["first_frame"].as_f64().unwrap_or(f64::NAN),
+                    parsed: v["parsed"].as_f64().unwrap_or(f64::NAN),
+                    drawn: took,
+                    history,
+                });
+            }
         }
         if Instant::now() > deadline {
-            bail!("the page drew no snapshot within {WAIT:?}");
+            bail!("the page drew no snapshot, or not all its history, within {WAIT:?}");
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -120,7 +120,13 @@ export class Connection {
       opened = true;
       this.onState('open');
     };
+    let first = true;
     ws.onmessage = (message) => {
+      if (first) {
+        // For the bench: the snapshot has arrived; parsing and drawing follow.
+        performance.mark('pod:first-frame');
+        first = false;
+      }
       if (typeof message.data !== 'string') return;
       let frame;
       try {

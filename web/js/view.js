@@ -15,8 +15,16 @@ const OUTPUT_TAIL_LINES = 8;
 /** A result longer than this many lines (or characters) starts folded. */
 const FOLD_LINES = 12;
 const FOLD_CHARS = 2000;
-/** Blocks of a snapshot rendered at once; older Markdown waits until seen. */
-const EAGER_BLOCKS = 100;
+/**
+ * Entries of a snapshot drawn before the page shows it (more than a tall
+ * screenful); the older history is drawn after, in chunks while the page
+ * is idle. Of those, the last EAGER_MARKDOWN have their Markdown rendered
+ * at once; any other waits until it scrolls near.
+ */
+const EAGER_ENTRIES = 40;
+const EAGER_MARKDOWN = 16;
+/** A chunk of history drawn while idle: at most this many ms of work. */
+const CHUNK_MS = 8;
 /** The argument fields that name what a tool acts on, most telling first. */
 const KEY_ARGUMENTS = ['command', 'path', 'pattern', 'query', 'url', 'file'];
 
@@ -198,9 +206,21 @@ export class Conversation {
     this.liveDirty = false;
     this.target = log;
     this.lazy = new IntersectionObserver((seen) => this.renderSeen(seen), { rootMargin: '800px 0px' });
+    // The history not drawn yet: entries [0, end) of the last snapshot,
+    // drawn from `next` on, before `marker` (see loadSnapshot).
+    this.history = null;
   }
 
-  /** Replaces everything with what a (re)connect's snapshot says. */
+  /**
+   * Replaces everything with what a (re)connect's snapshot says.
+   *
+   * Only the newest entries are drawn now, from a point no later entry
+   * reaches back across (splitHistory), so drawing the older history
+   * later changes nothing drawn now. What the history holds that outlives
+   * it (the plan) is read here without drawing; the approvals it leaves
+   * waiting are settled when it is drawn (drawHistory); a later frame that
+   * needs one of its calls draws it at once (needCall).
+   */
   loadSnapshot(snapshot) {
     this.lazy.disconnect();
     this.tools.clear();
@@ -209,29 +229,123 @@ export class Conversation {
     this.retry = null;
     this.tailing = null;
     this.sessionId = snapshot.session_id;
-    this.lastSeq = null;
     const entries = Array.isArray(snapshot.entries) ? snapshot.entries : [];
+    this.lastSeq = entries.length ? entries[entries.length - 1].seq : null;
+    const split = splitHistory(entries);
+    const listed = new Set(snapshot.status?.pending_approvals || []);
     const fragment = document.createDocumentFragment();
+    const marker = document.createComment('history');
+    fragment.append(marker);
+    this.history =
+      split > 0
+        ? { entries, next: 0, end: split, marker, listed, calls: null, pending: [], reason: this.switchReason, scheduled: false, drawing: false }
+        : null;
     this.target = fragment;
-    const eagerFrom = Math.max(0, entries.length - EAGER_BLOCKS);
-    entries.forEach((line, i) => {
-      this.lastSeq = line.seq;
-      this.addEntry(line.entry, { live: false, lazy: i < eagerFrom });
-    });
-    this.target = this.log;
-    const first = fragment.firstElementChild;
-    if (first && first.classList.contains('divider') && this.switchReason) {
-      first.textContent = sessionLabel(first.sessionStart, this.switchReason);
+    const eagerFrom = Math.max(0, entries.length - EAGER_MARKDOWN);
+    for (let i = split; i < entries.length; i++) {
+      this.addEntry(entries[i].entry, { live: false, lazy: i < eagerFrom });
     }
+    this.target = this.log;
+    if (split === 0) relabel(fragment, this.switchReason);
+    if (this.plan === null && split > 0) this.plan = latestPlan(entries, split);
     this.switchReason = null;
     replace(this.log, fragment);
-    const listed = new Set(snapshot.status?.pending_approvals || []);
     for (const p of [...this.pending]) if (!listed.has(p.call_id)) this.dropPending(p.call_id);
+    // An approval still waiting whose request is in the history (rare: its
+    // call has many entries after it): its buttons cannot wait.
+    if (this.history && [...listed].some((id) => !this.pending.some((p) => p.call_id === id))) this.drawHistory(Infinity);
     const turn = snapshot.status?.turn;
     this.turn = turn ? { turnId: turn.turn_id, started: null, seen: false } : null;
     this.inFlight = snapshot.in_flight || null;
     this.renderLive(true);
     this.hooks.onChange();
+    this.log.classList.toggle('drawing', !!this.history);
+    if (this.history) this.scheduleHistory();
+    else if (split === 0) performance.mark('pod:history-drawn', { detail: entries.length });
+  }
+
+  scheduleHistory() {
+    const history = this.history;
+    if (!history || history.scheduled) return;
+    history.scheduled = true;
+    const run = () => {
+      history.scheduled = false;
+      if (this.history !== history) return; // a newer snapshot replaced it
+      this.drawHistory(performance.now() + CHUNK_MS);
+      if (this.history) this.scheduleHistory();
+    };
+    if (typeof requestIdleCallback === 'function') requestIdleCallback(run, { timeout: 200 });
+    else setTimeout(run, 0);
+  }
+
+  /**
+   * Draws the history not drawn yet, oldest first, until `deadline` (a
+   * performance.now() time; Infinity draws all of it), above what is
+   * drawn, keeping the reader's place.
+   */
+  drawHistory(deadline) {
+    const history = this.history;
+    if (!history || history.drawing) return;
+    history.drawing = true;
+    // The history's own projection state: it must not touch the newer
+    // entries' pending approvals, plan or turn clock.
+    const saved = { pending: this.pending, plan: this.plan, turn: this.turn, target: this.target };
+    this.pending = history.pending;
+    this.turn = null;
+    const fragment = document.createDocumentFragment();
+    this.target = fragment;
+    const first = history.next;
+    const { entries, end } = history;
+    let i = first;
+    try {
+      while (i < end) {
+        this.addEntry(entries[i].entry, { live: false, lazy: true });
+        i++;
+        if ((i & 15) === 0 && performance.now() >= deadline) break;
+      }
+    } finally {
+      history.next = i;
+      history.pending = this.pending;
+      history.drawing = false;
+      Object.assign(this, saved);
+    }
+    if (first === 0) relabel(fragment, history.reason);
+    // Each chunk in a box of its own: adding one lays out that chunk and
+    // the log's few children, not every block drawn before it.
+    const chunk = h('div', { class: 'history' });
+    chunk.append(fragment);
+    // Unless the reader looks at history drawn before (above this chunk),
+    // what they see is below it: keep it where it is on the screen.
+    const below = history.marker.nextElementSibling;
+    const seen = history.marker.isConnected && below ? below.getBoundingClientRect().top : null;
+    history.marker.before(chunk);
+    if (seen !== null && seen < innerHeight) window.scrollBy(0, below.getBoundingClientRect().top - seen);
+    if (i >= end) {
+      history.marker.remove();
+      this.history = null;
+      this.log.classList.remove('drawing');
+      // Approvals the history left waiting: the snapshot's status says
+      // which still wait (the newer entries ended their turn otherwise).
+      // They are older than any the newer entries asked for: first.
+      const waiting = history.pending.filter((p) => history.listed.has(p.call_id));
+      for (const p of history.pending) if (!history.listed.has(p.call_id)) this.setAwaiting(p.call_id, false);
+      if (waiting.length) {
+        this.pending = [...waiting, ...this.pending];
+        this.hooks.onChange();
+      }
+      performance.mark('pod:history-drawn', { detail: entries.length });
+    }
+  }
+
+  /** A call of the history not drawn yet is about to be used: draw it all now. */
+  needCall(callId) {
+    const history = this.history;
+    if (!history || history.drawing || this.tools.has(callId)) return;
+    if (history.calls === null) {
+      history.calls = new Set();
+      for (const call of callsOf(history.entries, history.next, history.end)) history.calls.add(call.call_id);
+    }
+    if (history.calls.has(callId)) this.drawHistory(Infinity);
   }
 
   /**
@@ -469,7 +583,7 @@ export class Conversation {
         this.push(h('div', { class: 'assistant' }, this.markdown(String(item.text ?? ''), lazy)));
         break;
       case 'reasoning':
-        this.push(this.reasoning(String(item.text ?? ''), false));
+        this.push(this.reasoning(String(item.text ?? ''), false, lazy));
         break;
       case 'tool_call':
         this.toolCall(item, live);
@@ -479,12 +593,12 @@ export class Conversation {
     }
   }
 
-  reasoning(text, open) {
+  reasoning(text, open, lazy) {
     return h(
       'details',
       { class: 'reasoning', open },
       h('summary', {}, open ? 'reasoning…' : `reasoning · ${countLines(lineCount(text))}`),
-      h('div', { class: 'md' }, renderMarkdown(text)),
+      this.markdown(text, lazy),
     );
   }
 
@@ -510,6 +624,7 @@ export class Conversation {
   }
 
   toolResult(r) {
+    this.needCall(r.call_id);
     let tool = this.tools.get(r.call_id);
     if (!tool) {
       this.toolCall({ call_id: r.call_id, name: '(unknown call)', arguments: null }, false);
@@ -540,6 +655,7 @@ export class Conversation {
   }
 
   setAwaiting(callId, reason) {
+    this.needCall(callId);
     const tool = this.tools.get(callId);
     if (!tool || tool.done) return;
     tool.el.classList.toggle('awaiting', !!reason);
@@ -564,6 +680,7 @@ export class Conversation {
     else if (d.rule && d.by === 'policy') text += ` (${d.rule})`;
     if (d.message) text += `: ${d.message}`;
     const el = h('div', { class: `decision ${d.decision}` }, `${mark} ${text}`);
+    this.needCall(d.call_id);
     const tool = this.tools.get(d.call_id);
     if (tool) tool.decisions.append(el);
     else this.push(el);
@@ -647,11 +764,78 @@ export class Conversation {
       if (old) old.tail.hidden = true;
     }
     this.tailing = callId;
+    if (callId) this.needCall(callId);
     const tool = callId ? this.tools.get(callId) : null;
     if (!tool || tool.done) return;
     const lines = f.text.replace(/\n$/, '').split('\n');
     tool.tail.textContent = lines.slice(-OUTPUT_TAIL_LINES).join('\n');
     tool.tail.hidden = false;
+  }
+}
+
+/**
+ * Where a snapshot's history ends and the entries drawn at once begin: the
+ * latest point at least EAGER_ENTRIES from the end that no later entry
+ * reaches across (a result, an approval request or a decision of a call
+ * made before it), so drawing the history later changes nothing drawn
+ * now; 0 if there is none. Reads only the entries after that point.
+ */
+function splitHistory(entries) {
+  const limit = entries.length - EAGER_ENTRIES;
+  if (limit <= 0) return 0;
+  const unmade = new Set();
+  for (let i = entries.length; i > 0; i--) {
+    if (i <= limit && unmade.size === 0) return i;
+    const entry = entries[i - 1]?.entry;
+    switch (entry?.kind) {
+      case 'assistant_items':
+        for (const item of entry.items || []) if (item?.type === 'tool_call') unmade.delete(item.call_id);
+        break;
+      case 'tool_results':
+        for (const r of entry.results || []) unmade.add(r?.call_id);
+        break;
+      case 'approval_request':
+      case 'approval_decision':
+        unmade.add(entry.call_id);
+        break;
+      default:
+        break;
+    }
+  }
+  return 0;
+}
+
+/** The tool calls of `entries[from..to)`, newest first. */
+function* callsOf(entries, from, to) {
+  for (let i = to - 1; i >= from; i--) {
+    const entry = entries[i]?.entry;
+    if (entry?.kind !== 'assistant_items' || !Array.isArray(entry.items)) continue;
+    for (let j = entry.items.length - 1; j >= 0; j--) {
+      if (entry.items[j]?.type === 'tool_call') yield entry.items[j];
+    }
+  }
+}
+
+/** The items of the latest `update_plan` call of `entries[0..to)`, or null. */
+function latestPlan(entries, to) {
+  for (let i = to - 1; i >= 0; i--) {
+    const entry = entries[i].entry;
+    if (entry?.kind !== 'assistant_items' || !Array.isArray(entry.items)) continue;
+    for (let j = entry.items.length - 1; j >= 0; j--) {
+      const item = entry.items[j];
+      if (item?.type === 'tool_call' && item.name === 'update_plan' && Array.isArray(item.arguments?.items)) {
+        return item.arguments.items;
+      }
+    }
+  }
+  return null;
+}
+
+/** A snapshot's first divider names how the session was reached. */
+function relabel(fragment, reason) {
+  const first = fragment.firstElementChild;
+  if (first && first.classList.contains('divider') && reason) {
+    first.textContent = sessionLabel(first.sessionStart, reason);
   }
 }
 
