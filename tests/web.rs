@@ -678,3 +678,53 @@ const PNG_1X1: &[u8] = &[
     0x00, 0x03, 0x01, 0x01, 0x00, 0xc9, 0xfe, 0x92, 0xef, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e,
     0x44, 0xae, 0x42, 0x60, 0x82,
 ];
+
+/// A session longer than the page draws at once (it draws the newest
+/// entries first, the older history after): every entry ends up in the
+/// page exactly once, oldest included, and the view goes on live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_session_is_drawn_whole_and_once() {
+    let _one = lock().await;
+    const TURNS: usize = 30;
+    let script: Vec<String> = (0..=TURNS)
+        .map(|i| json!({"events":[{"text": format!("answer number {i}")}]}).to_string())
+        .collect();
+    let (pod, _port) = web_pod(&script.join("\n"), &[]);
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    for i in 0..TURNS {
+        c.run(&format!("question number {i}"));
+        c.until_entry("turn_end");
+    }
+    let browser = browser_or_skip!(Screen::Desktop);
+    open_page(&browser, &pod, false).await;
+    let counts = "[document.querySelectorAll('#log .user').length, document.querySelectorAll('#log .assistant').length, document.querySelectorAll('#log .divider').length]";
+    browser
+        .until(
+            "the whole history",
+            &format!("document.querySelectorAll('#log .user').length === {TURNS}"),
+        )
+        .await;
+    assert_eq!(browser.js(counts).await, json!([TURNS, TURNS, 1]));
+    let users = browser
+        .js("Array.from(document.querySelectorAll('#log .user')).map(e => e.textContent)")
+        .await;
+    let users: Vec<String> = serde_json::from_value(users).unwrap();
+    for (i, user) in users.iter().enumerate() {
+        assert!(
+            user.contains(&format!("question number {i}")),
+            "message {i} in its place: {users:?}"
+        );
+    }
+    browser.send_message("one more").await;
+    browser
+        .until(
+            "the live answer",
+            &format!(
+                "document.querySelectorAll('#log .assistant').length === {}",
+                TURNS + 1
+            ),
+        )
+        .await;
+    assert_eq!(browser.js(counts).await, json!([TURNS + 1, TURNS + 1, 1]));
+}
