@@ -277,6 +277,29 @@ fn send_starts_no_pod_when_told_not_to_or_for_a_remote_pod() {
     );
 }
 
+/// First hour, item 3: serve flags given to `pod send` for a pod already
+/// running set nothing — and it says so instead of dropping them silently.
+#[test]
+fn send_says_when_its_serve_flags_meet_a_running_pod() {
+    let machine = Machine::new();
+    let calc = machine.project("calc");
+    let first = machine.pod(&calc, &["send", "hi"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let out = machine.pod(&calc, &["--model", "zz", "send", "hi again"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("a pod is already running, so --model=zz set nothing"),
+        "{}",
+        stderr(&out)
+    );
+    let quiet = machine.pod(&calc, &["send", "and again"]);
+    assert!(
+        !stderr(&quiet).contains("set nothing"),
+        "{}",
+        stderr(&quiet)
+    );
+}
+
 /// A `--script` that names no file is bad usage, said at once, also when
 /// the project's pod is already running.
 #[test]

@@ -94,6 +94,20 @@ pub fn run(paths: &Paths, args: SendArgs, starting: Starting) -> anyhow::Result<
             paths.name,
             paths.workspace.display()
         );
+    } else if !starting.given.is_empty() {
+        // The flags are for a pod this command would start; a running one
+        // keeps its own, and silence would let the user believe otherwise.
+        let flags: Vec<String> = starting
+            .given
+            .iter()
+            .map(|f| f.to_string_lossy().into_owned())
+            .filter(|f| f.starts_with("--"))
+            .collect();
+        eprintln!(
+            "pod: a pod is already running, so {} set nothing: they are for a pod `pod send` \
+             starts (`pod stop` first to start one with them; `pod status` shows what it runs)",
+            safe_text::line(&flags.join(" "))
+        );
     }
     super::runtime()?.block_on(send(paths, segments, images, options))
 }
