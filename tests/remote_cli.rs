@@ -99,6 +99,15 @@ fn send_status_approve_and_log_work_over_the_network() {
     assert_eq!(refused.status.code(), Some(3));
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(said.contains("401") && said.contains("token"), "{said}");
+    // No token at all: bad usage (2), saying how to give one.
+    let none = Command::new(POD)
+        .args(["status", "--url", &url])
+        .env_remove("POD_TOKEN")
+        .env_remove("POD_TOKEN_FILE")
+        .output()
+        .unwrap();
+    assert_eq!(none.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&none.stderr).contains("--token-file FILE"));
     // A read-only token cannot stop the pod: refused at once (it waited
     // forever for a shutdown that never came).
     let read_only = succeeded(

@@ -26,7 +26,15 @@ use std::process::ExitCode;
 /// Runs the parsed command line; `config` is the config file it was parsed
 /// with (its flag defaults are already applied; its tables are used here).
 pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
-    let paths = Paths::resolve(&cli.global)?;
+    // What it cannot resolve is how it was called (a `--url` without a
+    // token, a token file it cannot read, no home): bad usage, exit 2.
+    let paths = match Paths::resolve(&cli.global) {
+        Ok(paths) => paths,
+        Err(e) => {
+            eprintln!("pod: {e:#}");
+            return Ok(ExitCode::from(connect::exit::USAGE));
+        }
+    };
     if !paths.is_remote() && !matches!(cli.command, Some(Command::Log(_) | Command::Serve(_))) {
         paths.check_socket_dir()?;
     }
