@@ -458,6 +458,28 @@ fn ctrl_c_on_a_draft_while_idle_says_what_the_next_press_does() {
     assert!(!bottom.contains("cancels the turn"), "{bottom}");
 }
 
+/// A rewind is said once: by its `rewind` entry, not again by the answer
+/// to the request (found by a new-user trial of the rewind picker).
+#[test]
+fn a_rewind_is_shown_once() {
+    let mut app = attached(vec![]);
+    type_str(&mut app, "/undo");
+    app.take_outgoing();
+    app.on_pod_event(entry(
+        1,
+        json!({"kind":"rewind","before_seq":1,"session_id":null,"checkpoint":"a","checkpoint_before":"b",
+            "files_restored":[{"path":"x.txt","action":"written"}],"conflicts":[],"not_restored":[],
+            "conversation":false}),
+    ));
+    app.on_pod_event(event(
+        json!({"type":"response","request_id":"tui-9","ok":true,
+        "session_id":"0b5e551d-0000-0000-0000-000000000000",
+        "files_restored":[{"path":"x.txt","action":"written"}],"conflicts":[],"not_restored":[]}),
+    ));
+    let text = screen(&mut app, 100, 20);
+    assert_eq!(text.matches("x.txt").count(), 1, "{text}");
+}
+
 #[test]
 fn local_commands_send_nothing() {
     let mut app = attached(vec![assistant_text("earlier")]);

@@ -24,26 +24,17 @@ pub fn rewind(seq: u64, files: bool, conversation: bool) -> Method {
     }
 }
 
-/// What the transcript shows for the answer to `/diff` or `/undo`; `None`
-/// for other responses.
+/// What the transcript shows for the answer to `/diff`; `None` for other
+/// responses. A rewind's answer shows nothing of its own: the `rewind`
+/// entry it committed (durable before the answer) says what was restored,
+/// live and after any reconnect alike — the answer too would say it twice.
 pub fn response_text(response: &Response) -> Option<String> {
-    if let Some(diff) = &response.diff {
-        let mut text = format!("[diff]\n{diff}");
-        if response.truncated == Some(true) {
-            text.push_str("\n(cut at 4 MiB)");
-        }
-        return Some(text);
+    let diff = response.diff.as_ref()?;
+    let mut text = format!("[diff]\n{diff}");
+    if response.truncated == Some(true) {
+        text.push_str("\n(cut at 4 MiB)");
     }
-    let restored = response.files_restored.as_ref()?;
-    Some(format!(
-        "[rewind] {}",
-        notes::rewind(
-            restored,
-            response.conflicts.as_deref().unwrap_or_default(),
-            response.not_restored.as_deref().unwrap_or_default(),
-            false,
-        )
-    ))
+    Some(text)
 }
 
 /// The block text for a turn's changes: the summary line, then one line per
