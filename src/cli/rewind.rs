@@ -322,7 +322,10 @@ pub fn diff(
                 .find_map(|t| t.start.clone());
             match start {
                 Some(start) => (start, None),
-                None => return Ok(ExitCode::SUCCESS),
+                None => {
+                    eprintln!("pod: no turn since then changed files");
+                    return Ok(ExitCode::SUCCESS);
+                }
             }
         } else {
             let turn = match &turn {
@@ -335,7 +338,7 @@ pub fn diff(
             match turn.and_then(|t| t.start.clone().map(|s| (s, t.end.clone()))) {
                 Some(pair) => pair,
                 None => {
-                    eprintln!("no turn of this session changed files");
+                    eprintln!("pod: no turn of this session changed files");
                     return Ok(ExitCode::SUCCESS);
                 }
             }
@@ -347,7 +350,13 @@ pub fn diff(
         };
         match call(events, sink, method).await? {
             Ok(r) => {
-                print!("{}", r.diff.unwrap_or_default());
+                let diff = r.diff.unwrap_or_default();
+                if diff.is_empty() {
+                    // Said, so that an empty output is not taken for a
+                    // failure to show one.
+                    eprintln!("pod: no file differs: the files are as they were then");
+                }
+                print!("{diff}");
                 if r.truncated == Some(true) {
                     eprintln!("pod: the diff was cut at 4 MiB");
                 }
