@@ -529,8 +529,14 @@ impl<O: Write, E: Write> Turn<O, E> {
                 } else {
                     ""
                 };
+                // A summary may name its tool already (`write_file new a.txt`).
+                let what = if summary.starts_with(tool.as_ref()) {
+                    summary.to_string()
+                } else {
+                    format!("{tool}: {summary}")
+                };
                 self.transcript.notice(&format!(
-                    "{bell}pod: waiting for approval: {tool}: {summary} (call {call_id})"
+                    "{bell}pod: waiting for approval: {what} (call {call_id})"
                 ))?;
                 self.transcript.notice(&format!(
                     "pod: answer with `pod approve {call_id}` or `pod deny {call_id}` \
