@@ -127,10 +127,11 @@ impl Progress {
 /// path is deleted). `now` is the workspace as the checkpoint taken just
 /// before described it; a path either skipped is left alone.
 ///
-/// Paths are handled in order, each written to a temporary beside it; the
-/// temporaries are synced [`WINDOW`] at a time from several threads (the
-/// file system groups the syncs into one journal commit), then renamed in
-/// order, and the directories touched are synced together at the end.
+/// Paths are handled in order, each file's new content written to an
+/// unnamed file in its directory; those are synced [`WINDOW`] at a time
+/// from several threads (the file system groups the syncs into one journal
+/// commit), then named and renamed over their paths in order, and the
+/// directories touched are synced together at the end.
 pub fn restore(
     store: &Checkpoints,
     target: &Manifest,

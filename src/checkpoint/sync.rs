@@ -71,7 +71,7 @@ fn each<T: Sync>(
     f: impl Fn(&T) -> std::io::Result<()> + Sync,
 ) -> Vec<std::io::Result<()>> {
     if items.len() <= 1 {
-        return items.iter().map(|item| f(item)).collect();
+        return items.iter().map(&f).collect();
     }
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<std::io::Result<()>>>> =
