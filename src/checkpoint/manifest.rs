@@ -5,6 +5,11 @@
 //! the digest of its manifest: two checkpoints of the same tree are one
 //! object, and an id can never name a state that was not fully written
 //! (the manifest is stored only after every content it names is durable).
+//!
+//! It is stored as git stores a tree: one object per directory, naming its
+//! files and links and each subdirectory's object by digest (see
+//! [`Manifest::to_trees`]), so a checkpoint that changed one file writes
+//! the objects of that file's directories only.
 
 use std::collections::BTreeMap;
 
@@ -65,16 +70,6 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    /// The manifest's bytes, as stored.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        // A map of strings cannot fail to serialise.
-        serde_json::to_vec(self).unwrap_or_default()
-    }
-
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self, serde_json::Error> {
-        serde_json::from_slice(bytes)
-    }
-
     /// Whether `path` is listed in `skipped`.
     pub fn skips(&self, path: &str) -> bool {
         self.skipped
@@ -93,5 +88,246 @@ impl Manifest {
             .collect();
         let more = self.skipped.len().saturating_sub(MAX_SKIPPED_LISTED);
         (listed, (more > 0).then_some(more as u64))
+    }
+}
+
+/// One name in a stored tree: a file or link of the directory, or a
+/// subdirectory by the digest of its own tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum TreeEntry {
+    File {
+        digest: String,
+        #[serde(default)]
+        exec: bool,
+    },
+    Symlink {
+        target: String,
+    },
+    Dir {
+        tree: String,
+    },
+}
+
+/// A stored object of a manifest: one directory's names (`tree`), and, in
+/// the root only, the skipped paths. A manifest written before trees
+/// existed is one flat object with `files` instead, and is still read.
+#[derive(Debug, Serialize, Deserialize)]
+struct Stored {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tree: Option<BTreeMap<String, TreeEntry>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    files: Option<BTreeMap<String, Node>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    skipped: Vec<String>,
+}
+
+/// A manifest as the objects that store it.
+pub struct Trees {
+    /// Every tree object, each directory's before its parent's: the root
+    /// (whose digest is the checkpoint's id) is last.
+    pub objects: Vec<(Digest, Vec<u8>)>,
+}
+
+impl Trees {
+    /// The root's digest: the checkpoint's id.
+    pub fn root(&self) -> Option<Digest> {
+        self.objects.last().map(|(d, _)| *d)
+    }
+}
+
+impl Manifest {
+    /// The manifest as a tree of objects, one per directory, as git stores
+    /// a commit's tree: a checkpoint that changed one file of a large
+    /// workspace stores only the trees on that file's path, the rest are
+    /// the previous checkpoint's objects by digest.
+    pub fn to_trees(&self) -> Trees {
+        let entries: Vec<(&str, &Node)> = self.files.iter().map(|(p, n)| (p.as_str(), n)).collect();
+        let mut objects = Vec::new();
+        build_tree(&entries, self.skipped.clone(), &mut objects);
+        Trees { objects }
+    }
+
+    /// Reads a stored manifest whose root object is `root`, fetching each
+    /// subtree with `get`; also returns the digests of its tree objects
+    /// (the root's aside), which a collection must keep with it.
+    pub fn from_stored(
+        root: &[u8],
+        get: &mut dyn FnMut(&Digest) -> std::io::Result<Vec<u8>>,
+    ) -> std::io::Result<(Self, Vec<Digest>)> {
+        let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+        let top: Stored =
+            serde_json::from_slice(root).map_err(|e| invalid(format!("manifest: {e}")))?;
+        let mut manifest = Manifest {
+            files: BTreeMap::new(),
+            skipped: top.skipped,
+        };
+        if let Some(files) = top.files {
+            manifest.files = files;
+            return Ok((manifest, Vec::new()));
+        }
+        let mut trees = Vec::new();
+        // Directories still to read: (path prefix, names). Iterative, so a
+        // deep tree cannot exhaust the stack.
+        let mut pending = vec![(String::new(), top.tree.unwrap_or_default())];
+        while let Some((prefix, names)) = pending.pop() {
+            for (name, entry) in names {
+                if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+                    return Err(invalid(format!("manifest: bad name {name:?}")));
+                }
+                let path = format!("{prefix}{name}");
+                match entry {
+                    TreeEntry::File { digest, exec } => {
+                        manifest.files.insert(path, Node::File { digest, exec });
+                    }
+                    TreeEntry::Symlink { target } => {
+                        manifest.files.insert(path, Node::Symlink { target });
+                    }
+                    TreeEntry::Dir { tree } => {
+                        let digest = Digest::from_hex(&tree)
+                            .ok_or_else(|| invalid(format!("manifest: bad tree {tree:?}")))?;
+                        let bytes = get(&digest)?;
+                        if Digest::of(&bytes) != digest {
+                            return Err(invalid(format!("tree {tree} is damaged")));
+                        }
+                        let sub: Stored = serde_json::from_slice(&bytes)
+                            .map_err(|e| invalid(format!("tree {tree}: {e}")))?;
+                        trees.push(digest);
+                        pending.push((format!("{path}/"), sub.tree.unwrap_or_default()));
+                    }
+                }
+            }
+        }
+        Ok((manifest, trees))
+    }
+}
+
+/// Stores the directory whose sorted entries (paths relative to it) are
+/// `entries` and every directory below it into `out`, children first;
+/// returns its digest.
+fn build_tree(
+    entries: &[(&str, &Node)],
+    skipped: Vec<String>,
+    out: &mut Vec<(Digest, Vec<u8>)>,
+) -> Digest {
+    let mut tree = BTreeMap::new();
+    let mut i = 0;
+    while i < entries.len() {
+        let (path, node) = entries[i];
+        let Some((dir, _)) = path.split_once('/') else {
+            let entry = match node {
+                Node::File { digest, exec } => TreeEntry::File {
+                    digest: digest.clone(),
+                    exec: *exec,
+                },
+                Node::Symlink { target } => TreeEntry::Symlink {
+                    target: target.clone(),
+                },
+            };
+            tree.insert(path.to_owned(), entry);
+            i += 1;
+            continue;
+        };
+        // Paths sharing the prefix `dir/` are next to each other in order.
+        let prefix = dir.len() + 1;
+        let inside: Vec<(&str, &Node)> = entries[i..]
+            .iter()
+            .take_while(|(p, _)| {
+                p.len() > dir.len() && p.starts_with(dir) && p.as_bytes()[dir.len()] == b'/'
+            })
+            .map(|(p, n)| (&p[prefix..], *n))
+            .collect();
+        i += inside.len();
+        let digest = build_tree(&inside, Vec::new(), out);
+        tree.insert(dir.to_owned(), TreeEntry::Dir { tree: digest.hex() });
+    }
+    let stored = Stored {
+        tree: Some(tree),
+        files: None,
+        skipped,
+    };
+    // A map of strings cannot fail to serialise.
+    let bytes = serde_json::to_vec(&stored).unwrap_or_default();
+    let digest = Digest::of(&bytes);
+    out.push((digest, bytes));
+    digest
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{HashMap, HashSet};
+
+    use super::*;
+
+    fn file(n: u8) -> Node {
+        Node::File {
+            digest: Digest::of(&[n]).hex(),
+            exec: n % 2 == 1,
+        }
+    }
+
+    fn read_back(trees: &Trees) -> (Manifest, Vec<Digest>) {
+        let objects: HashMap<Digest, Vec<u8>> = trees.objects.iter().cloned().collect();
+        let root = trees.root().unwrap();
+        Manifest::from_stored(&objects[&root], &mut |d| {
+            objects
+                .get(d)
+                .cloned()
+                .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_manifest_stored_as_trees_reads_back_the_same() {
+        let mut manifest = Manifest::default();
+        for (i, path) in ["a.txt", "a/b", "a/c/d", "a0", "b/x", "b/y/z/w", "top"]
+            .iter()
+            .enumerate()
+        {
+            manifest.files.insert((*path).into(), file(i as u8));
+        }
+        manifest.files.insert(
+            "a/link".into(),
+            Node::Symlink {
+                target: "../top".into(),
+            },
+        );
+        manifest.skipped = vec!["fifo".into()];
+        let trees = manifest.to_trees();
+        // The root and a, a/c, b, b/y, b/y/z.
+        assert_eq!(trees.objects.len(), 6);
+        let (back, subtrees) = read_back(&trees);
+        assert_eq!(back, manifest);
+        assert_eq!(subtrees.len(), 5);
+    }
+
+    #[test]
+    fn one_changed_file_changes_only_the_trees_on_its_path() {
+        let mut manifest = Manifest::default();
+        for d in 0..10 {
+            for f in 0..10 {
+                manifest.files.insert(format!("d{d}/f{f}"), file(f));
+            }
+        }
+        let before: HashSet<Digest> = manifest.to_trees().objects.iter().map(|o| o.0).collect();
+        manifest.files.insert("d3/f3".into(), file(99));
+        let after = manifest.to_trees();
+        let new: Vec<_> = after
+            .objects
+            .iter()
+            .filter(|o| !before.contains(&o.0))
+            .collect();
+        assert_eq!(new.len(), 2, "d3 and the root");
+    }
+
+    #[test]
+    fn a_flat_manifest_of_an_earlier_version_is_still_read() {
+        let old = br#"{"files":{"a/b":{"type":"file","digest":"00","exec":true},"l":{"type":"symlink","target":"a"}},"skipped":["s"]}"#;
+        let (manifest, trees) =
+            Manifest::from_stored(old, &mut |_| Err(std::io::ErrorKind::NotFound.into())).unwrap();
+        assert_eq!(manifest.files.len(), 2);
+        assert!(manifest.skips("s"));
+        assert!(trees.is_empty());
     }
 }

@@ -15,12 +15,13 @@ pub mod manifest;
 pub mod notes;
 pub mod restore;
 pub mod serve;
+pub mod sync;
 pub mod walk;
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 pub use manifest::{Manifest, Node};
 
@@ -32,9 +33,21 @@ pub const DEFAULT_MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
 /// Default for `--checkpoint-store-bytes`.
 pub const DEFAULT_STORE_BYTES: u64 = 2 * 1024 * 1024 * 1024;
 
-/// New objects up to this many are synced one by one; more are synced with
-/// one `syncfs`, which is cheaper than thousands of `fsync`s.
-const SYNC_EACH_UP_TO: usize = 64;
+/// How many manifests read or taken are kept in memory: a turn's
+/// checkpoint is diffed against the one before, and a rewind reads the
+/// ones it goes between, so re-reading them from the store is spared.
+const RECENT_MANIFESTS: usize = 4;
+
+/// The stat cache, and the store generation its digests were last checked
+/// against.
+struct Cache {
+    stat: StatCache,
+    /// The store's [`Checkpoints::generation`] when every digest in `stat`
+    /// was last known stored; `None` until the first checkpoint checked.
+    verified: Option<String>,
+    /// Whether `stat` differs from the file that keeps it.
+    dirty: bool,
+}
 
 /// The checkpoint store of one pod's workspace.
 pub struct Checkpoints {
@@ -42,7 +55,9 @@ pub struct Checkpoints {
     root: PathBuf,
     cache_path: PathBuf,
     journal_path: PathBuf,
-    cache: Mutex<StatCache>,
+    generation_path: PathBuf,
+    cache: Mutex<Cache>,
+    recent: Mutex<VecDeque<(String, Arc<Manifest>)>>,
     max_file_bytes: u64,
     store_bytes: u64,
     /// Directories inside the workspace that are never kept (the data
@@ -66,7 +81,9 @@ pub struct Journal {
 /// A checkpoint just taken.
 pub struct Taken {
     pub id: String,
-    pub manifest: Manifest,
+    /// Shared with the store's memory of recent manifests: a 10,000-path
+    /// manifest is not cloned on a turn's path.
+    pub manifest: Arc<Manifest>,
 }
 
 impl Checkpoints {
@@ -82,9 +99,15 @@ impl Checkpoints {
         let objects = ContentStore::open(base.join("objects"))?;
         objects.sweep_temporaries()?;
         let tag = &Digest::of(root.as_os_str().as_encoded_bytes()).hex()[..16];
-        let cache_path = base.join(format!("stat-{tag}.json"));
+        // The JSON cache of earlier versions is replaced by a binary one.
+        let _ = std::fs::remove_file(base.join(format!("stat-{tag}.json")));
+        let cache_path = base.join(format!("stat-{tag}.bin"));
         let journal_path = base.join(format!("rewind-{tag}.json"));
-        let cache = Mutex::new(StatCache::load(&cache_path));
+        let cache = Mutex::new(Cache {
+            stat: StatCache::load(&cache_path),
+            verified: None,
+            dirty: false,
+        });
         let exclude = [data_dir.to_path_buf(), base.clone()]
             .into_iter()
             .filter_map(|d| d.canonicalize().ok())
@@ -95,7 +118,9 @@ impl Checkpoints {
             root: root.to_path_buf(),
             cache_path,
             journal_path,
+            generation_path: base.join("generation"),
             cache,
+            recent: Mutex::new(VecDeque::new()),
             max_file_bytes,
             store_bytes,
             exclude,
@@ -119,44 +144,105 @@ impl Checkpoints {
         }
     }
 
-    /// Takes a checkpoint: every new content is durable, then the manifest,
-    /// and only then is the id returned.
+    /// Takes a checkpoint: every new content and every tree object of its
+    /// manifest is durable before the id is returned.
+    ///
+    /// What a checkpoint of a large, mostly unchanged workspace costs is
+    /// kept near what `git status` costs: the stat cache spares reading
+    /// unchanged files (and, once checked against this store generation,
+    /// a `stat` of their objects), the manifest's unchanged directories
+    /// are objects already stored, and the few new objects are synced
+    /// together rather than one journal commit each (see [`sync`]).
     pub fn take(&self) -> std::io::Result<Taken> {
+        // Held throughout: two checkpoints at once would race on the cache.
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let generation = self.generation();
+        let verify = cache.verified.as_deref() != Some(generation.as_str());
         let mut batch = Batch::new(&self.objects);
-        let manifest = walk::scan(&self.scope(), &self.cache, &mut batch)?;
+        let scanned = walk::scan(&self.scope(), &cache.stat, verify, &mut batch)?;
+        let manifest = scanned.manifest;
+        let trees = manifest.to_trees();
+        let root = trees
+            .root()
+            .ok_or_else(|| std::io::Error::other("a manifest without a root"))?;
+        for (digest, bytes) in &trees.objects {
+            if !batch.has(digest) {
+                batch.keep(*digest, bytes)?;
+            }
+        }
         let added = batch.commit()?;
         crash_point("checkpoint_contents");
-        let bytes = manifest.to_bytes();
-        let digest = self.objects.put(&bytes)?;
-        let _ = self
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .save(&self.cache_path);
-        self.count(added + bytes.len() as u64);
-        Ok(Taken {
-            id: digest.hex(),
-            manifest,
-        })
+        // Only now does every digest the new cache names have its object.
+        if scanned.cache != cache.stat {
+            cache.stat = scanned.cache;
+            cache.dirty = true;
+        }
+        cache.verified = Some(generation);
+        if cache.dirty && cache.stat.save(&self.cache_path).is_ok() {
+            cache.dirty = false;
+        }
+        drop(cache);
+        self.count(added);
+        let id = root.hex();
+        let manifest = Arc::new(manifest);
+        self.remember(&id, Arc::clone(&manifest));
+        Ok(Taken { id, manifest })
     }
 
-    /// The workspace as it is now, storing nothing.
+    /// The workspace as it is now, storing nothing. The stat cache is read,
+    /// not updated: the digests of a look name contents nobody stored.
     pub fn look(&self) -> std::io::Result<Manifest> {
-        walk::scan(&self.scope(), &self.cache, &mut walk::Discard)
+        let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(walk::scan(&self.scope(), &cache.stat, false, &mut walk::Discard)?.manifest)
     }
 
     /// The manifest of checkpoint `id`.
     pub fn manifest(&self, id: &str) -> std::io::Result<Manifest> {
+        {
+            let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((_, manifest)) = recent.iter().find(|(known, _)| known == id) {
+                return Ok(Manifest::clone(manifest));
+            }
+        }
+        let (manifest, _) = self.stored_manifest(id)?;
+        self.remember(id, Arc::new(manifest.clone()));
+        Ok(manifest)
+    }
+
+    /// Reads checkpoint `id` from the store: its manifest, and the digests
+    /// of the tree objects besides the root that hold it.
+    fn stored_manifest(&self, id: &str) -> std::io::Result<(Manifest, Vec<Digest>)> {
         let digest = Digest::from_hex(id).ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a checkpoint id")
         })?;
         let bytes = self.objects.get(&digest)?;
-        Manifest::from_bytes(&bytes).map_err(|e| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("manifest {id}: {e}"),
-            )
-        })
+        Manifest::from_stored(&bytes, &mut |d| self.objects.get(d))
+            .map_err(|e| std::io::Error::new(e.kind(), format!("checkpoint {id}: {e}")))
+    }
+
+    fn remember(&self, id: &str, manifest: Arc<Manifest>) {
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        recent.retain(|(known, _)| known != id);
+        recent.push_front((id.to_owned(), manifest));
+        recent.truncate(RECENT_MANIFESTS);
+    }
+
+    /// A token that changes whenever objects are deleted from the store (by
+    /// this pod or another sharing the data directory): the stat cache's
+    /// digests are trusted without a `stat` each only while it is the one
+    /// they were checked against. Empty before any deletion.
+    fn generation(&self) -> String {
+        std::fs::read_to_string(&self.generation_path).unwrap_or_default()
+    }
+
+    /// Marks that objects are about to be deleted (before the first goes,
+    /// so no checkpoint can trust a digest checked before it).
+    fn next_generation(&self) -> std::io::Result<()> {
+        let tmp = self
+            .generation_path
+            .with_extension(format!("tmp-{}", std::process::id()));
+        std::fs::write(&tmp, uuid::Uuid::new_v4().simple().to_string())?;
+        std::fs::rename(&tmp, &self.generation_path)
     }
 
     /// A node's bytes: the content of a file (checked against its digest,
@@ -250,7 +336,8 @@ impl Checkpoints {
                 continue;
             };
             keep.insert(digest);
-            if let Ok(manifest) = self.manifest(id) {
+            if let Ok((manifest, trees)) = self.stored_manifest(id) {
+                keep.extend(trees);
                 keep.extend(manifest.files.values().filter_map(Node::digest));
             }
         }
@@ -265,15 +352,20 @@ impl Checkpoints {
             if keep.contains(&object.digest) {
                 continue;
             }
+            if removed == 0 {
+                self.next_generation()?;
+                self.recent
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clear();
+            }
             self.objects.remove(&object.digest)?;
             total -= object.size;
             removed += 1;
         }
         *self.total.lock().unwrap_or_else(|e| e.into_inner()) = Some(total);
-        if removed > 0 {
-            // Cached digests may name what is gone.
-            self.cache.lock().unwrap_or_else(|e| e.into_inner()).clear();
-        }
+        // Cached digests that name what is gone are found by the next
+        // checkpoint: the generation changed, so it checks each.
         Ok(removed)
     }
 }
@@ -287,6 +379,8 @@ struct Batch<'a> {
     pending: Vec<(PathBuf, PathBuf)>,
     names: HashSet<Digest>,
     bytes: u64,
+    /// A fan-out directory was created, so the store's root changed too.
+    new_fan_out: bool,
 }
 
 impl<'a> Batch<'a> {
@@ -296,6 +390,7 @@ impl<'a> Batch<'a> {
             pending: Vec::new(),
             names: HashSet::new(),
             bytes: 0,
+            new_fan_out: false,
         }
     }
 
@@ -313,32 +408,26 @@ impl<'a> Batch<'a> {
         result.map(|()| self.bytes)
     }
 
+    /// Every temporary's bytes are synced before any is renamed, and every
+    /// directory renamed into is synced before this returns: only the
+    /// files written are waited for, never the rest of the disk's writers
+    /// (as `syncfs` did), and the syncs run together (see [`sync`]).
     fn name_all(&self) -> std::io::Result<()> {
-        let many = self.pending.len() > SYNC_EACH_UP_TO;
-        if many {
-            sync_fs(self.objects.root())?;
-        } else {
-            for (tmp, _) in &self.pending {
-                std::fs::File::open(tmp)?.sync_all()?;
-            }
-        }
-        let mut dirs: Vec<&Path> = Vec::new();
+        let tmps: Vec<PathBuf> = self.pending.iter().map(|(tmp, _)| tmp.clone()).collect();
+        sync::sync_files(&tmps)?;
+        let mut dirs: Vec<PathBuf> = Vec::new();
         for (tmp, path) in &self.pending {
             std::fs::rename(tmp, path)?;
             if let Some(dir) = path.parent() {
-                dirs.push(dir);
+                dirs.push(dir.to_path_buf());
             }
         }
-        if many {
-            return sync_fs(self.objects.root());
+        if self.new_fan_out {
+            dirs.push(self.objects.root().to_path_buf());
         }
         dirs.sort();
         dirs.dedup();
-        dirs.push(self.objects.root());
-        for dir in dirs {
-            std::fs::File::open(dir)?.sync_all()?;
-        }
-        Ok(())
+        sync::sync_dirs(&dirs)
     }
 }
 
@@ -350,14 +439,19 @@ impl Sink for Batch<'_> {
     fn keep(&mut self, digest: Digest, bytes: &[u8]) -> std::io::Result<()> {
         let path = self.objects.path(&digest);
         let dir = path.parent().unwrap_or(self.objects.root()).to_path_buf();
-        crate::private::create_dir(&dir, false)?;
+        if !dir.is_dir() {
+            crate::private::create_dir(&dir, false)?;
+            self.new_fan_out = true;
+        }
         let tmp = dir.join(format!(".tmp-{}", uuid::Uuid::new_v4()));
         let written = (|| {
             let mut file = crate::private::file_options()
                 .write(true)
                 .create_new(true)
                 .open(&tmp)?;
-            file.write_all(bytes)
+            file.write_all(bytes)?;
+            sync::start_writeback(&file);
+            Ok::<_, std::io::Error>(())
         })();
         if let Err(e) = written {
             let _ = std::fs::remove_file(&tmp);
@@ -369,11 +463,6 @@ impl Sink for Batch<'_> {
         self.pending.push((tmp, path));
         Ok(())
     }
-}
-
-fn sync_fs(path: &Path) -> std::io::Result<()> {
-    let dir = std::fs::File::open(path)?;
-    rustix::fs::syncfs(&dir).map_err(std::io::Error::from)
 }
 
 /// `POD_FAULT=fail_checkpoint_writes_while=PATH` (see `pod/fault.rs`): every

@@ -132,7 +132,7 @@ fn baseline_manifest(store: &Checkpoints, baseline: &Baseline) -> Option<Manifes
 /// A checkpoint taken on the blocking pool, and the manifest it holds.
 struct Taken {
     entry: LogEntry,
-    manifest: Option<Manifest>,
+    manifest: Option<Arc<Manifest>>,
 }
 
 async fn take(env: &JobEnv, conversation: &Conversation, reason: CheckpointReason) -> LogEntry {
@@ -491,7 +491,7 @@ pub async fn rewind(
 fn restore_files(
     store: &Arc<Checkpoints>,
     target_id: &str,
-    now: Manifest,
+    now: Arc<Manifest>,
     plan: Plan,
     force: bool,
 ) -> Result<(restore::Outcome, Vec<String>), String> {

@@ -34,6 +34,16 @@ impl Digest {
         Self(Sha256::digest(bytes).into())
     }
 
+    /// The digest's 32 bytes.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// A digest from its 32 bytes (as [`Digest::as_bytes`] gave them).
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
     /// Lowercase hex, 64 digits.
     pub fn hex(&self) -> String {
         let mut out = String::with_capacity(64);
