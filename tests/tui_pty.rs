@@ -398,38 +398,25 @@ fn workflow_and_knowledge_from_the_menus_reach_the_model() {
     });
 }
 
-/// The approval round trip in a real terminal: a pod in mode `ask` whose
-/// scripted model calls `bash touch marker`; the attached TUI shows the
-/// panel, `y` answers it, the command runs and the turn completes.
-#[test]
-fn approving_a_command_with_y_runs_it() {
-    let dir = tempfile::tempdir().unwrap();
+/// A `pod serve` on the script provider in `dir` (workspace `dir/ws`,
+/// approval mode `approval`), and `pod attach` to it in a pseudo-terminal.
+fn scripted_pod_and_tui(dir: &tempfile::TempDir, approval: &str, script: &str) -> (Server, InPty) {
     let socket: PathBuf = dir.path().join("run").join("pod.sock");
-    let data = dir.path().join("data");
     let workspace = dir.path().join("ws");
     std::fs::create_dir_all(&workspace).unwrap();
-    let script = dir.path().join("script.jsonl");
-    std::fs::write(
-        &script,
-        concat!(
-            r#"{"events":[{"text":"Creating it."},{"tool_call":{"id":"call-1","name":"bash","arguments":{"command":"touch marker"}}}]}"#,
-            "\n",
-            r#"{"events":[{"text":"The marker is there."}]}"#,
-            "\n"
-        ),
-    )
-    .unwrap();
-    let _server = Server(
+    let script_path = dir.path().join("script.jsonl");
+    std::fs::write(&script_path, script).unwrap();
+    let server = Server(
         Command::new(POD)
             .arg("serve")
             .arg("--socket")
             .arg(&socket)
             .arg("--data-dir")
-            .arg(&data)
+            .arg(dir.path().join("data"))
             .arg("--workspace")
             .arg(&workspace)
-            .args(["--approval", "ask", "--provider", "script", "--script"])
-            .arg(&script)
+            .args(["--approval", approval, "--provider", "script", "--script"])
+            .arg(&script_path)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -437,12 +424,27 @@ fn approving_a_command_with_y_runs_it() {
             .unwrap(),
     );
     wait_until("the pod's socket", || socket.exists());
-
     let mut attach = CommandBuilder::new(POD);
     attach.arg("attach");
     attach.arg("--socket");
     attach.arg(&socket);
-    let (parser, mut child, mut keys) = in_pty(attach);
+    (server, in_pty(attach))
+}
+
+/// The approval round trip in a real terminal: a pod in mode `ask` whose
+/// scripted model calls `bash touch marker`; the attached TUI shows the
+/// panel, `y` answers it, the command runs and the turn completes.
+#[test]
+fn approving_a_command_with_y_runs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    let script = concat!(
+        r#"{"events":[{"text":"Creating it."},{"tool_call":{"id":"call-1","name":"bash","arguments":{"command":"touch marker"}}}]}"#,
+        "\n",
+        r#"{"events":[{"text":"The marker is there."}]}"#,
+        "\n"
+    );
+    let (_server, (parser, mut child, mut keys)) = scripted_pod_and_tui(&dir, "ask", script);
     let mut press = |bytes: &[u8]| {
         keys.write_all(bytes).unwrap();
         keys.flush().unwrap();
@@ -480,43 +482,11 @@ fn approving_a_command_with_y_runs_it() {
 #[test]
 fn a_command_cancelled_with_esc_says_cancelled_after() {
     let dir = tempfile::tempdir().unwrap();
-    let socket: PathBuf = dir.path().join("run").join("pod.sock");
-    let data = dir.path().join("data");
-    let workspace = dir.path().join("ws");
-    std::fs::create_dir_all(&workspace).unwrap();
-    let script = dir.path().join("script.jsonl");
-    std::fs::write(
-        &script,
-        concat!(
-            r#"{"events":[{"tool_call":{"id":"call-1","name":"bash","arguments":{"command":"printf '\\033[31mred\\033[0m\\n'; echo compiling; sleep 30"}}}]}"#,
-            "\n",
-        ),
-    )
-    .unwrap();
-    let _server = Server(
-        Command::new(POD)
-            .arg("serve")
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--data-dir")
-            .arg(&data)
-            .arg("--workspace")
-            .arg(&workspace)
-            .args(["--approval", "auto", "--provider", "script", "--script"])
-            .arg(&script)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+    let script = concat!(
+        r#"{"events":[{"tool_call":{"id":"call-1","name":"bash","arguments":{"command":"printf '\\033[31mred\\033[0m\\n'; echo compiling; sleep 30"}}}]}"#,
+        "\n",
     );
-    wait_until("the pod's socket", || socket.exists());
-
-    let mut attach = CommandBuilder::new(POD);
-    attach.arg("attach");
-    attach.arg("--socket");
-    attach.arg(&socket);
-    let (parser, mut child, mut keys) = in_pty(attach);
+    let (_server, (parser, mut child, mut keys)) = scripted_pod_and_tui(&dir, "auto", script);
     let mut press = |bytes: &[u8]| {
         keys.write_all(bytes).unwrap();
         keys.flush().unwrap();
