@@ -383,6 +383,34 @@ fn quitting_the_tui_says_what_keeps_running() {
     );
 }
 
+/// First hour, item 14: `pod attach --inline` leaves its last frame in the
+/// scrollback and what follows it (the detach line, the shell's prompt)
+/// below the status bar, not over the middle of the screen.
+#[test]
+fn an_inline_tui_leaves_the_shell_below_its_frame() {
+    let machine = Machine::new();
+    let calc = machine.project("calc");
+    succeeded(&machine.pod(&calc, &["send", "hi"]));
+    let (parser, mut child, mut keys) = tui(&machine, &calc, &["attach", "--inline"]);
+    wait_for_screen(&parser, "● connected");
+    keys.write_all(b"\x04").unwrap();
+    keys.flush().unwrap();
+    wait_until("pod to exit on Ctrl+D", || {
+        child.try_wait().unwrap().is_some()
+    });
+    wait_for_screen(&parser, "pod: detached");
+    let contents = parser.lock().unwrap().screen().contents();
+    let rows: Vec<&str> = contents.lines().collect();
+    let row_of = |needle: &str| rows.iter().rposition(|r| r.contains(needle));
+    let (Some(bar), Some(detached)) = (row_of("● connected"), row_of("pod: detached")) else {
+        panic!("{contents}");
+    };
+    assert!(
+        detached > bar,
+        "the detach line is above the status bar:\n{contents}"
+    );
+}
+
 /// Plain `pod` in a project, in a pseudo-terminal, with its pod stopped when
 /// the test ends (by the machine).
 fn tui(machine: &Machine, cwd: &Path, args: &[&str]) -> InPty {

@@ -41,12 +41,13 @@ use std::sync::Once;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use crossterm::cursor::Show;
+use crossterm::cursor::{MoveTo, Show};
 use crossterm::event::{
     DisableBracketedPaste, DisableFocusChange, DisableMouseCapture, EnableBracketedPaste,
     EnableFocusChange, EnableMouseCapture, Event as TermEvent, EventStream,
 };
 use crossterm::execute;
+use crossterm::style::Print;
 use crossterm::terminal::{
     disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen,
 };
@@ -214,7 +215,14 @@ fn restore() {
             DisableBracketedPaste,
             Show
         );
-        if !INLINE.load(Ordering::SeqCst) {
+        if INLINE.load(Ordering::SeqCst) {
+            // The last frame stays in the scrollback; the shell's prompt
+            // goes below all of it, not over the middle of the screen
+            // where the cursor was left.
+            if let Ok((_, rows)) = crossterm::terminal::size() {
+                let _ = execute!(stdout(), MoveTo(0, rows.saturating_sub(1)), Print("\r\n"));
+            }
+        } else {
             let _ = execute!(stdout(), LeaveAlternateScreen);
         }
         let _ = disable_raw_mode();
