@@ -468,7 +468,11 @@ impl Handler<Run> for Worker {
                 .client
                 .error(ErrorCode::ShuttingDown, "the pod is shutting down");
         }
-        let ahead = self.queue.len() + usize::from(self.running.is_some());
+        // Runs ahead: those queued and a turn that runs. A quiet job (a
+        // switch settling, the check after a turn) is no run: one sent
+        // meanwhile starts as soon as it ends, and is not queued behind it.
+        let turn_running = self.state().turn.is_some();
+        let ahead = self.queue.len() + usize::from(turn_running);
         msg.client.respond(Response {
             queued: Some(ahead),
             ..Response::default()
@@ -479,9 +483,9 @@ impl Handler<Run> for Worker {
             request_id: msg.client.request_id.clone(),
             client: Some(msg.client),
         });
-        // A run that starts at once never shows as queued: the status goes
-        // out when it starts.
-        if self.running.is_some() {
+        // A run that starts at once — or once a quiet job ends — never
+        // shows as queued: the status goes out when it starts.
+        if turn_running {
             self.publish_status();
         }
         self.pump(ctx);
