@@ -293,7 +293,7 @@ fn a_queued_message_says_so_and_merged_output_keeps_its_lines() {
     let status = { child }.wait().unwrap();
     assert_eq!(status.code(), Some(0), "{merged}");
     assert!(
-        merged.contains("pod: your message is queued behind 1 run; it starts when they end"),
+        merged.contains("pod: your message is queued behind 1 run; it starts when that ends"),
         "{merged}"
     );
     assert!(

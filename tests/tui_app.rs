@@ -437,7 +437,7 @@ fn a_refused_command_is_said_at_the_bottom() {
     );
     let bottom = screen(&mut app, 120, 3);
     assert!(
-        bottom.contains("/new refused: the pod is busy") && bottom.contains("Esc cancels"),
+        bottom.contains("/new refused (Esc cancels the running turn): the pod is busy"),
         "{bottom}"
     );
 }

@@ -429,11 +429,13 @@ impl<O: Write, E: Write> Turn<O, E> {
                 return Ok(Some(Flow::Exit(ExitCode::SUCCESS)));
             }
             if self.ahead > 0 && !self.pod_waiting {
-                let runs = if self.ahead == 1 { "run" } else { "runs" };
+                let runs = if self.ahead == 1 {
+                    "1 run; it starts when that ends".to_owned()
+                } else {
+                    format!("{} runs; it starts when they end", self.ahead)
+                };
                 self.transcript.notice(&format!(
-                    "pod: your message is queued behind {} {runs}; it starts when they end \
-                     (Ctrl+C removes it)",
-                    self.ahead
+                    "pod: your message is queued behind {runs} (Ctrl+C removes it)"
                 ))?;
             }
             self.note_queued_behind_approval();

@@ -468,13 +468,14 @@ impl App {
                 request_id: Some(ref id),
             } if self.commands_sent.contains_key(id) => {
                 let command = self.commands_sent.remove(id).unwrap_or_default();
+                // What to do first: the status line cuts what does not fit.
                 let hint = if code == ErrorCode::Busy {
                     " (Esc cancels the running turn)"
                 } else {
                     ""
                 };
                 self.flash = Some(format!(
-                    "{command} refused: {}{hint}",
+                    "{command} refused{hint}: {}",
                     crate::safe_text::line(message)
                 ));
             }
