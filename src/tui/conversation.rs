@@ -383,24 +383,27 @@ impl Conversation {
     /// Keeps a file edit's approval preview with its call, when it is a
     /// unified diff (a preview can also say why the edit would fail).
     fn set_approval_diff(&mut self, call_id: &str, preview: &str) {
-        let Some(&i) = self.tools.get(call_id) else {
-            return;
-        };
-        let rev = self.rev();
-        if let Some(Block {
-            rev: block_rev,
-            kind: BlockKind::Tool(t),
-        }) = self.blocks.get_mut(i)
-        {
+        self.change_tool(call_id, |t| {
             let edits = matches!(t.name.as_str(), "edit_file" | "write_file");
-            if edits && preview.starts_with("--- ") {
+            let diff = edits && preview.starts_with("--- ");
+            if diff {
                 t.approval_diff = Some(preview.to_owned());
-                *block_rev = rev;
             }
-        }
+            diff
+        });
     }
 
     fn set_awaiting(&mut self, call_id: &str, awaiting: bool) {
+        self.change_tool(call_id, |t| {
+            let changed = t.awaiting_approval != awaiting;
+            t.awaiting_approval = awaiting;
+            changed
+        });
+    }
+
+    /// Lets `change` alter the block of the call `call_id`; the block is
+    /// drawn again when it says it changed something.
+    fn change_tool(&mut self, call_id: &str, change: impl FnOnce(&mut ToolBlock) -> bool) {
         let Some(&i) = self.tools.get(call_id) else {
             return;
         };
@@ -410,8 +413,7 @@ impl Conversation {
             kind: BlockKind::Tool(t),
         }) = self.blocks.get_mut(i)
         {
-            if t.awaiting_approval != awaiting {
-                t.awaiting_approval = awaiting;
+            if change(t) {
                 *block_rev = rev;
             }
         }
