@@ -50,9 +50,13 @@ const WINDOW: usize = 32;
 struct Waiting {
     /// Its place in the paths asked for (outcomes are reported in order).
     index: usize,
+    written: Written,
+}
+
+/// A file's new content, still open, not yet synced; without a name
+/// unless `named` (then it is `tmp`, beside the path `full`).
+struct Written {
     file: std::fs::File,
-    /// Whether it already has its temporary name `tmp` (else it is given
-    /// it just before the rename).
     named: bool,
     tmp: PathBuf,
     full: PathBuf,
@@ -95,10 +99,10 @@ impl Progress {
 
     /// Syncs the waiting files together, then renames each over its path.
     fn place(&mut self, waiting: &mut Vec<Waiting>, paths: &[String]) {
-        let files: Vec<&std::fs::File> = waiting.iter().map(|w| &w.file).collect();
+        let files: Vec<&std::fs::File> = waiting.iter().map(|w| &w.written.file).collect();
         let synced = sync::sync_open_files(&files);
         drop(files);
-        for (w, synced) in waiting.drain(..).zip(synced) {
+        for (Waiting { index, written: w }, synced) in waiting.drain(..).zip(synced) {
             let named = w.named;
             let placed = synced
                 .map_err(|e| format!("cannot write it: {e}"))
@@ -113,10 +117,10 @@ impl Progress {
                         .map_err(|e| format!("cannot put it in place: {e}"))
                 });
             match placed {
-                Ok(()) => self.done(w.index, &paths[w.index], w.action, w.dir),
+                Ok(()) => self.done(index, &paths[index], w.action, w.dir),
                 Err(why) => {
                     let _ = std::fs::remove_file(&w.tmp);
-                    self.refused(w.index, &paths[w.index], why);
+                    self.refused(index, &paths[index], why);
                 }
             }
         }
@@ -155,23 +159,8 @@ pub fn restore(
             Ok(Step::Nothing) => {}
             Ok(Step::Deleted(dir)) => progress.done(index, path, RestoreAction::Deleted, dir),
             Ok(Step::Placed(action, dir)) => progress.done(index, path, action, dir),
-            Ok(Step::Written {
-                file,
-                named,
-                tmp,
-                full,
-                dir,
-                action,
-            }) => {
-                waiting.push(Waiting {
-                    index,
-                    file,
-                    named,
-                    tmp,
-                    full,
-                    dir,
-                    action,
-                });
+            Ok(Step::Written(written)) => {
+                waiting.push(Waiting { index, written });
                 if waiting.len() >= WINDOW {
                     progress.place(&mut waiting, paths);
                 }
@@ -205,16 +194,8 @@ enum Step {
     Deleted(PathBuf),
     /// A link, put in place; the directory it is in.
     Placed(RestoreAction, PathBuf),
-    /// Its new content is in `file`, still open, not yet synced; without a
-    /// name unless `named` (then it is `tmp`, beside the path).
-    Written {
-        file: std::fs::File,
-        named: bool,
-        tmp: PathBuf,
-        full: PathBuf,
-        dir: PathBuf,
-        action: RestoreAction,
-    },
+    /// Its new content, waiting for its sync and rename.
+    Written(Written),
 }
 
 /// Restores one path, but a file's new content is left beside it, not yet
@@ -310,14 +291,14 @@ fn restore_one(store: &Checkpoints, node: Option<&Node>, path: &str) -> Result<S
         return Err(format!("cannot write it: {e}"));
     }
     sync::start_writeback(&file);
-    Ok(Step::Written {
+    Ok(Step::Written(Written {
         file,
         named,
         tmp,
         full,
         dir,
         action,
-    })
+    }))
 }
 
 /// A new file in `dir` that has no name yet (`O_TMPFILE`): one a `kill -9`
