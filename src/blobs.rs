@@ -11,6 +11,7 @@
 use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use crate::protocol::ErrorCode;
@@ -140,6 +141,12 @@ pub fn dimensions(bytes: &[u8]) -> Option<(u32, u32)> {
 pub struct Blobs {
     store: ContentStore,
     limits: BlobLimits,
+    /// The bytes the store holds, for `--max-blob-store-bytes`: counted by
+    /// a listing when first needed (256 directories: milliseconds), then
+    /// kept by each `put` and recounted by each collection — so a put does
+    /// not list the store, and what another pod sharing the data directory
+    /// stored is seen at the next collection.
+    used: Arc<Mutex<Option<u64>>>,
 }
 
 impl Blobs {
@@ -147,7 +154,11 @@ impl Blobs {
     pub fn open(data_dir: &Path, limits: BlobLimits) -> std::io::Result<Self> {
         let store = ContentStore::open(data_dir.join("blobs"))?;
         store.sweep_temporaries()?;
-        Ok(Self { store, limits })
+        Ok(Self {
+            store,
+            limits,
+            used: Arc::default(),
+        })
     }
 
     pub fn limits(&self) -> BlobLimits {
@@ -181,24 +192,35 @@ impl Blobs {
                 found: found.unwrap_or("not an image type the pod takes"),
             });
         }
-        let digest = Digest::of(bytes);
-        if !self.store.contains(&digest) {
-            let used = self.store.total_bytes()?;
-            if used.saturating_add(size) > self.limits.max_store_bytes {
-                return Err(BlobError::StoreFull {
-                    used,
-                    size,
-                    limit: self.limits.max_store_bytes,
-                });
-            }
-        }
-        self.store.put_as(digest, bytes)?;
+        let digest = self.store.put_admitted(bytes, |size| self.reserve(size))?;
         Ok(BlobInfo {
             digest,
             media_type: found.unwrap_or(media_type_fallback()),
             size,
             dims: dimensions(bytes),
         })
+    }
+
+    /// Counts `size` new bytes into the store, or refuses them when they
+    /// would pass its bound. A put that fails after this leaves the count
+    /// high until the next collection: erring toward refusing, never toward
+    /// growing past the bound.
+    fn reserve(&self, size: u64) -> Result<(), BlobError> {
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        let now = match *used {
+            Some(bytes) => bytes,
+            None => self.store.total_bytes()?,
+        };
+        if now.saturating_add(size) > self.limits.max_store_bytes {
+            *used = Some(now);
+            return Err(BlobError::StoreFull {
+                used: now,
+                size,
+                limit: self.limits.max_store_bytes,
+            });
+        }
+        *used = Some(now + size);
+        Ok(())
     }
 
     /// [`Blobs::put`] of base64 text, as `put_blob` carries it.
@@ -272,7 +294,8 @@ impl Blobs {
     /// `ttl`; answers how many went.
     pub fn collect(&self, named: &HashSet<Digest>, ttl: Duration) -> std::io::Result<usize> {
         let now = SystemTime::now();
-        let mut removed = 0;
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut removed, mut kept) = (0, 0);
         for stored in self.store.list()? {
             let old = now
                 .duration_since(stored.modified)
@@ -280,8 +303,11 @@ impl Blobs {
             if old && !named.contains(&stored.digest) {
                 self.store.remove(&stored.digest)?;
                 removed += 1;
+            } else {
+                kept += stored.size;
             }
         }
+        *used = Some(kept);
         Ok(removed)
     }
 

@@ -9,12 +9,12 @@
 //!
 //! Layout is git's: `ab/cdef…` (the first two hex digits as a fan-out
 //! directory), so no directory grows past a few thousand entries. An object
-//! is written to a uniquely named temporary file, fsynced, renamed into
-//! place, and its directory fsynced — so after [`ContentStore::put`]
-//! returns, the object survives a crash, and a crash before that leaves at
-//! most a temporary file (removed by [`ContentStore::sweep_temporaries`]),
-//! never a torn object under its final name. Writing the same bytes twice
-//! costs one `stat`.
+//! is written to a uniquely named temporary file in the root, fsynced,
+//! renamed into place, and its directory fsynced — so after
+//! [`ContentStore::put`] returns, the object survives a crash, and a crash
+//! before that leaves at most a temporary file (removed by
+//! [`ContentStore::sweep_temporaries`]), never a torn object under its
+//! final name. The same bytes are never kept twice.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -120,10 +120,29 @@ pub struct ContentStore {
 }
 
 impl ContentStore {
-    /// Opens (creating, `0700`) the store at `root`.
+    /// Opens (creating, `0700`) the store at `root`, with its 256 fan-out
+    /// directories made up front: a new fan-out directory costs a `put` one
+    /// more directory `fsync` (its parent's), the store's first few hundred
+    /// objects would each pay it, and an empty directory costs nothing.
     pub fn open(root: impl Into<PathBuf>) -> std::io::Result<Self> {
+        use std::os::unix::fs::DirBuilderExt as _;
         let root = root.into();
         crate::private::create_dir(&root, true)?;
+        let mut made = false;
+        for fan in 0..=u8::MAX {
+            let dir = root.join(format!("{fan:02x}"));
+            match std::fs::DirBuilder::new()
+                .mode(crate::private::DIR_MODE)
+                .create(&dir)
+            {
+                Ok(()) => made = true,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if made {
+            sync_dir(&root)?;
+        }
         Ok(Self { root })
     }
 
@@ -143,48 +162,123 @@ impl ContentStore {
     }
 
     /// Stores `bytes` durably and returns their digest. Bytes already stored
-    /// are not written again; their modification time is refreshed so a
+    /// are not kept twice; their modification time is refreshed so a
     /// collection running meanwhile spares them.
     pub fn put(&self, bytes: &[u8]) -> std::io::Result<Digest> {
-        let digest = Digest::of(bytes);
-        self.put_as(digest, bytes)?;
-        Ok(digest)
+        self.put_admitted(bytes, |_| Ok(()))
+    }
+
+    /// [`ContentStore::put`], asking `admit` (with the object's size) before
+    /// new bytes are kept — the bound of a store — and never for bytes
+    /// already there.
+    ///
+    /// The digest is computed, and `admit` asked, while the temporary
+    /// file's `fsync` waits on the disk on a second thread: hashing 5 MiB
+    /// costs about as much as syncing it, and neither needs the other until
+    /// the rename. The price is that bytes already stored, or refused, are
+    /// written once before that is known (then removed): rare cases, in
+    /// which nothing is lost.
+    pub fn put_admitted<E: From<std::io::Error>>(
+        &self,
+        bytes: &[u8],
+        admit: impl FnOnce(u64) -> Result<(), E>,
+    ) -> Result<Digest, E> {
+        let tmp = self.root.join(format!(".tmp-{}", uuid::Uuid::new_v4()));
+        let outcome = (|| {
+            let mut file = crate::private::file_options()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)?;
+            file.write_all(bytes)?;
+            std::thread::scope(|scope| {
+                let synced = scope.spawn(|| file.sync_all());
+                let digest = Digest::of(bytes);
+                let decided = if self.refresh(&digest) {
+                    Ok(Placement::AlreadyStored)
+                } else {
+                    admit(bytes.len() as u64).map(|()| Placement::New)
+                };
+                let synced = synced
+                    .join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("the fsync thread panicked")));
+                synced?;
+                Ok((digest, decided?))
+            })
+        })();
+        match outcome {
+            Ok((digest, Placement::New)) => {
+                self.place(&tmp, &digest)?;
+                Ok(digest)
+            }
+            done => {
+                let _ = std::fs::remove_file(&tmp);
+                done.map(|(digest, _)| digest)
+            }
+        }
     }
 
     /// Stores `bytes` under a digest the caller already computed (checked
-    /// only in debug builds: hashing twice is the cost this saves).
+    /// only in debug builds: hashing twice is the cost this saves). Bytes
+    /// already stored cost one `stat`.
     pub fn put_as(&self, digest: Digest, bytes: &[u8]) -> std::io::Result<()> {
         debug_assert_eq!(digest, Digest::of(bytes));
-        let path = self.path(&digest);
-        if path.is_file() {
-            let now = std::fs::FileTimes::new().set_modified(SystemTime::now());
-            // Best effort: a store on a file system without times still works.
-            if let Ok(file) = std::fs::File::options().write(true).open(&path) {
-                let _ = file.set_times(now);
-            }
+        if self.refresh(&digest) {
             return Ok(());
         }
-        let dir = path.parent().unwrap_or(&self.root);
-        let fan_out_is_new = !dir.is_dir();
-        crate::private::create_dir(dir, false)?;
-        if fan_out_is_new {
-            sync_dir(&self.root)?;
-        }
-        let tmp = dir.join(format!(".tmp-{}", uuid::Uuid::new_v4()));
+        let tmp = self.root.join(format!(".tmp-{}", uuid::Uuid::new_v4()));
         let written = (|| {
             let mut file = crate::private::file_options()
                 .write(true)
                 .create_new(true)
                 .open(&tmp)?;
             file.write_all(bytes)?;
-            file.sync_all()?;
-            std::fs::rename(&tmp, &path)
+            file.sync_all()
         })();
         if let Err(e) = written {
             let _ = std::fs::remove_file(&tmp);
             return Err(e);
         }
-        sync_dir(dir)
+        self.place(&tmp, &digest)
+    }
+
+    /// Whether `digest` is stored; if so its modification time is refreshed
+    /// (best effort: a store on a file system without times still works).
+    fn refresh(&self, digest: &Digest) -> bool {
+        let path = self.path(digest);
+        if !path.is_file() {
+            return false;
+        }
+        let now = std::fs::FileTimes::new().set_modified(SystemTime::now());
+        if let Ok(file) = std::fs::File::options().write(true).open(&path) {
+            let _ = file.set_times(now);
+        }
+        true
+    }
+
+    /// Renames a synced temporary file into place and makes the name
+    /// durable. A fan-out directory removed since the store was opened is
+    /// made again, and its parent synced too.
+    fn place(&self, tmp: &Path, digest: &Digest) -> std::io::Result<()> {
+        let path = self.path(digest);
+        let dir = path.parent().unwrap_or(&self.root);
+        let placed = (|| {
+            let fan_out_is_new = !dir.is_dir();
+            crate::private::create_dir(dir, false)?;
+            std::fs::rename(tmp, &path)?;
+            Ok(fan_out_is_new)
+        })();
+        let fan_out_is_new = match placed {
+            Ok(new) => new,
+            Err(e) => {
+                let _ = std::fs::remove_file(tmp);
+                return Err(e);
+            }
+        };
+        sync_dir(dir)?;
+        if fan_out_is_new {
+            sync_dir(&self.root)?;
+        }
+        Ok(())
     }
 
     /// The object's bytes; `NotFound` when it is not stored.
@@ -242,18 +336,33 @@ impl ContentStore {
     pub fn sweep_temporaries(&self) -> std::io::Result<()> {
         for fan in read_dir_or_empty(&self.root)? {
             let fan = fan?;
+            if is_temporary(&fan) {
+                let _ = std::fs::remove_file(fan.path());
+            }
             if !fan.file_type()?.is_dir() {
                 continue;
             }
             for entry in std::fs::read_dir(fan.path())? {
                 let entry = entry?;
-                if entry.file_name().to_string_lossy().starts_with(".tmp-") {
+                if is_temporary(&entry) {
                     let _ = std::fs::remove_file(entry.path());
                 }
             }
         }
         Ok(())
     }
+}
+
+/// A `put`'s temporary file (in the root, or in a fan-out directory where
+/// earlier versions wrote them).
+fn is_temporary(entry: &std::fs::DirEntry) -> bool {
+    entry.file_name().to_string_lossy().starts_with(".tmp-")
+}
+
+/// What [`ContentStore::put_admitted`] does with its temporary file.
+enum Placement {
+    New,
+    AlreadyStored,
 }
 
 fn read_dir_or_empty(dir: &Path) -> std::io::Result<Vec<std::io::Result<std::fs::DirEntry>>> {
@@ -308,9 +417,35 @@ mod tests {
         let d = store.put(b"x").unwrap();
         let stray = store.path(&d).with_file_name(".tmp-crashed");
         std::fs::write(&stray, b"half").unwrap();
+        let stray_in_root = dir.path().join(".tmp-also-crashed");
+        std::fs::write(&stray_in_root, b"half").unwrap();
         assert_eq!(store.list().unwrap().len(), 1);
         store.sweep_temporaries().unwrap();
         assert!(!stray.exists());
+        assert!(!stray_in_root.exists());
         assert!(store.contains(&d));
+    }
+
+    #[test]
+    fn refused_or_known_bytes_leave_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ContentStore::open(dir.path()).unwrap();
+        let refused = store.put_admitted(b"big", |size| {
+            assert_eq!(size, 3);
+            Err(std::io::Error::other("full"))
+        });
+        assert_eq!(refused.unwrap_err().to_string(), "full");
+        assert!(store.list().unwrap().is_empty());
+        let d = store.put(b"x").unwrap();
+        let again = store.put_admitted(b"x", |_| -> std::io::Result<()> {
+            panic!("bytes already stored are not admitted again")
+        });
+        assert_eq!(again.unwrap(), d);
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.len() != 2)
+            .collect();
+        assert!(names.is_empty(), "temporary files left: {names:?}");
     }
 }
