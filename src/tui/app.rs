@@ -73,6 +73,9 @@ pub struct App {
     notifier: Notifier,
     /// Escapes to write to the terminal beside the next frame.
     alerts: Vec<String>,
+    /// Ctrl+V asked for the clipboard's image, which the run loop reads
+    /// off the event loop ([`App::take_clipboard_request`]).
+    clipboard_wanted: bool,
     /// A session the picker resumed in order to fork it: forked as soon
     /// as its snapshot arrives.
     fork_after_resume: Option<String>,
@@ -166,6 +169,7 @@ impl App {
             commands_sent: HashMap::new(),
             notifier: Notifier::new(NotifyMode::Desktop),
             alerts: Vec::new(),
+            clipboard_wanted: false,
             fork_after_resume: None,
             now,
             view_size: (80, 20),
@@ -220,6 +224,22 @@ impl App {
     /// The bell and notification escapes due, for the run loop to write.
     pub fn take_alerts(&mut self) -> Vec<String> {
         std::mem::take(&mut self.alerts)
+    }
+
+    /// Whether Ctrl+V asked for the clipboard's image since the last call.
+    pub fn take_clipboard_request(&mut self) -> bool {
+        std::mem::take(&mut self.clipboard_wanted)
+    }
+
+    /// The clipboard's image (PNG bytes) became a chip, or the reason it
+    /// could not is shown.
+    pub fn on_clipboard_image(&mut self, image: Result<Vec<u8>, String>) {
+        self.dirty = true;
+        self.flash = match image.map(|png| self.composer.attach_clipboard_image(png)) {
+            Ok(true) => None,
+            Ok(false) => Some("the clipboard's image is not a PNG the pod takes".into()),
+            Err(reason) => Some(reason),
+        };
     }
 
     /// Whether anything changed since the last call: the run loop draws at
@@ -769,11 +789,8 @@ impl App {
             KeyCode::Char('u') if ctrl => self.composer.clear_draft(),
             KeyCode::Char('l') if ctrl => self.viewport.end(),
             KeyCode::Char('v') if ctrl => {
-                self.flash = Some(
-                    "pod attach reads no clipboard images: paste or drop the image file's path \
-                     to attach it"
-                        .into(),
-                )
+                self.clipboard_wanted = true;
+                self.flash = Some("reading the clipboard's image…".into());
             }
             KeyCode::Enter if alt || shift => self.composer.insert_newline(),
             // Candidates are on their way: take the first when they come.

@@ -111,6 +111,19 @@ impl Composer {
         });
     }
 
+    /// Attaches the clipboard's image (PNG bytes) at the cursor; false when
+    /// the bytes are not an image the pod takes.
+    pub fn attach_clipboard_image(&mut self, png: Vec<u8>) -> bool {
+        let number = self.images().count() as u64 + 1;
+        match Attachment::from_clipboard(png, number) {
+            Some(image) => {
+                self.insert(Atom::Image(image));
+                true
+            }
+            None => false,
+        }
+    }
+
     fn insert(&mut self, atom: Atom) {
         self.atoms.insert(self.cursor, atom);
         self.cursor += 1;

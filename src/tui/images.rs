@@ -1,6 +1,7 @@
 //! Images attached in the input box: a pasted or dropped path to an image
-//! file becomes a chip, `[Image #1 | shot.png 1280×720 · 214 KB]`, and is
-//! uploaded with `put_blob` when the message is sent.
+//! file, or the clipboard's image (Ctrl+V, `clipboard.rs`), becomes a chip,
+//! `[Image #1 | shot.png 1280×720 · 214 KB]`, and is uploaded with
+//! `put_blob` when the message is sent.
 //!
 //! The TUI may run on another machine than the pod (over `--url`), so the
 //! file is read here and sent as a blob, never named as a path for the pod
@@ -9,6 +10,7 @@
 //! pod handles a connection's frames in order.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::protocol::Method;
 use crate::store::content::Digest;
@@ -18,13 +20,23 @@ use crate::store::content::Digest;
 pub struct Attachment {
     /// Its number among the images of this message (`Image #1`).
     pub number: u64,
-    pub path: PathBuf,
+    pub source: Source,
     pub name: String,
     pub media_type: &'static str,
     pub size: u64,
     pub dims: Option<(u32, u32)>,
     /// `sha256:<hex>` of the bytes as they were when attached.
     pub blob: String,
+}
+
+/// Where an attached image's bytes are when the message is sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A file, read again then (and refused if it changed meanwhile).
+    File(PathBuf),
+    /// Bytes taken from the clipboard, which may hold something else by
+    /// the time the message is sent.
+    Held(Arc<[u8]>),
 }
 
 impl Attachment {
@@ -34,18 +46,29 @@ impl Attachment {
     pub fn from_pasted(text: &str, number: u64) -> Option<Self> {
         let path = pasted_path(text)?;
         let bytes = std::fs::read(&path).ok()?;
-        let media_type = crate::blobs::sniff(&bytes)?;
         let name = path
             .file_name()
             .map_or_else(|| "image".to_owned(), |n| n.to_string_lossy().into_owned());
+        Self::new(number, Source::File(path), name, &bytes)
+    }
+
+    /// The attachment of an image taken from the clipboard (PNG bytes).
+    pub fn from_clipboard(png: Vec<u8>, number: u64) -> Option<Self> {
+        let name = "clipboard.png".to_owned();
+        let bytes: Arc<[u8]> = png.into();
+        Self::new(number, Source::Held(bytes.clone()), name, &bytes)
+    }
+
+    /// `None` when the bytes are not an image the pod takes.
+    fn new(number: u64, source: Source, name: String, bytes: &[u8]) -> Option<Self> {
         Some(Self {
             number,
             name,
-            media_type,
+            media_type: crate::blobs::sniff(bytes)?,
             size: bytes.len() as u64,
-            dims: crate::blobs::dimensions(&bytes),
-            blob: Digest::of(&bytes).id(),
-            path,
+            dims: crate::blobs::dimensions(bytes),
+            blob: Digest::of(bytes).id(),
+            source,
         })
     }
 
@@ -64,17 +87,25 @@ impl Attachment {
     /// the file changed or went since it was attached (its id would no
     /// longer match).
     pub fn upload(&self) -> Result<Method, String> {
-        let bytes = std::fs::read(&self.path)
-            .map_err(|e| format!("cannot read {}: {e}", self.path.display()))?;
-        if Digest::of(&bytes).id() != self.blob {
-            return Err(format!(
-                "{} changed since it was attached: attach it again",
-                self.path.display()
-            ));
-        }
+        let data = match &self.source {
+            Source::File(path) => {
+                let bytes = std::fs::read(path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                if Digest::of(&bytes).id() != self.blob {
+                    return Err(format!(
+                        "{} changed since it was attached: attach it again",
+                        path.display()
+                    ));
+                }
+                base64::Engine::encode(&base64::engine::general_purpose::STANDARD, bytes)
+            }
+            Source::Held(bytes) => {
+                base64::Engine::encode(&base64::engine::general_purpose::STANDARD, bytes)
+            }
+        };
         Ok(Method::PutBlob {
             media_type: self.media_type.into(),
-            data: base64::Engine::encode(&base64::engine::general_purpose::STANDARD, bytes),
+            data,
         })
     }
 }
@@ -179,7 +210,7 @@ mod tests {
     fn names_cannot_reach_the_terminal_raw() {
         let attached = Attachment {
             number: 2,
-            path: PathBuf::new(),
+            source: Source::File(PathBuf::new()),
             name: "evil\u{1b}]0;x\u{7}.png".into(),
             media_type: "image/png",
             size: 999,

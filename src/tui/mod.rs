@@ -23,6 +23,7 @@
 pub mod app;
 pub mod approval;
 pub mod checkpoints;
+pub mod clipboard;
 pub mod commands;
 pub mod composer;
 pub mod connection;
@@ -111,8 +112,12 @@ async fn event_loop(
 ) -> anyhow::Result<()> {
     let mut frame = tokio::time::interval(FRAME);
     frame.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Clipboard images, read on the blocking pool (the clipboard's owner
+    // may take its time to answer).
+    let (clip_tx, mut clip_rx) = mpsc::channel(1);
     loop {
         tokio::select! {
+            Some(image) = clip_rx.recv() => app.on_clipboard_image(image),
             event = term_rx.recv() => match event {
                 Some(Ok(event)) => app.on_terminal(event),
                 Some(Err(e)) => return Err(e).context("reading the terminal failed"),
@@ -144,6 +149,12 @@ async fn event_loop(
                     app.on_connection(ConnEvent::NotSent(request));
                 }
             }
+        }
+        if app.take_clipboard_request() {
+            let tx = clip_tx.clone();
+            tokio::task::spawn_blocking(move || {
+                let _ = tx.blocking_send(clipboard::read_image());
+            });
         }
         if app.should_quit() {
             return Ok(());
