@@ -86,8 +86,8 @@ impl StatCache {
     /// files read are added. Returns whether an entry was added or
     /// replaced, i.e. whether the saved cache is worth rewriting: one that
     /// still holds a dropped entry does no harm, as that entry's stat no
-    /// longer matches its file, and rewriting 10,000 entries because one
-    /// file is being edited cost a turn-start checkpoint a fifth of its time.
+    /// longer matches its file, while rewriting 10,000 entries (about
+    /// 1 MB) because one file is being edited is work for nothing.
     pub fn apply(&mut self, update: CacheUpdate, manifest: &Manifest) -> bool {
         for path in &update.dropped {
             self.entries.remove(path);
@@ -204,8 +204,8 @@ struct Found {
 
 /// How a look changes the stat cache ([`StatCache::apply`]): as a list of
 /// changes rather than a new cache, since most looks change few entries
-/// and building and comparing a 10,000-entry cache each time was a tenth
-/// of a turn-start checkpoint.
+/// and building and comparing a 10,000-entry cache each time was a
+/// twentieth of a turn-start checkpoint.
 #[derive(Default)]
 pub struct CacheUpdate {
     /// Files read whose times are settled.
@@ -413,7 +413,7 @@ fn walk(scope: &Scope<'_>, cache: &StatCache) -> std::io::Result<(Vec<Found>, Ve
                     return ignore::WalkState::Continue;
                 }
                 // As bytes: `Path`'s component-wise operations were a
-                // tenth of the walk.
+                // twentieth of the walk.
                 let path = entry.path().as_os_str().as_bytes();
                 let Some(rel) = path.strip_prefix(root) else {
                     return ignore::WalkState::Continue;
@@ -460,7 +460,7 @@ struct Local<'a> {
     /// The directory of the last path looked at, open. The walk hands over
     /// a directory's paths one after another, so each is `lstat`ed by its
     /// name in the open directory: looking up every component of a long
-    /// absolute path again was a third of the walk.
+    /// absolute path again was a fifth of the walk.
     dir: Option<(Vec<u8>, OwnedFd)>,
 }
 
