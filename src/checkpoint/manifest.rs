@@ -124,16 +124,15 @@ struct Stored {
 
 /// A manifest as the objects that store it.
 pub struct Trees {
-    /// Every tree object, each directory's before its parent's: the root
-    /// (whose digest is the checkpoint's id) is last.
+    /// The tree objects built, each directory's before its parent's. A
+    /// directory whose tree was reused from the previous manifest (see
+    /// [`Manifest::to_trees_after`]) has none here.
     pub objects: Vec<(Digest, Vec<u8>)>,
-}
-
-impl Trees {
     /// The root's digest: the checkpoint's id.
-    pub fn root(&self) -> Option<Digest> {
-        self.objects.last().map(|(d, _)| *d)
-    }
+    pub root: Digest,
+    /// Every directory's tree digest, by its path (`""` for the root,
+    /// `"a/b/"` below it): what the next manifest reuses.
+    pub dirs: BTreeMap<String, Digest>,
 }
 
 impl Manifest {
@@ -142,10 +141,40 @@ impl Manifest {
     /// workspace stores only the trees on that file's path, the rest are
     /// the previous checkpoint's objects by digest.
     pub fn to_trees(&self) -> Trees {
+        self.to_trees_after(None)
+    }
+
+    /// [`Manifest::to_trees`], reusing the trees of `previous` (a manifest
+    /// and its [`Trees::dirs`]) for every directory none of whose entries
+    /// changed, as git's cache-tree does: serialising and hashing the
+    /// 100-odd trees of a 10,000-file workspace cost more than the walk's
+    /// bookkeeping, and a turn usually changes a few of them. The caller
+    /// vouches that every tree `previous` names is still stored.
+    pub fn to_trees_after(
+        &self,
+        previous: Option<(&Manifest, &BTreeMap<String, Digest>)>,
+    ) -> Trees {
         let entries: Vec<(&str, &Node)> = self.files.iter().map(|(p, n)| (p.as_str(), n)).collect();
-        let mut objects = Vec::new();
-        build_tree(&entries, self.skipped.clone(), &mut objects);
-        Trees { objects }
+        let before: Vec<(&str, &Node)> = previous
+            .map(|(manifest, _)| {
+                manifest
+                    .files
+                    .iter()
+                    .map(|(p, n)| (p.as_str(), n))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut build = Build {
+            before: &before,
+            before_dirs: previous.map(|(_, dirs)| dirs),
+            objects: Vec::new(),
+            dirs: BTreeMap::new(),
+        };
+        // The root holds the skipped paths too: with those changed it is
+        // built again, though its subdirectories may still be reused.
+        let reusable = previous.is_some_and(|(manifest, _)| manifest.skipped == self.skipped);
+        let root = build.tree(&mut String::new(), &entries, self.skipped.clone(), reusable);
+        build.done(root)
     }
 
     /// Reads a stored manifest whose root object is `root`, fetching each
@@ -202,55 +231,114 @@ impl Manifest {
     }
 }
 
-/// Stores the directory whose sorted entries (paths relative to it) are
-/// `entries` and every directory below it into `out`, children first;
-/// returns its digest.
-fn build_tree(
-    entries: &[(&str, &Node)],
-    skipped: Vec<String>,
-    out: &mut Vec<(Digest, Vec<u8>)>,
-) -> Digest {
-    let mut tree = BTreeMap::new();
-    let mut i = 0;
-    while i < entries.len() {
-        let (path, node) = entries[i];
-        let Some((dir, _)) = path.split_once('/') else {
-            let entry = match node {
-                Node::File { digest, exec } => TreeEntry::File {
-                    digest: digest.clone(),
-                    exec: *exec,
-                },
-                Node::Symlink { target } => TreeEntry::Symlink {
-                    target: target.clone(),
-                },
-            };
-            tree.insert(path.to_owned(), entry);
-            i += 1;
-            continue;
-        };
-        // Paths sharing the prefix `dir/` are next to each other in order.
-        let prefix = dir.len() + 1;
-        let inside: Vec<(&str, &Node)> = entries[i..]
-            .iter()
-            .take_while(|(p, _)| {
-                p.len() > dir.len() && p.starts_with(dir) && p.as_bytes()[dir.len()] == b'/'
-            })
-            .map(|(p, n)| (&p[prefix..], *n))
-            .collect();
-        i += inside.len();
-        let digest = build_tree(&inside, Vec::new(), out);
-        tree.insert(dir.to_owned(), TreeEntry::Dir { tree: digest.hex() });
+/// The state of one [`Manifest::to_trees_after`].
+struct Build<'a> {
+    /// The previous manifest's entries (full paths, sorted).
+    before: &'a [(&'a str, &'a Node)],
+    /// The previous manifest's trees, when there is one to reuse.
+    before_dirs: Option<&'a BTreeMap<String, Digest>>,
+    objects: Vec<(Digest, Vec<u8>)>,
+    dirs: BTreeMap<String, Digest>,
+}
+
+impl Build<'_> {
+    fn done(self, root: Digest) -> Trees {
+        Trees {
+            objects: self.objects,
+            root,
+            dirs: self.dirs,
+        }
     }
-    let stored = Stored {
-        tree: Some(tree),
-        files: None,
-        skipped,
-    };
-    // A map of strings cannot fail to serialise.
-    let bytes = serde_json::to_vec(&stored).unwrap_or_default();
-    let digest = Digest::of(&bytes);
-    out.push((digest, bytes));
-    digest
+
+    /// The previous tree of the directory `dir` (its path with a trailing
+    /// `/`, or `""` for the root), when its sorted entries (paths relative
+    /// to it) were exactly `entries`; its subdirectories' digests are
+    /// carried over with it.
+    fn reuse(&mut self, dir: &str, entries: &[(&str, &Node)]) -> Option<Digest> {
+        let dirs = self.before_dirs?;
+        let digest = *dirs.get(dir)?;
+        let start = self.before.partition_point(|(p, _)| *p < dir);
+        let same = self.before[start..]
+            .iter()
+            .take_while(|(p, _)| p.starts_with(dir))
+            .map(|(p, n)| (&p[dir.len()..], *n))
+            .eq(entries.iter().copied());
+        if !same {
+            return None;
+        }
+        let from = (std::ops::Bound::Included(dir), std::ops::Bound::Unbounded);
+        for (path, digest) in dirs.range::<str, _>(from) {
+            if !path.starts_with(dir) {
+                break;
+            }
+            self.dirs.insert(path.clone(), *digest);
+        }
+        Some(digest)
+    }
+
+    /// Stores the directory `dir` (as [`Build::reuse`] names it) whose
+    /// sorted entries (paths relative to it) are `entries`, and every
+    /// directory below it, children first; returns its digest. `dir` is
+    /// used as a buffer and left as it was given.
+    fn tree(
+        &mut self,
+        dir: &mut String,
+        entries: &[(&str, &Node)],
+        skipped: Vec<String>,
+        reusable: bool,
+    ) -> Digest {
+        if reusable {
+            if let Some(digest) = self.reuse(dir, entries) {
+                return digest;
+            }
+        }
+        let mut tree = BTreeMap::new();
+        let mut i = 0;
+        while i < entries.len() {
+            let (path, node) = entries[i];
+            let Some((name, _)) = path.split_once('/') else {
+                let entry = match node {
+                    Node::File { digest, exec } => TreeEntry::File {
+                        digest: digest.clone(),
+                        exec: *exec,
+                    },
+                    Node::Symlink { target } => TreeEntry::Symlink {
+                        target: target.clone(),
+                    },
+                };
+                tree.insert(path.to_owned(), entry);
+                i += 1;
+                continue;
+            };
+            // Paths sharing the prefix `name/` are next to each other in order.
+            let prefix = name.len() + 1;
+            let inside: Vec<(&str, &Node)> = entries[i..]
+                .iter()
+                .take_while(|(p, _)| {
+                    p.len() > name.len() && p.starts_with(name) && p.as_bytes()[name.len()] == b'/'
+                })
+                .map(|(p, n)| (&p[prefix..], *n))
+                .collect();
+            i += inside.len();
+            let outer = dir.len();
+            dir.push_str(name);
+            dir.push('/');
+            let digest = self.tree(dir, &inside, Vec::new(), true);
+            dir.truncate(outer);
+            tree.insert(name.to_owned(), TreeEntry::Dir { tree: digest.hex() });
+        }
+        let stored = Stored {
+            tree: Some(tree),
+            files: None,
+            skipped,
+        };
+        // A map of strings cannot fail to serialise.
+        let bytes = serde_json::to_vec(&stored).unwrap_or_default();
+        let digest = Digest::of(&bytes);
+        self.objects.push((digest, bytes));
+        self.dirs.insert(dir.clone(), digest);
+        digest
+    }
 }
 
 #[cfg(test)]
@@ -268,7 +356,7 @@ mod tests {
 
     fn read_back(trees: &Trees) -> (Manifest, Vec<Digest>) {
         let objects: HashMap<Digest, Vec<u8>> = trees.objects.iter().cloned().collect();
-        let root = trees.root().unwrap();
+        let root = trees.root;
         Manifest::from_stored(&objects[&root], &mut |d| {
             objects
                 .get(d)
@@ -319,6 +407,39 @@ mod tests {
             .filter(|o| !before.contains(&o.0))
             .collect();
         assert_eq!(new.len(), 2, "d3 and the root");
+    }
+
+    #[test]
+    fn trees_reused_from_the_previous_manifest_are_the_ones_a_full_build_makes() {
+        let mut manifest = Manifest::default();
+        for d in 0..5 {
+            for f in 0..5 {
+                manifest.files.insert(format!("d{d}/s/f{f}"), file(f));
+                manifest.files.insert(format!("d{d}/f{f}"), file(f));
+            }
+        }
+        manifest.files.insert("top".into(), file(1));
+        let first = manifest.to_trees();
+        let previous = manifest.clone();
+        let same = manifest.to_trees_after(Some((&previous, &first.dirs)));
+        assert_eq!(same.root, first.root);
+        assert!(same.objects.is_empty());
+        assert_eq!(same.dirs, first.dirs);
+
+        manifest.files.insert("d3/s/f3".into(), file(99));
+        manifest.files.remove("d1/f0");
+        manifest.skipped = vec!["fifo".into()];
+        let full = manifest.to_trees();
+        let reused = manifest.to_trees_after(Some((&previous, &first.dirs)));
+        assert_eq!(reused.root, full.root);
+        assert_eq!(reused.dirs, full.dirs);
+        let built: HashSet<&str> = reused
+            .dirs
+            .iter()
+            .filter(|(_, d)| reused.objects.iter().any(|(o, _)| o == *d))
+            .map(|(p, _)| p.as_str())
+            .collect();
+        assert_eq!(built, HashSet::from(["", "d1/", "d3/", "d3/s/"]));
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub mod serve;
 pub mod sync;
 pub mod walk;
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -45,8 +45,12 @@ struct Cache {
     /// The store's [`Checkpoints::generation`] when every digest in `stat`
     /// was last known stored; `None` until the first checkpoint checked.
     verified: Option<String>,
-    /// Whether `stat` differs from the file that keeps it.
+    /// Whether `stat` has entries the file that keeps it lacks.
     dirty: bool,
+    /// The last checkpoint taken and its trees by directory, for the next
+    /// to reuse (see [`Manifest::to_trees_after`]); trusted only while the
+    /// store generation is `verified`, as the cached digests are.
+    trees: Option<(Arc<Manifest>, BTreeMap<String, Digest>)>,
 }
 
 /// The checkpoint store of one pod's workspace.
@@ -107,6 +111,7 @@ impl Checkpoints {
             stat: StatCache::load(&cache_path),
             verified: None,
             dirty: false,
+            trees: None,
         });
         let exclude = [data_dir.to_path_buf(), base.clone()]
             .into_iter()
@@ -150,9 +155,11 @@ impl Checkpoints {
     /// What a checkpoint of a large, mostly unchanged workspace costs is
     /// kept near what `git status` costs: the stat cache spares reading
     /// unchanged files (and, once checked against this store generation,
-    /// a `stat` of their objects), the manifest's unchanged directories
-    /// are objects already stored, and the few new objects are synced
-    /// together rather than one journal commit each (see [`sync`]).
+    /// a `stat` of their objects), the trees of directories in which
+    /// nothing changed are the previous checkpoint's, neither serialised
+    /// nor looked up again (see [`Manifest::to_trees_after`]), and the few
+    /// new objects are synced together rather than one journal commit each
+    /// (see [`sync`]).
     pub fn take(&self) -> std::io::Result<Taken> {
         // Held throughout: two checkpoints at once would race on the cache.
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
@@ -160,11 +167,12 @@ impl Checkpoints {
         let verify = cache.verified.as_deref() != Some(generation.as_str());
         let mut batch = Batch::new(&self.objects);
         let scanned = walk::scan(&self.scope(), &cache.stat, verify, &mut batch)?;
-        let manifest = scanned.manifest;
-        let trees = manifest.to_trees();
-        let root = trees
-            .root()
-            .ok_or_else(|| std::io::Error::other("a manifest without a root"))?;
+        let manifest = Arc::new(scanned.manifest);
+        let previous = match &cache.trees {
+            Some((manifest, dirs)) if !verify => Some((&**manifest, dirs)),
+            _ => None,
+        };
+        let trees = manifest.to_trees_after(previous);
         for (digest, bytes) in &trees.objects {
             if !batch.has(digest) {
                 batch.keep(*digest, bytes)?;
@@ -173,18 +181,17 @@ impl Checkpoints {
         let added = batch.commit()?;
         crash_point("checkpoint_contents");
         // Only now does every digest the new cache names have its object.
-        if scanned.cache != cache.stat {
-            cache.stat = scanned.cache;
+        if cache.stat.apply(scanned.cache, &manifest) {
             cache.dirty = true;
         }
         cache.verified = Some(generation);
+        cache.trees = Some((Arc::clone(&manifest), trees.dirs));
         if cache.dirty && cache.stat.save(&self.cache_path).is_ok() {
             cache.dirty = false;
         }
         drop(cache);
         self.count(added);
-        let id = root.hex();
-        let manifest = Arc::new(manifest);
+        let id = trees.root.hex();
         self.remember(&id, Arc::clone(&manifest));
         Ok(Taken { id, manifest })
     }

@@ -10,8 +10,11 @@
 //! "racily clean").
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
@@ -32,12 +35,13 @@ pub struct Stat {
 }
 
 impl Stat {
-    fn of(meta: &std::fs::Metadata) -> Self {
+    fn of(st: &rustix::fs::Stat) -> Self {
         Self {
-            size: meta.len(),
-            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
-            ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
-            ino: meta.ino(),
+            // Never negative; a nonsense size is too large to keep.
+            size: u64::try_from(st.st_size).unwrap_or(u64::MAX),
+            mtime_ns: i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec),
+            ctime_ns: i128::from(st.st_ctime) * 1_000_000_000 + i128::from(st.st_ctime_nsec),
+            ino: st.st_ino,
         }
     }
 
@@ -75,6 +79,30 @@ impl StatCache {
         let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
         std::fs::write(&tmp, self.encode())?;
         std::fs::rename(&tmp, path)
+    }
+
+    /// Applies what a look found (once the contents it gave its sink are
+    /// kept): entries of files that changed or went are dropped, those of
+    /// files read are added. Returns whether an entry was added or
+    /// replaced, i.e. whether the saved cache is worth rewriting: one that
+    /// still holds a dropped entry does no harm, as that entry's stat no
+    /// longer matches its file, while rewriting 10,000 entries (about
+    /// 1 MB) because one file is being edited is work for nothing.
+    pub fn apply(&mut self, update: CacheUpdate, manifest: &Manifest) -> bool {
+        for path in &update.dropped {
+            self.entries.remove(path);
+        }
+        let added = update.added.len();
+        let mut changed = false;
+        for (path, stat, digest) in update.added {
+            changed |= self.entries.insert(path, (stat, digest)) != Some((stat, digest));
+        }
+        // Paths the look did not find at all (deleted, or now ignored).
+        if self.entries.len() > update.kept + added {
+            self.entries
+                .retain(|path, _| matches!(manifest.files.get(path), Some(Node::File { .. })));
+        }
+        changed
     }
 
     pub fn clear(&mut self) {
@@ -164,15 +192,36 @@ pub struct Scope<'a> {
 /// One path the walk found, before its content is read.
 struct Found {
     rel: String,
-    path: PathBuf,
-    meta: std::fs::Metadata,
+    kind: rustix::fs::FileType,
+    mode: u32,
+    stat: Stat,
+    /// Whether the stat cache has an entry for the path.
+    had_entry: bool,
+    /// The entry's digest, when its stat is this one. Looked up by the
+    /// walking threads, in parallel, rather than after the walk.
+    cached: Option<Digest>,
 }
 
-/// What a look found: the manifest, and the stat cache as it should be
+/// How a look changes the stat cache ([`StatCache::apply`]): as a list of
+/// changes rather than a new cache, since most looks change few entries
+/// and building and comparing a 10,000-entry cache each time was a
+/// twentieth of a turn-start checkpoint.
+#[derive(Default)]
+pub struct CacheUpdate {
+    /// Files read whose times are settled.
+    added: Vec<(String, Stat, Digest)>,
+    /// Cached paths whose entry no longer holds (changed, racy, no longer
+    /// a regular file within the size limit).
+    dropped: Vec<String>,
+    /// How many cached entries were found to hold.
+    kept: usize,
+}
+
+/// What a look found: the manifest, and how the stat cache should change
 /// once the contents the sink was given are kept.
 pub struct Scanned {
     pub manifest: Manifest,
-    pub cache: StatCache,
+    pub cache: CacheUpdate,
 }
 
 /// Reads the workspace into a manifest, giving `sink` every content it
@@ -191,68 +240,76 @@ pub fn scan(
         .checked_sub(RACY)
         .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos() as i128);
-    let (found, mut skipped) = walk(scope)?;
-    let mut manifest = Manifest::default();
-    let mut fresh = HashMap::with_capacity(found.len());
-    for Found { rel, path, meta } in found {
-        let file_type = meta.file_type();
-        if file_type.is_symlink() {
-            match std::fs::read_link(&path)
+    let (mut found, mut skipped) = walk(scope, cache)?;
+    // Each walking thread sorted its own: this merges their runs.
+    found.sort_by(|a, b| a.rel.cmp(&b.rel));
+    let mut files = Vec::with_capacity(found.len());
+    let mut update = CacheUpdate::default();
+    for Found {
+        rel,
+        kind,
+        mode,
+        stat,
+        had_entry,
+        cached,
+    } in found
+    {
+        let kept = if kind == rustix::fs::FileType::Symlink {
+            std::fs::read_link(scope.root.join(&rel))
                 .ok()
-                .and_then(|t| t.to_str().map(str::to_owned))
-            {
-                Some(target) => {
-                    manifest.files.insert(rel, Node::Symlink { target });
-                }
-                None => skipped.push(rel),
-            }
-            continue;
-        }
-        if !file_type.is_file() || meta.len() > scope.max_file_bytes {
-            skipped.push(rel);
-            continue;
-        }
-        let stat = Stat::of(&meta);
-        let exec = meta.permissions().mode() & 0o111 != 0;
-        let cached = cache
-            .entries
-            .get(&rel)
-            .filter(|(s, d)| *s == stat && (!verify || sink.has(d)))
-            .map(|(_, d)| *d);
-        let digest = match cached {
-            Some(digest) => digest,
-            None => match read_regular(&path, scope.max_file_bytes)? {
-                Some(bytes) => {
-                    let digest = Digest::of(&bytes);
-                    if !sink.has(&digest) {
-                        sink.keep(digest, &bytes)?;
+                .and_then(|t| t.into_os_string().into_string().ok())
+                .map(|target| Node::Symlink { target })
+        } else if kind != rustix::fs::FileType::RegularFile || stat.size > scope.max_file_bytes {
+            None
+        } else {
+            let cached = cached.filter(|d| !verify || sink.has(d));
+            let digest = match cached {
+                Some(digest) => Some(digest),
+                None => match read_regular(&scope.root.join(&rel), scope.max_file_bytes)? {
+                    Some(bytes) => {
+                        let digest = Digest::of(&bytes);
+                        if !sink.has(&digest) {
+                            sink.keep(digest, &bytes)?;
+                        }
+                        Some(digest)
                     }
-                    digest
+                    // It changed under the look into something not kept.
+                    None => None,
+                },
+            };
+            digest.map(|digest| {
+                if !stat.settled(started) {
+                    if had_entry {
+                        update.dropped.push(rel.clone());
+                    }
+                } else if cached.is_some() {
+                    update.kept += 1;
+                } else {
+                    update.added.push((rel.clone(), stat, digest));
                 }
-                // It changed under the look into something not kept.
-                None => {
-                    skipped.push(rel);
-                    continue;
+                Node::File {
+                    digest: digest.hex(),
+                    exec: mode & 0o111 != 0,
                 }
-            },
+            })
         };
-        if stat.settled(started) {
-            fresh.insert(rel.clone(), (stat, digest));
+        if had_entry && !matches!(kept, Some(Node::File { .. })) {
+            update.dropped.push(rel.clone());
         }
-        manifest.files.insert(
-            rel,
-            Node::File {
-                digest: digest.hex(),
-                exec,
-            },
-        );
+        match kept {
+            Some(node) => files.push((rel, node)),
+            None => skipped.push(rel),
+        }
     }
     skipped.sort();
     skipped.dedup();
-    manifest.skipped = skipped;
     Ok(Scanned {
-        manifest,
-        cache: StatCache { entries: fresh },
+        manifest: Manifest {
+            // In order already: built in one pass.
+            files: files.into_iter().collect(),
+            skipped,
+        },
+        cache: update,
     })
 }
 
@@ -301,11 +358,10 @@ fn gone(e: &std::io::Error) -> bool {
 
 /// Every path under the root that git would not ignore, and the names that
 /// cannot be kept (not UTF-8). `.git` and submodules are never entered.
-fn walk(scope: &Scope<'_>) -> std::io::Result<(Vec<Found>, Vec<String>)> {
+fn walk(scope: &Scope<'_>, cache: &StatCache) -> std::io::Result<(Vec<Found>, Vec<String>)> {
     let root = scope.root.to_path_buf();
     let exclude: Vec<PathBuf> = scope.exclude.to_vec();
-    let found = Mutex::new(Vec::new());
-    let odd = Mutex::new(Vec::new());
+    let shared = Mutex::new((Vec::new(), Vec::new()));
     let failure: Mutex<Option<std::io::Error>> = Mutex::new(None);
     let filter_root = root.clone();
     ignore::WalkBuilder::new(&root)
@@ -336,10 +392,14 @@ fn walk(scope: &Scope<'_>) -> std::io::Result<(Vec<Found>, Vec<String>)> {
         })
         .build_parallel()
         .run(|| {
-            let root = &root;
-            let found = &found;
-            let odd = &odd;
+            let root = root.as_os_str().as_bytes();
             let failure = &failure;
+            let mut local = Local {
+                found: Vec::new(),
+                odd: Vec::new(),
+                shared: &shared,
+                dir: None,
+            };
             Box::new(move |entry| {
                 let entry = match entry {
                     Ok(entry) => entry,
@@ -352,22 +412,30 @@ fn walk(scope: &Scope<'_>) -> std::io::Result<(Vec<Found>, Vec<String>)> {
                 if entry.depth() == 0 || entry.file_type().is_some_and(|t| t.is_dir()) {
                     return ignore::WalkState::Continue;
                 }
-                let path = entry.path().to_path_buf();
-                let Ok(rel) = path.strip_prefix(root) else {
+                // As bytes: `Path`'s component-wise operations were a
+                // twentieth of the walk.
+                let path = entry.path().as_os_str().as_bytes();
+                let Some(rel) = path.strip_prefix(root) else {
                     return ignore::WalkState::Continue;
                 };
-                let Some(rel) = rel.to_str().map(str::to_owned) else {
-                    odd.lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(rel.to_string_lossy().into_owned());
+                let rel = rel.strip_prefix(b"/").unwrap_or(rel);
+                let Ok(rel) = std::str::from_utf8(rel) else {
+                    local.odd.push(String::from_utf8_lossy(rel).into_owned());
                     return ignore::WalkState::Continue;
                 };
-                match std::fs::symlink_metadata(&path) {
-                    Ok(meta) => found.lock().unwrap_or_else(|e| e.into_inner()).push(Found {
-                        rel,
-                        path,
-                        meta,
-                    }),
+                match local.lstat(path) {
+                    Ok(st) => {
+                        let stat = Stat::of(&st);
+                        let entry = cache.entries.get(rel);
+                        local.found.push(Found {
+                            rel: rel.to_owned(),
+                            kind: rustix::fs::FileType::from_raw_mode(st.st_mode),
+                            mode: st.st_mode,
+                            stat,
+                            had_entry: entry.is_some(),
+                            cached: entry.filter(|(s, _)| *s == stat).map(|(_, d)| *d),
+                        });
+                    }
                     Err(e) if gone(&e) => {}
                     Err(e) => {
                         *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
@@ -380,10 +448,58 @@ fn walk(scope: &Scope<'_>) -> std::io::Result<(Vec<Found>, Vec<String>)> {
     if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(e);
     }
-    Ok((
-        found.into_inner().unwrap_or_else(|e| e.into_inner()),
-        odd.into_inner().unwrap_or_else(|e| e.into_inner()),
-    ))
+    Ok(shared.into_inner().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// One walking thread's findings, handed over when the thread ends: a
+/// shared lock taken per path had the threads waiting on each other.
+struct Local<'a> {
+    found: Vec<Found>,
+    odd: Vec<String>,
+    shared: &'a Mutex<(Vec<Found>, Vec<String>)>,
+    /// The directory of the last path looked at, open. The walk hands over
+    /// a directory's paths one after another, so each is `lstat`ed by its
+    /// name in the open directory: looking up every component of a long
+    /// absolute path again was a fifth of the walk.
+    dir: Option<(Vec<u8>, OwnedFd)>,
+}
+
+impl Local<'_> {
+    /// `lstat(path)`: the same answer, a symlink never followed.
+    fn lstat(&mut self, path: &[u8]) -> std::io::Result<rustix::fs::Stat> {
+        let Some(slash) = path.iter().rposition(|&b| b == b'/') else {
+            return Ok(rustix::fs::lstat(OsStr::from_bytes(path))?);
+        };
+        let parent = if slash == 0 { b"/" } else { &path[..slash] };
+        let name = OsStr::from_bytes(&path[slash + 1..]);
+        if !matches!(&self.dir, Some((open, _)) if open == parent) {
+            self.dir = None;
+            let flags = rustix::fs::OFlags::PATH
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::CLOEXEC;
+            let fd = rustix::fs::open(OsStr::from_bytes(parent), flags, rustix::fs::Mode::empty())?;
+            self.dir = Some((parent.to_vec(), fd));
+        }
+        match &self.dir {
+            Some((_, fd)) => Ok(rustix::fs::statat(
+                fd,
+                name,
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            )?),
+            None => Ok(rustix::fs::lstat(OsStr::from_bytes(path))?),
+        }
+    }
+}
+
+impl Drop for Local<'_> {
+    /// Sorted here, on the walking thread: what is left after the walk is
+    /// merging the threads' runs.
+    fn drop(&mut self) {
+        self.found.sort_unstable_by(|a, b| a.rel.cmp(&b.rel));
+        let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        shared.0.append(&mut self.found);
+        shared.1.append(&mut self.odd);
+    }
 }
 
 #[cfg(test)]
@@ -416,5 +532,57 @@ mod tests {
         assert!(StatCache::load(&path).is_empty());
         std::fs::write(&path, b"{\"entries\":{}}").unwrap();
         assert!(StatCache::load(&path).is_empty());
+    }
+
+    #[test]
+    fn a_cache_update_drops_what_changed_or_went_and_reports_only_additions() {
+        let stat = |n: u64| Stat {
+            size: n,
+            mtime_ns: 1,
+            ctime_ns: 1,
+            ino: n,
+        };
+        let mut cache = StatCache::default();
+        for i in 0..4u8 {
+            cache
+                .entries
+                .insert(format!("f{i}"), (stat(u64::from(i)), Digest::of(&[i])));
+        }
+        let mut manifest = Manifest::default();
+        for path in ["f0", "f1", "f2"] {
+            manifest.files.insert(
+                path.into(),
+                Node::File {
+                    digest: String::new(),
+                    exec: false,
+                },
+            );
+        }
+        // f0 and f2 still hold, f1 is being edited (racy), f3 was deleted.
+        let racy = CacheUpdate {
+            added: Vec::new(),
+            dropped: vec!["f1".into()],
+            kept: 2,
+        };
+        assert!(
+            !cache.apply(racy, &manifest),
+            "nothing to save for a removal"
+        );
+        assert_eq!(cache.len(), 2);
+        assert!(cache.entries.contains_key("f0") && cache.entries.contains_key("f2"));
+
+        let settled = CacheUpdate {
+            added: vec![("f1".into(), stat(9), Digest::of(b"new"))],
+            dropped: Vec::new(),
+            kept: 2,
+        };
+        assert!(cache.apply(settled, &manifest));
+        assert_eq!(cache.entries["f1"], (stat(9), Digest::of(b"new")));
+        let again = CacheUpdate {
+            added: vec![("f1".into(), stat(9), Digest::of(b"new"))],
+            dropped: Vec::new(),
+            kept: 2,
+        };
+        assert!(!cache.apply(again, &manifest), "the same entry again");
     }
 }
