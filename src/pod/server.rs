@@ -173,6 +173,9 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let socket = config.socket.clone();
     let mcp_servers_at_start = mcp.servers();
     let bound = system.block_on(async move {
+        // Before the socket takes a client: from then on a SIGTERM must
+        // stop the pod cleanly, not kill it while the rest starts.
+        let signals = StopSignals::install();
         let (listener, identity) = bind(&config.socket)?;
         if let Err(e) = pod_socket::record(&pods_dir, &config.name, &config.socket) {
             tracing::warn!("cannot record the socket path for `pod list`: {e}");
@@ -333,7 +336,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         actix_rt::spawn(accept_remote(remote_rx, hub.clone()));
         actix_rt::spawn(accept_loop(listener, hub));
         actix_rt::spawn(descendants::reap_orphans());
-        actix_rt::spawn(stop_on_signal(worker));
+        actix_rt::spawn(signals.stop(worker));
         anyhow::Ok(identity)
     })?;
     let run = system.run().context("the pod's event loop failed");
@@ -650,22 +653,38 @@ fn same_user(stream: &UnixStream, uid: u32) -> bool {
     }
 }
 
-async fn stop_on_signal(worker: Addr<Worker>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        tracing::warn!("cannot install signal handlers; stop the pod with `pod stop`");
-        return;
-    };
-    let reason = tokio::select! {
-        _ = int.recv() => "SIGINT",
-        _ = term.recv() => "SIGTERM",
-    };
-    worker.do_send(Stop {
-        reason: format!("{reason} received"),
-    });
+/// SIGINT and SIGTERM, caught from the moment they are installed (a
+/// signal that comes before [`StopSignals::stop`] waits for it).
+struct StopSignals(Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>);
+
+impl StopSignals {
+    fn install() -> Self {
+        use tokio::signal::unix::{signal, SignalKind};
+        match (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
+            (Ok(int), Ok(term)) => Self(Some((int, term))),
+            _ => {
+                tracing::warn!("cannot install signal handlers; stop the pod with `pod stop`");
+                Self(None)
+            }
+        }
+    }
+
+    /// Stops the worker at the first signal.
+    async fn stop(self, worker: Addr<Worker>) {
+        let Some((mut int, mut term)) = self.0 else {
+            return;
+        };
+        let reason = tokio::select! {
+            _ = int.recv() => "SIGINT",
+            _ = term.recv() => "SIGTERM",
+        };
+        worker.do_send(Stop {
+            reason: format!("{reason} received"),
+        });
+    }
 }
 
 /// Tells the worker of each background job's start and end.
