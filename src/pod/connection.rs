@@ -3,9 +3,9 @@
 //! It reads frames, turns each into a method for the right actor, and answers
 //! what concerns this client alone (`response`, frame errors) through its own
 //! outbox. It never writes to the socket itself: it hands the socket's write
-//! half to the broadcaster, and its own frames go through the broadcaster's
-//! mailbox too (`outbox.rs`), so they and the broadcasts share one ordered
-//! stream.
+//! half (for a remote client, its WebSocket's feed) to the broadcaster, and
+//! its own frames go through the broadcaster's mailbox too (`outbox.rs`), so
+//! they and the broadcasts share one ordered stream.
 //! Nothing a client sends can end the connection or reach another client:
 //! a bad frame gets an `error` here and is otherwise dropped.
 
