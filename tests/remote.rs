@@ -588,8 +588,8 @@ fn blobs_over_http_store_and_serve_images_with_every_refusal() {
 
 #[test]
 fn a_snapshot_longer_than_the_bridges_chunk_arrives_as_one_message() {
-    // The bridge sends a line over 256 KiB as fragments of one message as
-    // it reads it; multi-byte characters make some fragment boundaries fall
+    // The bridge sends a line over its 64 KiB chunk as fragments of one
+    // message; multi-byte characters make some fragment boundaries fall
     // inside one, which the message as a whole must not show.
     let (pod, port) = listening(
         Pod::builder()
@@ -620,4 +620,46 @@ fn a_snapshot_longer_than_the_bridges_chunk_arrives_as_one_message() {
     );
     let ok = until(&mut ws, "hello", |v| v["request_id"] == "after");
     assert_eq!(ok["type"], "response");
+}
+
+#[test]
+fn a_websocket_client_that_stops_reading_is_cut_off_with_lagged() {
+    // The same rule as for a local client: a frame larger than the limit is
+    // not lag while the client reads it, but what piles up behind it is.
+    let (pod, port) = listening(Pod::builder().args([
+        "--max-client-lag-bytes",
+        "1048576",
+        "--context-window",
+        "100000000",
+    ]));
+    let token = token(&pod, &[]);
+    let mut stuck = connect(port, &token);
+    until(&mut stuck, "snapshot", |v| v["type"] == "snapshot");
+    let mut local = pod.client();
+    local.until_type("snapshot");
+    for _ in 0..6 {
+        local.send(
+            json!({"type":"run","segments":[{"type":"paste","id":1,"text":"p".repeat(2_000_000)}]}),
+        );
+        local.until_entry("turn_end");
+    }
+    // It reads what the network and its feed held, then `lagged`, then the
+    // close; far less than the 12 MB the runs made.
+    stuck
+        .get_mut()
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let (mut bytes, mut lagged) = (0, false);
+    while let Ok(message) = stuck.read() {
+        match message {
+            Message::Text(text) => {
+                bytes += text.len();
+                lagged |= text.contains("\"lagged\"");
+            }
+            Message::Close(_) => break,
+            _ => {}
+        }
+    }
+    assert!(lagged, "no lagged error after {bytes} bytes");
+    assert!(bytes < 12_000_000, "the stuck client got everything");
 }

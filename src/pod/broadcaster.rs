@@ -200,7 +200,9 @@ impl Handler<Register> for Broadcaster {
         let Ok((queue, drain)) = msg.socket.open() else {
             return;
         };
-        actix::spawn(drain.run());
+        if let Some(drain) = drain {
+            actix::spawn(drain.run());
+        }
         if queue.push_snapshot(parts) {
             self.connections.insert(msg.id, queue);
             self.access.insert(msg.id, msg.access);

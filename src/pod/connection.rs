@@ -3,9 +3,9 @@
 //! It reads frames, turns each into a method for the right actor, and answers
 //! what concerns this client alone (`response`, frame errors) through its own
 //! outbox. It never writes to the socket itself: it hands the socket's write
-//! half to the broadcaster, and its own frames go through the broadcaster's
-//! mailbox too (`outbox.rs`), so they and the broadcasts share one ordered
-//! stream.
+//! half (for a remote client, its WebSocket's feed) to the broadcaster, and
+//! its own frames go through the broadcaster's mailbox too (`outbox.rs`), so
+//! they and the broadcasts share one ordered stream.
 //! Nothing a client sends can end the connection or reach another client:
 //! a bad frame gets an `error` here and is otherwise dropped.
 
@@ -23,7 +23,7 @@ use tokio_util::codec::{Decoder, FramedRead};
 
 use super::access::Access;
 use super::broadcaster::{Broadcaster, ConnId, Unregister};
-use super::outbox::{Client, ClientSocket, Outbox};
+use super::outbox::{Client, ClientSocket, Feed, Outbox, Sink};
 use super::session_log::{
     GetSession, ListSessions, SessionLog, SessionLookupError, Subscribe, SwitchTo,
 };
@@ -95,11 +95,34 @@ impl Connection {
         access: Access,
     ) -> std::io::Result<Addr<Connection>> {
         let write = stream.try_clone()?;
+        Self::begin(id, stream, Sink::Socket(write), hub, access)
+    }
+
+    /// A remote client: it reads from `stream` (the client's messages, which
+    /// the bridge writes there), and its frames go to `feed`, which the
+    /// WebSocket's response body drains (see `outbox/feed.rs`).
+    pub fn start_remote(
+        id: ConnId,
+        stream: UnixStream,
+        feed: std::sync::Arc<Feed>,
+        hub: Hub,
+        access: Access,
+    ) -> std::io::Result<Addr<Connection>> {
+        Self::begin(id, stream, Sink::WebSocket(feed), hub, access)
+    }
+
+    fn begin(
+        id: ConnId,
+        stream: UnixStream,
+        sink: Sink,
+        hub: Hub,
+        access: Access,
+    ) -> std::io::Result<Addr<Connection>> {
         let peer = OwnedFd::from(stream.try_clone()?);
         let read = ReadHalf::new(stream)?;
         let (outbox, socket) = Outbox::new(
             id,
-            write,
+            sink,
             hub.config.max_client_lag_bytes,
             hub.broadcaster.clone().recipient(),
         );

@@ -44,5 +44,6 @@ pub use connection::ConnectionLimits;
 #[doc(hidden)]
 pub use connection::{FrameDecoder, Inbound};
 pub use job::Thresholds;
+pub use outbox::{lagged_frame, Feed};
 pub use server::{serve, RemoteClient, ServeConfig};
 pub use turn::new_turn_id;

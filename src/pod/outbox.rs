@@ -31,12 +31,21 @@
 //! closed, so that it reconnects and gets a fresh snapshot — never silently
 //! skipped forward. A client that stops reading therefore holds at most one
 //! frame plus `limit` bytes of the pod's memory.
+//!
+//! A remote client's frames take the same path up to its queue; only the
+//! sink differs ([`Sink::WebSocket`]): the queue hands them to a [`Feed`]
+//! that the WebSocket's response body takes them from when its connection
+//! can write (see `feed.rs`), with the same lag accounting and rule.
+
+mod feed;
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::io::{IoSlice, Write};
+use std::marker::PhantomData;
 use std::os::fd::AsFd;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::{Message, Recipient};
@@ -48,6 +57,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::protocol::{ErrorCode, Event, Response};
+
+pub use feed::Feed;
 
 /// How long a lagged client gets to take its `lagged` error before the socket
 /// is dropped anyway.
@@ -75,17 +86,32 @@ pub struct Outbox {
     closed: CancellationToken,
 }
 
+/// Where a connection's frames go.
+pub enum Sink {
+    /// A Unix socket (a local client, or a test's socket pair), written from
+    /// the broadcaster's thread.
+    Socket(std::os::unix::net::UnixStream),
+    /// A WebSocket's response body, which takes them on the HTTP server's
+    /// thread (a remote client).
+    WebSocket(Arc<Feed>),
+}
+
 impl Outbox {
     /// The handle of connection `id` and the write half it sends to the
     /// broadcaster's thread (in `Subscribe`, then `Register`), where it becomes
-    /// the connection's queue. `socket` must be in non-blocking mode.
+    /// the connection's queue. A socket must be in non-blocking mode.
     pub fn new(
         id: ConnId,
-        socket: std::os::unix::net::UnixStream,
+        sink: Sink,
         limit: usize,
         deliver: Recipient<Deliver>,
     ) -> (Outbox, ClientSocket) {
-        let closed = CancellationToken::new();
+        // A feed's body ends the connection when its client goes: it fires
+        // the token it was made with.
+        let closed = match &sink {
+            Sink::Socket(_) => CancellationToken::new(),
+            Sink::WebSocket(feed) => feed.closed.clone(),
+        };
         let outbox = Outbox {
             id,
             deliver,
@@ -94,7 +120,7 @@ impl Outbox {
         (
             outbox,
             ClientSocket {
-                socket,
+                sink,
                 limit,
                 closed,
             },
@@ -161,17 +187,28 @@ impl Client {
 /// A client's write half on its way to the broadcaster's thread: `Send`, but
 /// good for nothing until [`ClientSocket::open`] makes it a [`Queue`] there.
 pub struct ClientSocket {
-    socket: std::os::unix::net::UnixStream,
+    sink: Sink,
     limit: usize,
     closed: CancellationToken,
 }
 
 impl ClientSocket {
-    /// The connection's queue and its writer task, which must be spawned on
-    /// this same thread. The socket joins this thread's event loop, so its
-    /// writes never wait for another thread's.
-    pub fn open(self) -> std::io::Result<(Queue, Drain)> {
-        let socket = self.socket;
+    /// The connection's queue and, for a socket, its writer task, which must
+    /// be spawned on this same thread. The socket joins this thread's event
+    /// loop, so its writes never wait for another thread's. (A feed's writer
+    /// is the WebSocket's response body, already running.)
+    pub fn open(self) -> std::io::Result<(Queue, Option<Drain>)> {
+        let socket = match self.sink {
+            Sink::Socket(socket) => socket,
+            Sink::WebSocket(feed) => {
+                let queue = Queue(Lane::Feed {
+                    feed,
+                    limit: self.limit,
+                    thread: PhantomData,
+                });
+                return Ok((queue, None));
+            }
+        };
         if let Err(e) = socket.set_nonblocking(true) {
             self.closed.cancel();
             return Err(e);
@@ -186,11 +223,11 @@ impl ClientSocket {
             done: CancellationToken::new(),
         });
         Ok((
-            Queue {
+            Queue(Lane::Socket {
                 tx,
                 shared: shared.clone(),
-            },
-            Drain { rx, shared },
+            }),
+            Some(Drain { rx, shared }),
         ))
     }
 }
@@ -199,10 +236,21 @@ impl ClientSocket {
 /// (see the module's doc): every push comes from the broadcaster's thread, which
 /// is what lets a push write to the socket directly when nothing is
 /// pending — the writer task, on the same thread, writes only while
-/// something is.
-pub struct Queue {
-    tx: mpsc::UnboundedSender<Bytes>,
-    shared: Rc<Shared>,
+/// something is. A feed's queue is no exception, though its frames leave
+/// on another thread: they enter the feed in this thread's order.
+pub struct Queue(Lane);
+
+enum Lane {
+    Socket {
+        tx: mpsc::UnboundedSender<Bytes>,
+        shared: Rc<Shared>,
+    },
+    Feed {
+        feed: Arc<Feed>,
+        limit: usize,
+        /// Keeps a feed's queue on the broadcaster's thread like any other.
+        thread: PhantomData<Rc<()>>,
+    },
 }
 
 struct Shared {
@@ -289,33 +337,37 @@ impl Queue {
     /// Queues a frame. Returns false when the connection is gone or lagged;
     /// the caller should forget it.
     pub fn push(&self, frame: Bytes) -> bool {
-        if self.shared.closed.is_cancelled() {
+        let (tx, shared) = match &self.0 {
+            Lane::Socket { tx, shared } => (tx, shared),
+            Lane::Feed { feed, limit, .. } => return feed.push(frame, *limit),
+        };
+        if shared.closed.is_cancelled() {
             return false;
         }
         let mut frame = frame;
-        let mut pending = self.shared.pending();
+        let mut pending = shared.pending();
         if pending.bytes == 0 {
-            match (&self.shared.socket).write(&frame) {
+            match (&shared.socket).write(&frame) {
                 Ok(n) if n == frame.len() => return true,
                 Ok(n) => frame = frame.slice(n..),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(_) => {
                     drop(pending);
-                    self.shared.closed.cancel();
+                    shared.closed.cancel();
                     return false;
                 }
             }
         }
         let len = frame.len();
-        pending.add(len, len > self.shared.limit);
-        if pending.lag() > self.shared.limit {
+        pending.add(len, len > shared.limit);
+        if pending.lag() > shared.limit {
             pending.clear();
             drop(pending);
-            self.shared.lagged.set(true);
-            self.shared.closed.cancel();
+            shared.lagged.set(true);
+            shared.closed.cancel();
             return false;
         }
-        self.tx.send(frame).is_ok()
+        tx.send(frame).is_ok()
     }
 
     /// Queues a snapshot — the first frame of every connection, and the one
@@ -323,13 +375,17 @@ impl Queue {
     /// are the mirror's own bytes). It counts as one frame, so however long
     /// the session, it is not lag.
     pub fn push_snapshot(&self, parts: Vec<Bytes>) -> bool {
-        if self.shared.closed.is_cancelled() {
+        let (tx, shared) = match &self.0 {
+            Lane::Socket { tx, shared } => (tx, shared),
+            Lane::Feed { feed, limit, .. } => return feed.push_snapshot(parts, *limit),
+        };
+        if shared.closed.is_cancelled() {
             return false;
         }
         let len = parts.iter().map(Bytes::len).sum();
-        self.shared.pending().add(len, len > self.shared.limit);
+        shared.pending().add(len, len > shared.limit);
         for part in parts {
-            if self.tx.send(part).is_err() {
+            if tx.send(part).is_err() {
                 return false;
             }
         }
@@ -338,13 +394,19 @@ impl Queue {
 
     /// Stops the connection: the writer flushes what is queued, then closes.
     pub fn close(&self) {
-        self.shared.closed.cancel();
+        match &self.0 {
+            Lane::Socket { shared, .. } => shared.closed.cancel(),
+            Lane::Feed { feed, .. } => feed.close(),
+        }
     }
 
     /// Resolves once the writer task has finished: after a close, when
     /// everything queued was written or the client was given up on.
     pub async fn flushed(&self) {
-        self.shared.done.cancelled().await
+        match &self.0 {
+            Lane::Socket { shared, .. } => shared.done.cancelled().await,
+            Lane::Feed { feed, .. } => feed.done().await,
+        }
     }
 }
 
@@ -450,19 +512,21 @@ impl Drain {
             }
         }
         if lagged {
-            batch.push(
-                Event::error(
-                    ErrorCode::Lagged,
-                    "this client fell too far behind and was disconnected; reconnect for a \
-                     fresh snapshot",
-                    None,
-                )
-                .to_frame(),
-            );
+            batch.push(lagged_frame());
         }
         let _ = tokio::time::timeout(LAGGED_GRACE, self.write_batch(batch)).await;
         self.shutdown();
     }
+}
+
+/// The last frame a lagged client gets.
+pub fn lagged_frame() -> Bytes {
+    Event::error(
+        ErrorCode::Lagged,
+        "this client fell too far behind and was disconnected; reconnect for a fresh snapshot",
+        None,
+    )
+    .to_frame()
 }
 
 /// Frames at least this long are written from where they lie; shorter ones
@@ -494,16 +558,24 @@ fn gather(batch: &mut Vec<Bytes>) -> SegmentedBuf<Bytes> {
 mod tests {
     use super::*;
 
+    fn shared(queue: &Queue) -> &Shared {
+        match &queue.0 {
+            Lane::Socket { shared, .. } => shared,
+            Lane::Feed { .. } => panic!("a socket's queue"),
+        }
+    }
+
     /// A queue on one end of a socket pair, and the other end.
     fn queue(limit: usize) -> (tokio::net::UnixStream, Queue, Drain) {
         let (client, server) = std::os::unix::net::UnixStream::pair().unwrap();
         server.set_nonblocking(true).unwrap();
         let socket = ClientSocket {
-            socket: server,
+            sink: Sink::Socket(server),
             limit,
             closed: CancellationToken::new(),
         };
         let (queue, drain) = socket.open().unwrap();
+        let drain = drain.unwrap();
         client.set_nonblocking(true).unwrap();
         (
             tokio::net::UnixStream::from_std(client).unwrap(),
@@ -523,7 +595,7 @@ mod tests {
         assert!(outbox.push(Bytes::from(vec![b'x'; 600])));
         assert!(outbox.push(Bytes::from(vec![b'x'; 300])));
         assert!(!outbox.push(Bytes::from(vec![b'x'; 200])), "over the limit");
-        assert!(outbox.shared.closed.is_cancelled());
+        assert!(shared(&outbox).closed.is_cancelled());
     }
 
     #[actix_rt::test]
@@ -536,7 +608,7 @@ mod tests {
         assert!(outbox.push(Bytes::from(vec![b'x'; 600])));
         assert!(outbox.push(Bytes::from(vec![b'x'; 300])));
         assert!(!outbox.push(Bytes::from(vec![b'x'; 200])), "over the limit");
-        assert!(outbox.shared.closed.is_cancelled());
+        assert!(shared(&outbox).closed.is_cancelled());
     }
 
     #[actix_rt::test]
@@ -557,7 +629,7 @@ mod tests {
                 sent += len;
             }
             // The client reads the reply before it sends the next run.
-            while outbox.shared.pending().bytes > 0 {
+            while shared(&outbox).pending().bytes > 0 {
                 tokio::task::yield_now().await;
             }
         }

@@ -86,10 +86,12 @@ pub struct ServeConfig {
     pub remote: Option<crate::remote::RemoteConfig>,
 }
 
-/// A client the network server accepted and authenticated: its end of a
-/// socket pair, which becomes a `Connection` like any other.
+/// A client the network server accepted and authenticated, which becomes a
+/// `Connection` like any other: its messages arrive on one end of a socket
+/// pair (the bridge writes them to the other), its frames go to `feed`.
 pub struct RemoteClient {
     pub socket: std::os::unix::net::UnixStream,
+    pub feed: std::sync::Arc<super::outbox::Feed>,
     pub access: Access,
 }
 
@@ -632,7 +634,9 @@ async fn accept_loop(listener: UnixListener, hub: Hub) {
 async fn accept_remote(mut clients: mpsc::UnboundedReceiver<RemoteClient>, hub: Hub) {
     while let Some(client) = clients.recv().await {
         let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = Connection::start(id, client.socket, hub.clone(), client.access) {
+        let started =
+            Connection::start_remote(id, client.socket, client.feed, hub.clone(), client.access);
+        if let Err(e) = started {
             tracing::warn!("cannot set up a remote connection: {e}");
         }
     }

@@ -1,73 +1,198 @@
 //! One WebSocket ↔ one pod connection.
 //!
-//! A remote client is a `Connection` like any other: the server makes a
-//! Unix socket pair, hands one end to the pod's accept path (with the
-//! connection's access) and pumps the other end to and from the WebSocket
-//! here — one newline-terminated frame ↔ one text message. Everything the
-//! protocol promises (the snapshot first, the invariant, `lagged`) is the
-//! pod's, unchanged. A client that reads slowly stops this pump, which
-//! stops reading the socket pair, whose bytes then wait in the pod's outbox
-//! exactly as for a slow local client.
+//! A remote client is a `Connection` like any other: the same actor, the
+//! same outbox and queue on the broadcaster's thread, the same order, lag
+//! rule and snapshot first. Only the transport differs. Its frames reach
+//! the WebSocket with no socket in between: the queue hands them to a
+//! [`Feed`], and the WebSocket's response body here ([`Outgoing`]) takes
+//! them whenever the HTTP connection can write — one newline-terminated
+//! frame, one text message, encoded with actix-http's WebSocket framing. A
+//! client that reads slowly leaves the body unpolled (actix-http polls a
+//! body only while its write buffer is short), so its frames wait in the
+//! feed, counted as lag, and go out together once it catches up, exactly
+//! as for a slow local client.
 //!
-//! Inbound messages are streamed into the socket pair fragment by
-//! fragment, never assembled here: the pod's frame decoder counts the
-//! bytes and skips an oversized message (`frame_too_large`). A newline
-//! inside a message becomes a space, so a message is one frame (JSON has
-//! no raw newline inside a string, so valid JSON stays valid, and two
-//! objects in one message are `bad_frame`).
+//! Inbound messages (few and small) go through a Unix socket pair to the
+//! connection's reader, streamed in fragment by fragment, never assembled
+//! here: the pod's frame decoder counts the bytes and skips an oversized
+//! message (`frame_too_large`). A newline inside a message becomes a space,
+//! so a message is one frame (JSON has no raw newline inside a string, so
+//! valid JSON stays valid, and two objects in one message are
+//! `bad_frame`).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use actix_ws::{CloseCode, CloseReason, Item, Message, MessageStream, Session};
+use actix_http::ws::{OpCode, Parser};
+use actix_web::body::{BodyStream, BoxBody, MessageBody as _};
+use actix_ws::{CloseCode, CloseReason, Item, Message, MessageStream};
 use bytes::{Bytes, BytesMut};
-use bytestring::ByteString;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
+use futures::{Future as _, Stream};
+use tokio::io::AsyncWriteExt;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
+use crate::pod::Feed;
 use crate::protocol::{ErrorCode, Event};
 
 /// How often the server pings.
 const PING_EVERY: Duration = Duration::from_secs(30);
 /// A client that has not answered a ping for this long is closed.
 const PONG_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a closing connection keeps its place among
+/// `--max-remote-clients` for its last frames to go out.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
-/// Runs until either side closes. `revoked` fires when the connection's
-/// token is revoked; `_slot` holds its place among `--max-remote-clients`.
-pub async fn run<T>(
-    session: Session,
+/// The most the body takes from the feed at a time, and the most of one
+/// line it holds before sending what it has as a fragment: a long line
+/// (the snapshot of a long session: megabytes) goes out as fragments of one
+/// text message, so no buffer here grows to the size of the line. Small
+/// enough that the line, its encoding and the HTTP connection's copy of it
+/// stay in the CPU's cache: of those copies only the first reads the
+/// session's lines from memory.
+const CHUNK: usize = 64 * 1024;
+
+/// Starts serving one accepted WebSocket: answers the response body, and
+/// spawns the task that carries the client's messages to the pod (`to_pod`)
+/// and says the bridge's own frames. `revoked` fires when the connection's
+/// token is revoked; `slot` holds its place among `--max-remote-clients`.
+pub fn open<T: 'static>(
+    feed: Arc<Feed>,
     messages: MessageStream,
-    pod: tokio::net::UnixStream,
+    to_pod: tokio::net::UnixStream,
+    revoked: CancellationToken,
+    slot: T,
+) -> BoxBody {
+    let side = Rc::new(Side::default());
+    let body = Outgoing {
+        closed: Some(Box::pin(feed.closed_owned())),
+        feed: feed.clone(),
+        side: side.clone(),
+        taken: Vec::new(),
+        line: BytesMut::new(),
+        mid_message: false,
+        lines_sent: false,
+        out: BytesMut::new(),
+        ended: false,
+    };
+    actix_web::rt::spawn(run(feed, side, messages, to_pod, revoked, slot));
+    BodyStream::new(body).boxed()
+}
+
+/// What the bridge sends besides the pod's frames; shared by its task and
+/// the body, which run on the same thread.
+#[derive(Default)]
+struct Side {
+    /// Pings and the answers to the client's pings: sent first, even
+    /// between two fragments of a message.
+    control: RefCell<Vec<(OpCode, Bytes)>>,
+    /// The bridge's own frames (`bad_frame` for a binary message): sent
+    /// between two of the pod's frames, never before the snapshot.
+    said: RefCell<VecDeque<Bytes>>,
+    /// The bridge is closing the connection: its last frame, if any, and
+    /// the close frame's reason.
+    ending: RefCell<Option<Ending>>,
+}
+
+struct Ending {
+    text: Option<Bytes>,
+    reason: Option<CloseReason>,
+}
+
+impl Side {
+    fn control(&self, feed: &Feed, op: OpCode, payload: Bytes) {
+        self.control.borrow_mut().push((op, payload));
+        feed.wake();
+    }
+
+    fn say(&self, feed: &Feed, frame: Bytes) {
+        self.said.borrow_mut().push_back(frame);
+        feed.wake();
+    }
+
+    /// Closes the connection: the pod stops queueing for it, the body sends
+    /// what is queued, then `ending`.
+    fn end(&self, feed: &Feed, ending: Ending) {
+        self.ending.borrow_mut().get_or_insert(ending);
+        feed.close();
+    }
+}
+
+/// Runs until the connection is over; holds `_slot` until the body has
+/// sent its last frame (or a grace period has passed).
+async fn run<T>(
+    feed: Arc<Feed>,
+    side: Rc<Side>,
+    messages: MessageStream,
+    to_pod: tokio::net::UnixStream,
     revoked: CancellationToken,
     _slot: T,
 ) {
-    let (from_pod, to_pod) = pod.into_split();
-    let closer = session.clone();
-    // Frames the bridge itself says (`bad_frame` for a binary message…),
-    // sent between two of the pod's frames and never before the snapshot.
-    let (say, said) = mpsc::unbounded_channel::<Bytes>();
     let last_pong = Rc::new(Cell::new(Instant::now()));
-    let inbound = inbound(session.clone(), messages, to_pod, say, last_pong.clone());
-    let outbound = outbound(session, from_pod, said, revoked, last_pong);
-    tokio::pin!(inbound, outbound);
-    if let futures::future::Either::Left((reason, _)) =
-        futures::future::select(inbound, outbound).await
-    {
-        let _ = closer.close(reason).await;
+    let inbound = inbound(&feed, &side, messages, to_pod, &last_pong);
+    let watch = watch(&feed, &side, revoked, &last_pong);
+    let ending = tokio::select! {
+        ending = inbound => Some(ending),
+        ending = watch => Some(ending),
+        () = feed.closed() => None,
+    };
+    if let Some(ending) = ending {
+        side.end(&feed, ending);
+    }
+    let _ = tokio::time::timeout(CLOSE_GRACE, feed.done()).await;
+}
+
+/// Pings, and the token's revocation; says how to close.
+async fn watch(
+    feed: &Feed,
+    side: &Side,
+    revoked: CancellationToken,
+    last_pong: &Cell<Instant>,
+) -> Ending {
+    let mut pings = tokio::time::interval_at(tokio::time::Instant::now() + PING_EVERY, PING_EVERY);
+    loop {
+        tokio::select! {
+            _ = pings.tick() => {
+                if last_pong.get().elapsed() > PONG_TIMEOUT {
+                    return Ending {
+                        text: None,
+                        reason: Some(CloseReason {
+                            code: CloseCode::Away,
+                            description: Some("no answer to pings for 60 s".into()),
+                        }),
+                    };
+                }
+                side.control(feed, OpCode::Ping, Bytes::from_static(b"pod"));
+            },
+            () = revoked.cancelled() => {
+                return Ending {
+                    text: Some(error_text(ErrorCode::Unauthorized, "this device token was revoked")),
+                    reason: Some(CloseReason {
+                        code: CloseCode::Policy,
+                        description: Some("token revoked".into()),
+                    }),
+                };
+            },
+        }
     }
 }
 
 /// Client → pod, until the client closes; says how to close.
 async fn inbound(
-    mut session: Session,
+    feed: &Feed,
+    side: &Side,
     mut messages: MessageStream,
-    mut to_pod: OwnedWriteHalf,
-    say: mpsc::UnboundedSender<Bytes>,
-    last_pong: Rc<Cell<Instant>>,
-) -> Option<CloseReason> {
+    mut to_pod: tokio::net::UnixStream,
+    last_pong: &Cell<Instant>,
+) -> Ending {
+    let quietly = Ending {
+        text: None,
+        reason: None,
+    };
     // Inside a fragmented message: a text one (streamed on) or a binary one
     // (discarded up to its last fragment).
     let mut in_text = false;
@@ -92,59 +217,61 @@ async fn inbound(
             }
             Ok(Message::Continuation(Item::Last(_))) if in_binary => {
                 in_binary = false;
-                refuse_binary(&say);
+                side.say(feed, binary_refused());
                 Ok(())
             }
             Ok(Message::Continuation(_)) => Ok(()),
             Ok(Message::Binary(_)) => {
-                refuse_binary(&say);
+                side.say(feed, binary_refused());
                 Ok(())
             }
-            Ok(Message::Ping(payload)) => match session.pong(&payload).await {
-                Ok(()) => Ok(()),
-                Err(_) => return None,
-            },
+            Ok(Message::Ping(payload)) => {
+                side.control(feed, OpCode::Pong, payload);
+                Ok(())
+            }
             Ok(Message::Pong(_)) => {
                 last_pong.set(Instant::now());
                 Ok(())
             }
-            Ok(Message::Close(_)) => return None,
+            Ok(Message::Close(_)) => return quietly,
             Ok(Message::Nop) => Ok(()),
             Err(actix_ws::ProtocolError::Overflow) => {
                 // One frame above the limit: the WebSocket stack cannot skip
                 // a frame it has not read, so this one ends the connection.
-                let frame = error_text(
-                    ErrorCode::FrameTooLarge,
-                    "a WebSocket frame longer than the pod's --max-frame-bytes; the connection \
-                     is closed (send large messages in fragments: an oversized fragmented \
-                     message is skipped and the connection kept)",
-                );
-                if let Ok(text) = ByteString::try_from(frame) {
-                    let _ = session.text(text).await;
-                }
-                return Some(CloseReason {
-                    code: CloseCode::Size,
-                    description: Some("frame too large".into()),
-                });
+                return Ending {
+                    text: Some(error_text(
+                        ErrorCode::FrameTooLarge,
+                        "a WebSocket frame longer than the pod's --max-frame-bytes; the \
+                         connection is closed (send large messages in fragments: an oversized \
+                         fragmented message is skipped and the connection kept)",
+                    )),
+                    reason: Some(CloseReason {
+                        code: CloseCode::Size,
+                        description: Some("frame too large".into()),
+                    }),
+                };
             }
             Err(_) => {
-                return Some(CloseReason {
-                    code: CloseCode::Protocol,
-                    description: None,
-                })
+                return Ending {
+                    text: None,
+                    reason: Some(CloseReason {
+                        code: CloseCode::Protocol,
+                        description: None,
+                    }),
+                }
             }
         };
         if written.is_err() {
-            return None;
+            return quietly;
         }
     }
-    None
+    quietly
 }
 
 /// Writes part of a message to the pod, each newline as a space, and the
 /// frame's newline after its last part.
 async fn write_message(
-    to_pod: &mut OwnedWriteHalf,
+    to_pod: &mut tokio::net::UnixStream,
     part: &[u8],
     last: bool,
 ) -> std::io::Result<()> {
@@ -163,135 +290,165 @@ async fn write_message(
     Ok(())
 }
 
-fn refuse_binary(say: &mpsc::UnboundedSender<Bytes>) {
-    let _ = say.send(error_text(
+fn binary_refused() -> Bytes {
+    error_text(
         ErrorCode::BadFrame,
         "binary messages are not part of the protocol: send each frame as one text message \
          holding one JSON object",
-    ));
+    )
 }
 
+/// An `error` frame without its newline: a text message's payload.
 fn error_text(code: ErrorCode, message: &str) -> Bytes {
     let frame = Event::error(code, message, None).to_frame();
     frame.slice(..frame.len().saturating_sub(1))
 }
 
-/// The bridge's read from the socket pair, and the most of one line it
-/// holds before sending what it has as a fragment.
-const CHUNK: usize = 256 * 1024;
-
-/// Pod → client, with the pings and the bridge's own frames.
-///
-/// A line that fits in [`CHUNK`] goes out as one text message. A longer
-/// one (the snapshot of a long session: megabytes) goes out as fragments
-/// of one text message, each as soon as its bytes are read: the client
-/// receives the same message, but its first bytes leave while the pod is
-/// still writing the rest, and no buffer here grows to the size of the
-/// line (store-and-forward of a 10 MiB snapshot cost three passes over
-/// multi-MiB buffers and their page faults before the first byte left;
-/// see docs/performance.md, scenario 10).
-async fn outbound(
-    mut session: Session,
-    mut from_pod: OwnedReadHalf,
-    mut said: mpsc::UnboundedReceiver<Bytes>,
-    revoked: CancellationToken,
-    last_pong: Rc<Cell<Instant>>,
-) {
-    let mut buf = BytesMut::with_capacity(CHUNK);
-    // Bytes at the start of `buf` already searched for a newline.
-    let mut scanned = 0;
-    let mut snapshot_sent = false;
-    // Fragments of the line in progress have gone out, its last one not:
-    // nothing but a control frame may go out before it.
-    let mut mid_message = false;
-    // The token was revoked while a line was going out in fragments: the
-    // error follows once that line is whole.
-    let mut revoking = false;
-    let mut pings = tokio::time::interval_at(tokio::time::Instant::now() + PING_EVERY, PING_EVERY);
-    let reason = loop {
-        if revoking && !mid_message {
-            break revoke(&mut session).await;
-        }
-        tokio::select! {
-            read = from_pod.read_buf(&mut buf) => match read {
-                Ok(0) | Err(_) => break None,
-                Ok(_) => {
-                    while let Some(at) = memchr::memchr(b'\n', &buf[scanned..]) {
-                        let mut line = buf.split_to(scanned + at + 1);
-                        line.truncate(line.len() - 1);
-                        scanned = 0;
-                        let sent = if mid_message {
-                            mid_message = false;
-                            session.continuation(Item::Last(line.freeze())).await
-                        } else {
-                            // The pod's frames are serde_json's output,
-                            // always UTF-8; a line that were not is dropped
-                            // rather than sent as text.
-                            let Ok(text) = ByteString::try_from(line.freeze()) else {
-                                continue;
-                            };
-                            session.text(text).await
-                        };
-                        if sent.is_err() {
-                            return;
-                        }
-                        snapshot_sent = true;
-                    }
-                    scanned = buf.len();
-                    if buf.len() >= CHUNK {
-                        // No newline in a whole chunk: a long line, sent
-                        // on as a fragment. A fragment may end inside a
-                        // UTF-8 sequence; the message as a whole is valid.
-                        let part = buf.split().freeze();
-                        scanned = 0;
-                        let item = if mid_message {
-                            Item::Continue(part)
-                        } else {
-                            Item::FirstText(part)
-                        };
-                        mid_message = true;
-                        if session.continuation(item).await.is_err() {
-                            return;
-                        }
-                    }
-                    if buf.capacity() - buf.len() < CHUNK / 4 {
-                        buf.reserve(CHUNK);
-                    }
-                }
-            },
-            Some(frame) = said.recv(), if snapshot_sent && !mid_message => {
-                let Ok(text) = ByteString::try_from(frame) else { continue };
-                if session.text(text).await.is_err() {
-                    return;
-                }
-            },
-            _ = pings.tick() => {
-                if last_pong.get().elapsed() > PONG_TIMEOUT {
-                    break Some(CloseReason {
-                        code: CloseCode::Away,
-                        description: Some("no answer to pings for 60 s".into()),
-                    });
-                }
-                if session.ping(b"pod").await.is_err() {
-                    return;
-                }
-            },
-            () = revoked.cancelled(), if !revoking => {
-                revoking = true;
-            },
-        }
-    };
-    let _ = session.close(reason).await;
+/// The WebSocket's response body: the feed's frames, one text message
+/// each, with the bridge's pings, pongs, frames and close.
+struct Outgoing {
+    feed: Arc<Feed>,
+    /// Resolves when the connection is over, however it ended, so the body
+    /// wakes to close (`None` once it has).
+    closed: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+    side: Rc<Side>,
+    /// What one poll took from the feed (reused).
+    taken: Vec<Bytes>,
+    /// The line in progress that has not gone out (less than [`CHUNK`]).
+    line: BytesMut,
+    /// Fragments of the line in progress have gone out, its last one not.
+    mid_message: bool,
+    /// A whole line (the snapshot) has gone out: the bridge may speak.
+    lines_sent: bool,
+    /// The bytes for the HTTP connection. Taken by `split`, so its memory
+    /// is used again once the connection has copied them out.
+    out: BytesMut,
+    ended: bool,
 }
 
-/// Says the token was revoked (between two lines); how to close.
-async fn revoke(session: &mut Session) -> Option<CloseReason> {
-    let frame = error_text(ErrorCode::Unauthorized, "this device token was revoked");
-    if let Ok(text) = ByteString::try_from(frame) {
-        let _ = session.text(text).await;
+impl Outgoing {
+    fn text(&mut self, payload: &[u8], op: OpCode, fin: bool) {
+        Parser::write_message(&mut self.out, payload, op, fin, false);
     }
-    Some(CloseReason {
-        code: CloseCode::Policy,
-        description: Some("token revoked".into()),
-    })
+
+    /// Between two lines: where the bridge's own frames may go.
+    fn at_boundary(&self) -> bool {
+        self.line.is_empty() && !self.mid_message
+    }
+
+    /// Encodes a piece of the pod's byte stream: each line ending in it
+    /// as a message (or its last fragment), the rest kept for later.
+    fn encode(&mut self, mut piece: Bytes) {
+        while let Some(at) = memchr::memchr(b'\n', &piece) {
+            let line = piece.split_to(at + 1);
+            let line = &line[..at];
+            if self.at_boundary() {
+                // The common case, a whole frame in one piece: no copy
+                // besides the encoding.
+                self.text(line, OpCode::Text, true);
+            } else {
+                let mut whole = std::mem::take(&mut self.line);
+                whole.extend_from_slice(line);
+                let op = self.opcode();
+                self.text(&whole, op, true);
+                whole.clear();
+                self.line = whole;
+                self.mid_message = false;
+            }
+            self.lines_sent = true;
+        }
+        if piece.is_empty() {
+            return;
+        }
+        self.line.extend_from_slice(&piece);
+        if self.line.len() >= CHUNK {
+            // A long line: sent on as a fragment. A fragment may end
+            // inside a UTF-8 sequence; the message as a whole is valid.
+            let op = self.opcode();
+            let mut part = std::mem::take(&mut self.line);
+            self.text(&part, op, false);
+            part.clear();
+            self.line = part;
+            self.mid_message = true;
+        }
+    }
+
+    fn opcode(&self) -> OpCode {
+        if self.mid_message {
+            OpCode::Continue
+        } else {
+            OpCode::Text
+        }
+    }
+
+    /// The last frames: after everything queued, `lagged` or the bridge's
+    /// last word (each only between two lines), then the close frame.
+    fn close(&mut self, lagged: bool) {
+        let ending = self.side.ending.borrow_mut().take();
+        let (text, reason) = match ending {
+            Some(Ending { text, reason }) => (text, reason),
+            None => (None, None),
+        };
+        let text = if lagged {
+            let frame = crate::pod::lagged_frame();
+            Some(frame.slice(..frame.len().saturating_sub(1)))
+        } else {
+            text
+        };
+        if let Some(text) = text.filter(|_| self.at_boundary()) {
+            self.text(&text, OpCode::Text, true);
+        }
+        Parser::write_close(&mut self.out, reason, false);
+        self.ended = true;
+    }
+}
+
+impl Stream for Outgoing {
+    type Item = Result<Bytes, std::convert::Infallible>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        if let Some(closed) = &mut this.closed {
+            if closed.as_mut().poll(cx).is_ready() {
+                this.closed = None;
+            }
+        }
+        let controls = std::mem::take(&mut *this.side.control.borrow_mut());
+        for (op, payload) in controls {
+            Parser::write_message(&mut this.out, &payload, op, true, false);
+        }
+        let mut taken = std::mem::take(&mut this.taken);
+        let end = this.feed.take(cx, CHUNK, &mut taken);
+        for piece in taken.drain(..) {
+            this.encode(piece);
+        }
+        this.taken = taken;
+        if this.lines_sent && this.at_boundary() {
+            let said = std::mem::take(&mut *this.side.said.borrow_mut());
+            for frame in said {
+                this.text(&frame, OpCode::Text, true);
+            }
+        }
+        if let Some(lagged) = end {
+            this.close(lagged);
+            this.feed.finish();
+        }
+        if this.out.is_empty() {
+            return match this.ended {
+                true => Poll::Ready(None),
+                false => Poll::Pending,
+            };
+        }
+        Poll::Ready(Some(Ok(this.out.split().freeze())))
+    }
+}
+
+impl Drop for Outgoing {
+    /// The client is gone (or the body ended): the connection is over.
+    fn drop(&mut self) {
+        self.feed.finish();
+    }
 }

@@ -3,10 +3,10 @@
 //!
 //! The HTTP side (actix-web, rustls) checks `Host`, `Origin` and the device
 //! token before any upgrade ([`checks`], [`tokens`]); each accepted
-//! WebSocket becomes an ordinary pod connection through a Unix socket pair
-//! ([`bridge`]), so the pod's one `Connection` type, outbox and ordering
-//! argument serve remote clients unchanged. Without `--listen` none of
-//! this runs and no port is opened.
+//! WebSocket becomes an ordinary pod connection whose frames its response
+//! body takes from the connection's feed ([`bridge`]), so the pod's one
+//! `Connection` type, outbox and ordering argument serve remote clients
+//! unchanged. Without `--listen` none of this runs and no port is opened.
 
 pub mod bridge;
 mod checks;

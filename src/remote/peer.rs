@@ -230,14 +230,39 @@ fn holders(inode: u64) -> Vec<u32> {
     };
     procs
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
-                fds.filter_map(Result::ok).any(|fd| {
-                    std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == &*target)
-                })
-            })
-        })
+        .filter(|&pid| holds(pid, target.as_bytes()))
         .collect()
+}
+
+/// Whether process `pid` has a descriptor whose link reads `target`.
+///
+/// This reads every descriptor's link of every process on each local
+/// connect, so each is read relative to the open `fd` directory, into a
+/// buffer on the stack: the kernel looks up one name, not the whole
+/// `/proc/PID/fd/N` path, and nothing is allocated per descriptor. A link
+/// longer than the buffer is cut short, and then is not `target` anyway.
+fn holds(pid: u32, target: &[u8]) -> bool {
+    use rustix::fs::{openat, readlinkat_raw, Dir, Mode, OFlags, CWD};
+    let Ok(dir) = openat(
+        CWD,
+        format!("/proc/{pid}/fd"),
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return false;
+    };
+    let Ok(copy) = dir.try_clone() else {
+        return false;
+    };
+    let Ok(entries) = Dir::new(copy) else {
+        return false;
+    };
+    let mut link = [std::mem::MaybeUninit::<u8>::uninit(); 64];
+    entries.filter_map(Result::ok).any(|entry| {
+        let name = entry.file_name();
+        name.to_bytes().first() != Some(&b'.')
+            && readlinkat_raw(&dir, name, &mut link).is_ok_and(|(read, _)| read == target)
+    })
 }
 
 #[cfg(test)]

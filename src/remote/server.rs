@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use super::checks::Checks;
 use super::peer;
 use super::tokens::{Granted, Tokens};
-use crate::pod::{Access, RemoteClient};
+use crate::pod::{Access, Feed, RemoteClient};
 use crate::protocol::AccessLevel;
 
 /// The same on every response (the contract's exact policy).
@@ -486,7 +486,10 @@ async fn websocket(req: HttpRequest, body: web::Payload, state: web::Data<State>
         _ => false,
     };
     let access = Access::remote(ip, descendant, granted.scope == AccessLevel::Read);
-    let (mut response, session, messages) = match actix_ws::handle(&req, body) {
+    // actix-ws makes the handshake's answer and reads the client's
+    // messages; the answer's body is replaced by the bridge's, which takes
+    // the pod's frames straight from the connection's feed.
+    let (mut response, _session, messages) = match actix_ws::handle(&req, body) {
         Ok(parts) => parts,
         Err(e) => return e.error_response(),
     };
@@ -512,10 +515,12 @@ async fn websocket(req: HttpRequest, body: web::Payload, state: web::Data<State>
             )
         }
     };
+    let feed = Feed::new();
     if state
         .accept
         .send(RemoteClient {
             socket: theirs,
+            feed: feed.clone(),
             access,
         })
         .is_err()
@@ -541,6 +546,6 @@ async fn websocket(req: HttpRequest, body: web::Payload, state: web::Data<State>
     // The codec holds at most one frame of this size; a longer message
     // must come in fragments, which the pod's decoder counts and skips.
     let messages = messages.max_frame_size(state.max_frame_bytes.saturating_add(2));
-    actix_web::rt::spawn(super::bridge::run(session, messages, ours, revoked, slot));
-    response
+    let body = super::bridge::open(feed, messages, ours, revoked, slot);
+    response.set_body(body)
 }

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::*;
 use crate::pod::broadcaster::Broadcaster;
 use crate::pod::fault::Faults;
-use crate::pod::outbox::Outbox;
+use crate::pod::outbox::{Outbox, Sink};
 use crate::pod::session_log::{append, Dirs, Subscribe};
 use crate::protocol::{AssistantItem, Greeting, Segment, TurnEndReason};
 use crate::store::pointer::Pointer;
@@ -186,7 +186,12 @@ impl Client {
         let (client, server) = tokio::net::UnixStream::pair().unwrap();
         let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let server = server.into_std().unwrap();
-        let (_outbox, socket) = Outbox::new(id, server, 1 << 24, broadcaster.clone().recipient());
+        let (_outbox, socket) = Outbox::new(
+            id,
+            Sink::Socket(server),
+            1 << 24,
+            broadcaster.clone().recipient(),
+        );
         let (registered, queued) = tokio::sync::oneshot::channel();
         log.do_send(Subscribe {
             id,
