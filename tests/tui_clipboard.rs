@@ -53,31 +53,6 @@ fn start_xvfb() -> Option<Xvfb> {
     })
 }
 
-fn serve(dir: &Path) -> (Server, PathBuf, PathBuf) {
-    let socket = dir.join("run").join("pod.sock");
-    let data = dir.join("data");
-    let workspace = dir.join("ws");
-    std::fs::create_dir_all(&workspace).unwrap();
-    let server = Server(
-        Command::new(POD)
-            .arg("serve")
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--data-dir")
-            .arg(&data)
-            .arg("--workspace")
-            .arg(&workspace)
-            .args(["--provider", "offline"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_until("the pod's socket", || socket.exists());
-    (server, socket, data)
-}
-
 fn attach(socket: &Path, display: Option<&str>) -> InPty {
     let mut attach = CommandBuilder::new(POD);
     attach.args(["attach", "--socket"]);
@@ -99,7 +74,11 @@ fn ctrl_v_attaches_the_clipboard_image_and_says_why_when_it_cannot() {
     let Some(x) = start_xvfb() else { return };
     std::env::set_var("DISPLAY", &x.display);
     let dir = tempfile::tempdir().unwrap();
-    let (_server, socket, data) = serve(dir.path());
+    let OfflinePod {
+        server: _server,
+        socket,
+        data,
+    } = serve_offline(dir.path());
 
     // Text on the clipboard: Ctrl+V says there is no image.
     let mut clipboard = arboard::Clipboard::new().expect("the X clipboard opens");

@@ -187,27 +187,11 @@ fn plain_pod_passes_serve_flags_and_asks_when_the_running_pod_differs() {
 #[test]
 fn attach_send_paste_and_detach() {
     let dir = tempfile::tempdir().unwrap();
-    let socket: PathBuf = dir.path().join("run").join("pod.sock");
-    let data = dir.path().join("data");
-    let workspace = dir.path().join("ws");
-    std::fs::create_dir_all(&workspace).unwrap();
-    let mut server = Server(
-        Command::new(POD)
-            .arg("serve")
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--data-dir")
-            .arg(&data)
-            .arg("--workspace")
-            .arg(&workspace)
-            .args(["--provider", "offline"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_until("the pod's socket", || socket.exists());
+    let OfflinePod {
+        mut server,
+        socket,
+        data,
+    } = serve_offline(dir.path());
 
     let mut attach = CommandBuilder::new(POD);
     attach.arg("attach");
@@ -598,10 +582,6 @@ fn an_approval_while_unfocused_rings_and_notifies() {
 #[test]
 fn a_pasted_image_path_is_a_chip_and_reaches_the_model() {
     let dir = tempfile::tempdir().unwrap();
-    let socket: PathBuf = dir.path().join("run").join("pod.sock");
-    let data = dir.path().join("data");
-    let workspace = dir.path().join("ws");
-    std::fs::create_dir_all(&workspace).unwrap();
     // Outside the workspace, as a screenshot usually is.
     let shot = dir.path().join("shot.png");
     let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
@@ -610,23 +590,11 @@ fn a_pasted_image_path_is_a_chip_and_reaches_the_model() {
     png.extend_from_slice(&[8, 6, 0, 0, 0, 0, 0, 0, 0]);
     png.resize(214_000, 0);
     std::fs::write(&shot, &png).unwrap();
-    let _server = Server(
-        Command::new(POD)
-            .arg("serve")
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--data-dir")
-            .arg(&data)
-            .arg("--workspace")
-            .arg(&workspace)
-            .args(["--provider", "offline"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_until("the pod's socket", || socket.exists());
+    let OfflinePod {
+        server: _server,
+        socket,
+        data,
+    } = serve_offline(dir.path());
     let mut attach = CommandBuilder::new(POD);
     attach.arg("attach");
     attach.arg("--socket");

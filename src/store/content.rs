@@ -183,28 +183,21 @@ impl ContentStore {
         bytes: &[u8],
         admit: impl FnOnce(u64) -> Result<(), E>,
     ) -> Result<Digest, E> {
-        let tmp = self.root.join(format!(".tmp-{}", uuid::Uuid::new_v4()));
-        let outcome = (|| {
-            let mut file = crate::private::file_options()
-                .write(true)
-                .create_new(true)
-                .open(&tmp)?;
-            file.write_all(bytes)?;
-            std::thread::scope(|scope| {
-                let synced = scope.spawn(|| file.sync_all());
-                let digest = Digest::of(bytes);
-                let decided = if self.refresh(&digest) {
-                    Ok(Placement::AlreadyStored)
-                } else {
-                    admit(bytes.len() as u64).map(|()| Placement::New)
-                };
-                let synced = synced
-                    .join()
-                    .unwrap_or_else(|_| Err(std::io::Error::other("the fsync thread panicked")));
-                synced?;
-                Ok((digest, decided?))
-            })
-        })();
+        let (tmp, file) = self.temporary(bytes)?;
+        let outcome = std::thread::scope(|scope| {
+            let synced = scope.spawn(|| file.sync_all());
+            let digest = Digest::of(bytes);
+            let decided = if self.refresh(&digest) {
+                Ok(Placement::AlreadyStored)
+            } else {
+                admit(bytes.len() as u64).map(|()| Placement::New)
+            };
+            let synced = synced
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("the fsync thread panicked")));
+            synced?;
+            Ok((digest, decided?))
+        });
         match outcome {
             Ok((digest, Placement::New)) => {
                 self.place(&tmp, &digest)?;
@@ -225,20 +218,27 @@ impl ContentStore {
         if self.refresh(&digest) {
             return Ok(());
         }
-        let tmp = self.root.join(format!(".tmp-{}", uuid::Uuid::new_v4()));
-        let written = (|| {
-            let mut file = crate::private::file_options()
-                .write(true)
-                .create_new(true)
-                .open(&tmp)?;
-            file.write_all(bytes)?;
-            file.sync_all()
-        })();
-        if let Err(e) = written {
+        let (tmp, file) = self.temporary(bytes)?;
+        if let Err(e) = file.sync_all() {
             let _ = std::fs::remove_file(&tmp);
             return Err(e);
         }
         self.place(&tmp, &digest)
+    }
+
+    /// A new temporary file in the root holding `bytes` (not yet synced),
+    /// and its path; nothing is left behind when writing fails.
+    fn temporary(&self, bytes: &[u8]) -> std::io::Result<(PathBuf, std::fs::File)> {
+        let tmp = self.root.join(format!(".tmp-{}", uuid::Uuid::new_v4()));
+        let mut file = crate::private::file_options()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        if let Err(e) = file.write_all(bytes) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        Ok((tmp, file))
     }
 
     /// Whether `digest` is stored; if so its modification time is refreshed

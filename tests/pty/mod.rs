@@ -5,8 +5,8 @@
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
-use std::path::Path;
-use std::process::Child;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,44 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// A `pod serve` on the offline model, in `run/pod.sock`, `data` and `ws`
+/// under a test's directory.
+pub struct OfflinePod {
+    pub server: Server,
+    pub socket: PathBuf,
+    pub data: PathBuf,
+}
+
+/// Starts an [`OfflinePod`] under `dir` and waits for its socket.
+pub fn serve_offline(dir: &Path) -> OfflinePod {
+    let socket = dir.join("run").join("pod.sock");
+    let data = dir.join("data");
+    let workspace = dir.join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let server = Server(
+        Command::new(POD)
+            .arg("serve")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--data-dir")
+            .arg(&data)
+            .arg("--workspace")
+            .arg(&workspace)
+            .args(["--provider", "offline"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_until("the pod's socket", || socket.exists());
+    OfflinePod {
+        server,
+        socket,
+        data,
     }
 }
 
