@@ -319,6 +319,10 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         // A client may attach before the worker settles the session: its
         // first status must already name the model in force.
         env.state.borrow_mut().model = super::recovery::reconcile_model(&env, &conversation).0;
+        // And the broadcaster must have it before it registers any client:
+        // its own status starts empty, and the worker publishes one only
+        // once the session is settled.
+        env.publish_status();
         let worker = Worker::new(env, paused_tx, conversation).start();
         for note in orphaned_jobs {
             worker.do_send(JobChanged(JobEvent::Ended(note)));
