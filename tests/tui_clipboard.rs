@@ -74,7 +74,7 @@ fn ctrl_v_attaches_the_clipboard_image_and_says_why_when_it_cannot() {
     let Some(x) = start_xvfb() else { return };
     std::env::set_var("DISPLAY", &x.display);
     let dir = tempfile::tempdir().unwrap();
-    let OfflinePod {
+    let ServedPod {
         server: _server,
         socket,
         data,

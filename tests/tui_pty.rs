@@ -5,7 +5,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use portable_pty::CommandBuilder;
@@ -187,7 +187,7 @@ fn plain_pod_passes_serve_flags_and_asks_when_the_running_pod_differs() {
 #[test]
 fn attach_send_paste_and_detach() {
     let dir = tempfile::tempdir().unwrap();
-    let OfflinePod {
+    let ServedPod {
         mut server,
         socket,
         data,
@@ -276,8 +276,6 @@ fn workflow_and_knowledge_from_the_menus_reach_the_model() {
     let model = runtime.block_on(support::Server::start(vec![support::Reply::sse(&reply)]));
 
     let dir = tempfile::tempdir().unwrap();
-    let socket: PathBuf = dir.path().join("run").join("pod.sock");
-    let data = dir.path().join("data");
     let workspace = dir.path().join("ws");
     let write = |path: &str, text: &str| {
         let path = workspace.join(path);
@@ -293,25 +291,16 @@ fn workflow_and_knowledge_from_the_menus_reach_the_model() {
         "# House style\n\nKNOWLEDGE-BODY: four spaces.\n",
     );
     std::fs::create_dir_all(workspace.join("src")).unwrap();
-    let _server = Server(
-        Command::new(POD)
-            .arg("serve")
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--data-dir")
-            .arg(&data)
-            .arg("--workspace")
-            .arg(&workspace)
+    let ServedPod {
+        server: _server,
+        socket,
+        data,
+    } = serve(dir.path(), |command| {
+        command
             .args(["--provider", "openai", "--model", "test", "--base-url"])
             .arg(format!("{}/v1", model.url))
-            .env("OPENAI_API_KEY", "test-key")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_until("the pod's socket", || socket.exists());
+            .env("OPENAI_API_KEY", "test-key");
+    });
 
     let mut attach = CommandBuilder::new(POD);
     attach.arg("attach");
@@ -385,29 +374,13 @@ fn workflow_and_knowledge_from_the_menus_reach_the_model() {
 /// A `pod serve` on the script provider in `dir` (workspace `dir/ws`,
 /// approval mode `approval`), and `pod attach` to it in a pseudo-terminal.
 fn scripted_pod_and_tui(dir: &tempfile::TempDir, approval: &str, script: &str) -> (Server, InPty) {
-    let socket: PathBuf = dir.path().join("run").join("pod.sock");
-    let workspace = dir.path().join("ws");
-    std::fs::create_dir_all(&workspace).unwrap();
     let script_path = dir.path().join("script.jsonl");
     std::fs::write(&script_path, script).unwrap();
-    let server = Server(
-        Command::new(POD)
-            .arg("serve")
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .arg("--workspace")
-            .arg(&workspace)
+    let ServedPod { server, socket, .. } = serve(dir.path(), |command| {
+        command
             .args(["--approval", approval, "--provider", "script", "--script"])
-            .arg(&script_path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_until("the pod's socket", || socket.exists());
+            .arg(&script_path);
+    });
     let mut attach = CommandBuilder::new(POD);
     attach.arg("attach");
     attach.arg("--socket");
@@ -512,9 +485,6 @@ fn a_command_cancelled_with_esc_says_cancelled_after() {
 #[test]
 fn an_approval_while_unfocused_rings_and_notifies() {
     let dir = tempfile::tempdir().unwrap();
-    let socket: PathBuf = dir.path().join("run").join("pod.sock");
-    let workspace = dir.path().join("ws");
-    std::fs::create_dir_all(&workspace).unwrap();
     let script = dir.path().join("script.jsonl");
     std::fs::write(
         &script,
@@ -526,25 +496,16 @@ fn an_approval_while_unfocused_rings_and_notifies() {
         ),
     )
     .unwrap();
-    let _server = Server(
-        Command::new(POD)
-            .arg("serve")
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .arg("--workspace")
-            .arg(&workspace)
+    let ServedPod {
+        server: _server,
+        socket,
+        ..
+    } = serve(dir.path(), |command| {
+        command
             .args(["--approval", "ask", "--provider", "script", "--script"])
             .arg(&script)
-            .env("XDG_CONFIG_HOME", dir.path().join("config"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_until("the pod's socket", || socket.exists());
+            .env("XDG_CONFIG_HOME", dir.path().join("config"));
+    });
     let mut attach = CommandBuilder::new(POD);
     attach.args(["attach", "--notify", "desktop", "--socket"]);
     attach.arg(&socket);
@@ -590,7 +551,7 @@ fn a_pasted_image_path_is_a_chip_and_reaches_the_model() {
     png.extend_from_slice(&[8, 6, 0, 0, 0, 0, 0, 0, 0]);
     png.resize(214_000, 0);
     std::fs::write(&shot, &png).unwrap();
-    let OfflinePod {
+    let ServedPod {
         server: _server,
         socket,
         data,

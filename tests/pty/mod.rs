@@ -28,42 +28,48 @@ impl Drop for Server {
     }
 }
 
-/// A `pod serve` on the offline model, in `run/pod.sock`, `data` and `ws`
-/// under a test's directory.
-pub struct OfflinePod {
+/// A `pod serve` in `run/pod.sock`, `data` and `ws` under a test's
+/// directory.
+pub struct ServedPod {
     pub server: Server,
     pub socket: PathBuf,
     pub data: PathBuf,
 }
 
-/// Starts an [`OfflinePod`] under `dir` and waits for its socket.
-pub fn serve_offline(dir: &Path) -> OfflinePod {
+/// Starts a [`ServedPod`] under `dir`, with what `configure` adds to its
+/// command (the provider, above all), and waits for its socket.
+pub fn serve(dir: &Path, configure: impl FnOnce(&mut Command)) -> ServedPod {
     let socket = dir.join("run").join("pod.sock");
     let data = dir.join("data");
     let workspace = dir.join("ws");
     std::fs::create_dir_all(&workspace).unwrap();
-    let server = Server(
-        Command::new(POD)
-            .arg("serve")
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--data-dir")
-            .arg(&data)
-            .arg("--workspace")
-            .arg(&workspace)
-            .args(["--provider", "offline"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut command = Command::new(POD);
+    command
+        .arg("serve")
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--workspace")
+        .arg(&workspace)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    configure(&mut command);
+    let server = Server(command.spawn().unwrap());
     wait_until("the pod's socket", || socket.exists());
-    OfflinePod {
+    ServedPod {
         server,
         socket,
         data,
     }
+}
+
+/// [`serve`] on the offline model.
+pub fn serve_offline(dir: &Path) -> ServedPod {
+    serve(dir, |command| {
+        command.args(["--provider", "offline"]);
+    })
 }
 
 pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
