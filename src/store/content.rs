@@ -128,6 +128,11 @@ impl ContentStore {
         use std::os::unix::fs::DirBuilderExt as _;
         let root = root.into();
         crate::private::create_dir(&root, true)?;
+        // Made in order, so the last one there means a store opened before
+        // (one a user pruned by hand is made again by `place`).
+        if root.join("ff").is_dir() {
+            return Ok(Self { root });
+        }
         let mut made = false;
         for fan in 0..=u8::MAX {
             let dir = root.join(format!("{fan:02x}"));
