@@ -32,6 +32,10 @@
 //! skipped forward. A client that stops reading therefore holds at most one
 //! frame plus `limit` bytes of the pod's memory.
 //!
+//! A lagged client whose socket took part of a frame gets the rest of that
+//! frame before its `lagged` error, so that what it reads stays whole
+//! lines.
+//!
 //! A remote client's frames take the same path up to its queue; only the
 //! sink differs ([`Sink::WebSocket`]): the queue hands them to a [`Feed`]
 //! that the WebSocket's response body takes them from when its connection
@@ -219,6 +223,7 @@ impl ClientSocket {
             pending: RefCell::new(Pending::default()),
             limit: self.limit,
             lagged: Cell::new(false),
+            at_boundary: Cell::new(true),
             closed: self.closed,
             done: CancellationToken::new(),
         });
@@ -242,7 +247,7 @@ pub struct Queue(Lane);
 
 enum Lane {
     Socket {
-        tx: mpsc::UnboundedSender<Bytes>,
+        tx: mpsc::UnboundedSender<Piece>,
         shared: Rc<Shared>,
     },
     Feed {
@@ -251,6 +256,22 @@ enum Lane {
         /// Keeps a feed's queue on the broadcaster's thread like any other.
         thread: PhantomData<Rc<()>>,
     },
+}
+
+/// Part of a frame on its way to the writer task, and whether the frame
+/// ends with it.
+struct Piece {
+    bytes: Bytes,
+    ends_frame: bool,
+}
+
+impl Piece {
+    fn whole(frame: Bytes) -> Piece {
+        Piece {
+            bytes: frame,
+            ends_frame: true,
+        }
+    }
 }
 
 struct Shared {
@@ -263,6 +284,9 @@ struct Shared {
     pending: RefCell<Pending>,
     limit: usize,
     lagged: Cell<bool>,
+    /// What the socket took last ended a frame: where a `lagged` error may
+    /// go. (Otherwise the rest of that frame is in the channel.)
+    at_boundary: Cell<bool>,
     /// Fired when the outbox is closed (lag, shutdown, client gone).
     closed: CancellationToken,
     /// Fired when the writer task has finished: everything was written, or
@@ -349,7 +373,10 @@ impl Queue {
         if pending.bytes == 0 {
             match (&shared.socket).write(&frame) {
                 Ok(n) if n == frame.len() => return true,
-                Ok(n) => frame = frame.slice(n..),
+                Ok(n) => {
+                    frame = frame.slice(n..);
+                    shared.at_boundary.set(n == 0);
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(_) => {
                     drop(pending);
@@ -361,13 +388,16 @@ impl Queue {
         let len = frame.len();
         pending.add(len, len > shared.limit);
         if pending.lag() > shared.limit {
+            // All dropped but the rest of a frame the socket took part of,
+            // already in the channel (lag needs a frame in front of this
+            // one, so the socket took none of this).
             pending.clear();
             drop(pending);
             shared.lagged.set(true);
             shared.closed.cancel();
             return false;
         }
-        tx.send(frame).is_ok()
+        tx.send(Piece::whole(frame)).is_ok()
     }
 
     /// Queues a snapshot — the first frame of every connection, and the one
@@ -384,8 +414,13 @@ impl Queue {
         }
         let len = parts.iter().map(Bytes::len).sum();
         shared.pending().add(len, len > shared.limit);
-        for part in parts {
-            if tx.send(part).is_err() {
+        let last = parts.len().saturating_sub(1);
+        for (i, part) in parts.into_iter().enumerate() {
+            let piece = Piece {
+                bytes: part,
+                ends_frame: i == last,
+            };
+            if tx.send(piece).is_err() {
                 return false;
             }
         }
@@ -412,7 +447,7 @@ impl Queue {
 
 /// The writer task of a [`Queue`]: spawned on the queue's thread.
 pub struct Drain {
-    rx: mpsc::UnboundedReceiver<Bytes>,
+    rx: mpsc::UnboundedReceiver<Piece>,
     shared: Rc<Shared>,
 }
 
@@ -421,7 +456,7 @@ impl Drain {
     /// close everything already queued is flushed first.
     pub async fn run(mut self) {
         let _done = self.shared.done.clone().drop_guard();
-        let mut batch: Vec<Bytes> = Vec::with_capacity(64);
+        let mut batch: Vec<Piece> = Vec::with_capacity(64);
         loop {
             let closing = tokio::select! {
                 biased;
@@ -455,9 +490,15 @@ impl Drain {
         self.shutdown();
     }
 
-    async fn write_batch(&self, batch: &mut Vec<Bytes>) -> bool {
+    async fn write_batch(&self, batch: &mut Vec<Piece>) -> bool {
+        let Some(last) = batch.last() else {
+            return true;
+        };
+        let ends_frame = last.ends_frame;
         let mut gathered = gather(batch);
-        self.write_all(&mut gathered).await.is_ok()
+        let written = self.write_all(&mut gathered).await.is_ok();
+        self.shared.at_boundary.set(ends_frame);
+        written
     }
 
     /// `write_all` for a shared socket: vectored non-blocking writes,
@@ -501,18 +542,22 @@ impl Drain {
     }
 
     /// The outbox was closed: flush what is queued (or, for a lagged client,
-    /// drop it and say why), then close the socket.
-    async fn finish(&mut self, batch: &mut Vec<Bytes>) {
+    /// drop it — all but the end of a frame it is in the middle of — and
+    /// say why), then close the socket.
+    async fn finish(&mut self, batch: &mut Vec<Piece>) {
         self.rx.close();
         batch.clear();
         let lagged = self.shared.lagged.get();
-        if !lagged {
-            while let Ok(frame) = self.rx.try_recv() {
-                batch.push(frame);
-            }
+        let mut at_boundary = self.shared.at_boundary.get();
+        while !(lagged && at_boundary) {
+            let Ok(piece) = self.rx.try_recv() else {
+                break;
+            };
+            at_boundary = piece.ends_frame;
+            batch.push(piece);
         }
         if lagged {
-            batch.push(lagged_frame());
+            batch.push(Piece::whole(lagged_frame()));
         }
         let _ = tokio::time::timeout(LAGGED_GRACE, self.write_batch(batch)).await;
         self.shutdown();
@@ -535,10 +580,10 @@ pub fn lagged_frame() -> Bytes {
 const GATHER_COPY_LIMIT: usize = 4096;
 
 /// The batch as one buffer for a vectored write, emptying `batch`.
-fn gather(batch: &mut Vec<Bytes>) -> SegmentedBuf<Bytes> {
+fn gather(batch: &mut Vec<Piece>) -> SegmentedBuf<Bytes> {
     let mut gathered = SegmentedBuf::new();
     let mut small = BytesMut::new();
-    for frame in batch.drain(..) {
+    for Piece { bytes: frame, .. } in batch.drain(..) {
         if frame.len() < GATHER_COPY_LIMIT {
             small.extend_from_slice(&frame);
             continue;
@@ -635,6 +680,34 @@ mod tests {
         }
         outbox.close();
         assert_eq!(reader.await.unwrap(), sent);
+    }
+
+    #[actix_rt::test]
+    async fn a_client_lagged_in_the_middle_of_a_frame_gets_its_end_then_lagged() {
+        let (client, outbox, drain) = queue(1000);
+        // Longer than the socket pair's buffers: the socket takes part of
+        // it, the rest waits in the channel.
+        let big = Bytes::from([vec![b'b'; 4_000_000], vec![b'\n']].concat());
+        assert!(outbox.push(big.clone()));
+        assert!(
+            !shared(&outbox).at_boundary.get(),
+            "the socket took part of it"
+        );
+        let mut pushed = 0;
+        while outbox.push(Bytes::from_static(b"{\"type\":\"text_delta\"}\n")) {
+            pushed += 1;
+        }
+        assert!(pushed > 0 && shared(&outbox).lagged.get());
+        actix_rt::spawn(drain.run());
+        let mut received = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut { client }, &mut received)
+            .await
+            .unwrap();
+        let lines: Vec<&[u8]> = received.split(|&b| b == b'\n').collect();
+        assert_eq!(lines.len(), 3, "the big frame, `lagged`, nothing after");
+        assert_eq!(lines[0], &big[..big.len() - 1], "the big frame, whole");
+        assert_eq!(lines[1], &lagged_frame()[..lagged_frame().len() - 1]);
+        assert!(lines[2].is_empty());
     }
 
     #[actix_rt::test]
