@@ -311,9 +311,19 @@ impl Blobs {
         Ok(removed)
     }
 
-    /// Collects the blobs no session log under `sessions_dir` names.
+    /// Collects the blobs no session log under `sessions_dir` names. The
+    /// logs are read only when some blob is old enough to go: a pod whose
+    /// sessions hold no image reads none of them at its start.
     pub fn collect_unnamed(&self, sessions_dir: &Path) -> std::io::Result<usize> {
-        let named = named_in_logs(sessions_dir)?;
+        let now = SystemTime::now();
+        let any_old = self.store.list()?.iter().any(|stored| {
+            now.duration_since(stored.modified)
+                .is_ok_and(|age| age > UNNAMED_BLOB_TTL)
+        });
+        let named = match any_old {
+            true => named_in_logs(sessions_dir)?,
+            false => HashSet::new(),
+        };
         self.collect(&named, UNNAMED_BLOB_TTL)
     }
 }
@@ -332,18 +342,44 @@ fn named_in_logs(sessions_dir: &Path) -> std::io::Result<HashSet<Digest>> {
         if path.extension().is_none_or(|e| e != "jsonl") {
             continue;
         }
-        let text = std::fs::read(&path)?;
-        let text = String::from_utf8_lossy(&text);
-        let mut rest = text.as_ref();
-        while let Some(at) = rest.find("sha256:") {
-            let hex = rest[at + 7..].get(..64).unwrap_or("");
-            if let Some(digest) = Digest::from_hex(hex) {
-                named.insert(digest);
-            }
-            rest = &rest[at + 7..];
-        }
+        ids_in(std::fs::File::open(&path)?, &mut named)?;
     }
     Ok(named)
+}
+
+/// Adds the ids `source` mentions to `named`, reading it a chunk at a time:
+/// a session log can be hundreds of megabytes, and this runs beside the
+/// pod's work.
+fn ids_in(mut source: impl Read, named: &mut HashSet<Digest>) -> std::io::Result<()> {
+    const PREFIX: &[u8] = b"sha256:";
+    const ID_LEN: usize = PREFIX.len() + 64;
+    const CHUNK: usize = 64 * 1024;
+    let finder = memchr::memmem::Finder::new(PREFIX);
+    let mut buf = vec![0; CHUNK + ID_LEN];
+    // The end of the last read, searched again: an id it cut in two is
+    // found whole in the next window.
+    let mut carried = 0;
+    loop {
+        let n = match source.read(&mut buf[carried..]) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let window = &buf[..carried + n];
+        for at in finder.find_iter(window) {
+            let hex = window.get(at + PREFIX.len()..at + ID_LEN);
+            if let Some(digest) = hex
+                .and_then(|hex| std::str::from_utf8(hex).ok())
+                .and_then(Digest::from_hex)
+            {
+                named.insert(digest);
+            }
+        }
+        let end = window.len();
+        carried = end.min(ID_LEN - 1);
+        buf.copy_within(end - carried..end, 0);
+    }
 }
 
 /// Never reached for stored blobs (every one passed [`sniff`]); a blob
@@ -363,6 +399,37 @@ mod tests {
         bytes.extend_from_slice(&height.to_be_bytes());
         bytes.extend_from_slice(&[8, 6, 0, 0, 0, 0, 0, 0, 0]);
         bytes
+    }
+
+    #[test]
+    fn ids_are_found_across_the_reads_that_cut_them() {
+        let digests: Vec<Digest> = (0..200u32).map(|i| Digest::of(&i.to_be_bytes())).collect();
+        let mut log = String::new();
+        for (i, digest) in digests.iter().enumerate() {
+            // Lines of every length, so that ids fall across every offset
+            // of the 64 KiB chunks.
+            log.push_str(&"x".repeat(i * 331 % 4000));
+            log.push_str(&format!("{{\"blob\":\"{}\"}}\n", digest.id()));
+        }
+        /// Hands out at most 97 bytes a read: most ids are cut.
+        struct Trickle<'a>(&'a [u8]);
+        impl Read for Trickle<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = buf.len().min(97).min(self.0.len());
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        for source in [
+            &mut log.as_bytes() as &mut dyn Read,
+            &mut Trickle(log.as_bytes()),
+        ] {
+            let mut named = HashSet::new();
+            ids_in(source, &mut named).unwrap();
+            assert_eq!(named.len(), digests.len());
+            assert!(digests.iter().all(|d| named.contains(d)));
+        }
     }
 
     fn blobs(limits: BlobLimits) -> (tempfile::TempDir, Blobs) {
