@@ -163,10 +163,22 @@ pub async fn join(
     Ok(seen)
 }
 
+/// What the bare writers send: the smallest snapshot, a delta stamped with
+/// the time it is sent, the entry that ends the turn.
+pub const BARE_SNAPSHOT: &str = "{\"type\":\"snapshot\",\"session_id\":\"raw\",\"entries\":\
+                                 [{\"seq\":0,\"entry\":{\"kind\":\"session_start\"}}],\
+                                 \"in_flight\":null}";
+pub const BARE_TURN_END: &str =
+    "{\"type\":\"entry\",\"session_id\":\"raw\",\"seq\":1,\"entry\":{\"kind\":\"turn_end\"}}";
+
+pub fn bare_delta() -> String {
+    format!("{{\"type\":\"text_delta\",\"text\":\"T{} \"}}", now_us())
+}
+
 /// The baseline: a server thread that writes each delta frame to each
 /// client with its own `write`, in turn, to the same client code — as fast
 /// as it can, or one delta per `pace`.
-async fn raw_fan_out(
+pub async fn raw_fan_out(
     socket: &Path,
     messages: usize,
     pace: Option<Duration>,
@@ -177,10 +189,7 @@ async fn raw_fan_out(
         let mut conns = Vec::with_capacity(CLIENTS);
         for _ in 0..CLIENTS {
             let (mut conn, _) = listener.accept()?;
-            conn.write_all(
-                b"{\"type\":\"snapshot\",\"session_id\":\"raw\",\"entries\":[{\"seq\":0,\
-                  \"entry\":{\"kind\":\"session_start\"}}],\"in_flight\":null}\n",
-            )?;
+            conn.write_all(format!("{BARE_SNAPSHOT}\n").as_bytes())?;
             conns.push(conn);
         }
         let _ = start.recv();
@@ -190,16 +199,13 @@ async fn raw_fan_out(
                 let due = started + pace * i as u32;
                 std::thread::sleep(due.saturating_duration_since(Instant::now()));
             }
-            let frame = format!("{{\"type\":\"text_delta\",\"text\":\"T{} \"}}\n", now_us());
+            let frame = format!("{}\n", bare_delta());
             for conn in &mut conns {
                 conn.write_all(frame.as_bytes())?;
             }
         }
         for conn in &mut conns {
-            conn.write_all(
-                b"{\"type\":\"entry\",\"session_id\":\"raw\",\"seq\":1,\
-                  \"entry\":{\"kind\":\"turn_end\"}}\n",
-            )?;
+            conn.write_all(format!("{BARE_TURN_END}\n").as_bytes())?;
         }
         Ok(())
     });

@@ -107,7 +107,11 @@ fn main() -> ExitCode {
             row.pod,
             row.ratio,
             row.bar,
-            if row.pass { "pass" } else { "**FAIL**" }
+            match (row.bar, row.pass) {
+                (util::CONTEXT, _) => "—",
+                (_, true) => "pass",
+                (_, false) => "**FAIL**",
+            }
         );
     }
     println!(

@@ -259,7 +259,23 @@ pub struct Row {
     pub pass: bool,
 }
 
+/// The bar of a row that has none: it shows what the machine itself does,
+/// to read another row's figures against.
+pub const CONTEXT: &str = "context, no bar";
+
 impl Row {
+    /// A row without a bar (see [`CONTEXT`]).
+    pub fn context(scenario: &'static str, baseline: String, pod: String, ratio: f64) -> Row {
+        Row {
+            scenario,
+            baseline,
+            pod,
+            ratio,
+            bar: CONTEXT,
+            pass: true,
+        }
+    }
+
     /// A row whose ratio must stay at or below `max`.
     pub fn at_most(
         scenario: &'static str,
