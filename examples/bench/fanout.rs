@@ -163,16 +163,41 @@ pub async fn join(
     Ok(seen)
 }
 
-/// What the bare writers send: the smallest snapshot, a delta stamped with
-/// the time it is sent, the entry that ends the turn.
+/// What the bare writers send first and last: the smallest snapshot, and
+/// the entry that ends the turn.
 pub const BARE_SNAPSHOT: &str = "{\"type\":\"snapshot\",\"session_id\":\"raw\",\"entries\":\
                                  [{\"seq\":0,\"entry\":{\"kind\":\"session_start\"}}],\
                                  \"in_flight\":null}";
 pub const BARE_TURN_END: &str =
     "{\"type\":\"entry\",\"session_id\":\"raw\",\"seq\":1,\"entry\":{\"kind\":\"turn_end\"}}";
 
-pub fn bare_delta() -> String {
-    format!("{{\"type\":\"text_delta\",\"text\":\"T{} \"}}", now_us())
+/// What a bare writer sends after the snapshot: `messages` deltas, each
+/// stamped as it goes, one `write` per delta per client — as fast as it
+/// can, or one per `pace` — then the turn's end. `encode` makes a line one
+/// frame of the transport.
+pub fn bare_writes<W: Write>(
+    conns: &mut [W],
+    messages: usize,
+    pace: Option<Duration>,
+    encode: impl Fn(&str) -> Vec<u8>,
+) -> std::io::Result<()> {
+    let started = Instant::now();
+    for i in 0..messages {
+        if let Some(pace) = pace {
+            let due = started + pace * i as u32;
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        }
+        let delta = format!("{{\"type\":\"text_delta\",\"text\":\"T{} \"}}", now_us());
+        let frame = encode(&delta);
+        for conn in conns.iter_mut() {
+            conn.write_all(&frame)?;
+        }
+    }
+    let end = encode(BARE_TURN_END);
+    for conn in conns.iter_mut() {
+        conn.write_all(&end)?;
+    }
+    Ok(())
 }
 
 /// The baseline: a server thread that writes each delta frame to each
@@ -193,21 +218,9 @@ pub async fn raw_fan_out(
             conns.push(conn);
         }
         let _ = start.recv();
-        let started = Instant::now();
-        for i in 0..messages {
-            if let Some(pace) = pace {
-                let due = started + pace * i as u32;
-                std::thread::sleep(due.saturating_duration_since(Instant::now()));
-            }
-            let frame = format!("{}\n", bare_delta());
-            for conn in &mut conns {
-                conn.write_all(frame.as_bytes())?;
-            }
-        }
-        for conn in &mut conns {
-            conn.write_all(format!("{BARE_TURN_END}\n").as_bytes())?;
-        }
-        Ok(())
+        bare_writes(&mut conns, messages, pace, |line| {
+            format!("{line}\n").into_bytes()
+        })
     });
     let ready = Arc::new(AtomicUsize::new(0));
     let tasks = spawn_clients(socket.to_owned(), Arc::clone(&ready));

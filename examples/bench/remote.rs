@@ -17,8 +17,7 @@ use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest, Message};
 use crate::attach::{read_snapshot, session, ENTRIES};
 use crate::clients::{Seen, Watch};
 use crate::fanout::{
-    bare_delta, join, p99_ms, raw_fan_out, turn, wait_ready, BARE_SNAPSHOT, BARE_TURN_END, CLIENTS,
-    RATE,
+    bare_writes, join, p99_ms, raw_fan_out, turn, wait_ready, BARE_SNAPSHOT, CLIENTS, RATE,
 };
 use crate::sse::{Plan, SseServer};
 use crate::util::{cpu_ticks, listen_port, local_request, median, ms, now_us, PodProcess, Row};
@@ -264,7 +263,6 @@ fn idle(config: &Config) -> anyhow::Result<Vec<Row>> {
 /// unmasked text message with its own `write`, to the same client code as
 /// the pod's.
 async fn raw_ws_fan_out(messages: usize, pace: Option<Duration>) -> anyhow::Result<Vec<Seen>> {
-    use std::io::Write as _;
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     let port = listener.local_addr()?.port();
     let (go, start) = std::sync::mpsc::channel::<()>();
@@ -278,21 +276,10 @@ async fn raw_ws_fan_out(messages: usize, pace: Option<Duration>) -> anyhow::Resu
             clients.push(ws);
         }
         let _ = start.recv();
-        let started = Instant::now();
-        for i in 0..messages {
-            if let Some(pace) = pace {
-                let due = started + pace * i as u32;
-                std::thread::sleep(due.saturating_duration_since(Instant::now()));
-            }
-            let message = text_message(bare_delta().as_bytes());
-            for ws in &mut clients {
-                ws.get_mut().write_all(&message)?;
-            }
-        }
-        let end = text_message(BARE_TURN_END.as_bytes());
-        for ws in &mut clients {
-            ws.get_mut().write_all(&end)?;
-        }
+        let mut streams: Vec<&mut TcpStream> = clients.iter_mut().map(|ws| ws.get_mut()).collect();
+        bare_writes(&mut streams, messages, pace, |line| {
+            text_message(line.as_bytes())
+        })?;
         // The clients close their ends once they have read the last entry.
         for mut ws in clients {
             let _ = ws.read();
