@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use crate::protocol::ErrorCode;
-use crate::store::content::{ContentStore, Digest};
+use crate::store::content::{ContentStore, Digest, Stored};
 
 /// `--max-blob-bytes` by default: 5 MiB, what Anthropic takes per image.
 pub const DEFAULT_MAX_BLOB_BYTES: u64 = 5 * 1024 * 1024;
@@ -293,14 +293,21 @@ impl Blobs {
     /// Deletes blobs that no id in `named` keeps and that are older than
     /// `ttl`; answers how many went.
     pub fn collect(&self, named: &HashSet<Digest>, ttl: Duration) -> std::io::Result<usize> {
+        self.collect_from(self.store.list()?, named, ttl)
+    }
+
+    /// [`Blobs::collect`] over a listing of the store already made.
+    fn collect_from(
+        &self,
+        stored: Vec<Stored>,
+        named: &HashSet<Digest>,
+        ttl: Duration,
+    ) -> std::io::Result<usize> {
         let now = SystemTime::now();
         let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
         let (mut removed, mut kept) = (0, 0);
-        for stored in self.store.list()? {
-            let old = now
-                .duration_since(stored.modified)
-                .is_ok_and(|age| age > ttl);
-            if old && !named.contains(&stored.digest) {
+        for stored in stored {
+            if older_than(&stored, ttl, now) && !named.contains(&stored.digest) {
                 self.store.remove(&stored.digest)?;
                 removed += 1;
             } else {
@@ -315,17 +322,20 @@ impl Blobs {
     /// logs are read only when some blob is old enough to go: a pod whose
     /// sessions hold no image reads none of them at its start.
     pub fn collect_unnamed(&self, sessions_dir: &Path) -> std::io::Result<usize> {
+        let stored = self.store.list()?;
         let now = SystemTime::now();
-        let any_old = self.store.list()?.iter().any(|stored| {
-            now.duration_since(stored.modified)
-                .is_ok_and(|age| age > UNNAMED_BLOB_TTL)
-        });
-        let named = match any_old {
+        let named = match stored.iter().any(|s| older_than(s, UNNAMED_BLOB_TTL, now)) {
             true => named_in_logs(sessions_dir)?,
             false => HashSet::new(),
         };
-        self.collect(&named, UNNAMED_BLOB_TTL)
+        self.collect_from(stored, &named, UNNAMED_BLOB_TTL)
     }
+}
+
+/// Whether `stored` was last written more than `ttl` before `now`.
+fn older_than(stored: &Stored, ttl: Duration, now: SystemTime) -> bool {
+    now.duration_since(stored.modified)
+        .is_ok_and(|age| age > ttl)
 }
 
 /// Every `sha256:<hex>` any session log mentions. Reading ids anywhere in

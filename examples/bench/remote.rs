@@ -301,17 +301,18 @@ async fn raw_ws_fan_out(messages: usize, pace: Option<Duration>) -> anyhow::Resu
     Ok(seen)
 }
 
-/// One unfragmented, unmasked text message (RFC 6455 §5.2): FIN + text,
-/// then the length in 7 or 7 + 16 bits (a delta is short).
+/// One unfragmented, unmasked text message, as a server sends it
+/// (tungstenite's own framing).
 fn text_message(payload: &[u8]) -> Vec<u8> {
-    let mut message = vec![0x81];
-    match u8::try_from(payload.len()) {
-        Ok(len) if len < 126 => message.push(len),
-        _ => {
-            message.push(126);
-            message.extend_from_slice(&(payload.len() as u16).to_be_bytes());
-        }
-    }
-    message.extend_from_slice(payload);
+    use tungstenite::protocol::frame::{coding, Frame};
+    let mut message = Vec::with_capacity(payload.len() + 4);
+    // Writing into a `Vec` cannot fail.
+    Frame::message(
+        payload.to_vec(),
+        coding::OpCode::Data(coding::Data::Text),
+        true,
+    )
+    .format(&mut message)
+    .unwrap_or_default();
     message
 }
