@@ -190,38 +190,24 @@ pub enum CompletionKind {
     Workflow,
 }
 
-const METHOD_TYPES: &[&str] = &[
-    "run",
-    "notify",
-    "cancel",
-    "pause",
-    "resume",
-    "compact",
-    "shutdown",
-    "list_completions",
-    "get_session",
-    "hello",
-    "approve",
-    "set_approval",
-    "list_sessions",
-    "new_session",
-    "fork",
-    "resume_session",
-    "set_model",
-    "list_rules",
-    "revoke_rule",
-    "rewind",
-    "get_diff",
-    "get_file",
-    "put_blob",
-    "get_blob",
-    "issue_token",
-    "issue_pairing",
-    "list_tokens",
-    "list_jobs",
-    "kill_job",
-    "revoke_token",
-];
+/// The `type` of every [`Method`], read once from the enum's own JSON Schema
+/// (each variant's `type` is a constant there), so a new method is known to
+/// the parser the moment it is added to the enum — no second list to forget.
+static METHOD_TYPES: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+    let schema = serde_json::to_value(schemars::schema_for!(Method)).unwrap_or_default();
+    let variants = schema.get("oneOf").and_then(Value::as_array);
+    variants
+        .into_iter()
+        .flatten()
+        .filter_map(|variant| {
+            let kind = variant.pointer("/properties/type")?;
+            kind.get("const")
+                .or_else(|| kind.pointer("/enum/0"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .collect()
+});
 
 /// Why a frame could not become a [`Request`].
 #[derive(Debug, Clone, PartialEq)]
@@ -308,7 +294,7 @@ impl Request {
                 ))
             }
         };
-        if !METHOD_TYPES.contains(&kind.as_str()) {
+        if !METHOD_TYPES.contains(&kind) {
             return Err(fail(
                 ErrorCode::UnknownMethod,
                 format!(
