@@ -374,6 +374,11 @@ fn a_web_page_answering_501_is_not_retried_and_points_at_the_base_url() {
     assert!(message.contains("HTTP 501"), "{message}");
     assert!(message.contains("Unsupported method"), "{message}");
     assert!(!message.contains("<p>"), "markup quoted: {message}");
+    assert_eq!(
+        message.matches("Error response").count(),
+        1,
+        "the head's title is left out: {message}"
+    );
     assert!(message.contains("check --base-url"), "{message}");
 }
 

@@ -541,10 +541,14 @@ pub(crate) fn error_detail(body: &str) -> String {
     truncate(message.unwrap_or(body).trim())
 }
 
-/// What a web page says, as one line of text: its markup converted (the
-/// same converter `web_fetch` uses) and its whitespace collapsed.
+/// What a web page says, as one line of text: its body converted (the
+/// same converter `web_fetch` uses; the head's title mostly repeats the
+/// first heading) and its whitespace collapsed.
 fn page_text(html: &str) -> String {
-    let text = htmd::convert(html).unwrap_or_else(|_| html.to_owned());
+    let converter = htmd::HtmlToMarkdown::builder()
+        .skip_tags(vec!["head", "script", "style"])
+        .build();
+    let text = converter.convert(html).unwrap_or_else(|_| html.to_owned());
     let words: Vec<&str> = text
         .split_whitespace()
         .filter(|w| !w.chars().all(|c| c == '#'))
