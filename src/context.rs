@@ -33,12 +33,32 @@ pub struct Conversation {
     flattened: HashMap<usize, Flattened>,
     /// Entries before this index have their inputs in `flattened`.
     flattened_upto: usize,
-    /// Tokens of the context at the last model call, as the provider counted
-    /// them (input + output); `None` until a call reported usage.
-    pub reported_tokens: Option<u64>,
+    /// The context as the provider last counted it; `None` until a call
+    /// reported usage.
+    pub reported_tokens: Option<Reported>,
     /// The requests' messages as the provider wrote them: entries only
     /// ever leave in `with_pending`, which drops what it takes back.
     wire: WireCache,
+}
+
+/// What the provider counted at the last model call that reported usage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reported {
+    /// The call's input and output tokens: the next request holds both.
+    pub tokens: u64,
+    /// The pod's estimate of the conversation's request when the call
+    /// ended (its reply included), so that what is added later is counted
+    /// by how much the estimate grew, not by the estimate as a whole: a
+    /// server's own count can be half the estimate (a chat template that
+    /// drops the tools), and mixing the two would make the context jump.
+    pub estimate: u64,
+}
+
+impl Reported {
+    /// The size of a request whose estimate is `estimate` now.
+    pub fn size_at(self, estimate: u64) -> u64 {
+        self.tokens + estimate.saturating_sub(self.estimate)
+    }
 }
 
 impl Conversation {
@@ -244,6 +264,27 @@ impl Conversation {
     /// or tool entries after the summary; one cut short before it committed
     /// anything there is only visible in the session it came from (see
     /// [`Conversation::carried_from`]).
+    /// The open turn's user input while the model has answered nothing of
+    /// that turn yet. A compaction before the turn's first model call
+    /// carries it into the new session after the summary: a summary alone
+    /// rarely says what was just asked, and the model would answer the
+    /// summary instead of the user.
+    pub fn unanswered_input(&self) -> Option<&LogEntry> {
+        for entry in self.entries.iter().rev() {
+            match entry {
+                LogEntry::UserInput { .. } => return Some(entry),
+                LogEntry::AssistantItems { .. }
+                | LogEntry::ToolResults { .. }
+                | LogEntry::TurnEnd { .. }
+                | LogEntry::SessionStart { .. }
+                | LogEntry::ApprovalRequest { .. }
+                | LogEntry::ApprovalDecision { .. } => return None,
+                _ => {}
+            }
+        }
+        None
+    }
+
     pub fn has_open_turn(&self) -> bool {
         for entry in self.entries.iter().rev() {
             match entry {

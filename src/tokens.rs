@@ -37,6 +37,17 @@ pub fn estimate(text: &str) -> u64 {
     (text.len() as u64).div_ceil(4)
 }
 
+/// The part of every request that no conversation changes: the system
+/// prompt and the tools' definitions. A window smaller than this fits no
+/// input at all.
+pub fn estimate_fixed(request: &ModelRequest<'_>) -> u64 {
+    let mut total = estimate(&request.system);
+    for tool in request.tools.iter() {
+        total += estimate(&tool.description) + json_len(&tool.parameters).div_ceil(4);
+    }
+    total
+}
+
 /// [`estimate_request_for`] a provider whose image estimate is the
 /// default one.
 pub fn estimate_request(request: &ModelRequest<'_>) -> u64 {
@@ -46,10 +57,7 @@ pub fn estimate_request(request: &ModelRequest<'_>) -> u64 {
 /// The request's tokens, its images by `provider`'s fixed estimate (see
 /// [`image_tokens`]); images sent as placeholders count as their text.
 pub fn estimate_request_for(provider: &str, request: &ModelRequest<'_>) -> u64 {
-    let mut total = estimate(&request.system);
-    for tool in request.tools.iter() {
-        total += estimate(&tool.description) + json_len(&tool.parameters).div_ceil(4);
-    }
+    let mut total = estimate_fixed(request);
     for message in &request.messages {
         total += 4 + match message {
             ChatMessage::User { text } => estimate(text),

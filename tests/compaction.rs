@@ -300,23 +300,32 @@ fn mid_turn_compaction_after_a_large_tool_result_continues_the_turn_in_the_new_s
 
 #[test]
 fn manual_compaction_requested_during_a_turn_runs_before_its_next_model_call() {
-    // 10000 tokens of question; a summary of about 4000 (with the tools'
-    // specs, under the 8000-token threshold, as a compaction must leave it).
-    let question = "0123456789".repeat(4000);
-    let summary = "summary ".repeat(2000);
-    let pod = pod(&[text(&summary), text("answer from the new session")]);
+    // A first turn of 4000 tokens of question, then a short one; a summary
+    // of about 500 (with the tools' specs, under the 8000-token threshold,
+    // as a compaction must leave it).
+    let question = "0123456789".repeat(1600);
+    let summary = "summary ".repeat(250);
+    let pod = pod(&[
+        text("first answer"),
+        text(&summary),
+        text("answer from the new session"),
+    ]);
     let mut a = attach(&pod);
     let old = current_session(&pod);
+    a.run(&question);
+    a.until_entry("turn_end");
     // Paused, the turn holds before its first model call: the compaction
     // request certainly arrives while the turn runs.
     a.send(json!({"type":"pause"}));
-    a.run(&question);
+    a.run("and the short question");
     a.until_entry("user_input");
     compact(&mut a);
     a.send(json!({"type":"resume"}));
     let end = a.until_entry("turn_end");
     let new = assert_switch(&a, &old, summary.trim());
     assert_eq!(end["session_id"], new.as_str());
+    // #42 item 4: compacted before the turn's first model call, the turn's
+    // input goes on after the summary, so the model answers it.
     assert_eq!(
         trace(&a, &[(&old, "old"), (&new, "new")]),
         [
@@ -325,13 +334,19 @@ fn manual_compaction_requested_during_a_turn_runs_before_its_next_model_call() {
             "turn_start",
             "old#1 user_input",
             "old#2 environment",
+            "old#3 assistant_items",
+            "old#4 turn_end",
+            "response",
+            "turn_start",
+            "old#5 user_input",
             "compact_start manual",
             "compact_done new",
             "new#0 session_start",
             "new#1 hook_injected_items",
-            "new#2 environment",
-            "new#3 assistant_items",
-            "new#4 turn_end",
+            "new#2 user_input",
+            "new#3 environment",
+            "new#4 assistant_items",
+            "new#5 turn_end",
         ]
     );
     let done = a
@@ -341,7 +356,7 @@ fn manual_compaction_requested_during_a_turn_runs_before_its_next_model_call() {
         .unwrap();
     assert!(done["tokens_after"].as_u64().unwrap() < 8000, "{done}");
     assert_eq!(
-        pod.session_lines(&new)[3]["entry"]["items"][0]["text"],
+        pod.session_lines(&new)[4]["entry"]["items"][0]["text"],
         "answer from the new session"
     );
     a.until_with("idle", |f| f["type"] == "status" && f["state"] == "idle");

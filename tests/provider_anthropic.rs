@@ -61,7 +61,8 @@ fn text_events() -> Vec<ModelEvent> {
         ModelEvent::Usage(Usage {
             input_tokens: 30,
             output_tokens: 15,
-            ..Default::default()
+            cache_read_tokens: 5,
+            cache_write_tokens: 0,
         }),
     ]
 }
@@ -144,7 +145,10 @@ async fn thinking_text_and_tool_use_blocks_stream_in_order() {
             ModelEvent::Usage(Usage {
                 input_tokens: 30,
                 output_tokens: 89,
-                ..Default::default()
+                // Read from `message_start`: `message_delta` gives
+                // only the output.
+                cache_read_tokens: 5,
+                cache_write_tokens: 0,
             }),
         ]
     );
@@ -507,7 +511,10 @@ async fn a_tool_use_whose_input_comes_whole_in_its_start() {
     expected.push(ModelEvent::Usage(Usage {
         input_tokens: 30,
         output_tokens: 9,
-        ..Default::default()
+        // Read from `message_start`: `message_delta` gives
+        // only the output.
+        cache_read_tokens: 5,
+        cache_write_tokens: 0,
     }));
     assert_eq!(events, expected);
 }

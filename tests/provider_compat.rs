@@ -428,7 +428,11 @@ fn answer(text: &str) -> String {
 /// more: the turn completes, and the gauge follows the stated window.
 #[test]
 fn a_context_overflow_compacts_learns_the_stated_window_and_retries_once() {
-    let long_answer = "a detailed explanation of the code ".repeat(300);
+    // Varied, as a model's answer is: the same text over and over is a
+    // loop the pod stops (see provider::repetition).
+    let long_answer: String = (0..300)
+        .map(|i| format!("point {i:03} of the explanation. "))
+        .collect();
     let (_rt, server) = model_server(vec![
         Reply::sse(&answer(&long_answer)),
         Reply::status(

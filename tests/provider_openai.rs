@@ -1053,9 +1053,15 @@ async fn a_reply_cut_at_the_output_limit_is_an_output_limit_error_after_its_text
         events,
         vec![
             ModelEvent::TextDelta("Hel".into()),
-            ModelEvent::TextDelta("lo ✓".into())
+            ModelEvent::TextDelta("lo ✓".into()),
+            // The usage chunk after the cut is read (#42).
+            ModelEvent::Usage(Usage {
+                input_tokens: 12,
+                output_tokens: 3,
+                ..Default::default()
+            }),
         ],
-        "the text as far as it got, and no block end: it is not a finished answer"
+        "the text as far as it got, no block end (it is not a finished answer), then the usage"
     );
     let error = error.expect("a cut reply is not a completed one");
     assert_eq!(error.code, pod::protocol::TurnErrorCode::OutputLimit);

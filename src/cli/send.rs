@@ -565,6 +565,21 @@ impl<O: Write, E: Write> Turn<O, E> {
                     safe_text::line(&call_id)
                 ))?;
             }
+            // A call shown with its `⚙` line that never ran (its reply was
+            // cut or failed, the pod stopped): say so, or the line reads
+            // as if it ran.
+            LogEntry::ToolResults { results } => {
+                self.transcript.end_block();
+                for result in results.iter().filter(|r| r.is_error) {
+                    if let Some(why) = result.output.strip_prefix("[not run: ") {
+                        self.transcript.notice(&format!(
+                            "pod: tool call {} was not run: {}",
+                            safe_text::line(&result.call_id),
+                            safe_text::line(why.trim_end_matches(']'))
+                        ))?;
+                    }
+                }
+            }
             LogEntry::TurnEnd { reason, error, .. } => return self.end(reason, error),
             _ => self.transcript.end_block(),
         }

@@ -11,8 +11,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::job::{commit, JobEnv};
 use crate::context::Conversation;
-use crate::protocol::{AssistantItem, ErrorCode, Event, LogEntry, Usage, MAX_JSON_DEPTH};
-use crate::provider::{ModelError, ModelEvent, ModelStream};
+use crate::protocol::{
+    AssistantItem, ErrorCode, Event, LogEntry, TurnErrorCode, Usage, MAX_JSON_DEPTH,
+};
+use crate::provider::{repetition, ModelError, ModelEvent, ModelStream};
 
 /// A tool call the model made, committed, waiting to be decided and run.
 #[derive(Debug, Clone)]
@@ -185,6 +187,21 @@ pub async fn stream_reply(
             reply.end = ReplyEnd::Storage(e);
             return reply;
         }
+        let found = env.provider.may_loop().then(|| looping(block.as_ref()));
+        if let Some(found) = found.flatten() {
+            // Dropping the stream closes the connection, which stops the
+            // server generating (llama.cpp, vLLM, Ollama all do).
+            reply.end = ReplyEnd::Failed(ModelError::with_code(
+                TurnErrorCode::OutputLimit,
+                format!(
+                    "the model kept repeating itself (the same {} bytes of text {} times in a \
+                     row), so pod stopped the reply: small models fall into loops like this; a \
+                     larger model, or the server's repeat penalty, avoids it",
+                    found.period, found.repeats
+                ),
+            ));
+            break;
+        }
     }
     // A half-streamed tool call is dropped; text and reasoning are kept as
     // far as they got.
@@ -199,6 +216,16 @@ pub async fn stream_reply(
         }
     }
     reply
+}
+
+/// Whether the text or reasoning being streamed ends in a loop (see
+/// `provider::repetition`): such a reply would otherwise run to the output
+/// limit, minutes on a CPU.
+fn looping(block: Option<&Block>) -> Option<repetition::Loop> {
+    match block? {
+        Block::Text(text) | Block::Reasoning(text) => repetition::ending_loop(text),
+        Block::ToolCall { .. } => None,
+    }
 }
 
 /// The id a call is committed under: the provider's, unless it is blank or

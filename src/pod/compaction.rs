@@ -20,11 +20,20 @@ use crate::protocol::{CompactReason, Event, InjectedItem, Level, LogEntry};
 use crate::provider::ModelRequest;
 use crate::tokens;
 
-/// The context size the thresholds are compared with: the provider's count
-/// from the last call where there is one, never less than our estimate.
+/// The context size the thresholds are compared with: the size of the next
+/// request. Where a call reported usage, that is its count (input and
+/// output) plus the estimate of what was added since; else the estimate.
+/// The status's `context_tokens` is the same count at the last call.
 pub fn context_tokens(env: &JobEnv, conversation: &mut Conversation) -> u64 {
     let estimate = tokens::estimate_request_for(env.provider.name(), &env.request(conversation));
-    conversation.reported_tokens.unwrap_or(0).max(estimate)
+    size(conversation, estimate)
+}
+
+/// The request's size, given its estimate (see [`context_tokens`]).
+fn size(conversation: &Conversation, estimate: u64) -> u64 {
+    conversation
+        .reported_tokens
+        .map_or(estimate, |reported| reported.size_at(estimate))
 }
 
 /// Whether an automatic compaction is due now.
@@ -48,8 +57,10 @@ pub fn might_compact(
     conversation: &Conversation,
     request: &ModelRequest<'_>,
 ) -> bool {
-    let size = tokens::estimate_request_for(env.provider.name(), request)
-        .max(conversation.reported_tokens.unwrap_or(0));
+    let size = size(
+        conversation,
+        tokens::estimate_request_for(env.provider.name(), request),
+    );
     let limit = env.thresholds().limit();
     let mut shared = env.state.borrow_mut();
     if shared.compact_requested || size >= limit {
@@ -131,6 +142,12 @@ pub async fn compact(env: &JobEnv, conversation: &mut Conversation, reason: Comp
 async fn try_compact(env: &JobEnv, conversation: &mut Conversation) -> Result<(), String> {
     env.read_logged_inputs(conversation).await;
     let tokens_before = context_tokens(env, conversation);
+    // The new session has no count of the server's yet, only an estimate:
+    // the summary must make the context smaller than the count it was
+    // compacted on, or at least than the old estimate (a server that counts
+    // half the estimate would otherwise fail every compaction).
+    let estimate_before =
+        tokens::estimate_request_for(env.provider.name(), &env.request(conversation));
     let summarise = Summarise::of(&env.request(conversation), env.thresholds().context_window);
     let summary = env
         .compactor
@@ -148,6 +165,7 @@ async fn try_compact(env: &JobEnv, conversation: &mut Conversation) -> Result<()
             text: summary,
         }],
     }];
+    first_entries.extend(conversation.unanswered_input().cloned());
     // The project's instructions go on in the new session too, durable
     // before anyone hears of it.
     if let Some(entry) = instructions::current(&env.workspace).await.into_entry() {
@@ -156,7 +174,7 @@ async fn try_compact(env: &JobEnv, conversation: &mut Conversation) -> Result<()
     first_entries.push(super::environment::current(env).await.into_entry());
     let mut candidate = Conversation::new(conversation.session_id, first_entries.clone());
     let tokens_after = context_tokens(env, &mut candidate);
-    if tokens_after >= tokens_before {
+    if tokens_after >= tokens_before && tokens_after >= estimate_before {
         return Err(format!(
             "the summary would not make the context smaller ({tokens_after} tokens, was \
              {tokens_before})"

@@ -21,7 +21,7 @@ use super::job::{commit, JobEnv, QueuedRun};
 use super::rules;
 pub use super::tool_step::reopen_answers;
 use super::tool_step::{self, StepOutcome};
-use crate::context::{missing_results, Conversation};
+use crate::context::{missing_results, Conversation, Reported};
 use crate::protocol::{
     CompactReason, ContextSource, Decision, InjectedItem, LogEntry, ToolResult, TurnEndReason,
     TurnError, TurnErrorCode, TurnRef, Usage,
@@ -151,14 +151,28 @@ async fn finish(
     let Outcome::End(ending) = outcome else {
         return;
     };
-    let why = match ending.reason {
-        TurnEndReason::Cancelled => "[cancelled before this tool call ran]",
-        TurnEndReason::MaxSteps => "[the turn reached its step limit before this tool call ran]",
+    let why = match (ending.reason, ending.error.as_ref().map(|e| e.code)) {
+        (TurnEndReason::Cancelled, _) => "[cancelled before this tool call ran]",
+        (TurnEndReason::MaxSteps, _) => {
+            "[the turn reached its step limit before this tool call ran]"
+        }
+        // Calls run only once their reply is complete: those of a reply
+        // that failed never ran, and saying "not saved" would read like a
+        // crash.
+        (_, Some(TurnErrorCode::OutputLimit)) => CUT_AT_THE_LIMIT,
+        (_, Some(code)) if code != TurnErrorCode::Storage => REPLY_FAILED,
         // The call may have run and only its result failed to commit.
         _ => crate::context::NO_RESULT_RECORDED,
     };
     let _ = finish_turn(env, conversation, turn, ending, usage, why).await;
 }
+
+/// The result of a complete tool call in a reply cut at the output limit.
+const CUT_AT_THE_LIMIT: &str = "[not run: the model's reply was cut at the output limit before \
+     it was complete, so this tool call never ran]";
+/// The result of a complete tool call in a reply that failed later.
+const REPLY_FAILED: &str = "[not run: the model's reply failed before it was complete, so this \
+     tool call never ran]";
 
 /// Answers every open tool call, then commits `turn_end`.
 async fn finish_turn(
@@ -448,7 +462,12 @@ async fn steps(
         let reply = assembly::stream_reply(env, conversation, cancel, stream).await;
         if let Some(u) = reply.usage {
             usage.get_or_insert_with(Usage::default).add(&u);
-            conversation.reported_tokens = Some(u.input_tokens + u.output_tokens);
+            let estimate =
+                tokens::estimate_request_for(env.provider.name(), &env.request(conversation));
+            conversation.reported_tokens = Some(Reported {
+                tokens: u.input_tokens + u.output_tokens,
+                estimate,
+            });
             let mut state = env.state.borrow_mut();
             state.context_tokens = u.input_tokens;
             state.context_source = ContextSource::Usage;
@@ -474,16 +493,29 @@ async fn steps(
                 {
                     continue;
                 }
-                return Outcome::End(Ending::error(
-                    TurnErrorCode::ContextOverflow,
+                let window = env.thresholds().context_window;
+                let fixed = tokens::estimate_fixed(&env.request(conversation));
+                let advice = if fixed >= window {
                     format!(
-                        "{}: the request does not fit the model's context window ({} tokens) \
+                        "pod's system prompt and tool definitions alone take about {fixed} \
+                         tokens, {} more than the model's context window of {window} tokens, \
+                         so no input fits. Start the model's server with a larger context \
+                         (llama-server -c, llama-cpp-python --n_ctx, Ollama's \
+                         OLLAMA_CONTEXT_LENGTH; 8192 or more) and set --context-window to \
+                         the same number",
+                        fixed - window
+                    )
+                } else {
+                    format!(
+                        "the request does not fit the model's context window ({window} tokens) \
                          even after compacting. Send a shorter input or start a new session \
                          (/new in the TUI); if the model's window is larger, set \
-                         --context-window",
-                        e.message,
-                        env.thresholds().context_window
-                    ),
+                         --context-window"
+                    )
+                };
+                return Outcome::End(Ending::error(
+                    TurnErrorCode::ContextOverflow,
+                    format!("{}: {advice}", e.message),
                 ));
             }
             ReplyEnd::Failed(e) => return Outcome::End(Ending::error(e.code, e.message)),

@@ -120,6 +120,9 @@ pub(crate) struct Endpoint {
     pub client: reqwest::Client,
     pub policy: RetryPolicy,
     pub repairs: Vec<Arc<dyn Repair>>,
+    /// How to ask for a reply whole after an empty stream (see
+    /// [`Endpoint::with_unstreamed`]).
+    unstreamed: Option<Arc<dyn Repair>>,
     /// The length of the last request body: the next one (the same
     /// conversation and a little more) is written into a buffer that large
     /// from the start instead of one doubled a dozen times.
@@ -154,6 +157,7 @@ impl Endpoint {
             client,
             policy,
             repairs: Vec::new(),
+            unstreamed: None,
             last_body: Arc::default(),
             with_images: false,
         })
@@ -163,6 +167,17 @@ impl Endpoint {
     /// besides the repairs given before.
     pub fn with_repair(mut self, repair: impl Repair + 'static) -> Self {
         self.repairs.push(Arc::new(repair));
+        self
+    }
+
+    /// Asks once more without streaming when a server answers a request
+    /// with an empty stream and `unstream` gives a body for that (it is
+    /// called with the request body and an empty answer): llama-cpp-python
+    /// fails every streamed request in which the model chooses a tool
+    /// ("Automatic streaming tool choice is not supported", in its own log
+    /// only) but answers the same request unstreamed with the call.
+    pub fn with_unstreamed(mut self, unstream: impl Repair + 'static) -> Self {
+        self.unstreamed = Some(Arc::new(unstream));
         self
     }
 
@@ -242,7 +257,10 @@ impl Endpoint {
                 return Ok(response);
             }
             let retry_after = retry_after(response.headers());
+            let page = content_type(response.headers()).starts_with("text/html");
             let text = read_text(idle, response).await;
+            // A web page's markup quoted in a message buries what it says.
+            let text = if page { page_text(&text) } else { text };
             if repairs < 2 {
                 if let Some(repaired) = self.repairs.iter().find_map(|r| r.repair(body, &text)) {
                     repairs += 1;
@@ -258,9 +276,12 @@ impl Endpoint {
                      vision model, or send without them)",
                 );
             }
-            if matches!(status.as_u16(), 404 | 405) && !names_what_is_missing(status, &text) {
+            let not_the_api =
+                matches!(status.as_u16(), 404 | 405 | 501) || (page && status.is_client_error());
+            if not_the_api && !names_what_is_missing(status, &text) {
                 // Not the API refusing a model or a request (those say
-                // which) but no API at this address.
+                // which) but no API at this address: another web server on
+                // that port, say (Python's answers a POST with 501).
                 error.error.message.push_str(&format!(
                     " (no API answers at {}: check --base-url; {})",
                     self.url, self.base_url_form
@@ -338,7 +359,7 @@ impl Endpoint {
                         continue;
                     }
                     if decoder.has_ended() {
-                        return Ok(());
+                        break;
                     }
                     return Err(AttemptError::fatal(
                         self.silence(idle, "in the middle of the reply"),
@@ -352,11 +373,8 @@ impl Endpoint {
                     for model_event in decoder.decode(&event)? {
                         out.emit(model_event).await;
                     }
-                    if let Some(cut) = decoder.cut_off() {
-                        return Err(cut);
-                    }
                     if decoder.is_complete() {
-                        return Ok(());
+                        break;
                     }
                     if decoder.has_ended() && quiet_limit > AFTER_THE_END {
                         quiet_limit = AFTER_THE_END;
@@ -365,7 +383,7 @@ impl Endpoint {
                 }
                 // A connection dropped without a proper end after the reply
                 // ended lost nothing of it.
-                Some(Err(EventStreamError::Transport(_))) if decoder.has_ended() => return Ok(()),
+                Some(Err(EventStreamError::Transport(_))) if decoder.has_ended() => break,
                 Some(Err(EventStreamError::Transport(e))) => {
                     return Err(AttemptError::retryable(format!(
                         "{}: the connection to {} broke during the reply: {}",
@@ -380,15 +398,27 @@ impl Endpoint {
                         self.provider, self.url
                     )))
                 }
-                None if decoder.has_ended() => return Ok(()),
+                None if decoder.has_ended() => break,
                 None if !any_event => {
+                    if let Some(whole) = self.unstreamed.as_ref().and_then(|u| u.repair(body, "")) {
+                        *body = Bytes::from(whole);
+                        return Err(AttemptError {
+                            once: true,
+                            ..AttemptError::retryable(format!(
+                                "{}: {} sent no reply to a streamed request that offered tools \
+                                 (llama-cpp-python cannot stream a tool call the model chose): \
+                                 asking for the reply whole, without streaming",
+                                self.provider, self.url
+                            ))
+                        });
+                    }
                     return Err(AttemptError {
                         once: true,
                         ..AttemptError::retryable(format!(
                             "{}: {} sent no reply: {EMPTY_REPLY}",
                             self.provider, self.url
                         ))
-                    })
+                    });
                 }
                 None => {
                     return Err(AttemptError::retryable(format!(
@@ -398,6 +428,10 @@ impl Endpoint {
                 }
             }
         }
+        // A reply cut at the output limit has ended all the same: what
+        // follows the cut (llama-server's and OpenAI's usage chunk) is read
+        // before the call fails, so the turn's usage and the gauge count it.
+        decoder.cut_off().map_or(Ok(()), Err)
     }
 
     fn silence(&self, idle: Duration, when: &str) -> String {
@@ -481,10 +515,12 @@ pub(crate) fn status_error(
     {
         return AttemptError::fatal_with(TurnErrorCode::ContextOverflow, message);
     }
+    // 501 "Not Implemented" is no passing failure: the server does not do
+    // what was asked, and will not on the next try either.
     let retryable = matches!(
         status,
         StatusCode::REQUEST_TIMEOUT | StatusCode::CONFLICT | StatusCode::TOO_MANY_REQUESTS
-    ) || status.is_server_error();
+    ) || (status.is_server_error() && status != StatusCode::NOT_IMPLEMENTED);
     AttemptError {
         retryable,
         ..AttemptError::fatal_with(TurnErrorCode::ProviderHttp, message)
@@ -503,6 +539,21 @@ pub(crate) fn error_detail(body: &str) -> String {
             .find_map(|pointer| v.pointer(pointer).and_then(Value::as_str))
     });
     truncate(message.unwrap_or(body).trim())
+}
+
+/// What a web page says, as one line of text: its body converted (the
+/// same converter `web_fetch` uses; the head's title mostly repeats the
+/// first heading) and its whitespace collapsed.
+fn page_text(html: &str) -> String {
+    let converter = htmd::HtmlToMarkdown::builder()
+        .skip_tags(vec!["head", "script", "style"])
+        .build();
+    let text = converter.convert(html).unwrap_or_else(|_| html.to_owned());
+    let words: Vec<&str> = text
+        .split_whitespace()
+        .filter(|w| !w.chars().all(|c| c == '#'))
+        .collect();
+    format!("(a web page) {}", words.join(" "))
 }
 
 /// Shortens text quoted from a server to keep messages readable.

@@ -15,6 +15,7 @@ mod images;
 mod offline;
 mod openai;
 pub mod overflow;
+pub mod repetition;
 mod retry;
 mod script;
 mod stream;
@@ -214,6 +215,12 @@ pub trait Provider: Send + Sync {
     fn name(&self) -> &'static str;
     /// The configured model, used when a request names none.
     fn model(&self) -> &str;
+    /// Whether replies come from a model, which can fall into a loop that
+    /// the pod stops (see [`repetition`]); a scripted or built-in reply is
+    /// what it was written to be, repeated text included.
+    fn may_loop(&self) -> bool {
+        true
+    }
     /// Starts one model call. The request is read (serialised) before this
     /// returns; dropping the stream abandons the call.
     fn stream(&self, request: &ModelRequest<'_>) -> ModelStream;

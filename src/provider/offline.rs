@@ -36,6 +36,10 @@ impl Provider for Offline {
         NAME
     }
 
+    fn may_loop(&self) -> bool {
+        false
+    }
+
     fn model(&self) -> &str {
         &self.model
     }

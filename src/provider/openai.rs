@@ -42,6 +42,37 @@ pub struct OpenAi {
     /// A server refused `max_tokens` and asked for `max_completion_tokens`
     /// (OpenAI's reasoning models): later requests name it so at once.
     completion_tokens: Arc<AtomicBool>,
+    /// A server answered a streamed request with tools with an empty stream
+    /// (see [`Unstreamed`]): later requests with tools ask for the reply
+    /// whole at once rather than wait for another empty stream.
+    tools_unstreamed: Arc<AtomicBool>,
+}
+
+const STREAM: &[u8] = b"\"stream\":true";
+const NO_STREAM: &[u8] = b"\"stream\":false";
+const TOOLS: &[u8] = b",\"tools\":[";
+
+/// Turns a streamed request that offered tools into the same request for a
+/// whole reply. llama-cpp-python (0.3, `--chat_format
+/// chatml-function-calling`) cannot stream a tool call the model chose and
+/// ends such a stream without a single event, though it answers the same
+/// request unstreamed with the call. The field bytes cannot occur unescaped
+/// inside a JSON string, so the first match is the field.
+struct Unstreamed(Arc<AtomicBool>);
+
+impl super::http::Repair for Unstreamed {
+    fn repair(&self, body: &[u8], _answer: &str) -> Option<Vec<u8>> {
+        super::http::find(body, TOOLS)?;
+        let at = super::http::find(body, STREAM)?;
+        self.0.store(true, Ordering::Relaxed);
+        let mut whole = Vec::with_capacity(body.len());
+        whole.extend_from_slice(&body[..at]);
+        whole.extend_from_slice(NO_STREAM);
+        let rest = &body[at + STREAM.len()..];
+        let rest = rest.strip_prefix(USAGE_OPTION).unwrap_or(rest);
+        whole.extend_from_slice(rest);
+        Some(whole)
+    }
 }
 
 /// The output limit's field as most compatible servers (llama.cpp, vLLM,
@@ -90,13 +121,15 @@ impl OpenAi {
         let url = join(base_url, "chat/completions");
         let usage_refused = Arc::new(AtomicBool::new(false));
         let completion_tokens = Arc::new(AtomicBool::new(false));
+        let tools_unstreamed = Arc::new(AtomicBool::new(false));
         let endpoint = Endpoint::new(NAME, url, KEY_ENV, BASE_URL_FORM, headers, retry)?
             .with_repair(Refusable {
                 bytes: USAGE_OPTION,
                 names: &["stream_options", "include_usage"],
                 refused: Arc::clone(&usage_refused),
             })
-            .with_repair(CompletionTokens(Arc::clone(&completion_tokens)));
+            .with_repair(CompletionTokens(Arc::clone(&completion_tokens)))
+            .with_unstreamed(Unstreamed(Arc::clone(&tools_unstreamed)));
         Ok(Self {
             model,
             endpoint,
@@ -106,6 +139,7 @@ impl OpenAi {
                 .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
             tool_choice: output.tool_choice,
             completion_tokens,
+            tools_unstreamed,
         })
     }
 }
@@ -122,8 +156,10 @@ impl Provider for OpenAi {
     fn stream(&self, request: &ModelRequest<'_>) -> ModelStream {
         let model = request.model.as_deref().unwrap_or(&self.model);
         let limit = request.max_output_tokens.unwrap_or(self.max_output_tokens);
+        let stream = request.tools.is_empty() || !self.tools_unstreamed.load(Ordering::Relaxed);
         let options = BodyOptions {
-            usage: !self.usage_refused.load(Ordering::Relaxed),
+            stream,
+            usage: stream && !self.usage_refused.load(Ordering::Relaxed),
             limit_field: if self.completion_tokens.load(Ordering::Relaxed) {
                 MAX_COMPLETION_TOKENS
             } else {
@@ -161,6 +197,7 @@ pub(super) fn write_body(
     out: &mut Vec<u8>,
 ) -> serde_json::Result<()> {
     let options = BodyOptions {
+        stream: true,
         usage: true,
         limit_field: MAX_TOKENS,
         limit: request
@@ -173,6 +210,8 @@ pub(super) fn write_body(
 
 /// What a call's body says besides the conversation.
 struct BodyOptions {
+    /// Ask for a stream rather than a whole reply (see [`Unstreamed`]).
+    stream: bool,
     /// Ask for [`USAGE_OPTION`].
     usage: bool,
     /// [`MAX_TOKENS`] or [`MAX_COMPLETION_TOKENS`].
@@ -209,7 +248,8 @@ fn write_body_with(
         // one's goes.
         out.pop();
     }
-    out.extend_from_slice(b"],\"stream\":true");
+    out.extend_from_slice(b"],");
+    out.extend_from_slice(if options.stream { STREAM } else { NO_STREAM });
     if options.usage {
         out.extend_from_slice(USAGE_OPTION);
     }
@@ -566,10 +606,6 @@ fn arguments(value: Option<Value>) -> Option<String> {
     }
 }
 
-fn tokens(value: Option<&Value>) -> u64 {
-    value.and_then(Value::as_u64).unwrap_or(0)
-}
-
 /// The block currently streaming.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Open {
@@ -605,6 +641,10 @@ pub(super) struct Decoder {
     limit: u32,
     /// The reply stopped at the output limit; taken by `cut_off`.
     cut: Option<AttemptError>,
+    /// The usage reported so far: a server that reports it more than once
+    /// (on every chunk, or the cache details apart) leaves out fields it
+    /// gave before, which must not vanish from the turn.
+    usage: Usage,
 }
 
 impl Decoder {
@@ -732,7 +772,9 @@ impl Decoder {
         if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
             return Err(stream_error(&error));
         }
-        for choice in chunk.choices.into_iter().flatten() {
+        // After a cut only the usage is read: the reply is over.
+        let choices = chunk.choices.filter(|_| self.cut.is_none());
+        for choice in choices.into_iter().flatten() {
             if let Some(delta) = choice.delta {
                 let reasoning = text(delta.reasoning_content).or(text(delta.reasoning));
                 if let Some(text) = reasoning {
@@ -776,12 +818,18 @@ impl Decoder {
                 .prompt_tokens_details
                 .as_ref()
                 .and_then(|d| d.get("cached_tokens"));
-            out.push(ModelEvent::Usage(Usage {
-                input_tokens: tokens(usage.prompt_tokens.as_ref()),
-                output_tokens: tokens(usage.completion_tokens.as_ref()),
-                cache_read_tokens: tokens(cached),
-                cache_write_tokens: 0,
-            }));
+            let merge = |field: &mut u64, value: Option<&Value>| {
+                if let Some(n) = value.and_then(Value::as_u64) {
+                    *field = n;
+                }
+            };
+            merge(&mut self.usage.input_tokens, usage.prompt_tokens.as_ref());
+            merge(
+                &mut self.usage.output_tokens,
+                usage.completion_tokens.as_ref(),
+            );
+            merge(&mut self.usage.cache_read_tokens, cached);
+            out.push(ModelEvent::Usage(self.usage));
         }
         Ok(out)
     }
@@ -817,7 +865,10 @@ impl SseDecoder for Decoder {
     fn decode(&mut self, event: &Event) -> Result<Vec<ModelEvent>, AttemptError> {
         if event.data.trim() == "[DONE]" {
             let mut out = Vec::new();
-            self.finish(&mut out)?;
+            // After a cut the open block stays unfinished (see `chunk`).
+            if self.cut.is_none() {
+                self.finish(&mut out)?;
+            }
             self.done = true;
             return Ok(out);
         }

@@ -187,6 +187,10 @@ impl Provider for Script {
         NAME
     }
 
+    fn may_loop(&self) -> bool {
+        false
+    }
+
     fn model(&self) -> &str {
         &self.model
     }
