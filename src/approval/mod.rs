@@ -9,6 +9,7 @@
 mod bash;
 mod deny_forms;
 mod describe;
+pub mod fuzzing;
 pub mod persist;
 mod rules;
 #[cfg(test)]
