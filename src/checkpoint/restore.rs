@@ -24,8 +24,8 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{
-    fstat, linkat, mkdirat, openat, renameat, statat, symlinkat, unlinkat, AtFlags, FileType,
-    Mode, OFlags,
+    fstat, linkat, mkdirat, openat, renameat, statat, symlinkat, unlinkat, AtFlags, FileType, Mode,
+    OFlags,
 };
 use rustix::io::Errno;
 
@@ -135,8 +135,13 @@ impl Progress {
                         .map_err(|e| format!("cannot name it: {e}"))
                 })
                 .and_then(|()| {
-                    renameat(w.dir.as_fd(), w.tmp.as_str(), w.dir.as_fd(), w.name.as_str())
-                        .map_err(|e| format!("cannot put it in place: {e}"))
+                    renameat(
+                        w.dir.as_fd(),
+                        w.tmp.as_str(),
+                        w.dir.as_fd(),
+                        w.name.as_str(),
+                    )
+                    .map_err(|e| format!("cannot put it in place: {e}"))
                 });
             match placed {
                 Ok(()) => self.done(index, &paths[index], w.action, w.dir_path),
@@ -564,7 +569,12 @@ mod tests {
         std::os::unix::fs::symlink(outside.path(), root.join("sub")).unwrap();
         std::fs::write(outside.path().join("a"), "theirs\n").unwrap();
         let now = store.take().unwrap();
-        let outcome = restore(&store, &target.manifest, &now.manifest, &["sub/a".to_owned()]);
+        let outcome = restore(
+            &store,
+            &target.manifest,
+            &now.manifest,
+            &["sub/a".to_owned()],
+        );
         let [refused] = outcome.not_restored.as_slice() else {
             panic!("{:?}", outcome.not_restored)
         };
