@@ -567,6 +567,8 @@ fn web_fetch_refuses_this_machine_without_fetch_private() {
             fetch("f1", &format!("http://127.0.0.1:{port}/page")),
             fetch("f2", &format!("http://[::ffff:127.0.0.1]:{port}/page")),
             fetch("f3", &format!("http://user:pw@127.0.0.1:{port}/page")),
+            // IPv4-compatible IPv6 (issue 35 item 13).
+            fetch("f4", &format!("http://[::127.0.0.1]:{port}/page")),
             text("refused"),
         ]))
         .start();
@@ -575,7 +577,7 @@ fn web_fetch_refuses_this_machine_without_fetch_private() {
     c.run("fetch");
     c.until_entry("turn_end");
     let log = pod.log_lines();
-    for id in ["f1", "f2"] {
+    for id in ["f1", "f2", "f4"] {
         let refused = result(&log, id);
         let text = refused["output"].as_str().unwrap();
         assert_eq!(refused["is_error"], true);

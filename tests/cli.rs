@@ -251,6 +251,42 @@ fn log_prints_the_session_readably_and_raw() {
     assert_eq!(raw.lines().count(), 5);
 }
 
+/// Issue 35 item 4: `--socket` names the pod, wherever its data lives, so
+/// `pod log --socket S` reads through S, not this command's data directory.
+#[test]
+fn log_with_a_socket_reads_the_pod_listening_there() {
+    let pod = Pod::start();
+    succeeded(
+        pod.command("send")
+            .args(["--text", "hello over the socket"])
+            .output()
+            .unwrap(),
+    );
+    let elsewhere = tempfile::tempdir().unwrap();
+    let log = |json: bool| {
+        let mut cmd = std::process::Command::new(POD);
+        cmd.arg("log")
+            .arg("--socket")
+            .arg(&pod.socket)
+            .current_dir(elsewhere.path())
+            .env("XDG_DATA_HOME", elsewhere.path().join("data"))
+            .env("XDG_CONFIG_HOME", elsewhere.path().join("config"))
+            .env_remove("POD_DATA_DIR")
+            .env_remove("POD_WORKSPACE");
+        if json {
+            cmd.arg("--json");
+        }
+        succeeded(cmd.output().unwrap())
+    };
+    let text = log(false);
+    assert!(
+        text.contains("  user              hello over the socket"),
+        "{text}"
+    );
+    assert!(text.contains("  turn end          completed"), "{text}");
+    assert_eq!(log(true).lines().count(), 5);
+}
+
 #[test]
 fn send_file_attaches_a_workspace_file_from_anywhere() {
     let pod = Pod::start();

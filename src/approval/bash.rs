@@ -659,7 +659,7 @@ pub fn wildcard_match(pattern: &str, text: &str) -> bool {
 /// The characters a session rule escapes in a command so that they match
 /// only themselves: the wildcard, the characters other glob dialects treat
 /// as wildcards, and the escape itself.
-const ESCAPED: [char; 4] = ['*', '?', '[', '\\'];
+pub(crate) const ESCAPED: [char; 4] = ['*', '?', '[', '\\'];
 
 /// `text` as a pattern that matches exactly `text`: its `*`, `?`, `[` and
 /// `\` escaped with `\`.
@@ -765,7 +765,10 @@ const TAKES_SUBCOMMAND: [&str; 28] = [
 /// line, escaped, when it is compound, contains a substitution, writes a
 /// file or is uncertain (a first-word rule would not cover it), and when
 /// the word after a program that takes a subcommand is an option (`git -C
-/// dir …`: which subcommand runs is not its second word).
+/// dir …`: which subcommand runs is not its second word). Leading
+/// assignments are not the program: they are kept, and the words are
+/// counted from the program after them (`LC_ALL=C ls -l` adds `LC_ALL=C ls
+/// *`, never `LC_ALL=C *`); a line of assignments alone adds itself.
 pub fn session_pattern(line: &str) -> String {
     let parsed = parse(line);
     let exact = || escape_pattern(line);
@@ -775,14 +778,18 @@ pub fn session_pattern(line: &str) -> String {
     if parsed.substitution || parsed.uncertain || only.writes_file {
         return exact();
     }
+    let program_at = assignments_len(&only.text);
+    let (assignments, command) = only.text.split_at(program_at);
     let mut words = Vec::new();
-    let mut rest = only.text.as_str();
+    let mut rest = command;
     while !rest.is_empty() && words.len() < 3 {
         let word = first_word(rest);
         words.push(word);
         rest = rest[word.len()..].trim_start();
     }
-    let program = words[0];
+    let Some(&program) = words.first() else {
+        return exact();
+    };
     let name = program.rsplit('/').next().unwrap_or(program);
     let is_python = name.starts_with("python") && words.get(1) == Some(&"-m");
     let taken = if is_python {
@@ -800,7 +807,55 @@ pub fn session_pattern(line: &str) -> String {
         return exact();
     }
     let head = words[..taken].join(" ");
-    format!("{} *", escape_pattern(&head))
+    format!("{} *", escape_pattern(&format!("{assignments}{head}")))
+}
+
+/// Whether `word` is a `NAME=value` assignment: before a command, bash
+/// sets it in the command's environment and runs the word after it.
+pub fn is_assignment(word: &str) -> bool {
+    word.split_once('=').is_some_and(|(name, _)| {
+        !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+/// The length of the leading assignments of a simple command's `text`
+/// (collapsed), each with the blank after it: where its program word
+/// starts. All of `text` when it is assignments alone.
+pub fn assignments_len(text: &str) -> usize {
+    let mut at = 0;
+    while at < text.len() {
+        let word = first_word(&text[at..]);
+        if !is_assignment(word) {
+            break;
+        }
+        at += word.len();
+        at += usize::from(text[at..].starts_with(' '));
+    }
+    at
+}
+
+/// Whether a rule's `pattern` spells out the leading assignments and the
+/// program word of `text` (a simple command it matches) before any `*`,
+/// so that no wildcard stands for the program: `LC_ALL=C *` matches
+/// `LC_ALL=C rm -rf ~` as text, but the assignment is not the program, and
+/// the rule must not allow it. A command without assignments is not held
+/// to this (its program is the first word a rule names anyway).
+pub fn names_the_program(pattern: &str, text: &str) -> bool {
+    let assignments = assignments_len(text);
+    if assignments == 0 {
+        return true;
+    }
+    let literal: String = tokens(pattern)
+        .into_iter()
+        .map_while(|token| match token {
+            Token::Char(c) => Some(c),
+            Token::Star => None,
+        })
+        .collect();
+    let program = first_word(&text[assignments..]);
+    literal.len() >= assignments + program.len()
 }
 
 #[cfg(test)]
@@ -1079,6 +1134,14 @@ mod tests {
         );
         assert_eq!(session_pattern("echo * > out"), r"echo \* > out");
         assert!(wildcard_match(&session_pattern("*"), "*"));
+        // Issue 35 item 13: an assignment is not the program.
+        assert_eq!(session_pattern("LC_ALL=C ls -la"), "LC_ALL=C ls *");
+        assert_eq!(
+            session_pattern("A=1 B='x y' git status"),
+            "A=1 B='x y' git status *"
+        );
+        assert_eq!(session_pattern("A=1"), "A=1");
+        assert_eq!(session_pattern("A=* ls"), r"A=\* ls *");
         assert!(!wildcard_match(&session_pattern("*"), "rm -rf /"));
     }
 

@@ -82,16 +82,8 @@ fn push_readings(forms: &mut Vec<String>, words: &[String], pattern: &str) {
 
 /// Drops leading `NAME=value` words: bash runs the word after them.
 fn strip_assignments(words: &mut Vec<String>) {
-    let n = words.iter().take_while(|w| is_assignment(w)).count();
+    let n = words.iter().take_while(|w| bash::is_assignment(w)).count();
     words.drain(..n);
-}
-
-fn is_assignment(word: &str) -> bool {
-    word.split_once('=').is_some_and(|(name, _)| {
-        !name.is_empty()
-            && !name.starts_with(|c: char| c.is_ascii_digit())
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    })
 }
 
 /// Takes a wrapper (with its options, and the duration `timeout` needs)
@@ -107,7 +99,7 @@ fn strip_wrapper(words: &mut Vec<String>) -> bool {
             i += 1;
             break;
         }
-        if *name == "env" && is_assignment(word) {
+        if *name == "env" && bash::is_assignment(word) {
             i += 1;
             continue;
         }

@@ -43,6 +43,7 @@ pub fn describe(call: &Call, workspace: &Path) -> Description {
             Some(path) => describe_change(call, path, workspace),
             None => describe_other(call),
         },
+        "web_fetch" => describe_fetch(call),
         _ => describe_other(call),
     }
 }
@@ -88,6 +89,35 @@ fn describe_other(call: &Call) -> Description {
     Description {
         summary: cut_chars(&format!("{} {compact}", call.tool), SUMMARY_CHARS),
         preview: cap_preview(pretty),
+    }
+}
+
+/// A fetch as the pod will make it: the URL serialised, so its host is the
+/// one connected to — an all-digit host as the dotted IPv4 address it is
+/// (`http://16843009/` is `1.1.1.1`), a non-ASCII one in punycode (a
+/// Cyrillic look-alike of a Latin name shows as the `xn--` name it is) —
+/// and the URL as written beside it when that differs.
+fn describe_fetch(call: &Call) -> Description {
+    let Some(raw) = call.arg("url") else {
+        return describe_other(call);
+    };
+    let Ok(url) = reqwest::Url::parse(raw) else {
+        return describe_other(call);
+    };
+    let shown = url.as_str();
+    let mut preview = format!("GET {shown}\n");
+    if let Some(host) = url.host_str() {
+        preview.push_str(&format!("host: {host}\n"));
+    }
+    if raw != shown {
+        preview.push_str(&format!("as written: {raw}\n"));
+    }
+    if let Some(max) = call.arguments.get("max_bytes") {
+        preview.push_str(&format!("max_bytes: {max}\n"));
+    }
+    Description {
+        summary: cut_chars(&format!("web_fetch {shown}"), SUMMARY_CHARS),
+        preview: cap_preview(preview),
     }
 }
 
@@ -407,6 +437,33 @@ mod tests {
         let d = run("mcp__git__log", json!({"max": 3}), &root(&dir));
         assert_eq!(d.summary, "mcp__git__log {\"max\":3}");
         assert_eq!(d.preview, "{\n  \"max\": 3\n}");
+    }
+
+    /// Issue 35 item 13: the host shown is the one connected to.
+    #[test]
+    fn a_fetch_shows_the_host_it_will_reach() {
+        let dir = workspace();
+        let d = run("web_fetch", json!({"url": "http://16843009/"}), &root(&dir));
+        assert_eq!(d.summary, "web_fetch http://1.1.1.1/");
+        assert_eq!(
+            d.preview,
+            "GET http://1.1.1.1/\nhost: 1.1.1.1\nas written: http://16843009/\n"
+        );
+        // `аррӏе.com` in Cyrillic letters.
+        let d = run(
+            "web_fetch",
+            json!({"url": "https://\u{430}\u{440}\u{440}\u{4cf}\u{435}.com/login", "max_bytes": 10}),
+            &root(&dir),
+        );
+        assert_eq!(d.summary, "web_fetch https://xn--80ak6aa92e.com/login");
+        assert!(
+            d.preview.contains("host: xn--80ak6aa92e.com\n")
+                && d.preview.ends_with("max_bytes: 10\n"),
+            "{}",
+            d.preview
+        );
+        let d = run("web_fetch", json!({"url": "not a url"}), &root(&dir));
+        assert_eq!(d.summary, "web_fetch {\"url\":\"not a url\"}");
     }
 
     #[test]

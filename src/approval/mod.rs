@@ -9,6 +9,7 @@
 mod bash;
 mod deny_forms;
 mod describe;
+pub mod fuzzing;
 pub mod persist;
 mod rules;
 #[cfg(test)]
@@ -240,16 +241,40 @@ impl Policy {
             .map(ToString::to_string)
     }
 
-    /// Whether the rule a `session` answer to `call` adds is its exact
-    /// command line (a compound line, a substitution, a redirection into a
-    /// file): such a rule is never written to the config file, where it
-    /// would outlive the one line it was meant for.
-    pub fn is_exact_line_rule(&self, call: &Call) -> bool {
-        let Subject::Bash(line) = self.subject(call) else {
-            return false;
-        };
-        let parsed = bash::parse(&bash::collapse(line));
-        !matches!(parsed.commands.as_slice(), [only] if !parsed.substitution && !parsed.uncertain && !only.writes_file)
+    /// Why the rule a `session` answer to `call` adds must not be kept in
+    /// the config file by `always`, if it must not: the exact command line
+    /// of a compound line, a substitution or a redirection into a file
+    /// (it would outlive the one line it was meant for), or a `web_fetch`
+    /// origin whose host holds a rule wildcard (`https://*/`, a name no
+    /// site has, chosen by the model: its escaped rule is safe for this
+    /// conversation, but one unescaping reader later it is every host).
+    pub fn why_not_always(&self, call: &Call) -> Option<String> {
+        match self.subject(call) {
+            Subject::Bash(line) => {
+                let parsed = bash::parse(&bash::collapse(line));
+                let single = matches!(parsed.commands.as_slice(),
+                    [only] if !parsed.substitution && !parsed.uncertain && !only.writes_file);
+                (!single).then(|| {
+                    "`always` would keep this exact line in the config file for every future \
+                     session"
+                        .to_owned()
+                })
+            }
+            Subject::Fetch(_) => {
+                let host = call
+                    .arg("url")
+                    .and_then(|raw| reqwest::Url::parse(raw).ok())?
+                    .host_str()?
+                    .to_owned();
+                host.contains(bash::ESCAPED).then(|| {
+                    format!(
+                        "`always` would keep a rule for the host `{host}`, whose `*`, `?`, `[` \
+                         or `\\` no real host name holds"
+                    )
+                })
+            }
+            _ => None,
+        }
     }
 
     /// Decides a call, in the contract's order: a matching deny rule denies
@@ -316,7 +341,8 @@ impl Policy {
 /// substitution or writes a file through a redirection — the command's own
 /// `*`, `?`, `[` and `\` escaped so they match only themselves
 /// ([`bash::session_pattern`]); the file's path for writes
-/// (`write:src/main.rs`); `TOOL:*` otherwise. The pod adds it, and every
+/// (`write:src/main.rs`); the origin for `web_fetch`, escaped likewise
+/// (`web_fetch:https://docs.rs/*`); `TOOL:*` otherwise. The pod adds it, and every
 /// client shows it before the user chooses, so this one function decides.
 ///
 /// `None` when the call lacks what its rule must name — a `bash` call
@@ -337,14 +363,19 @@ pub fn session_rule(call: &Call, workspace_root: &Path) -> Option<Rule> {
             format!("bash:{}", bash::session_pattern(&line))
         }
         tool if WRITE_TOOLS.contains(&tool) => format!("write:{}", globset::escape(&path()?)),
-        // The origin, so a session answer covers that site, not the web.
+        // The origin, so a session answer covers that site, not the web;
+        // escaped, since the host is the model's choice and may hold a `*`
+        // (`https://*/readme` is a valid URL) that must not become a wildcard.
         "web_fetch" => {
             let url = reqwest::Url::parse(call.arg("url")?).ok()?;
             let origin = url.origin();
             if !origin.is_tuple() {
                 return None;
             }
-            format!("web_fetch:{}/*", origin.ascii_serialization())
+            format!(
+                "web_fetch:{}/*",
+                bash::escape_pattern(&origin.ascii_serialization())
+            )
         }
         tool => {
             if tool.contains(':') {
@@ -398,7 +429,8 @@ fn denies(rule: &Rule, tool: &str, subject: &Subject) -> bool {
 /// substitution and each of its simple commands is covered by a rule. A
 /// wildcard in a command pattern never stands for a redirection into a
 /// file: a command writing one is covered only by a pattern that spells out
-/// a `>` itself, or by `*` alone (all of `bash`).
+/// a `>` itself, or by `*` alone (all of `bash`); nor for the program after
+/// leading assignments ([`bash::names_the_program`]).
 fn bash_allowed(line: &str, rules: Vec<&Rule>) -> bool {
     // The exact line, as a session rule spells it (its wildcards escaped)
     // or as a person may have written it.
@@ -424,6 +456,7 @@ fn bash_allowed(line: &str, rules: Vec<&Rule>) -> bool {
                 return false;
             };
             (!command.writes_file || pattern == "*" || pattern.contains('>'))
+                && (pattern == "*" || bash::names_the_program(pattern, &command.text))
                 && bash::wildcard_match(pattern, &command.text)
         })
     })

@@ -516,3 +516,91 @@ fn web_fetch_rules_match_the_serialised_url_and_a_session_answer_adds_the_origin
     assert!(matches_non_bash(&rule, "web_fetch", &fetch(&tokio).1));
     assert!(!matches_non_bash(&rule, "web_fetch", &fetch(&evil).1));
 }
+
+/// Issue 35 item 12: a host the model chose may hold a `*`; its session rule
+/// covers that host only, and `always` refuses to keep it.
+#[test]
+fn a_wildcard_in_a_fetched_host_is_escaped_and_never_kept_always() {
+    let root = std::path::Path::new("/w");
+    let policy = Policy {
+        mode: Ask,
+        allow: Vec::new(),
+        deny: Vec::new(),
+        sandbox: Enforced,
+        workspace_root: root.into(),
+        protected: Vec::new(),
+    };
+    let asked = json!({"url": "https://*/readme"});
+    let asked = Call {
+        tool: "web_fetch",
+        arguments: &asked,
+    };
+    let rule = policy.session_rule(&asked).expect("a rule");
+    assert_eq!(rule.to_string(), r"web_fetch:https://\*/*");
+    assert_eq!(policy.decide(&asked, [&rule]), Verdict::Run);
+    let attacker = json!({"url": "https://attacker.example/readme"});
+    let attacker = Call {
+        tool: "web_fetch",
+        arguments: &attacker,
+    };
+    assert_eq!(
+        policy.decide(&attacker, [&rule]),
+        Verdict::Ask {
+            reason: "mode:ask".into()
+        }
+    );
+    let why = policy.why_not_always(&asked).expect("always refused");
+    assert!(why.contains("the host `*`"), "{why}");
+    let plain = json!({"url": "https://docs.rs/serde"});
+    let plain = Call {
+        tool: "web_fetch",
+        arguments: &plain,
+    };
+    assert_eq!(policy.why_not_always(&plain), None);
+}
+
+/// Issue 35 item 13: `LC_ALL=C ls` approved for the session allows `ls`
+/// with that assignment, not every command after `LC_ALL=C`; nor does a
+/// rule whose `*` stands where the program is.
+#[test]
+fn an_assignment_before_a_command_is_not_its_program() {
+    let policy = Policy {
+        mode: Ask,
+        allow: vec!["bash:LC_ALL=C *".parse().unwrap()],
+        deny: Vec::new(),
+        sandbox: Enforced,
+        workspace_root: ROOT.into(),
+        protected: Vec::new(),
+    };
+    let bash = |line: &str| json!({ "command": line });
+    fn call(arguments: &Value) -> Call<'_> {
+        Call {
+            tool: "bash",
+            arguments,
+        }
+    }
+    let asked = bash("LC_ALL=C ls");
+    let rule = policy.session_rule(&call(&asked)).expect("a rule");
+    assert_eq!(rule.to_string(), "bash:LC_ALL=C ls *");
+    let ask = Verdict::Ask {
+        reason: "mode:ask".into(),
+    };
+    for (line, verdict) in [
+        ("LC_ALL=C ls", Verdict::Run),
+        ("LC_ALL=C ls -la src", Verdict::Run),
+        ("LC_ALL=C rm -rf ~", ask.clone()),
+        ("LC_ALL=C lsblk", ask.clone()),
+        ("LC_ALL=C X=1 ls", ask.clone()),
+        ("ls", ask.clone()),
+    ] {
+        let arguments = bash(line);
+        assert_eq!(policy.decide(&call(&arguments), [&rule]), verdict, "{line}");
+    }
+    let everything: Rule = "bash:*".parse().unwrap();
+    let rm = bash("LC_ALL=C rm -rf ~");
+    assert_eq!(
+        policy.decide(&call(&rm), [&everything]),
+        Verdict::Run,
+        "`bash:*` is all of bash"
+    );
+}

@@ -1,8 +1,16 @@
 //! Putting paths back to their state in a checkpoint.
 //!
 //! Every path is resolved beneath the workspace one component at a time
-//! without following a symlink: a path whose parent is now a symlink or not
-//! a directory is not restored. A file is written to a new temporary file
+//! without following a symlink, each directory opened from the one before
+//! (`O_NOFOLLOW | O_DIRECTORY`), and every step after that — looking,
+//! creating, writing, renaming, linking, deleting — is an `*at` call on the
+//! directory's descriptor, never a path. The pod is not sandboxed, while a
+//! tool's daemon may swap a workspace directory for a symlink at any moment
+//! (`renameat2(RENAME_EXCHANGE)`): a descriptor keeps every write in the
+//! directory that was checked, so nothing is ever written where a link
+//! points. A path whose parent is a symlink or not a directory is not
+//! restored, nor one whose directory was moved or replaced before its file
+//! was put in place. A file is written to a new temporary file
 //! beside it, synced (a few dozen together, see [`restore`]), and renamed
 //! over the path, so a hard-linked or open
 //! file is replaced, never written through, and a crash leaves either the
@@ -11,8 +19,15 @@
 //! target, and a directory only when it is left empty.
 
 use std::io::{Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{
+    fstat, linkat, mkdirat, openat, renameat, statat, symlinkat, unlinkat, AtFlags, FileType, Mode,
+    OFlags,
+};
+use rustix::io::Errno;
 
 use super::manifest::{Manifest, Node};
 use super::{sync, Checkpoints};
@@ -54,13 +69,16 @@ struct Waiting {
 }
 
 /// A file's new content, still open, not yet synced; without a name
-/// unless `named` (then it is `tmp`, beside the path `full`).
+/// unless `named` (then it is `tmp` in `dir`, beside `name`).
 struct Written {
     file: std::fs::File,
     named: bool,
-    tmp: PathBuf,
-    full: PathBuf,
-    dir: PathBuf,
+    /// The directory it goes in, as opened when the path was walked.
+    dir: OwnedFd,
+    tmp: String,
+    name: String,
+    /// `dir`'s path, for the final sync.
+    dir_path: PathBuf,
     action: RestoreAction,
 }
 
@@ -97,8 +115,10 @@ impl Progress {
         ));
     }
 
-    /// Syncs the waiting files together, then renames each over its path.
-    fn place(&mut self, waiting: &mut Vec<Waiting>, paths: &[String]) {
+    /// Syncs the waiting files together, then renames each over its path
+    /// — in the directory walked to before, and only if the path still
+    /// leads to it.
+    fn place(&mut self, root: BorrowedFd<'_>, waiting: &mut Vec<Waiting>, paths: &[String]) {
         let files: Vec<&std::fs::File> = waiting.iter().map(|w| &w.written.file).collect();
         let synced = sync::sync_open_files(&files);
         drop(files);
@@ -106,20 +126,27 @@ impl Progress {
             let named = w.named;
             let placed = synced
                 .map_err(|e| format!("cannot write it: {e}"))
+                .and_then(|()| still_there(root, &paths[index], &w.dir))
                 .and_then(|()| {
                     if named {
                         return Ok(());
                     }
-                    name_unnamed(&w.file, &w.tmp).map_err(|e| format!("cannot name it: {e}"))
+                    name_unnamed(&w.file, w.dir.as_fd(), &w.tmp)
+                        .map_err(|e| format!("cannot name it: {e}"))
                 })
                 .and_then(|()| {
-                    std::fs::rename(&w.tmp, &w.full)
-                        .map_err(|e| format!("cannot put it in place: {e}"))
+                    renameat(
+                        w.dir.as_fd(),
+                        w.tmp.as_str(),
+                        w.dir.as_fd(),
+                        w.name.as_str(),
+                    )
+                    .map_err(|e| format!("cannot put it in place: {e}"))
                 });
             match placed {
-                Ok(()) => self.done(index, &paths[index], w.action, w.dir),
+                Ok(()) => self.done(index, &paths[index], w.action, w.dir_path),
                 Err(why) => {
-                    let _ = std::fs::remove_file(&w.tmp);
+                    let _ = unlinkat(w.dir.as_fd(), w.tmp.as_str(), AtFlags::empty());
                     self.refused(index, &paths[index], why);
                 }
             }
@@ -143,6 +170,18 @@ pub fn restore(
     paths: &[String],
 ) -> Outcome {
     let mut progress = Progress::default();
+    let root = match open_root(store.root()) {
+        Ok(root) => root,
+        Err(e) => {
+            for (index, path) in paths.iter().enumerate() {
+                progress.refused(index, path, format!("cannot open the workspace: {e}"));
+            }
+            return Outcome {
+                restored: Vec::new(),
+                not_restored: progress.not_restored.into_iter().map(|(_, r)| r).collect(),
+            };
+        }
+    };
     let mut waiting: Vec<Waiting> = Vec::new();
     for (index, path) in paths.iter().enumerate() {
         if target.skips(path) || now.skips(path) {
@@ -155,20 +194,20 @@ pub fn restore(
             );
             continue;
         }
-        match restore_one(store, target.files.get(path), path) {
+        match restore_one(store, root.as_fd(), target.files.get(path), path) {
             Ok(Step::Nothing) => {}
             Ok(Step::Deleted(dir)) => progress.done(index, path, RestoreAction::Deleted, dir),
             Ok(Step::Placed(action, dir)) => progress.done(index, path, action, dir),
             Ok(Step::Written(written)) => {
                 waiting.push(Waiting { index, written });
                 if waiting.len() >= WINDOW {
-                    progress.place(&mut waiting, paths);
+                    progress.place(root.as_fd(), &mut waiting, paths);
                 }
             }
             Err(why) => progress.refused(index, path, why),
         }
     }
-    progress.place(&mut waiting, paths);
+    progress.place(root.as_fd(), &mut waiting, paths);
     let Progress {
         mut restored,
         mut not_restored,
@@ -198,9 +237,103 @@ enum Step {
     Written(Written),
 }
 
+/// The workspace root, opened once per restore: every path is walked from
+/// this descriptor.
+fn open_root(root: &Path) -> Result<OwnedFd, Errno> {
+    openat(
+        rustix::fs::CWD,
+        root,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Opens the directory `name` in `at`, following no symlink.
+fn open_dir(at: BorrowedFd<'_>, name: &str) -> Result<OwnedFd, Errno> {
+    openat(
+        at,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Why `name` in `at` could not be opened as a directory, in words.
+fn not_a_dir(at: BorrowedFd<'_>, name: &str, shown: &str, e: Errno) -> String {
+    match statat(at, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
+            format!("its parent {shown} is now a symlink")
+        }
+        Ok(st) if FileType::from_raw_mode(st.st_mode) != FileType::Directory => {
+            format!("its parent {shown} is not a directory")
+        }
+        _ => format!("cannot look at {shown}: {e}"),
+    }
+}
+
+/// The directories on the way to `path`'s last component, each opened
+/// from the one before (the first from `root`), following no symlink; a
+/// missing one is created when `create`, else `Ok(None)`.
+fn walk(
+    root: BorrowedFd<'_>,
+    parents: &[&str],
+    create: bool,
+) -> Result<Option<Vec<OwnedFd>>, String> {
+    let mut chain: Vec<OwnedFd> = Vec::with_capacity(parents.len());
+    for (depth, part) in parents.iter().enumerate() {
+        let shown = parents[..=depth].join("/");
+        let at = chain.last().map_or(root, |d| d.as_fd());
+        let fd = match open_dir(at, part) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) if !create => return Ok(None),
+            Err(Errno::NOENT) => {
+                match mkdirat(at, *part, Mode::from_raw_mode(0o777)) {
+                    Ok(()) | Err(Errno::EXIST) => {}
+                    Err(e) => return Err(format!("cannot create {shown}: {e}")),
+                }
+                open_dir(at, part).map_err(|e| not_a_dir(at, part, &shown, e))?
+            }
+            Err(e) => return Err(not_a_dir(at, part, &shown, e)),
+        };
+        chain.push(fd);
+    }
+    Ok(Some(chain))
+}
+
+/// Whether `path`'s parent directory is still `dir`: a tool may have moved
+/// it away, or swapped a symlink in for it, since it was walked. The write
+/// itself stayed in `dir` either way; this keeps a moved directory's file
+/// from being reported as restored at `path`.
+fn still_there(root: BorrowedFd<'_>, path: &str, dir: &OwnedFd) -> Result<(), String> {
+    let parents: Vec<&str> = path.split('/').collect();
+    let parents = &parents[..parents.len().saturating_sub(1)];
+    let moved = || "its directory was moved or replaced while it was restored".to_owned();
+    let now = match walk(root, parents, false)? {
+        Some(chain) => match chain.last() {
+            Some(last) => fstat(last),
+            None => fstat(root),
+        },
+        None => return Err(moved()),
+    };
+    let (now, then) = (
+        now.map_err(|e| format!("cannot look at its directory: {e}"))?,
+        fstat(dir).map_err(|e| format!("cannot look at its directory: {e}"))?,
+    );
+    if (now.st_dev, now.st_ino) == (then.st_dev, then.st_ino) {
+        Ok(())
+    } else {
+        Err(moved())
+    }
+}
+
 /// Restores one path, but a file's new content is left beside it, not yet
 /// synced nor renamed (see [`Step::Written`]).
-fn restore_one(store: &Checkpoints, node: Option<&Node>, path: &str) -> Result<Step, String> {
+fn restore_one(
+    store: &Checkpoints,
+    root_fd: BorrowedFd<'_>,
+    node: Option<&Node>,
+    path: &str,
+) -> Result<Step, String> {
     let root = store.root();
     let components: Vec<&str> = path.split('/').collect();
     if components
@@ -210,41 +343,30 @@ fn restore_one(store: &Checkpoints, node: Option<&Node>, path: &str) -> Result<S
         return Err("not a plain workspace path".into());
     }
     let (name, parents) = components.split_last().ok_or("empty path")?;
-    let mut dir = root.to_path_buf();
-    for part in parents {
-        dir.push(part);
-        match std::fs::symlink_metadata(&dir) {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(meta) if meta.file_type().is_symlink() => {
-                return Err(format!("its parent {} is now a symlink", rel(root, &dir)));
-            }
-            Ok(_) => return Err(format!("its parent {} is not a directory", rel(root, &dir))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if node.is_none() {
-                    return Ok(Step::Nothing);
-                }
-                std::fs::create_dir(&dir)
-                    .map_err(|e| format!("cannot create {}: {e}", rel(root, &dir)))?;
-            }
-            Err(e) => return Err(format!("cannot look at {}: {e}", rel(root, &dir))),
+    let Some(chain) = walk(root_fd, parents, node.is_some())? else {
+        return Ok(Step::Nothing);
+    };
+    #[cfg(test)]
+    tests::after_walk(path);
+    let dir_path = parents.iter().fold(root.to_path_buf(), |p, c| p.join(c));
+    let dir = chain.last().map_or(root_fd, |d| d.as_fd());
+    let existing = match statat(dir, *name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
+            return Err("it is a directory now".into())
         }
-    }
-    let full = dir.join(name);
-    let existing = match std::fs::symlink_metadata(&full) {
-        Ok(meta) if meta.is_dir() => return Err("it is a directory now".into()),
         Ok(_) => true,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(Errno::NOENT) => false,
         Err(e) => return Err(format!("cannot look at it: {e}")),
     };
     let Some(node) = node else {
         if !existing {
             return Ok(Step::Nothing);
         }
-        std::fs::remove_file(&full).map_err(|e| format!("cannot delete it: {e}"))?;
-        remove_empty_parents(root, &dir);
-        return Ok(Step::Deleted(dir));
+        unlinkat(dir, *name, AtFlags::empty()).map_err(|e| format!("cannot delete it: {e}"))?;
+        remove_empty_parents(root_fd, parents, &chain);
+        return Ok(Step::Deleted(dir_path));
     };
-    let tmp = dir.join(format!(".pod-restore-{}", uuid::Uuid::new_v4().simple()));
+    let tmp = format!(".pod-restore-{}", uuid::Uuid::new_v4().simple());
     let action = if existing {
         RestoreAction::Written
     } else {
@@ -255,13 +377,13 @@ fn restore_one(store: &Checkpoints, node: Option<&Node>, path: &str) -> Result<S
             // A link's target is metadata, durable with its directory: it
             // is put in place at once, never left waiting under its
             // temporary name.
-            std::os::unix::fs::symlink(target, &tmp)
+            symlinkat(target.as_str(), dir, tmp.as_str())
                 .map_err(|e| format!("cannot create the link: {e}"))?;
-            if let Err(e) = std::fs::rename(&tmp, &full) {
-                let _ = std::fs::remove_file(&tmp);
+            if let Err(e) = renameat(dir, tmp.as_str(), dir, *name) {
+                let _ = unlinkat(dir, tmp.as_str(), AtFlags::empty());
                 return Err(format!("cannot put it in place: {e}"));
             }
-            return Ok(Step::Placed(action, dir));
+            return Ok(Step::Placed(action, dir_path));
         }
         Node::File { exec, .. } => (node, *exec),
     };
@@ -269,16 +391,17 @@ fn restore_one(store: &Checkpoints, node: Option<&Node>, path: &str) -> Result<S
         .content(target)
         .map_err(|e| format!("its content is no longer stored ({e})"))?;
     let mode = if exec { 0o755 } else { 0o644 };
-    let (mut file, named) = match open_unnamed(&dir, mode) {
+    let (mut file, named) = match open_unnamed(dir, mode) {
         Some(file) => (file, false),
         None => {
-            let file = std::fs::File::options()
-                .write(true)
-                .create_new(true)
-                .mode(mode)
-                .open(&tmp)
-                .map_err(|e| format!("cannot write beside it: {e}"))?;
-            (file, true)
+            let fd = openat(
+                dir,
+                tmp.as_str(),
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(mode),
+            )
+            .map_err(|e| format!("cannot write beside it: {e}"))?;
+            (std::fs::File::from(fd), true)
         }
     };
     let written = file
@@ -286,17 +409,22 @@ fn restore_one(store: &Checkpoints, node: Option<&Node>, path: &str) -> Result<S
         .and_then(|()| file.set_permissions(std::fs::Permissions::from_mode(mode)));
     if let Err(e) = written {
         if named {
-            let _ = std::fs::remove_file(&tmp);
+            let _ = unlinkat(dir, tmp.as_str(), AtFlags::empty());
         }
         return Err(format!("cannot write it: {e}"));
     }
     sync::start_writeback(&file);
+    let dir = match chain.into_iter().last() {
+        Some(fd) => fd,
+        None => rustix::io::dup(root_fd).map_err(|e| format!("cannot hold its directory: {e}"))?,
+    };
     Ok(Step::Written(Written {
         file,
         named,
-        tmp,
-        full,
         dir,
+        tmp,
+        name: (*name).to_owned(),
+        dir_path,
         action,
     }))
 }
@@ -305,50 +433,155 @@ fn restore_one(store: &Checkpoints, node: Option<&Node>, path: &str) -> Result<S
 /// leaves behind vanishes with the process instead of littering the
 /// workspace. `None` where the file system or `/proc` cannot do it (the
 /// caller then writes a named temporary).
-fn open_unnamed(dir: &Path, mode: u32) -> Option<std::fs::File> {
+fn open_unnamed(dir: BorrowedFd<'_>, mode: u32) -> Option<std::fs::File> {
     if !Path::new("/proc/self/fd").is_dir() {
         return None;
     }
-    std::fs::File::options()
-        .write(true)
-        .mode(mode)
-        .custom_flags(rustix::fs::OFlags::TMPFILE.bits() as i32)
-        .open(dir)
-        .ok()
+    openat(
+        dir,
+        ".",
+        OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC,
+        Mode::from_raw_mode(mode),
+    )
+    .ok()
+    .map(std::fs::File::from)
 }
 
-/// Gives a file from [`open_unnamed`] the name `tmp` (just before it is
-/// renamed over its path).
-fn name_unnamed(file: &std::fs::File, tmp: &Path) -> std::io::Result<()> {
+/// Gives a file from [`open_unnamed`] the name `tmp` in `dir` (just before
+/// it is renamed over its path).
+fn name_unnamed(file: &std::fs::File, dir: BorrowedFd<'_>, tmp: &str) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     let proc = format!("/proc/self/fd/{}", file.as_raw_fd());
-    rustix::fs::linkat(
+    linkat(
         rustix::fs::CWD,
         proc.as_str(),
-        rustix::fs::CWD,
+        dir,
         tmp,
-        rustix::fs::AtFlags::SYMLINK_FOLLOW,
+        AtFlags::SYMLINK_FOLLOW,
     )
     .map_err(std::io::Error::from)
 }
 
-/// Removes the directories a deletion left empty, up to the root; the
-/// first one still holding anything stops it.
-fn remove_empty_parents(root: &Path, dir: &Path) {
-    let mut dir = dir.to_path_buf();
-    while dir != root && dir.starts_with(root) {
-        if std::fs::remove_dir(&dir).is_err() {
-            return;
-        }
-        if !dir.pop() {
+/// Removes the directories a deletion left empty, up to the root, each
+/// from the descriptor of its parent as walked; the first one still
+/// holding anything stops it.
+fn remove_empty_parents(root: BorrowedFd<'_>, parents: &[&str], chain: &[OwnedFd]) {
+    for depth in (0..parents.len()).rev() {
+        let at = if depth == 0 {
+            root
+        } else {
+            chain[depth - 1].as_fd()
+        };
+        if unlinkat(at, parents[depth], AtFlags::REMOVEDIR).is_err() {
             return;
         }
     }
 }
 
-fn rel(root: &Path, path: &Path) -> String {
-    path.strip_prefix(root)
-        .unwrap_or(path)
-        .to_string_lossy()
-        .into_owned()
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    type Hook = Box<dyn Fn(&str)>;
+
+    thread_local! {
+        static AFTER_WALK: RefCell<Option<Hook>> = RefCell::new(None);
+    }
+
+    /// Called between walking a path's directories and writing it: where
+    /// a test does what a tool's daemon may do at any moment.
+    pub(super) fn after_walk(path: &str) {
+        AFTER_WALK.with(|hook| {
+            if let Some(hook) = &*hook.borrow() {
+                hook(path);
+            }
+        });
+    }
+
+    /// Issue 35 item 5: a daemon swaps the directory being restored for a
+    /// symlink to a directory outside (`renameat2(RENAME_EXCHANGE)`) after
+    /// the walk checked it: nothing is written where the link points, and
+    /// the path is reported not restored.
+    #[test]
+    fn a_directory_swapped_for_a_symlink_mid_restore_gets_nothing_written_through_it() {
+        let data = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = ws.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        std::fs::write(root.join("sub/notes.txt"), "as it was\n").unwrap();
+        let store = Checkpoints::open(data.path(), &root, 1 << 20, 1 << 30).unwrap();
+        let target = store.take().unwrap();
+        std::fs::write(root.join("sub/notes.txt"), "changed\n").unwrap();
+        let now = store.take().unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("link")).unwrap();
+        let swapped = root.clone();
+        AFTER_WALK.with(|hook| {
+            *hook.borrow_mut() = Some(Box::new(move |_| {
+                rustix::fs::renameat_with(
+                    rustix::fs::CWD,
+                    swapped.join("sub"),
+                    rustix::fs::CWD,
+                    swapped.join("link"),
+                    rustix::fs::RenameFlags::EXCHANGE,
+                )
+                .unwrap();
+            }))
+        });
+        let outcome = restore(
+            &store,
+            &target.manifest,
+            &now.manifest,
+            &["sub/notes.txt".to_owned()],
+        );
+        AFTER_WALK.with(|hook| *hook.borrow_mut() = None);
+        let written_outside: Vec<_> = std::fs::read_dir(outside.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(written_outside.is_empty(), "{written_outside:?}");
+        assert!(outcome.restored.is_empty(), "{:?}", outcome.restored);
+        let [refused] = outcome.not_restored.as_slice() else {
+            panic!("{:?}", outcome.not_restored)
+        };
+        assert_eq!(refused.path, "sub/notes.txt");
+        assert_eq!(refused.reason, "its parent sub is now a symlink");
+        // The directory, now at `link`, keeps its file and no leftover.
+        let left: Vec<_> = std::fs::read_dir(root.join("link"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["notes.txt"]);
+    }
+
+    #[test]
+    fn a_parent_that_is_a_symlink_is_refused_and_a_deletion_leaves_its_target() {
+        let data = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = ws.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        std::fs::write(root.join("sub/a"), "a\n").unwrap();
+        let store = Checkpoints::open(data.path(), &root, 1 << 20, 1 << 30).unwrap();
+        let target = store.take().unwrap();
+        std::fs::remove_dir_all(root.join("sub")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("sub")).unwrap();
+        std::fs::write(outside.path().join("a"), "theirs\n").unwrap();
+        let now = store.take().unwrap();
+        let outcome = restore(
+            &store,
+            &target.manifest,
+            &now.manifest,
+            &["sub/a".to_owned()],
+        );
+        let [refused] = outcome.not_restored.as_slice() else {
+            panic!("{:?}", outcome.not_restored)
+        };
+        assert_eq!(refused.reason, "its parent sub is now a symlink");
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("a")).unwrap(),
+            "theirs\n"
+        );
+    }
 }

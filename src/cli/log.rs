@@ -1,6 +1,8 @@
 //! `pod log`: a session log, readably. Reads the files directly, so it works
-//! whether or not the pod is running; with `--url` it asks the pod instead
-//! (the snapshot for the current session, `get_session` for others).
+//! whether or not the pod is running; with `--url`, or a `--socket` a pod
+//! listens on, it asks that pod instead (the snapshot for the current
+//! session, `get_session` for others): the pod named by the flag may keep
+//! its sessions in a data directory other than this command's.
 
 use std::process::ExitCode;
 
@@ -13,8 +15,9 @@ use crate::protocol::{AssistantItem, LogEntry, SegmentView};
 use crate::store::{self, log_file, pointer, LogFile};
 
 pub fn run(name: &str, paths: &Paths, args: LogArgs) -> anyhow::Result<ExitCode> {
-    if paths.is_remote() {
-        return super::runtime()?.block_on(remote(paths, args));
+    let socket_given = !paths.socket_in_default_dir;
+    if paths.is_remote() || (socket_given && !super::connect::nobody_listens(&paths.socket)) {
+        return super::runtime()?.block_on(through_pod(paths, args));
     }
     let sessions = paths.data_dir.join("sessions");
     let session = match &args.session {
@@ -41,8 +44,8 @@ pub fn run(name: &str, paths: &Paths, args: LogArgs) -> anyhow::Result<ExitCode>
     Ok(ExitCode::SUCCESS)
 }
 
-/// `pod log --url`: the sessions as the pod serves them.
-async fn remote(paths: &Paths, args: LogArgs) -> anyhow::Result<ExitCode> {
+/// `pod log --url` or `--socket`: the sessions as the pod serves them.
+async fn through_pod(paths: &Paths, args: LogArgs) -> anyhow::Result<ExitCode> {
     use crate::protocol::{Event, Method, Request};
     let (mut events, mut sink) = match super::connect::connect(&paths.endpoint).await? {
         Ok(connection) => connection,

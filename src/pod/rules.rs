@@ -138,7 +138,8 @@ pub async fn commit_revocations(
 /// `Ok(Scope::Session)` when it could not be written (every client is
 /// warned why: the rule still holds for this conversation); `Err` with why
 /// the answer is refused (`invalid_params`): the call adds no rule, the
-/// rule is an exact compound line, or it holds a control character.
+/// rule may not be kept ([`approval::Policy::why_not_always`]), or it
+/// holds a control character.
 pub async fn persist_always(
     env: &JobEnv,
     call: &approval::Call<'_>,
@@ -147,10 +148,10 @@ pub async fn persist_always(
     let Some(rule) = rule else {
         return Err("this call adds no rule that could be kept (`always` needs one)".into());
     };
-    if env.state.borrow().policy.is_exact_line_rule(call) {
+    let refusal = env.state.borrow().policy.why_not_always(call);
+    if let Some(why) = refusal {
         return Err(format!(
-            "`always` would keep the exact line `{rule}` in the config file for every future \
-             session; answer `session` for this conversation instead"
+            "{why} (`{rule}`); answer `session` for this conversation instead"
         ));
     }
     let text = rule.to_string();

@@ -2,7 +2,8 @@
 //!
 //! Every file is opened through [`Workspace::open`] (confined, non-blocking,
 //! regular files only), and no read is unbounded: `read_file` keeps at most
-//! [`MAX_LINE_BYTES`] of any line and stops at the output cap, `edit_file`
+//! [`MAX_LINE_BYTES`] of any line, reads past at most [`MAX_SKIP_BYTES`] of
+//! over-long lines, and stops at the output cap, `edit_file`
 //! refuses files over [`MAX_EDIT_BYTES`], and long reads stop when the call
 //! is cancelled.
 
@@ -38,6 +39,10 @@ const SNIFF_BYTES: usize = 8192;
 /// Largest file `edit_file` reads and rewrites: it holds the file twice in
 /// memory, and a file this big is data, not source.
 pub const MAX_EDIT_BYTES: u64 = 16 * 1024 * 1024;
+/// Bytes of over-long lines one `read_file` call reads past their kept part
+/// to reach the lines after them. A longer line ends the call, so a read
+/// costs about what it shows, however long a line is.
+const MAX_SKIP_BYTES: usize = 1024 * 1024;
 /// Bytes read between two looks at the cancel token.
 const CANCEL_CHECK_BYTES: usize = 1024 * 1024;
 
@@ -56,29 +61,42 @@ fn io_error(action: &str, path: &str, e: &std::io::Error) -> ToolOutcome {
     ToolOutcome::error(format!("cannot {action} {path}: {reason}"))
 }
 
-/// A line as [`BoundedLines`] read it: its first bytes, and its full length.
+/// A line as [`BoundedLines`] read it: its first bytes, how many bytes of it
+/// were read, and whether that was all of it.
 struct Line<'a> {
     kept: &'a [u8],
     len: usize,
+    whole: bool,
 }
 
 impl Line<'_> {
     /// The line for the model: a line longer than [`MAX_LINE_BYTES`] is cut
-    /// on a char boundary and says how long it was.
+    /// on a char boundary and says how long it was, or, when it was not
+    /// read to its end, that it is longer than what was read.
     fn clipped(&self) -> String {
         let text = String::from_utf8_lossy(self.kept);
         let text = text.trim_end_matches('\r');
-        if self.len <= MAX_LINE_BYTES {
+        if self.len <= MAX_LINE_BYTES && self.whole {
             return text.to_owned();
         }
         let end = floor_char_boundary(text, MAX_LINE_BYTES);
-        format!("{}… [line cut, {} bytes long]", &text[..end], self.len)
+        if self.whole {
+            format!("{}… [line cut, {} bytes long]", &text[..end], self.len)
+        } else {
+            format!(
+                "{}… [line cut; longer than {} bytes, not read to its end]",
+                &text[..end],
+                self.len
+            )
+        }
     }
 }
 
-/// Reads a file line by line in bounded memory: of each line only the first
-/// `keep` bytes are held, whatever its length (a 2 GiB file of one "line"
-/// costs a buffer, not 2 GiB), and the cancel token is checked as it goes.
+/// Reads a file line by line in bounded memory and bounded reading: of each
+/// line only the first `keep` bytes are held and at most `scan` bytes are
+/// read, whatever its length (a 2 GiB file of one "line" costs a buffer and
+/// the bytes asked for, not 2 GiB), and the cancel token is checked as it
+/// goes.
 struct BoundedLines<'c, R> {
     reader: R,
     line: Vec<u8>,
@@ -96,9 +114,12 @@ impl<'c, R: BufRead> BoundedLines<'c, R> {
         }
     }
 
-    /// The next line without its `\n`, keeping at most `keep` bytes of it;
-    /// `None` at the end. Cancellation is an `Interrupted` error.
-    fn next(&mut self, keep: usize) -> std::io::Result<Option<Line<'_>>> {
+    /// The next line without its `\n`, keeping at most `keep` bytes of it
+    /// and reading at most `scan` bytes of it; `None` at the end. A line
+    /// longer than `scan` comes back with `whole: false`, and the reader
+    /// stays inside it: the caller stops there. Cancellation is an
+    /// `Interrupted` error.
+    fn next(&mut self, keep: usize, scan: usize) -> std::io::Result<Option<Line<'_>>> {
         self.line.clear();
         let mut len = 0usize;
         let mut any = false;
@@ -108,15 +129,19 @@ impl<'c, R: BufRead> BoundedLines<'c, R> {
                 return Ok(any.then_some(Line {
                     kept: &self.line,
                     len,
+                    whole: true,
                 }));
             }
             any = true;
-            let newline = buf.iter().position(|&b| b == b'\n');
-            let chunk = &buf[..newline.unwrap_or(buf.len())];
+            // One byte past `scan`, so a line ending right at it is whole.
+            let window = &buf[..buf.len().min((scan - len).saturating_add(1))];
+            let newline = memchr::memchr(b'\n', window);
+            let chunk = &window[..newline.unwrap_or(window.len().min(scan - len))];
             let room = keep.saturating_sub(self.line.len());
             self.line.extend_from_slice(&chunk[..chunk.len().min(room)]);
             len += chunk.len();
-            let used = newline.map_or(buf.len(), |i| i + 1);
+            let cut = newline.is_none() && window.len() > chunk.len();
+            let used = newline.map_or(chunk.len(), |i| i + 1);
             self.reader.consume(used);
             self.since_check += used;
             if self.since_check >= CANCEL_CHECK_BYTES {
@@ -125,10 +150,11 @@ impl<'c, R: BufRead> BoundedLines<'c, R> {
                     return Err(ErrorKind::Interrupted.into());
                 }
             }
-            if newline.is_some() {
+            if newline.is_some() || cut {
                 return Ok(Some(Line {
                     kept: &self.line,
                     len,
+                    whole: !cut,
                 }));
             }
         }
@@ -197,13 +223,17 @@ pub fn read_file(
     let mut out = String::new();
     let mut number = 0usize;
     let mut shown = 0usize;
+    let mut skip_left = MAX_SKIP_BYTES;
     loop {
-        let keep = if number + 1 < first {
-            0
+        let (keep, scan) = if number + 1 < first {
+            (0, usize::MAX)
+        } else if shown == limit {
+            // Only whether another line starts matters.
+            (0, 0)
         } else {
-            MAX_LINE_BYTES + 4
+            (MAX_LINE_BYTES + 4, MAX_LINE_BYTES + 4 + skip_left)
         };
-        let line = match lines.next(keep) {
+        let line = match lines.next(keep, scan) {
             Ok(Some(line)) => line,
             Ok(None) => break,
             Err(e) if e.kind() == ErrorKind::Interrupted => return ToolOutcome::error("cancelled"),
@@ -213,20 +243,29 @@ pub fn read_file(
         if number < first {
             continue;
         }
-        let text = format!("{number:>6}\t{}\n", line.clipped());
-        if shown == limit || (shown > 0 && out.len() + text.len() > budget) {
-            let why = if shown == limit {
-                ""
-            } else {
-                " (output limit reached)"
-            };
+        if shown == limit {
             out.push_str(&format!(
-                "[... file continues{why}; read on with offset={number}]\n"
+                "[... file continues; read on with offset={number}]\n"
+            ));
+            return ToolOutcome::ok(out);
+        }
+        let text = format!("{number:>6}\t{}\n", line.clipped());
+        if shown > 0 && out.len() + text.len() > budget {
+            out.push_str(&format!(
+                "[... file continues (output limit reached); read on with offset={number}]\n"
             ));
             return ToolOutcome::ok(out);
         }
         out.push_str(&text);
         shown += 1;
+        if !line.whole {
+            out.push_str(&format!(
+                "[... line {number} was not read to its end; read on with offset={}]\n",
+                number + 1
+            ));
+            return ToolOutcome::ok(out);
+        }
+        skip_left -= line.len.saturating_sub(MAX_LINE_BYTES + 4);
     }
     if number == 0 {
         return ToolOutcome::ok(format!("({} is empty)", args.path));
@@ -510,12 +549,41 @@ mod tests {
         let long = "日".repeat(1000) + "\nshort\n";
         let cancel = CancellationToken::new();
         let mut lines = BoundedLines::new(long.as_bytes(), &cancel);
-        let first = lines.next(MAX_LINE_BYTES + 4).unwrap().unwrap();
+        let first = lines.next(MAX_LINE_BYTES + 4, usize::MAX).unwrap().unwrap();
         assert_eq!(first.kept.len(), MAX_LINE_BYTES + 4);
         assert!(first.clipped().contains("line cut, 3000 bytes long"));
         assert!(!first.clipped().contains('\u{FFFD}'));
-        assert_eq!(lines.next(10).unwrap().unwrap().clipped(), "short");
-        assert!(lines.next(10).unwrap().is_none());
+        assert_eq!(lines.next(10, 10).unwrap().unwrap().clipped(), "short");
+        assert!(lines.next(10, 10).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_line_longer_than_its_scan_is_not_read_to_its_end() {
+        let text = "x".repeat(5000) + "\nnext\n";
+        let cancel = CancellationToken::new();
+        let mut reader = BufReader::with_capacity(64, text.as_bytes());
+        let mut lines = BoundedLines::new(&mut reader, &cancel);
+        let first = lines.next(MAX_LINE_BYTES + 4, 3000).unwrap().unwrap();
+        assert!(!first.whole);
+        assert_eq!(first.len, 3000);
+        assert!(first
+            .clipped()
+            .ends_with("[line cut; longer than 3000 bytes, not read to its end]"));
+        drop(lines);
+        assert_eq!(reader.fill_buf().unwrap()[0], b'x', "read past the scan");
+    }
+
+    #[test]
+    fn a_line_ending_exactly_at_its_scan_is_whole() {
+        let text = "abc\nd";
+        let cancel = CancellationToken::new();
+        let mut lines = BoundedLines::new(BufReader::with_capacity(3, text.as_bytes()), &cancel);
+        let first = lines.next(10, 3).unwrap().unwrap();
+        assert!(first.whole);
+        assert_eq!(first.clipped(), "abc");
+        let second = lines.next(10, 3).unwrap().unwrap();
+        assert!(second.whole);
+        assert_eq!(second.clipped(), "d");
     }
 
     #[test]

@@ -59,13 +59,16 @@ fn refusal_v6(ip: Ipv6Addr) -> Option<&'static str> {
 }
 
 /// The IPv4 address an IPv6 one stands for: `::ffff:a.b.c.d` (mapped),
-/// `64:ff9b::a.b.c.d` (NAT64) and `2002:aabb:ccdd::/48` (6to4).
+/// `::a.b.c.d` (IPv4-compatible: the whole `::/96` but `::` and `::1`,
+/// which are IPv6's own), `64:ff9b::a.b.c.d` (NAT64) and
+/// `2002:aabb:ccdd::/48` (6to4).
 fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = ip.segments();
     let low =
         |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
     match s {
         [0, 0, 0, 0, 0, 0xffff, hi, lo] => Some(low(hi, lo)),
+        [0, 0, 0, 0, 0, 0, hi, lo] if hi != 0 || lo > 1 => Some(low(hi, lo)),
         [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => Some(low(hi, lo)),
         [0x2002, hi, lo, ..] => Some(low(hi, lo)),
         _ => None,
@@ -146,6 +149,11 @@ mod tests {
             "64:ff9b::a9fe:a9fe",
             "2002:7f00:1::",
             "2002:c0a8:101::1",
+            // IPv4-compatible (issue 35 item 13): `[::127.0.0.1]`.
+            "::127.0.0.1",
+            "::10.0.0.1",
+            "::169.254.169.254",
+            "::0.0.0.2",
         ] {
             assert!(refused(ip), "{ip} must be refused");
         }
@@ -162,11 +170,18 @@ mod tests {
             "2606:4700::1111",
             "::ffff:1.1.1.1",
             "2002:0101:0101::",
+            "::1.1.1.1",
         ] {
             assert!(!refused(ip), "{ip} is public");
         }
         let own: IpAddr = "203.0.113.7".parse().unwrap();
         assert!(refusal(own, &[own]).is_some());
         assert!(refusal("::ffff:203.0.113.7".parse().unwrap(), &[own]).is_some());
+        assert!(refusal("::203.0.113.7".parse().unwrap(), &[own]).is_some());
+        assert_eq!(
+            refusal("::".parse().unwrap(), &[]),
+            Some(":: (unspecified)")
+        );
+        assert_eq!(refusal("::1".parse().unwrap(), &[]), Some("::1 (loopback)"));
     }
 }
