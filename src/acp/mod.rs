@@ -67,6 +67,10 @@ const MODES: [(ApprovalMode, &str, &str); 4] = [
     ),
 ];
 
+/// How long `pod acp` waits, once the pod is gone, for its last words to
+/// reach the editor before it exits.
+const GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Serves ACP on stdin/stdout until the editor closes stdin or the pod
 /// goes away.
 pub async fn serve(locate: Locate) -> anyhow::Result<()> {
@@ -130,7 +134,12 @@ pub async fn serve(locate: Locate) -> anyhow::Result<()> {
             // Closing stdin ends this process only: the pod and its turn go on.
             tokio::select! {
                 () = cx.incoming_closed() => {}
-                () = bridge.gone.notified() => {}
+                () = bridge.gone.notified() => {
+                    // The errors that say so are queued, not yet written:
+                    // ending now would drop them. The editor usually hangs
+                    // up at once; if not, half a second is plenty.
+                    let _ = tokio::time::timeout(GRACE, cx.incoming_closed()).await;
+                }
             }
             Ok(())
         })
