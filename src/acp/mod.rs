@@ -34,7 +34,7 @@ use tokio::sync::{oneshot, watch, Notify};
 use uuid::Uuid;
 
 use crate::client::EventStream;
-use crate::protocol::{ApprovalMode, Event, LogEntry, Method, PodState, Status};
+use crate::protocol::{ApprovalMode, Event, LogEntry, Method, Status};
 pub use link::Place;
 use link::{Link, PodError};
 use updates::Updates;
@@ -253,13 +253,15 @@ impl Bridge {
         cx: ConnectionTo<Client>,
     ) -> agent_client_protocol::Result<NewSessionResponse> {
         let link = self.link(&request.cwd, &cx).await?;
-        let idle = {
-            let state = self.state();
-            state.status.state == PodState::Idle && state.status.queued == 0
-        };
         let mut switched = self.switched.subscribe();
         switched.borrow_and_update();
-        let fresh = idle && link.call(Method::NewSession).await.is_ok();
+        // The pod says whether it is idle: `busy` while a turn runs or is
+        // queued (a status frame this end has not read yet could be stale).
+        let fresh = match link.call(Method::NewSession).await {
+            Ok(_) => true,
+            Err(e) if e.code == "busy" => false,
+            Err(e) => return Err(pod_error(e)),
+        };
         if fresh {
             // The pod answers, then says which session it switched to.
             let _ = switched.changed().await;
@@ -371,12 +373,18 @@ impl Bridge {
     }
 
     /// Cancels the editor's runs: the running one stops, queued ones are
-    /// dropped. Another client's turn is not the editor's to stop.
+    /// dropped. With none, the session's running turn stops (another
+    /// client's, which the editor shows in its session) — `cancel`, as the
+    /// TUI's Esc.
     async fn cancel(&self) {
         let Ok(link) = self.current_link().await else {
             return;
         };
         let runs: Vec<String> = self.state().prompts.keys().cloned().collect();
+        if runs.is_empty() {
+            let id = link.fresh_id();
+            let _ = link.send(Method::Cancel { run: None }, &id).await;
+        }
         for run in runs {
             // Its answer (`removed`, or the turn's end) settles the prompt.
             let id = link.fresh_id();
