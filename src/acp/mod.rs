@@ -510,7 +510,11 @@ impl Bridge {
                 request_id: Some(run),
                 ..
             } => {
-                let responder = self.state().prompts.remove(run);
+                let responder = {
+                    let mut state = self.state();
+                    state.ours.remove(run);
+                    state.prompts.remove(run)
+                };
                 if let (Some(responder), Some(stop)) = (responder, prompt::stop_reason(entry)) {
                     let _ = match stop {
                         Ok(reason) => {

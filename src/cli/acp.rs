@@ -8,13 +8,14 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use super::args::Cli;
+use super::args::{Cli, ServeArgs};
 use super::connect::nobody_listens;
 use super::{serve, Paths};
 use crate::acp::Place;
 
-pub fn run(cli: &Cli, paths: &Paths) -> anyhow::Result<ExitCode> {
-    if let Some(code) = serve::missing_script(&cli.serve) {
+/// `after`: the `serve` flags typed after `acp` (those before are `cli.serve`).
+pub fn run(cli: &Cli, after: &ServeArgs, paths: &Paths) -> anyhow::Result<ExitCode> {
+    if let Some(code) = serve::missing_script(&cli.serve).or_else(|| serve::missing_script(after)) {
         return Ok(code);
     }
     let global = cli.global.clone();

@@ -93,6 +93,13 @@ pub fn parse(
     if let Some(("serve", sub)) = matches.subcommand() {
         cli.given = given(sub);
     }
+    // `pod acp` takes them after its name too (`pod acp --model …`, as an
+    // editor's `args` list reads best): both places are handed on.
+    if let Some(("acp", sub)) = matches.subcommand() {
+        let after = given(sub);
+        cli.given.ids.extend(after.ids);
+        cli.given.argv.extend(after.argv);
+    }
     Ok(cli)
 }
 
@@ -177,9 +184,9 @@ pub enum Command {
         inline: bool,
     },
     /// Speak the Agent Client Protocol on stdin/stdout for an editor, as a client of
-    /// the workspace's pod (started with the `serve` flags given before `acp`
-    /// when none runs). Logs go to stderr only.
-    Acp,
+    /// the workspace's pod (started with the `serve` flags given, before or after
+    /// `acp`, when none runs). Logs go to stderr only.
+    Acp(Box<ServeArgs>),
     /// Send one message and print the reply as it streams.
     ///
     /// Exit codes: 0 completed; 1 error, max_steps, interrupted or refused;

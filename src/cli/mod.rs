@@ -50,7 +50,7 @@ pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
                 socket_given: cli.global.socket.is_some(),
             },
         ),
-        Some(Command::Acp) => acp::run(&cli, &paths),
+        Some(Command::Acp(ref serve)) => acp::run(&cli, serve, &paths),
         Some(Command::Approve(args)) => approve::approve(&paths, args),
         Some(Command::Deny(args)) => approve::deny(&paths, args),
         Some(Command::Pending) => approve::pending(&paths),

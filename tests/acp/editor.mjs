@@ -52,9 +52,12 @@ function waiter() {
 }
 
 const scenario = process.argv[2];
+// The `serve` flags for the pod `pod acp` starts: after `acp`, as an
+// editor's `args` list has them; before it in one scenario, as for `pod send`.
+const flags = ["--provider", "script", "--script", env.SCRIPT, "--approval", "ask"];
 const agentProcess = spawn(
   env.POD_BIN,
-  ["--provider", "script", "--script", env.SCRIPT, "--approval", "ask", "acp"],
+  scenario === "stream" ? [...flags, "acp"] : ["acp", ...flags],
   { cwd: env.WORKSPACE, env, stdio: ["pipe", "pipe", "inherit"] },
 );
 const exited = new Promise((resolve) => agentProcess.on("exit", (code, signal) => resolve({ code, signal })));
