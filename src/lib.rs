@@ -5,6 +5,7 @@
 //! and every client (`pod send`, the TUI, third parties) is a projection of it
 //! over the [`protocol`].
 
+pub mod acp;
 pub mod approval;
 pub mod blobs;
 pub mod checkpoint;

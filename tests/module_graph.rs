@@ -192,3 +192,23 @@ fn names_are_read_from_paths_and_groups() {
     );
     assert_eq!(names_after(code, "super::super::"), ["i"]);
 }
+
+/// `pod acp` is a client of the pod, as the TUI is: an agent loop of its own
+/// would be a second conversation. Its code names none of the server's
+/// parts; it has the protocol and the client, nothing else of the crate.
+#[test]
+fn the_acp_bridge_is_a_client_and_names_no_server_code() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/acp");
+    let mut files = Vec::new();
+    collect(&dir, 0, &mut files);
+    assert!(!files.is_empty(), "src/acp has no sources");
+    for (_, text) in &files {
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for used in names_after(code, "crate::") {
+            assert!(
+                ["protocol", "client"].contains(&used.as_str()),
+                "src/acp uses crate::{used}: it may use only the protocol and the client"
+            );
+        }
+    }
+}

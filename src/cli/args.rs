@@ -74,7 +74,7 @@ pub fn parse(
     let mut cli = Cli::from_arg_matches(&matches)?;
     cli.given = given(&matches);
     // `pod send` starts a pod when none runs, with these flags.
-    let starts_one = matches.subcommand_name() == Some("send");
+    let starts_one = matches!(matches.subcommand_name(), Some("send" | "acp"));
     if let (Some(id), Some(sub), false) =
         (cli.given.ids.first(), matches.subcommand_name(), starts_one)
     {
@@ -92,6 +92,13 @@ pub fn parse(
     // for this start (a typed `--model` wins over the session's).
     if let Some(("serve", sub)) = matches.subcommand() {
         cli.given = given(sub);
+    }
+    // `pod acp` takes them after its name too (`pod acp --model …`, as an
+    // editor's `args` list reads best): both places are handed on.
+    if let Some(("acp", sub)) = matches.subcommand() {
+        let after = given(sub);
+        cli.given.ids.extend(after.ids);
+        cli.given.argv.extend(after.argv);
     }
     Ok(cli)
 }
@@ -125,7 +132,7 @@ fn given(matches: &ArgMatches) -> Given {
     given
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct Global {
     /// The pod's name: one pod, one socket, one current session per name
     /// [default: derived from the workspace, e.g. `calc-3f2a9c`].
@@ -176,6 +183,10 @@ pub enum Command {
         #[arg(long, env = "POD_INLINE", value_parser = BoolishValueParser::new())]
         inline: bool,
     },
+    /// Speak the Agent Client Protocol on stdin/stdout for an editor, as a client of
+    /// the workspace's pod (started with the `serve` flags given, before or after
+    /// `acp`, when none runs). Logs go to stderr only.
+    Acp(Box<ServeArgs>),
     /// Send one message and print the reply as it streams.
     ///
     /// Exit codes: 0 completed; 1 error, max_steps, interrupted or refused;

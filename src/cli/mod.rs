@@ -1,5 +1,6 @@
 //! The `pod` command's front ends: each subcommand in its own module.
 
+mod acp;
 mod approve;
 pub mod args;
 pub mod config;
@@ -49,6 +50,7 @@ pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
                 socket_given: cli.global.socket.is_some(),
             },
         ),
+        Some(Command::Acp(ref serve)) => acp::run(&cli, serve, &paths),
         Some(Command::Approve(args)) => approve::approve(&paths, args),
         Some(Command::Deny(args)) => approve::deny(&paths, args),
         Some(Command::Pending) => approve::pending(&paths),
