@@ -354,7 +354,14 @@ fn a_linked_worktree_says_its_own_branch() {
 fn a_background_job_runs_past_its_call_and_is_read_listed_and_killed() {
     let pod = Pod::builder()
         .script(&script(&[
-            background("b1", "echo $$ > job.pid; echo serving; exec sleep 300"),
+            background("b1", "echo serving; echo $$ > job.pid; exec sleep 300"),
+            // The job has printed once its pid is written: the model waits
+            // for that, as it would for a server's port, before reading.
+            call(
+                "w",
+                "bash",
+                json!({"command": "until [ -s job.pid ]; do sleep 0.01; done"}),
+            ),
             call("o1", "job_output", json!({"job": 1})),
             text("it runs"),
         ]))
@@ -387,7 +394,7 @@ fn a_background_job_runs_past_its_call_and_is_read_listed_and_killed() {
     assert_eq!(listed["running"], true);
     assert_eq!(
         listed["command"],
-        "echo $$ > job.pid; echo serving; exec sleep 300"
+        "echo serving; echo $$ > job.pid; exec sleep 300"
     );
     let snapshot = pod.client().until_type("snapshot");
     assert_eq!(snapshot["status"]["jobs"], 1);
