@@ -65,11 +65,13 @@ impl Environment {
     }
 }
 
-/// `text` with the git line's `, N changed files` left out.
+/// `text` with the git line's `, N changed files` (or `, changed files
+/// unknown (why)`) left out: everything after the first `, `, which no
+/// branch name can hold (git refuses spaces in them), while a reason can.
 fn without_count(text: &str) -> String {
     text.lines()
         .map(|line| match line.strip_prefix("git: ") {
-            Some(git) => git.rsplit_once(", ").map_or(git, |(branch, _)| branch),
+            Some(git) => git.split_once(", ").map_or(git, |(branch, _)| branch),
             None => line,
         })
         .collect::<Vec<_>>()
@@ -192,6 +194,11 @@ mod tests {
             ..sample()
         };
         assert!(!more_changes.is_new_for(&c), "the count alone");
+        let unknown = Environment {
+            git: "main, changed files unknown (cannot start git: a, b)".into(),
+            ..sample()
+        };
+        assert!(!unknown.is_new_for(&c), "a count git could not give");
         let other_branch = Environment {
             git: "fix, 9 changed files".into(),
             ..sample()
