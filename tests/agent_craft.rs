@@ -164,11 +164,204 @@ fn a_git_workspace_says_its_branch_and_how_many_files_changed() {
     assert!(env.contains("\ngit: trunk, 2 changed files\n"), "{env}");
 }
 
+/// Runs `git` in `dir` as a user would, with an identity for commits.
+fn git_in(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// The kinds of the entries from the last `user_input` on, checkpoints
+/// left out.
+fn last_turn(log: &[Value]) -> Vec<String> {
+    let all = kinds(log);
+    let start = all.iter().rposition(|k| k == "user_input").unwrap();
+    all[start..]
+        .iter()
+        .filter(|k| *k != "checkpoint")
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn a_branch_switch_is_told_before_the_next_model_call_between_turns_and_mid_turn() {
+    let pod = Pod::builder()
+        .script(&script(&[
+            text("one"),
+            text("two"),
+            call("s", "bash", json!({"command": "git switch -q -c fix"})),
+            text("three"),
+        ]))
+        .start();
+    git_in(&pod.workspace, &["init", "-q", "-b", "trunk"]);
+    std::fs::write(pod.workspace.join("a.txt"), "a").unwrap();
+    git_in(&pod.workspace, &["add", "a.txt"]);
+    git_in(&pod.workspace, &["commit", "-q", "-m", "a"]);
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.run("hello");
+    c.until_entry("turn_end");
+    let told = injected(&pod.log_lines(), "environment");
+    assert!(
+        told[0].contains("\ngit: trunk, 0 changed files\n"),
+        "{}",
+        told[0]
+    );
+
+    // Switched by the user between two turns: told with the next input,
+    // before the model is asked.
+    git_in(&pod.workspace, &["switch", "-q", "-c", "side"]);
+    c.run("again");
+    c.until_entry("turn_end");
+    let log = pod.log_lines();
+    assert_eq!(
+        last_turn(&log),
+        ["user_input", "environment", "assistant:text", "turn_end"]
+    );
+    let told = injected(&log, "environment");
+    assert!(
+        told[1].contains("\ngit: side, 0 changed files\n"),
+        "{}",
+        told[1]
+    );
+
+    // Switched by the model's own command: told at the step boundary,
+    // before its next model call.
+    c.run("switch to a fix branch");
+    c.until_entry("turn_end");
+    let log = pod.log_lines();
+    assert_eq!(
+        last_turn(&log),
+        [
+            "user_input",
+            "assistant:tool_call",
+            "tool_results",
+            "environment",
+            "assistant:text",
+            "turn_end"
+        ]
+    );
+    let told = injected(&log, "environment");
+    assert_eq!(told.len(), 3, "{told:?}");
+    assert!(
+        told[2].contains("\ngit: fix, 0 changed files\n"),
+        "{}",
+        told[2]
+    );
+}
+
+#[test]
+fn an_unchanged_environment_costs_a_turn_no_process() {
+    // A `git` that notes each run before doing its work, first on the
+    // pod's PATH.
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let runs = dir.path().join("git-runs");
+    let real = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let wrapper = bin.join("git");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            runs.display(),
+            real.trim()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    git_in(&ws, &["init", "-q", "-b", "trunk"]);
+    std::fs::write(ws.join("a.txt"), "a").unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let pod = Pod::builder()
+        .in_dir(dir)
+        .env("PATH", &path)
+        .script(&script(&[text("one"), text("two"), text("three")]))
+        .start();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    for input in ["one", "two", "three"] {
+        c.run(input);
+        c.until_entry("turn_end");
+    }
+    let told = injected(&pod.log_lines(), "environment");
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert!(
+        told[0].contains("\ngit: trunk, 1 changed file\n"),
+        "{}",
+        told[0]
+    );
+    let runs = std::fs::read_to_string(&runs).unwrap();
+    assert_eq!(
+        runs.lines().count(),
+        1,
+        "git ran once, as the pod started:\n{runs}"
+    );
+}
+
+#[test]
+fn a_linked_worktree_says_its_own_branch() {
+    let pod = Pod::builder()
+        .script(&script(&[text("one"), text("two")]))
+        .start();
+    let main = pod.workspace.parent().unwrap().join("main");
+    std::fs::create_dir_all(&main).unwrap();
+    git_in(&main, &["init", "-q", "-b", "trunk"]);
+    std::fs::write(main.join("a.txt"), "a").unwrap();
+    git_in(&main, &["add", "a.txt"]);
+    git_in(&main, &["commit", "-q", "-m", "a"]);
+    let ws = pod.workspace.to_str().unwrap();
+    git_in(&main, &["worktree", "add", "-q", "-b", "feature", ws]);
+    std::fs::write(pod.workspace.join("new.txt"), "new").unwrap();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.run("hello");
+    c.until_entry("turn_end");
+    let told = injected(&pod.log_lines(), "environment");
+    assert!(
+        told[0].contains("\ngit: feature, 1 changed file\n"),
+        "{}",
+        told[0]
+    );
+
+    git_in(&pod.workspace, &["switch", "-q", "-c", "feature-2"]);
+    c.run("again");
+    c.until_entry("turn_end");
+    let told = injected(&pod.log_lines(), "environment");
+    assert_eq!(told.len(), 2, "{told:?}");
+    assert!(
+        told[1].contains("\ngit: feature-2, 1 changed file\n"),
+        "{}",
+        told[1]
+    );
+}
+
 #[test]
 fn a_background_job_runs_past_its_call_and_is_read_listed_and_killed() {
     let pod = Pod::builder()
         .script(&script(&[
-            background("b1", "echo $$ > job.pid; echo serving; exec sleep 300"),
+            background("b1", "echo serving; echo $$ > job.pid; exec sleep 300"),
+            // The job has printed once its pid is written: the model waits
+            // for that, as it would for a server's port, before reading.
+            call(
+                "w",
+                "bash",
+                json!({"command": "until [ -s job.pid ]; do sleep 0.01; done"}),
+            ),
             call("o1", "job_output", json!({"job": 1})),
             text("it runs"),
         ]))
@@ -201,7 +394,7 @@ fn a_background_job_runs_past_its_call_and_is_read_listed_and_killed() {
     assert_eq!(listed["running"], true);
     assert_eq!(
         listed["command"],
-        "echo $$ > job.pid; echo serving; exec sleep 300"
+        "echo serving; echo $$ > job.pid; exec sleep 300"
     );
     let snapshot = pod.client().until_type("snapshot");
     assert_eq!(snapshot["status"]["jobs"], 1);

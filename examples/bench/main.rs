@@ -13,6 +13,7 @@ mod hooks;
 mod images;
 mod jobs;
 mod later;
+mod oneshot;
 mod page;
 mod remote;
 mod sessions;
@@ -35,7 +36,7 @@ pub struct Config {
     quick: bool,
     /// Run only these scenarios: durable, attach, fanout, startup, turn,
     /// later, stream, sessions, checkpoint, images, hooks, remote, page,
-    /// jobs, caching.
+    /// jobs, oneshot, caching.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Run this program's `serve` (another build of the bench) as the pod,
@@ -50,7 +51,7 @@ pub struct Config {
 
 type Scenario = fn(&Config) -> anyhow::Result<Vec<util::Row>>;
 
-const SCENARIOS: [(&str, Scenario); 15] = [
+const SCENARIOS: [(&str, Scenario); 16] = [
     ("durable", durable::run),
     ("attach", attach::run),
     ("fanout", fanout::run),
@@ -65,6 +66,7 @@ const SCENARIOS: [(&str, Scenario); 15] = [
     ("remote", remote::run),
     ("page", page::run),
     ("jobs", jobs::run),
+    ("oneshot", oneshot::run),
     ("caching", caching::run),
 ];
 
@@ -72,7 +74,8 @@ fn main() -> ExitCode {
     // The scenarios start `pod serve` as this program re-executed (see
     // `util::PodProcess`).
     match std::env::args().nth(1).as_deref() {
-        Some("serve") => return serve(),
+        // `send` too: the one-shot scenario runs `pod send` as a user does.
+        Some("serve" | "send") => return serve(),
         Some(pod::tools::reaper::SUBCOMMAND) => return pod::tools::reaper::run(),
         Some("bare-read") => return stream::bare_read(),
         _ => {}

@@ -213,6 +213,15 @@ impl PodProcess {
         self.child.id()
     }
 
+    /// Stops the pod as `pod stop` would (SIGTERM) and waits for its exit.
+    pub fn stop(&mut self) -> anyhow::Result<()> {
+        if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::Term);
+        }
+        self.child.wait()?;
+        Ok(())
+    }
+
     /// (VmRSS, VmHWM) in bytes, from /proc.
     pub fn rss(&self) -> anyhow::Result<(u64, u64)> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))?;

@@ -10,35 +10,17 @@
 //! model's context derives from the log like everything else: a restarted
 //! pod tells the model exactly what it was told.
 //!
-//! `shell` and `git` come from one `bash` run as a tool process (sandboxed,
-//! the trust path of [`crate::tools::process`]) with a timeout, awaited off
-//! the turn's critical state but never blocking the actor thread: `git
-//! status` reads a repository the model's commands may have written, and a
-//! repository's config can name programs git runs (`core.fsmonitor`,
-//! filters), so git runs exactly as confined as `bash` does.
-
-use std::time::Duration;
-
-use tokio::io::AsyncReadExt;
+//! Deciding whether to commit costs no process: the branch is read from
+//! `HEAD` and the rest is known in the pod. `shell` and the git count come
+//! from [`super::probe`], which learns them as the pod starts and counts
+//! again only when the repository changed, so a turn's model request no
+//! longer waits for a `bash` and a `git status`.
 
 use super::job::JobEnv;
 use crate::context::Conversation;
 use crate::protocol::{InjectedItem, LogEntry};
 
 pub const SOURCE: &str = "environment";
-
-/// How long `bash` + `git status` may take before the git line says so.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The most probe output read: three short lines are expected.
-const PROBE_MAX_BYTES: u64 = 4096;
-
-/// Prints the bash version, git's branch header and the changed-file
-/// count (the lines after the header, counted by `wc`, never held). Exit 3: not a
-/// repository (or no git).
-const PROBE: &str = r#"printf 'bash %s\n' "$BASH_VERSION"
-git -c core.fsmonitor=false --no-optional-locks status --porcelain=v1 -b 2>/dev/null \
-  | { IFS= read -r head || exit 3; printf '%s\n' "$head"; wc -l; }"#;
 
 /// The environment as the model is told it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,13 +52,11 @@ impl Environment {
         }
     }
 
-    /// The entry to commit now, if the session has none yet or a line other
-    /// than the git count differs from its latest one.
-    pub fn update_for(&self, conversation: &Conversation) -> Option<LogEntry> {
+    /// Whether the session has no environment entry yet or its latest one
+    /// differs from this in a line other than the git count.
+    fn is_new_for(&self, conversation: &Conversation) -> bool {
         let latest = conversation.latest_injected(SOURCE);
-        let same =
-            latest.is_some_and(|latest| without_count(latest) == without_count(&self.text()));
-        (!same).then(|| self.entry())
+        latest.is_none_or(|latest| without_count(latest) != without_count(&self.text()))
     }
 
     /// The entry, unconditionally (a compacted session's first entries).
@@ -85,20 +65,53 @@ impl Environment {
     }
 }
 
-/// `text` with the git line's `, N changed files` left out.
+/// `text` with the git line's `, N changed files` (or `, changed files
+/// unknown (why)`) left out: everything after the first `, `, which no
+/// branch name can hold (git refuses spaces in them), while a reason can.
 fn without_count(text: &str) -> String {
     text.lines()
         .map(|line| match line.strip_prefix("git: ") {
-            Some(git) => git.rsplit_once(", ").map_or(git, |(branch, _)| branch),
+            Some(git) => git.split_once(", ").map_or(git, |(branch, _)| branch),
             None => line,
         })
         .collect::<Vec<_>>()
         .join("\n")
 }
 
-/// What the environment is now.
+/// The entry to commit now, if the session has none yet or a line other
+/// than the git count differs from its latest one. The count is asked of
+/// the probe only then: a turn whose environment is unchanged starts no
+/// process and waits for none.
+pub async fn update_for(env: &JobEnv, conversation: &Conversation) -> Option<LogEntry> {
+    let repo = env.probe.repo();
+    let git = repo
+        .as_ref()
+        .map_or_else(|| NOT_A_REPOSITORY.to_owned(), |repo| repo.branch());
+    let mut now = known(env, env.probe.shell().await, git);
+    if !now.is_new_for(conversation) {
+        return None;
+    }
+    if let Some(repo) = &repo {
+        now.git = format!("{}, {}", now.git, env.probe.changed(repo).await);
+    }
+    Some(now.entry())
+}
+
+/// What the environment is now, count included.
 pub async fn current(env: &JobEnv) -> Environment {
-    let (shell, git) = probe(env).await;
+    let repo = env.probe.repo();
+    let git = match &repo {
+        Some(repo) => format!("{}, {}", repo.branch(), env.probe.changed(repo).await),
+        None => NOT_A_REPOSITORY.to_owned(),
+    };
+    known(env, env.probe.shell().await, git)
+}
+
+/// The `git` line of a workspace in no repository.
+const NOT_A_REPOSITORY: &str = "not a repository";
+
+/// The environment with `shell` and `git` as given.
+fn known(env: &JobEnv, shell: String, git: String) -> Environment {
     let info = env.toolbox.sandbox().info();
     let mut sandbox = format!(
         "{}, network {}",
@@ -126,8 +139,14 @@ fn today() -> String {
     now.get(..10).unwrap_or(&now).to_owned()
 }
 
-/// The OS, its release where `/etc/os-release` names it, and the kernel.
+/// The OS, its release where `/etc/os-release` names it, and the kernel:
+/// read once per pod.
 fn os() -> String {
+    static OS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    OS.get_or_init(read_os).clone()
+}
+
+fn read_os() -> String {
     let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
     let release = read("/etc/os-release");
     let pretty = release
@@ -144,80 +163,6 @@ fn os() -> String {
         os.push_str(&format!(" ({})", details.join(", ")));
     }
     crate::safe_text::line(&os).into_owned()
-}
-
-/// The `shell` and `git` lines, from one confined `bash` run.
-async fn probe(env: &JobEnv) -> (String, String) {
-    let unknown = |why: &str| ("bash".to_owned(), format!("unknown ({why})"));
-    let cmd = crate::tools::tool_command(env.workspace.root(), Some(env.toolbox.sandbox()), PROBE);
-    let mut cmd = match cmd {
-        Ok(cmd) => cmd,
-        Err(e) => return unknown(&e.to_string()),
-    };
-    cmd.stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null());
-    let mut child = match cmd.spawn() {
-        Ok(child) => child,
-        Err(e) => return unknown(&format!("cannot start bash: {e}")),
-    };
-    let mut group = crate::tools::ProcessGroup::new(
-        child
-            .id()
-            .and_then(|id| rustix::process::Pid::from_raw(id as i32)),
-    );
-    let Some(stdout) = child.stdout.take() else {
-        return unknown("no output");
-    };
-    let run = async {
-        let mut out = String::new();
-        let _ = stdout.take(PROBE_MAX_BYTES).read_to_string(&mut out).await;
-        let status = child.wait().await;
-        (out, status.ok().and_then(|s| s.code()))
-    };
-    let Ok((out, code)) = tokio::time::timeout(PROBE_TIMEOUT, run).await else {
-        group.kill();
-        return unknown(&format!(
-            "git did not answer in {}s",
-            PROBE_TIMEOUT.as_secs()
-        ));
-    };
-    group.kill();
-    parse_probe(&out, code)
-}
-
-fn parse_probe(out: &str, code: Option<i32>) -> (String, String) {
-    let mut lines = out.lines();
-    let shell = lines
-        .next()
-        .filter(|l| l.len() > "bash ".len())
-        .map_or_else(
-            || "bash".to_owned(),
-            |l| crate::safe_text::line(l).into_owned(),
-        );
-    let git = match (code, lines.next(), lines.next()) {
-        (Some(0), Some(head), Some(count)) => {
-            let changed = count.trim().parse::<u64>().unwrap_or(0);
-            let files = if changed == 1 { "file" } else { "files" };
-            format!("{}, {changed} changed {files}", branch(head))
-        }
-        _ => "not a repository".to_owned(),
-    };
-    (shell, git)
-}
-
-/// The branch from `git status -b`'s header: `## main...origin/main [ahead
-/// 1]`, `## No commits yet on main`, `## HEAD (no branch)`.
-fn branch(head: &str) -> String {
-    let head = head.strip_prefix("## ").unwrap_or(head);
-    let name = if let Some(rest) = head.strip_prefix("No commits yet on ") {
-        rest
-    } else if head.starts_with("HEAD (no branch)") {
-        "detached HEAD"
-    } else {
-        head.split("...").next().unwrap_or(head)
-    };
-    crate::safe_text::line(name.trim()).into_owned()
 }
 
 #[cfg(test)]
@@ -238,42 +183,31 @@ mod tests {
     }
 
     #[test]
-    fn the_probe_says_branch_and_count_or_not_a_repository() {
-        let (shell, git) = parse_probe(
-            "bash 5.2.21(1)-release\n## main...origin/main\n2\n",
-            Some(0),
-        );
-        assert_eq!(shell, "bash 5.2.21(1)-release");
-        assert_eq!(git, "main, 2 changed files");
-        let (_, git) = parse_probe("bash 5.2\n## No commits yet on trunk\n0\n", Some(0));
-        assert_eq!(git, "trunk, 0 changed files");
-        let (_, git) = parse_probe("bash 5.2\n## HEAD (no branch)\n1\n", Some(0));
-        assert_eq!(git, "detached HEAD, 1 changed file");
-        let (_, git) = parse_probe("bash 5.2\n", Some(3));
-        assert_eq!(git, "not a repository");
-    }
-
-    #[test]
     fn committed_first_then_only_when_a_line_other_than_the_count_changes() {
         let mut c = Conversation::new(Uuid::new_v4(), Vec::new());
         let env = sample();
-        let first = env.update_for(&c).expect("a session's first");
-        c.push(first);
-        assert_eq!(env.update_for(&c), None);
+        assert!(env.is_new_for(&c), "a session's first");
+        c.push(env.entry());
+        assert!(!env.is_new_for(&c));
         let more_changes = Environment {
             git: "main, 9 changed files".into(),
             ..sample()
         };
-        assert_eq!(more_changes.update_for(&c), None, "the count alone");
+        assert!(!more_changes.is_new_for(&c), "the count alone");
+        let unknown = Environment {
+            git: "main, changed files unknown (cannot start git: a, b)".into(),
+            ..sample()
+        };
+        assert!(!unknown.is_new_for(&c), "a count git could not give");
         let other_branch = Environment {
             git: "fix, 9 changed files".into(),
             ..sample()
         };
-        assert!(other_branch.update_for(&c).is_some());
+        assert!(other_branch.is_new_for(&c));
         let auto = Environment {
             approval: "auto".into(),
             ..sample()
         };
-        assert!(auto.update_for(&c).is_some());
+        assert!(auto.is_new_for(&c));
     }
 }

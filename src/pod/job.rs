@@ -263,6 +263,9 @@ pub struct JobEnv {
     pub paused: watch::Receiver<bool>,
     /// The checkpoint store and the conversation's checkpoint ids.
     pub checkpoints: crate::checkpoint::serve::Handle,
+    /// What the `environment` entry needs a process to learn, kept between
+    /// turns.
+    pub probe: Rc<super::probe::Probe>,
 }
 
 impl JobEnv {

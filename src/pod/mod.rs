@@ -30,6 +30,7 @@ mod hooks;
 mod instructions;
 mod job;
 mod outbox;
+mod probe;
 mod recovery;
 mod rules;
 mod server;

@@ -291,7 +291,10 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         if let Err(e) = checkpoints.store() {
             tracing::warn!("checkpoints are off: the store could not be opened: {e}");
         }
+        let probe = super::probe::Probe::new(workspace.root().to_path_buf(), toolbox.clone());
+        probe.start();
         let env = JobEnv {
+            probe,
             checkpoints: checkpoints.clone(),
             session_log: session_log.clone(),
             broadcaster: broadcaster.clone(),

@@ -102,10 +102,11 @@ pub async fn run_turn(
         request_id: turn.request_id.clone(),
         resolved: run.resolved,
     };
-    let instructions = instructions::current(&env.workspace)
-        .await
-        .update_for(conversation);
-    let environment = environment::current(env).await.update_for(conversation);
+    let (instructions, environment) = tokio::join!(
+        instructions::current(&env.workspace),
+        environment::update_for(env, conversation)
+    );
+    let instructions = instructions.update_for(conversation);
     let instructions: Vec<LogEntry> = instructions
         .into_iter()
         .chain(environment)
@@ -367,7 +368,7 @@ async fn step_boundary(env: &JobEnv, conversation: &mut Conversation) -> Result<
     hooks::commit_context(env, conversation)
         .await
         .map_err(|e| e.to_string())?;
-    if let Some(entry) = environment::current(env).await.update_for(conversation) {
+    if let Some(entry) = environment::update_for(env, conversation).await {
         commit(env, conversation, entry)
             .await
             .map_err(|e| e.to_string())?;

@@ -18,6 +18,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use sha2::{Digest as _, Sha256};
@@ -117,38 +118,25 @@ pub struct Stored {
 #[derive(Debug, Clone)]
 pub struct ContentStore {
     root: PathBuf,
+    /// Held while a `put` checks for, makes and syncs a fan-out
+    /// directory, so that a second `put` into a directory just made cannot
+    /// see it and return before its entry in the root is durable.
+    fan_out: Arc<Mutex<()>>,
 }
 
 impl ContentStore {
-    /// Opens (creating, `0700`) the store at `root`, with its 256 fan-out
-    /// directories made up front: a new fan-out directory costs a `put` one
-    /// more directory `fsync` (its parent's), the store's first few hundred
-    /// objects would each pay it, and an empty directory costs nothing.
+    /// Opens (creating, `0700`) the store at `root`. Its fan-out
+    /// directories are made as the first object lands in each: making all
+    /// 256 up front cost a fresh data directory's first start tens of
+    /// milliseconds, paid before its first turn, for directories most
+    /// stores never fill.
     pub fn open(root: impl Into<PathBuf>) -> std::io::Result<Self> {
-        use std::os::unix::fs::DirBuilderExt as _;
         let root = root.into();
         crate::private::create_dir(&root, true)?;
-        // Made in order, so the last one there means a store opened before
-        // (one a user pruned by hand is made again by `place`).
-        if root.join("ff").is_dir() {
-            return Ok(Self { root });
-        }
-        let mut made = false;
-        for fan in 0..=u8::MAX {
-            let dir = root.join(format!("{fan:02x}"));
-            match std::fs::DirBuilder::new()
-                .mode(crate::private::DIR_MODE)
-                .create(&dir)
-            {
-                Ok(()) => made = true,
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(e),
-            }
-        }
-        if made {
-            sync_dir(&root)?;
-        }
-        Ok(Self { root })
+        Ok(Self {
+            root,
+            fan_out: Arc::new(Mutex::new(())),
+        })
     }
 
     pub fn root(&self) -> &Path {
@@ -261,29 +249,32 @@ impl ContentStore {
     }
 
     /// Renames a synced temporary file into place and makes the name
-    /// durable. A fan-out directory removed since the store was opened is
-    /// made again, and its parent synced too.
+    /// durable. The object's fan-out directory is made if it is not there
+    /// (the first object in it, or one a user pruned by hand), and the root
+    /// synced before the object goes in, so the directory's name is as
+    /// durable as the object's.
     fn place(&self, tmp: &Path, digest: &Digest) -> std::io::Result<()> {
         let path = self.path(digest);
         let dir = path.parent().unwrap_or(&self.root);
-        let placed = (|| {
-            let fan_out_is_new = !dir.is_dir();
-            crate::private::create_dir(dir, false)?;
-            std::fs::rename(tmp, &path)?;
-            Ok(fan_out_is_new)
-        })();
-        let fan_out_is_new = match placed {
-            Ok(new) => new,
-            Err(e) => {
-                let _ = std::fs::remove_file(tmp);
-                return Err(e);
-            }
-        };
-        sync_dir(dir)?;
-        if fan_out_is_new {
-            sync_dir(&self.root)?;
+        let placed = self
+            .fan_out_dir(dir)
+            .and_then(|()| std::fs::rename(tmp, &path));
+        if let Err(e) = placed {
+            let _ = std::fs::remove_file(tmp);
+            return Err(e);
         }
-        Ok(())
+        sync_dir(dir)
+    }
+
+    /// Makes `dir`, a fan-out directory, durably, unless it is there.
+    fn fan_out_dir(&self, dir: &Path) -> std::io::Result<()> {
+        // A poisoned lock guards nothing but this check: go on.
+        let _made = self.fan_out.lock().unwrap_or_else(|e| e.into_inner());
+        if dir.is_dir() {
+            return Ok(());
+        }
+        crate::private::create_dir(dir, false)?;
+        sync_dir(&self.root)
     }
 
     /// The object's bytes; `NotFound` when it is not stored.
@@ -398,6 +389,25 @@ mod tests {
         store.remove(&a).unwrap();
         assert!(!store.contains(&a));
         store.remove(&a).unwrap();
+    }
+
+    #[test]
+    fn a_fan_out_directory_is_made_when_its_first_object_lands() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("objects");
+        let store = ContentStore::open(&root).unwrap();
+        let entries = || std::fs::read_dir(&root).unwrap().count();
+        assert_eq!(entries(), 0, "a fresh store is one empty directory");
+        let d = store.put(b"hello").unwrap();
+        assert_eq!(entries(), 1);
+        assert!(root.join(&d.hex()[..2]).is_dir());
+        // Pruned by hand: made again by the next object that needs it.
+        store.remove(&d).unwrap();
+        std::fs::remove_dir(root.join(&d.hex()[..2])).unwrap();
+        assert_eq!(store.put(b"hello").unwrap(), d);
+        assert_eq!(store.get(&d).unwrap(), b"hello");
+        let reopened = ContentStore::open(&root).unwrap();
+        assert_eq!(reopened.list().unwrap().len(), 1);
     }
 
     #[test]

@@ -345,15 +345,26 @@ pub(crate) fn tool_command(
     sandbox: Option<&Sandbox>,
     command: &str,
 ) -> std::io::Result<Command> {
+    let mut cmd = confined_command("bash", root, sandbox)?;
+    cmd.arg("-c").arg(command);
+    Ok(cmd)
+}
+
+/// `program` (no shell) in `root` as a tool process, exactly as confined as
+/// [`tool_command`]'s `bash`: for the pod's own short runs (the
+/// environment's `git status`) that need no shell to start.
+pub(crate) fn confined_command(
+    program: &str,
+    root: &std::path::Path,
+    sandbox: Option<&Sandbox>,
+) -> std::io::Result<Command> {
     let confinement = match sandbox {
         Some(sandbox) => sandbox.confinement()?,
         None => super::process::Confinement::unsandboxed()?,
     };
-    let mut cmd = Command::new("bash");
+    let mut cmd = Command::new(program);
     super::process::harden(&mut cmd, confinement);
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(root)
+    cmd.current_dir(root)
         .env("PAGER", "cat")
         .env("GIT_PAGER", "cat")
         .kill_on_drop(true);

@@ -28,7 +28,7 @@ use crate::mcp::McpRegistry;
 use crate::provider::ToolSpec;
 use crate::workspace::{Access, OpenError, Opened, Workspace};
 
-pub(crate) use bash::{tool_command, ProcessGroup};
+pub(crate) use bash::{confined_command, tool_command, ProcessGroup};
 pub(crate) use cap::floor_char_boundary;
 pub use cap::{cap, CapBuffer};
 pub(crate) use fs::looks_binary;
