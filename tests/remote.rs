@@ -426,6 +426,72 @@ fn binary_and_oversized_messages_are_refused_and_the_connection_kept() {
     assert_eq!(refused["code"], "bad_frame");
 }
 
+#[test]
+fn an_oversized_message_in_one_frame_is_refused_and_the_connection_kept() {
+    let (pod, port) = listening(Pod::builder().args(["--max-frame-bytes", "1000"]));
+    let token = token(&pod, &[]);
+    let mut ws = connect(port, &token);
+    until(&mut ws, "snapshot", |v| v["type"] == "snapshot");
+    // As a browser sends a long paste: one message, one frame, here 4 MB
+    // against a 1000-byte limit.
+    let long = json!({"type":"hello","client":"x".repeat(4 << 20),"request_id":"long"});
+    send(&mut ws, long);
+    let refused = until(&mut ws, "frame_too_large", |v| v["type"] == "error");
+    assert_eq!(refused["code"], "frame_too_large", "{refused}");
+    send(
+        &mut ws,
+        json!({"type":"hello","client":"x","request_id":"after"}),
+    );
+    let ok = until(&mut ws, "hello", |v| v["request_id"] == "after");
+    assert_eq!(ok["type"], "response", "the connection is kept: {ok}");
+}
+
+#[test]
+fn a_client_that_sends_binary_messages_and_never_reads_is_cut_off() {
+    use std::io::Write as _;
+    let (pod, port) = listening(Pod::builder());
+    let token = token(&pod, &[]);
+    let mut ws = connect(port, &token);
+    until(&mut ws, "snapshot", |v| v["type"] == "snapshot");
+    // Each empty binary message costs the client 6 bytes and asks for a
+    // `bad_frame` answer of some 150; 200 000 of them are answers worth
+    // far more than the TCP buffers hold, so the answers must queue in
+    // the pod unless it stops taking them.
+    let one = {
+        let mut frame = Frame::message(Vec::new(), OpCode::Data(Data::Binary), true);
+        frame.header_mut().mask = Some([9, 8, 7, 6]);
+        let mut out = Vec::new();
+        frame.format(&mut out).unwrap();
+        out
+    };
+    let many: Vec<u8> = one
+        .iter()
+        .copied()
+        .cycle()
+        .take(one.len() * 200_000)
+        .collect();
+    // Written on the raw socket, not read meanwhile; the pod may close
+    // while this writes.
+    let _ = ws.get_mut().write_all(&many);
+    let mut refused = 0;
+    let mut last = Value::Null;
+    while let Some(frame) = next(&mut ws) {
+        if frame["code"] == "bad_frame" {
+            refused += 1;
+        } else {
+            last = frame;
+        }
+    }
+    assert_eq!(
+        last["code"], "lagged",
+        "cut off as a client that lags: {last}"
+    );
+    assert!(
+        refused < 10_000,
+        "{refused} answers queued for a client that did not read"
+    );
+}
+
 /// One HTTP/1.1 request on a fresh connection: the status, the headers
 /// (lowercased) and the body.
 fn http(

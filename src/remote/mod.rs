@@ -10,6 +10,7 @@
 
 pub mod bridge;
 mod checks;
+mod inbound;
 pub mod peer;
 mod server;
 pub mod tokens;

@@ -486,12 +486,11 @@ async fn websocket(req: HttpRequest, body: web::Payload, state: web::Data<State>
         _ => false,
     };
     let access = Access::remote(ip, descendant, granted.scope == AccessLevel::Read);
-    // actix-ws makes the handshake's answer and reads the client's
-    // messages; the answer's body is replaced by the bridge's, which takes
-    // the pod's frames straight from the connection's feed.
-    let (mut response, _session, messages) = match actix_ws::handle(&req, body) {
-        Ok(parts) => parts,
-        Err(e) => return e.error_response(),
+    // The handshake's answer; its body is the bridge's, which takes the
+    // pod's frames straight from the connection's feed.
+    let mut response = match actix_http::ws::handshake(req.head()) {
+        Ok(response) => response,
+        Err(e) => return actix_http::Response::from(e).into(),
     };
     let pair = std::os::unix::net::UnixStream::pair().and_then(|(ours, theirs)| {
         ours.set_nonblocking(true)?;
@@ -538,14 +537,11 @@ async fn websocket(req: HttpRequest, body: web::Payload, state: web::Data<State>
         .flat_map(|v| v.split(','))
         .any(|p| p.trim() == SUBPROTOCOL);
     if offered_subprotocol {
-        response.headers_mut().insert(
-            header::SEC_WEBSOCKET_PROTOCOL,
-            HeaderValue::from_static(SUBPROTOCOL),
-        );
+        response.insert_header((header::SEC_WEBSOCKET_PROTOCOL, SUBPROTOCOL));
     }
-    // The codec holds at most one frame of this size; a longer message
-    // must come in fragments, which the pod's decoder counts and skips.
-    let messages = messages.max_frame_size(state.max_frame_bytes.saturating_add(2));
-    let body = super::bridge::open(feed, messages, ours, revoked, slot);
-    response.set_body(body)
+    let body = super::bridge::open(feed, body, ours, revoked, slot, state.max_frame_bytes);
+    match response.message_body(body) {
+        Ok(response) => response.into(),
+        Err(e) => HttpResponse::from_error(e),
+    }
 }
