@@ -166,6 +166,20 @@ fn client_ip(req: &HttpRequest) -> IpAddr {
         .unwrap_or(IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED))
 }
 
+/// Whether the request's client socket is held by a tool (a pod or a
+/// pod's descendant), or is on this machine and held by no process that
+/// can be found: such a client may only read, whatever its token.
+/// Asked of every client, whatever its address.
+async fn held_by_a_tool(req: &HttpRequest) -> bool {
+    let Some(from) = req.peer_addr() else {
+        return true;
+    };
+    let ours: SocketAddr = req.app_config().local_addr();
+    web::block(move || peer::held_by_a_tool(from, ours))
+        .await
+        .unwrap_or(true)
+}
+
 /// The `Host` and `Origin` checks, which come before everything else.
 fn misdirected(req: &HttpRequest, state: &State) -> Option<HttpResponse> {
     let host = header(req, header::HOST);
@@ -476,15 +490,7 @@ async fn websocket(req: HttpRequest, body: web::Payload, state: web::Data<State>
         );
     };
     let ip = client_ip(&req);
-    let descendant = match (req.peer_addr(), peer::is_local(ip)) {
-        (Some(from), true) => {
-            let ours: SocketAddr = req.app_config().local_addr();
-            web::block(move || peer::held_by_a_tool(from, ours))
-                .await
-                .unwrap_or(true)
-        }
-        _ => false,
-    };
+    let descendant = held_by_a_tool(&req).await;
     let access = Access::remote(ip, descendant, granted.scope == AccessLevel::Read);
     // The handshake's answer; its body is the bridge's, which takes the
     // pod's frames straight from the connection's feed.
