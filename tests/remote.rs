@@ -251,6 +251,73 @@ fn ten_bad_tokens_lock_an_address_out_but_never_a_valid_token() {
 }
 
 #[test]
+fn a_locked_out_address_still_pairs_with_a_valid_code() {
+    let (pod, port) = listening(Pod::builder());
+    for _ in 0..10 {
+        let _ = open(port, &[("authorization", "Bearer wrong")]);
+    }
+    assert_eq!(open(port, &[]).err().map(|e| e.0), Some(429), "locked out");
+    let pair = |code: &str| {
+        let body = json!({ "code": code }).to_string();
+        http(
+            port,
+            "POST",
+            "/v1/pair",
+            &[("content-type", "application/json")],
+            body.as_bytes(),
+        )
+    };
+    assert_eq!(
+        pair("not-a-code").0,
+        429,
+        "a wrong code is still locked out"
+    );
+    let url = succeeded(pod.command("url").output().unwrap());
+    let code = url.trim().rsplit("#pair=").next().unwrap().to_owned();
+    let (status, _, body) = pair(&code);
+    assert_eq!(
+        status,
+        200,
+        "a valid code is accepted like a valid token: {}",
+        String::from_utf8_lossy(&body)
+    );
+}
+
+#[test]
+fn read_only_tokens_cannot_take_the_places_kept_for_full_ones() {
+    let (pod, port) = listening(Pod::builder().args(["--max-remote-clients", "4"]));
+    let read = token(&pod, &["--read-only"]);
+    let full = token(&pod, &[]);
+    let mut held = Vec::new();
+    let refused = loop {
+        match open(port, &[("authorization", &bearer(&read))]) {
+            Ok(mut ws) => {
+                until(&mut ws, "snapshot", |v| v["type"] == "snapshot");
+                held.push(ws);
+                assert!(held.len() <= 4, "more connections than places");
+            }
+            Err((status, _)) => break status,
+        }
+    };
+    assert_eq!(refused, 503);
+    assert_eq!(
+        held.len(),
+        3,
+        "a quarter of 4 places is kept for full tokens"
+    );
+    let mut owner = connect(port, &full);
+    let snapshot = until(&mut owner, "snapshot", |v| v["type"] == "snapshot");
+    assert_eq!(snapshot["greeting"]["access"], "full");
+    assert_eq!(
+        open(port, &[("authorization", &bearer(&full))])
+            .err()
+            .map(|e| e.0),
+        Some(503),
+        "every place taken now"
+    );
+}
+
+#[test]
 fn a_read_only_token_reads_and_is_forbidden_everything_else() {
     let (pod, port) = listening(Pod::builder());
     let token = token(&pod, &["--read-only", "--label", "phone"]);

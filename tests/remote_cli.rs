@@ -273,7 +273,7 @@ fn link_local_address() -> Option<(std::net::Ipv6Addr, u32)> {
 }
 
 /// Not a test: the client a tool runs in
-/// `a_tool_on_an_ipv6_link_local_address_may_only_read`, from the pod's
+/// `a_tool_on_an_ipv6_link_local_address_may_only_read_even_over_http`, from the pod's
 /// `bash`. Connects to `LINK_LOCAL_PORT` on this machine's link-local
 /// address with the token in `LINK_LOCAL_TOKEN` and prints what the
 /// greeting grants.
@@ -301,10 +301,25 @@ fn link_local_client() {
         }
     };
     println!("access={}", snapshot["greeting"]["access"]);
+    // An image upload over HTTP from the same place.
+    use std::io::{Read as _, Write as _};
+    let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x02\0\0\0\x03\x08\x06\0\0\0\0\0\0\0";
+    let mut stream = std::net::TcpStream::connect(to).unwrap();
+    let head = format!(
+        "POST /v1/blobs HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\
+         Authorization: Bearer {}\r\nContent-Type: image/png\r\nContent-Length: {}\r\n\r\n",
+        token.trim(),
+        png.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(png).unwrap();
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    println!("blob={}", &response[9..12]);
 }
 
 #[test]
-fn a_tool_on_an_ipv6_link_local_address_may_only_read() {
+fn a_tool_on_an_ipv6_link_local_address_may_only_read_even_over_http() {
     let Some((ip, _)) = link_local_address() else {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -347,5 +362,9 @@ fn a_tool_on_an_ipv6_link_local_address_may_only_read() {
     assert!(
         output.contains(r#"access=\"read\""#),
         "a tool's connection over {ip} may only read: {output}"
+    );
+    assert!(
+        output.contains("blob=403"),
+        "nor store an image over HTTP: {output}"
     );
 }

@@ -38,8 +38,10 @@ pub struct State {
     pub tokens: Arc<Tokens>,
     pub checks: Arc<Checks>,
     pub accept: mpsc::UnboundedSender<RemoteClient>,
-    /// Authenticated WebSocket connections now.
+    /// Authenticated WebSocket connections now, and how many of them may
+    /// only read.
     pub active: Arc<AtomicUsize>,
+    pub active_read: Arc<AtomicUsize>,
     pub max_clients: usize,
     pub max_frame_bytes: usize,
     /// The image store `POST/GET /v1/blobs` serve (`None`: it could not
@@ -47,23 +49,55 @@ pub struct State {
     pub blobs: Option<crate::blobs::Blobs>,
 }
 
-/// A place among `--max-remote-clients`, given back when dropped.
-pub struct Slot(Arc<AtomicUsize>);
+/// A place among `--max-remote-clients`, given back when dropped: the
+/// counters it holds a place in.
+pub struct Slot(Vec<Arc<AtomicUsize>>);
 
 impl Slot {
-    fn take(active: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
-        let taken = active
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .is_ok();
-        taken.then(|| Slot(active.clone()))
+    /// A place for a connection that may act (`read` false) or only read.
+    /// Read-only connections share what [`read_only_share`] leaves them,
+    /// so whoever holds a read-only token (or a tool that holds any) cannot
+    /// take every place and lock the owner out with `503`.
+    fn take(state: &State, read: bool) -> Option<Slot> {
+        let mut counters = vec![(state.active.clone(), state.max_clients)];
+        if read {
+            counters.push((
+                state.active_read.clone(),
+                read_only_share(state.max_clients),
+            ));
+        }
+        let mut slot = Slot(Vec::new());
+        for (counter, max) in counters {
+            let taken = counter
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < max).then_some(n + 1)
+                })
+                .is_ok();
+            if !taken {
+                // Dropping `slot` gives back what it took.
+                return None;
+            }
+            slot.0.push(counter);
+        }
+        Some(slot)
+    }
+}
+
+/// How many of `max` places read-only connections may hold together: all
+/// but a quarter (rounded up) kept for full tokens, once there are two
+/// places or more.
+fn read_only_share(max: usize) -> usize {
+    match max {
+        0 | 1 => max,
+        _ => max - max.div_ceil(4),
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        for counter in &self.0 {
+            counter.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -284,9 +318,8 @@ async fn pair(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> Ht
             "send {\"code\": \"…\"}, the code after #pair= in the link `pod url` printed",
         );
     };
-    if state.checks.locked(client_ip(&req)) {
-        return failed_check(&req, &state, "");
-    }
+    // A valid code is never refused for the address's lockout (as a valid
+    // token is not): it carries as many random bits as a token.
     let tokens = state.tokens.clone();
     match web::block(move || tokens.redeem_pairing(&code)).await {
         Ok(Ok(Some(issued))) => HttpResponse::Ok().json(serde_json::json!({
@@ -362,6 +395,14 @@ async fn put_blob(
             StatusCode::FORBIDDEN,
             "forbidden",
             "this device token may only read; storing an image needs a full token",
+        );
+    }
+    if held_by_a_tool(&req).await {
+        return refusal(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this client is a pod or a process a pod started (or its process cannot be \
+             found), which may only read, whatever its token",
         );
     }
     let media_type = header(&req, header::CONTENT_TYPE)
@@ -482,16 +523,18 @@ async fn websocket(req: HttpRequest, body: web::Payload, state: web::Data<State>
     let Some(revoked) = state.tokens.watch(&granted.id) else {
         return failed_check(&req, &state, "that device token was revoked");
     };
-    let Some(slot) = Slot::take(&state.active, state.max_clients) else {
+    let ip = client_ip(&req);
+    let descendant = held_by_a_tool(&req).await;
+    let read_token = granted.scope == AccessLevel::Read;
+    let Some(slot) = Slot::take(&state, descendant || read_token) else {
         return refusal(
             StatusCode::SERVICE_UNAVAILABLE,
             "too_many_clients",
-            "the pod has as many remote clients as --max-remote-clients allows",
+            "the pod has as many remote clients as --max-remote-clients allows (a quarter \
+             of them kept for full tokens)",
         );
     };
-    let ip = client_ip(&req);
-    let descendant = held_by_a_tool(&req).await;
-    let access = Access::remote(ip, descendant, granted.scope == AccessLevel::Read);
+    let access = Access::remote(ip, descendant, read_token);
     // The handshake's answer; its body is the bridge's, which takes the
     // pod's frames straight from the connection's feed.
     let mut response = match actix_http::ws::handshake(req.head()) {
