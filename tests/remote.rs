@@ -359,6 +359,61 @@ fn a_read_only_token_reads_and_is_forbidden_everything_else() {
     );
 }
 
+/// Sends `frame` with `id` as its request id; its answer.
+fn ask(ws: &mut Ws, mut frame: Value, id: &str) -> Value {
+    frame["request_id"] = json!(id);
+    send(ws, frame);
+    until(ws, id, |v| v["request_id"] == id)
+}
+
+#[test]
+fn a_read_only_link_reads_only_the_files_the_conversation_showed() {
+    let script = format!(
+        "{}\n{}\n",
+        json!({"events":[{"tool_call":{"id":"w","name":"write_file",
+            "arguments":{"path":"notes.txt","content":"shown\n"}}}]}),
+        json!({"events":[{"text":"done"}]})
+    );
+    let (pod, port) = listening(Pod::builder().script(&script).args(["--approval", "auto"]));
+    std::fs::write(pod.workspace.join("secret.env"), "DB_PASSWORD=hunter2\n").unwrap();
+    let mut local = pod.client();
+    local.until_type("snapshot");
+    local.run("write the notes");
+    local.until_with("turn_end", |v| v["entry"]["kind"] == "turn_end");
+    let checkpoint = pod
+        .log_lines()
+        .into_iter()
+        .filter_map(|l| l["entry"]["checkpoint"].as_str().map(str::to_owned))
+        .next_back()
+        .expect("the turn took a checkpoint");
+    let get_file = |path: &str| json!({"type":"get_file","checkpoint":checkpoint,"path":path});
+    let read = token(&pod, &["--read-only"]);
+    let mut ws = connect(port, &read);
+    until(&mut ws, "snapshot", |v| v["type"] == "snapshot");
+    let listed = ask(
+        &mut ws,
+        json!({"type":"list_completions","kind":"file","prefix":""}),
+        "l",
+    );
+    assert_eq!(listed["type"], "response", "{listed}");
+    assert_eq!(listed["items"], json!([]), "no file listing: {listed}");
+    let secret = ask(&mut ws, get_file("secret.env"), "s");
+    assert_eq!(secret["code"], "forbidden", "{secret}");
+    let live = ask(
+        &mut ws,
+        json!({"type":"get_diff","from":checkpoint,"to":null}),
+        "d",
+    );
+    assert_eq!(live["code"], "forbidden", "{live}");
+    let shown = ask(&mut ws, get_file("notes.txt"), "n");
+    assert_eq!(shown["type"], "response", "{shown}");
+    // A full token still reads the whole checkpoint.
+    let mut owner = connect(port, &token(&pod, &[]));
+    until(&mut owner, "snapshot", |v| v["type"] == "snapshot");
+    let secret = ask(&mut owner, get_file("secret.env"), "s");
+    assert_eq!(secret["type"], "response", "{secret}");
+}
+
 fn token_for_pod_full(pod: &Pod) -> String {
     token(pod, &[])
 }
