@@ -3,6 +3,7 @@
 
 mod harness;
 
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use harness::{succeeded, Pod};
@@ -366,5 +367,66 @@ fn a_tool_on_an_ipv6_link_local_address_may_only_read_even_over_http() {
     assert!(
         output.contains("blob=403"),
         "nor store an image over HTTP: {output}"
+    );
+}
+
+/// `openssl req -x509 …` as docs would have a user type it, in `dir`:
+/// (certificate, key); `None` without openssl.
+fn openssl_self_signed(dir: &std::path::Path, name: &str) -> Option<(PathBuf, PathBuf)> {
+    let cert = dir.join(format!("{name}.crt"));
+    let key = dir.join(format!("{name}.key"));
+    let made = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .args(["-subj", "/CN=localhost"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .ok()?;
+    made.success().then_some((cert, key))
+}
+
+#[test]
+fn the_exact_certificate_given_with_ca_cert_is_trusted_even_as_an_authority() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((cert, key)) = openssl_self_signed(dir.path(), "pod") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "this test needs openssl to make a certificate"
+        );
+        eprintln!("skipped: no openssl");
+        return;
+    };
+    let (other, _) = openssl_self_signed(dir.path(), "other").unwrap();
+    let pod = Pod::builder()
+        .in_dir(dir)
+        .args(["--listen", "127.0.0.1:0"])
+        .arg(format!("--tls-cert={}", cert.display()))
+        .arg(format!("--tls-key={}", key.display()))
+        .start();
+    let port = port_of(&pod);
+    let token = token_file(&pod, "token");
+    let url = format!("wss://localhost:{port}");
+    // OpenSSL 3 marks this certificate CA:TRUE, with no subjectAltName:
+    // given as --ca-cert, it is the one the server presents, and trusted.
+    let status = remote("status", &url, &token)
+        .arg("--ca-cert")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    succeeded(status);
+    // Any other certificate, made the same way, still is not.
+    let refused = remote("status", &url, &token)
+        .arg("--ca-cert")
+        .arg(&other)
+        .output()
+        .unwrap();
+    assert_eq!(
+        refused.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
     );
 }
