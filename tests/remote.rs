@@ -251,6 +251,73 @@ fn ten_bad_tokens_lock_an_address_out_but_never_a_valid_token() {
 }
 
 #[test]
+fn a_locked_out_address_still_pairs_with_a_valid_code() {
+    let (pod, port) = listening(Pod::builder());
+    for _ in 0..10 {
+        let _ = open(port, &[("authorization", "Bearer wrong")]);
+    }
+    assert_eq!(open(port, &[]).err().map(|e| e.0), Some(429), "locked out");
+    let pair = |code: &str| {
+        let body = json!({ "code": code }).to_string();
+        http(
+            port,
+            "POST",
+            "/v1/pair",
+            &[("content-type", "application/json")],
+            body.as_bytes(),
+        )
+    };
+    assert_eq!(
+        pair("not-a-code").0,
+        429,
+        "a wrong code is still locked out"
+    );
+    let url = succeeded(pod.command("url").output().unwrap());
+    let code = url.trim().rsplit("#pair=").next().unwrap().to_owned();
+    let (status, _, body) = pair(&code);
+    assert_eq!(
+        status,
+        200,
+        "a valid code is accepted like a valid token: {}",
+        String::from_utf8_lossy(&body)
+    );
+}
+
+#[test]
+fn read_only_tokens_cannot_take_the_places_kept_for_full_ones() {
+    let (pod, port) = listening(Pod::builder().args(["--max-remote-clients", "4"]));
+    let read = token(&pod, &["--read-only"]);
+    let full = token(&pod, &[]);
+    let mut held = Vec::new();
+    let refused = loop {
+        match open(port, &[("authorization", &bearer(&read))]) {
+            Ok(mut ws) => {
+                until(&mut ws, "snapshot", |v| v["type"] == "snapshot");
+                held.push(ws);
+                assert!(held.len() <= 4, "more connections than places");
+            }
+            Err((status, _)) => break status,
+        }
+    };
+    assert_eq!(refused, 503);
+    assert_eq!(
+        held.len(),
+        3,
+        "a quarter of 4 places is kept for full tokens"
+    );
+    let mut owner = connect(port, &full);
+    let snapshot = until(&mut owner, "snapshot", |v| v["type"] == "snapshot");
+    assert_eq!(snapshot["greeting"]["access"], "full");
+    assert_eq!(
+        open(port, &[("authorization", &bearer(&full))])
+            .err()
+            .map(|e| e.0),
+        Some(503),
+        "every place taken now"
+    );
+}
+
+#[test]
 fn a_read_only_token_reads_and_is_forbidden_everything_else() {
     let (pod, port) = listening(Pod::builder());
     let token = token(&pod, &["--read-only", "--label", "phone"]);
@@ -290,6 +357,61 @@ fn a_read_only_token_reads_and_is_forbidden_everything_else() {
         !log.contains(&full) && !log.contains(&token),
         "only hashes on disk"
     );
+}
+
+/// Sends `frame` with `id` as its request id; its answer.
+fn ask(ws: &mut Ws, mut frame: Value, id: &str) -> Value {
+    frame["request_id"] = json!(id);
+    send(ws, frame);
+    until(ws, id, |v| v["request_id"] == id)
+}
+
+#[test]
+fn a_read_only_link_reads_only_the_files_the_conversation_showed() {
+    let script = format!(
+        "{}\n{}\n",
+        json!({"events":[{"tool_call":{"id":"w","name":"write_file",
+            "arguments":{"path":"notes.txt","content":"shown\n"}}}]}),
+        json!({"events":[{"text":"done"}]})
+    );
+    let (pod, port) = listening(Pod::builder().script(&script).args(["--approval", "auto"]));
+    std::fs::write(pod.workspace.join("secret.env"), "DB_PASSWORD=hunter2\n").unwrap();
+    let mut local = pod.client();
+    local.until_type("snapshot");
+    local.run("write the notes");
+    local.until_with("turn_end", |v| v["entry"]["kind"] == "turn_end");
+    let checkpoint = pod
+        .log_lines()
+        .into_iter()
+        .filter_map(|l| l["entry"]["checkpoint"].as_str().map(str::to_owned))
+        .next_back()
+        .expect("the turn took a checkpoint");
+    let get_file = |path: &str| json!({"type":"get_file","checkpoint":checkpoint,"path":path});
+    let read = token(&pod, &["--read-only"]);
+    let mut ws = connect(port, &read);
+    until(&mut ws, "snapshot", |v| v["type"] == "snapshot");
+    let listed = ask(
+        &mut ws,
+        json!({"type":"list_completions","kind":"file","prefix":""}),
+        "l",
+    );
+    assert_eq!(listed["type"], "response", "{listed}");
+    assert_eq!(listed["items"], json!([]), "no file listing: {listed}");
+    let secret = ask(&mut ws, get_file("secret.env"), "s");
+    assert_eq!(secret["code"], "forbidden", "{secret}");
+    let live = ask(
+        &mut ws,
+        json!({"type":"get_diff","from":checkpoint,"to":null}),
+        "d",
+    );
+    assert_eq!(live["code"], "forbidden", "{live}");
+    let shown = ask(&mut ws, get_file("notes.txt"), "n");
+    assert_eq!(shown["type"], "response", "{shown}");
+    // A full token still reads the whole checkpoint.
+    let mut owner = connect(port, &token(&pod, &[]));
+    until(&mut owner, "snapshot", |v| v["type"] == "snapshot");
+    let secret = ask(&mut owner, get_file("secret.env"), "s");
+    assert_eq!(secret["type"], "response", "{secret}");
 }
 
 fn token_for_pod_full(pod: &Pod) -> String {
@@ -424,6 +546,72 @@ fn binary_and_oversized_messages_are_refused_and_the_connection_kept() {
     .unwrap();
     let refused = until(&mut ws, "bad_frame", |v| v["type"] == "error");
     assert_eq!(refused["code"], "bad_frame");
+}
+
+#[test]
+fn an_oversized_message_in_one_frame_is_refused_and_the_connection_kept() {
+    let (pod, port) = listening(Pod::builder().args(["--max-frame-bytes", "1000"]));
+    let token = token(&pod, &[]);
+    let mut ws = connect(port, &token);
+    until(&mut ws, "snapshot", |v| v["type"] == "snapshot");
+    // As a browser sends a long paste: one message, one frame, here 4 MB
+    // against a 1000-byte limit.
+    let long = json!({"type":"hello","client":"x".repeat(4 << 20),"request_id":"long"});
+    send(&mut ws, long);
+    let refused = until(&mut ws, "frame_too_large", |v| v["type"] == "error");
+    assert_eq!(refused["code"], "frame_too_large", "{refused}");
+    send(
+        &mut ws,
+        json!({"type":"hello","client":"x","request_id":"after"}),
+    );
+    let ok = until(&mut ws, "hello", |v| v["request_id"] == "after");
+    assert_eq!(ok["type"], "response", "the connection is kept: {ok}");
+}
+
+#[test]
+fn a_client_that_sends_binary_messages_and_never_reads_is_cut_off() {
+    use std::io::Write as _;
+    let (pod, port) = listening(Pod::builder());
+    let token = token(&pod, &[]);
+    let mut ws = connect(port, &token);
+    until(&mut ws, "snapshot", |v| v["type"] == "snapshot");
+    // Each empty binary message costs the client 6 bytes and asks for a
+    // `bad_frame` answer of some 150; 200 000 of them are answers worth
+    // far more than the TCP buffers hold, so the answers must queue in
+    // the pod unless it stops taking them.
+    let one = {
+        let mut frame = Frame::message(Vec::new(), OpCode::Data(Data::Binary), true);
+        frame.header_mut().mask = Some([9, 8, 7, 6]);
+        let mut out = Vec::new();
+        frame.format(&mut out).unwrap();
+        out
+    };
+    let many: Vec<u8> = one
+        .iter()
+        .copied()
+        .cycle()
+        .take(one.len() * 200_000)
+        .collect();
+    // Written on the raw socket, not read meanwhile; the pod may close
+    // while this writes.
+    let _ = ws.get_mut().write_all(&many);
+    let mut refused = 0;
+    let mut last = Value::Null;
+    while let Some(frame) = next(&mut ws) {
+        if frame["code"] == "bad_frame" {
+            refused += 1;
+        } else {
+            last = frame;
+        }
+    }
+    assert_eq!(
+        last["code"], "lagged",
+        "cut off as a client that lags: {last}"
+    );
+    assert!(
+        refused < 10_000,
+        "{refused} answers queued for a client that did not read"
+    );
 }
 
 /// One HTTP/1.1 request on a fresh connection: the status, the headers

@@ -3,6 +3,7 @@
 
 mod harness;
 
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use harness::{succeeded, Pod};
@@ -257,5 +258,175 @@ fn tls_with_a_self_signed_certificate() {
     assert!(
         link.starts_with(&format!("https://localhost:{port}/#pair=")),
         "{link}"
+    );
+}
+
+/// This machine's IPv6 link-local address and its interface's index, from
+/// `/proc/net/if_inet6`.
+fn link_local_address() -> Option<(std::net::Ipv6Addr, u32)> {
+    let text = std::fs::read_to_string("/proc/net/if_inet6").ok()?;
+    text.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let ip = std::net::Ipv6Addr::from(u128::from_str_radix(fields.first()?, 16).ok()?);
+        let index = u32::from_str_radix(fields.get(1)?, 16).ok()?;
+        ((ip.segments()[0] & 0xffc0) == 0xfe80).then_some((ip, index))
+    })
+}
+
+/// Not a test: the client a tool runs in
+/// `a_tool_on_an_ipv6_link_local_address_may_only_read_even_over_http`, from the pod's
+/// `bash`. Connects to `LINK_LOCAL_PORT` on this machine's link-local
+/// address with the token in `LINK_LOCAL_TOKEN` and prints what the
+/// greeting grants.
+#[test]
+#[ignore = "run by a tool inside another test"]
+fn link_local_client() {
+    use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest};
+    let port: u16 = std::env::var("LINK_LOCAL_PORT").unwrap().parse().unwrap();
+    let token = std::fs::read_to_string(std::env::var("LINK_LOCAL_TOKEN").unwrap()).unwrap();
+    let (ip, index) = link_local_address().unwrap();
+    let to = std::net::SocketAddrV6::new(ip, port, 0, index);
+    let stream = std::net::TcpStream::connect(to).unwrap();
+    println!("client={}", stream.local_addr().unwrap());
+    let mut request = format!("ws://localhost:{port}/v1/ws")
+        .into_client_request()
+        .unwrap();
+    request.headers_mut().insert(
+        "authorization",
+        format!("Bearer {}", token.trim()).parse().unwrap(),
+    );
+    let (mut ws, _) = tungstenite::client(request, stream).unwrap();
+    let snapshot: Value = loop {
+        if let tungstenite::Message::Text(text) = ws.read().unwrap() {
+            break serde_json::from_str(text.as_str()).unwrap();
+        }
+    };
+    println!("access={}", snapshot["greeting"]["access"]);
+    // An image upload over HTTP from the same place.
+    use std::io::{Read as _, Write as _};
+    let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x02\0\0\0\x03\x08\x06\0\0\0\0\0\0\0";
+    let mut stream = std::net::TcpStream::connect(to).unwrap();
+    let head = format!(
+        "POST /v1/blobs HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\
+         Authorization: Bearer {}\r\nContent-Type: image/png\r\nContent-Length: {}\r\n\r\n",
+        token.trim(),
+        png.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(png).unwrap();
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    println!("blob={}", &response[9..12]);
+}
+
+#[test]
+fn a_tool_on_an_ipv6_link_local_address_may_only_read_even_over_http() {
+    let Some((ip, _)) = link_local_address() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "this machine has no IPv6 link-local address to test with"
+        );
+        eprintln!("skipped: no IPv6 link-local address");
+        return;
+    };
+    let port = std::net::TcpListener::bind("[::]:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let planted = dir.path().join("planted-token");
+    let command = format!(
+        "LINK_LOCAL_PORT={port} LINK_LOCAL_TOKEN={t} {exe} --exact link_local_client \
+         --ignored --nocapture 2>&1",
+        t = planted.display(),
+        exe = std::env::current_exe().unwrap().display(),
+    );
+    let script = bash_step(&[json!({"tool_call":{"id":"b1","name":"bash",
+        "arguments":{"command":command}}})]);
+    let pod = Pod::builder()
+        .in_dir(dir)
+        .script(&script)
+        .args(["--allow", "bash:*", "--allow-plaintext"])
+        .arg(format!("--listen=[::]:{port}"))
+        .start();
+    let token = succeeded(pod.command("token").arg("create").output().unwrap());
+    std::fs::write(&planted, token.trim()).unwrap();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.run("go");
+    let result = c.until_with("b1's result", |v| {
+        v["type"] == "entry" && v["entry"]["kind"] == "tool_results"
+    });
+    let output = result["entry"].to_string();
+    assert!(output.contains(&format!("client=[{ip}")), "{output}");
+    assert!(
+        output.contains(r#"access=\"read\""#),
+        "a tool's connection over {ip} may only read: {output}"
+    );
+    assert!(
+        output.contains("blob=403"),
+        "nor store an image over HTTP: {output}"
+    );
+}
+
+/// `openssl req -x509 …` as docs would have a user type it, in `dir`:
+/// (certificate, key); `None` without openssl.
+fn openssl_self_signed(dir: &std::path::Path, name: &str) -> Option<(PathBuf, PathBuf)> {
+    let cert = dir.join(format!("{name}.crt"));
+    let key = dir.join(format!("{name}.key"));
+    let made = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .args(["-subj", "/CN=localhost"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .ok()?;
+    made.success().then_some((cert, key))
+}
+
+#[test]
+fn the_exact_certificate_given_with_ca_cert_is_trusted_even_as_an_authority() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((cert, key)) = openssl_self_signed(dir.path(), "pod") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "this test needs openssl to make a certificate"
+        );
+        eprintln!("skipped: no openssl");
+        return;
+    };
+    let (other, _) = openssl_self_signed(dir.path(), "other").unwrap();
+    let pod = Pod::builder()
+        .in_dir(dir)
+        .args(["--listen", "127.0.0.1:0"])
+        .arg(format!("--tls-cert={}", cert.display()))
+        .arg(format!("--tls-key={}", key.display()))
+        .start();
+    let port = port_of(&pod);
+    let token = token_file(&pod, "token");
+    let url = format!("wss://localhost:{port}");
+    // OpenSSL 3 marks this certificate CA:TRUE, with no subjectAltName:
+    // given as --ca-cert, it is the one the server presents, and trusted.
+    let status = remote("status", &url, &token)
+        .arg("--ca-cert")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    succeeded(status);
+    // Any other certificate, made the same way, still is not.
+    let refused = remote("status", &url, &token)
+        .arg("--ca-cert")
+        .arg(&other)
+        .output()
+        .unwrap();
+    assert_eq!(
+        refused.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
     );
 }

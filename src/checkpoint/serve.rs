@@ -1,7 +1,8 @@
 //! The read methods over checkpoints, `get_diff` and `get_file`, and the
 //! handle the pod's actors share: the store (if it could be opened) and
 //! the ids of the current conversation's checkpoints, which are all a
-//! client may name.
+//! client may name, and the paths its checkpoint entries name, which are
+//! all a read-only link may read.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -15,6 +16,9 @@ use crate::protocol::{ErrorCode, FileChange};
 pub struct Handle {
     store: Result<Arc<Checkpoints>, String>,
     known: Arc<Mutex<HashSet<String>>>,
+    /// Paths the conversation's checkpoint entries list as changed: the
+    /// files it showed.
+    shown: Arc<Mutex<HashSet<String>>>,
 }
 
 /// Why a method was refused.
@@ -40,6 +44,7 @@ impl Handle {
         Self {
             store: store.map(Arc::new).map_err(|e| e.to_string()),
             known: Arc::default(),
+            shown: Arc::default(),
         }
     }
 
@@ -55,11 +60,36 @@ impl Handle {
             .insert(id.to_owned());
     }
 
-    /// The conversation changed: these are its checkpoints now.
-    pub fn reset(&self, ids: impl IntoIterator<Item = String>) {
+    /// Records that the conversation showed these paths (a checkpoint
+    /// entry lists them).
+    pub fn show(&self, paths: impl IntoIterator<Item = String>) {
+        self.shown
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(paths);
+    }
+
+    /// Whether the conversation showed `path`.
+    pub fn shown(&self, path: &str) -> bool {
+        self.shown
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(path.trim_start_matches("./"))
+    }
+
+    /// The conversation changed: these are its checkpoints, and the paths
+    /// it showed, now.
+    pub fn reset(
+        &self,
+        ids: impl IntoIterator<Item = String>,
+        shown: impl IntoIterator<Item = String>,
+    ) {
         let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
         known.clear();
         known.extend(ids);
+        let mut paths = self.shown.lock().unwrap_or_else(|e| e.into_inner());
+        paths.clear();
+        paths.extend(shown);
     }
 
     pub fn knows(&self, id: &str) -> bool {

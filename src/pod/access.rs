@@ -54,6 +54,45 @@ impl Access {
         }
     }
 
+    /// Whether this connection may see only what the conversation showed:
+    /// no file listing (`list_completions` answers nothing), and of the
+    /// checkpoints only the files their entries list as changed. That is a
+    /// read-only device token's lot — a link shared to watch the live
+    /// view. A descendant is not held to it: it runs inside the workspace
+    /// and reads its files anyway.
+    pub fn sees_only_the_conversation(&self) -> bool {
+        self.reason == Some(AccessReason::ReadToken)
+    }
+
+    /// `Err` with the `forbidden` error's message when this read-only link
+    /// may not read what a `get_file` or `get_diff` names: a file the
+    /// conversation did not show (`shown` says which it did), or the
+    /// workspace as it is now (`to` absent).
+    pub fn check_read(
+        &self,
+        path: Option<&str>,
+        live: bool,
+        shown: impl Fn(&str) -> bool,
+    ) -> Result<(), String> {
+        if !self.sees_only_the_conversation() {
+            return Ok(());
+        }
+        if live {
+            return Err(
+                "a read-only device token sees the checkpoints the conversation \
+                        recorded, not the workspace as it is now: name `to`"
+                    .into(),
+            );
+        }
+        match path {
+            Some(path) if !shown(path) => Err(format!(
+                "a read-only device token reads only files the conversation showed (a \
+                 checkpoint entry lists them), and it did not show {path:?}"
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// `Err` with the `forbidden` error's message when this connection may
     /// not send `method`.
     pub fn check(&self, method: &Method) -> Result<(), String> {

@@ -178,6 +178,8 @@ async fn take_full(env: &JobEnv, conversation: &Conversation, reason: Checkpoint
     match done {
         Ok(Ok((taken, changes))) => {
             env.checkpoints.know(&taken.id);
+            env.checkpoints
+                .show(changes.iter().map(|change| change.path.clone()));
             let (skipped, skipped_more) = taken.manifest.skipped_for_entry();
             Taken {
                 entry: LogEntry::Checkpoint {
@@ -217,6 +219,17 @@ pub fn ids(entries: &[LogEntry]) -> impl Iterator<Item = String> + '_ {
             _ => Vec::new(),
         };
         ids
+    })
+}
+
+/// Every path the entries' checkpoints list as changed: the files the
+/// conversation showed.
+pub fn shown_paths(entries: &[LogEntry]) -> impl Iterator<Item = String> + '_ {
+    entries.iter().flat_map(|entry| match entry {
+        LogEntry::Checkpoint { changes, .. } => {
+            changes.iter().map(|change| change.path.clone()).collect()
+        }
+        _ => Vec::new(),
     })
 }
 

@@ -224,6 +224,15 @@ impl Connection {
             Method::Resume => worker.do_send(worker::Control::Resume(client)),
             Method::Compact => worker.do_send(worker::Control::Compact(client)),
             Method::Shutdown => worker.do_send(worker::Control::Shutdown(client)),
+            Method::ListCompletions { .. } if self.access.sees_only_the_conversation() => {
+                // A read-only link cannot send input to complete, and a
+                // listing would show files the conversation never did.
+                client.respond(Response {
+                    completions: Some(Vec::new()),
+                    items: Some(Vec::new()),
+                    ..Response::default()
+                });
+            }
             Method::ListCompletions { kind, prefix } => {
                 // A directory walk: on the blocking pool, never on the
                 // thread every client shares.
@@ -320,9 +329,15 @@ impl Connection {
                 },
             )),
             Method::GetDiff { from, to, path } => {
+                let checkpoints = self.hub.checkpoints.clone();
+                if let Err(why) = self
+                    .access
+                    .check_read(path.as_deref(), to.is_none(), |p| checkpoints.shown(p))
+                {
+                    return client.error(ErrorCode::Forbidden, why);
+                }
                 // A walk of the workspace and reads of the store: on the
                 // blocking pool.
-                let checkpoints = self.hub.checkpoints.clone();
                 tokio::task::spawn_blocking(move || {
                     checkpoints.get_diff(&from, to.as_deref(), path.as_deref())
                 })
@@ -341,6 +356,12 @@ impl Connection {
             }
             Method::GetFile { checkpoint, path } => {
                 let checkpoints = self.hub.checkpoints.clone();
+                if let Err(why) = self
+                    .access
+                    .check_read(Some(&path), false, |p| checkpoints.shown(p))
+                {
+                    return client.error(ErrorCode::Forbidden, why);
+                }
                 tokio::task::spawn_blocking(move || checkpoints.get_file(&checkpoint, &path))
                     .into_actor(self)
                     .map(move |result, _, _| match result {

@@ -25,7 +25,9 @@
 //! except one frame: the oldest one longer than `limit` (else the one being
 //! written). So a single frame of any size — a long session's snapshot, a
 //! 25 MB reply, a pasted file — is never lag while the client reads it;
-//! what piles up besides it is. If that exceeds `limit`
+//! what piles up besides it is, each frame counted with [`FRAME_COST`]
+//! more for its place in the queue (so a flood of tiny frames lags by
+//! their count, not only their bytes). If that exceeds `limit`
 //! the client is *lagged*: the queue is dropped, it gets an `error` with
 //! code `lagged` (when its socket still takes it) and the connection is
 //! closed, so that it reconnects and gets a fresh snapshot — never silently
@@ -300,6 +302,14 @@ impl Shared {
     }
 }
 
+/// What one queued frame costs besides its bytes, as lag: its handle in
+/// the queue and its count here. Without it a client sent answers of a few
+/// bytes each (a flood of requests it never reads the answers to) could
+/// queue millions of frames, each taking more memory than its bytes, before
+/// the bytes alone reached the limit: the lag rule bounds frames by count
+/// as well as by bytes.
+const FRAME_COST: usize = 32;
+
 /// What was pushed and not yet taken by the socket, frame by frame.
 #[derive(Default)]
 struct Pending {
@@ -315,13 +325,15 @@ struct Pending {
 
 impl Pending {
     /// The queued bytes, except one frame's: the oldest one longer than the
-    /// limit, or else the one being written.
+    /// limit, or else the one being written; and [`FRAME_COST`] for each
+    /// other frame.
     fn lag(&self) -> usize {
         let exempt = match self.oversized.front() {
             Some(&n) => self.frames[(n - self.done) as usize],
             None => self.frames.front().copied().unwrap_or(0),
         };
-        self.bytes - exempt
+        let others = self.frames.len().saturating_sub(1);
+        self.bytes - exempt + others * FRAME_COST
     }
 
     fn add(&mut self, len: usize, oversized: bool) {
@@ -640,6 +652,19 @@ mod tests {
         assert!(outbox.push(Bytes::from(vec![b'x'; 600])));
         assert!(outbox.push(Bytes::from(vec![b'x'; 300])));
         assert!(!outbox.push(Bytes::from(vec![b'x'; 200])), "over the limit");
+        assert!(shared(&outbox).closed.is_cancelled());
+    }
+
+    #[actix_rt::test]
+    async fn many_tiny_frames_lag_by_their_count() {
+        let (_client, outbox, _drain) = queue(10_000);
+        assert!(outbox.push_snapshot(vec![Bytes::from(vec![b'x'; 100_000])]));
+        // One-byte frames: 10 000 of them would be under the limit by
+        // bytes; their queue is not.
+        let pushed = (0..10_000)
+            .take_while(|_| outbox.push(Bytes::from_static(b"x")))
+            .count();
+        assert!(pushed < 10_000 / FRAME_COST + 1, "{pushed} frames queued");
         assert!(shared(&outbox).closed.is_cancelled());
     }
 

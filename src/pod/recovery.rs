@@ -88,6 +88,7 @@ pub async fn session_rules(env: &JobEnv, conversation: &Conversation) -> Vec<Ses
 /// and of the sessions it was compacted from.
 async fn checkpoint_ids(env: &JobEnv, conversation: &Conversation) {
     let mut ids: Vec<String> = checkpoint::ids(conversation.entries()).collect();
+    let mut shown: Vec<String> = checkpoint::shown_paths(conversation.entries()).collect();
     let mut from = compacted_from(conversation.entries());
     for _ in 0..MAX_CHAIN {
         let Some(id) = from else { break };
@@ -95,9 +96,10 @@ async fn checkpoint_ids(env: &JobEnv, conversation: &Conversation) {
             break;
         };
         ids.extend(checkpoint::ids(&entries));
+        shown.extend(checkpoint::shown_paths(&entries));
         from = compacted_from(&entries);
     }
-    env.checkpoints.reset(ids);
+    env.checkpoints.reset(ids, shown);
 }
 
 fn compacted_from(entries: &[LogEntry]) -> Option<uuid::Uuid> {

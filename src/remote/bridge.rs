@@ -13,9 +13,11 @@
 //! as for a slow local client.
 //!
 //! Inbound messages (few and small) go through a Unix socket pair to the
-//! connection's reader, streamed in fragment by fragment, never assembled
-//! here: the pod's frame decoder counts the bytes and skips an oversized
-//! message (`frame_too_large`). A newline inside a message becomes a space,
+//! connection's reader, streamed on as their bytes arrive ([`inbound`](super::inbound)
+//! reads the WebSocket frames without assembling them, however long one
+//! is): the pod's frame decoder counts the bytes and skips an oversized
+//! message (`frame_too_large`), and the bridge stops handing one on past
+//! the limit. A newline inside a message becomes a space,
 //! so a message is one frame (JSON has no raw newline inside a string, so
 //! valid JSON stays valid, and two objects in one message are
 //! `bad_frame`).
@@ -28,14 +30,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use actix_http::ws::{OpCode, Parser};
+use actix_http::ws::{CloseCode, CloseReason, OpCode, Parser};
 use actix_web::body::{BodyStream, BoxBody, MessageBody as _};
-use actix_ws::{CloseCode, CloseReason, Item, Message, MessageStream};
 use bytes::{Bytes, BytesMut};
-use futures::{Future as _, Stream};
+use futures::{Future as _, Stream, StreamExt as _};
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
+use super::inbound::{Part, Reader, Violation};
 use crate::pod::Feed;
 use crate::protocol::{ErrorCode, Event};
 
@@ -56,16 +58,23 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// session's lines from memory.
 const CHUNK: usize = 64 * 1024;
 
+/// The most of the bridge's own frames (`bad_frame` for binary messages)
+/// that may wait for a client to read them. A client that sends binary
+/// messages and never reads would otherwise grow this queue by one frame
+/// per message, without end; past it the client is cut off as lagged.
+const MAX_SAID: usize = 256;
+
 /// Starts serving one accepted WebSocket: answers the response body, and
 /// spawns the task that carries the client's messages to the pod (`to_pod`)
 /// and says the bridge's own frames. `revoked` fires when the connection's
 /// token is revoked; `slot` holds its place among `--max-remote-clients`.
 pub fn open<T: 'static>(
     feed: Arc<Feed>,
-    messages: MessageStream,
+    payload: actix_web::web::Payload,
     to_pod: tokio::net::UnixStream,
     revoked: CancellationToken,
     slot: T,
+    max_frame_bytes: usize,
 ) -> BoxBody {
     let side = Rc::new(Side::default());
     let body = Outgoing {
@@ -79,7 +88,12 @@ pub fn open<T: 'static>(
         out: BytesMut::new(),
         ended: false,
     };
-    actix_web::rt::spawn(run(feed, side, messages, to_pod, revoked, slot));
+    let inbound = Inbound {
+        payload,
+        to_pod,
+        max_frame_bytes,
+    };
+    actix_web::rt::spawn(run(feed, side, inbound, revoked, slot));
     BodyStream::new(body).boxed()
 }
 
@@ -87,8 +101,8 @@ pub fn open<T: 'static>(
 /// the body, which run on the same thread.
 #[derive(Default)]
 struct Side {
-    /// Pings and the answers to the client's pings: sent first, even
-    /// between two fragments of a message.
+    /// A ping and the answer to the client's latest ping, at most one
+    /// each: sent first, even between two fragments of a message.
     control: RefCell<Vec<(OpCode, Bytes)>>,
     /// The bridge's own frames (`bad_frame` for a binary message): sent
     /// between two of the pod's frames, never before the snapshot.
@@ -104,14 +118,26 @@ struct Ending {
 }
 
 impl Side {
+    /// Queues a ping or a pong in place of one of the same kind not yet
+    /// sent: a pong need answer only the latest ping (RFC 6455, 5.5.3),
+    /// so a client that pings and never reads queues nothing more.
     fn control(&self, feed: &Feed, op: OpCode, payload: Bytes) {
-        self.control.borrow_mut().push((op, payload));
+        let mut control = self.control.borrow_mut();
+        control.retain(|(queued, _)| *queued != op);
+        control.push((op, payload));
         feed.wake();
     }
 
-    fn say(&self, feed: &Feed, frame: Bytes) {
-        self.said.borrow_mut().push_back(frame);
+    /// Queues one of the bridge's frames; false when [`MAX_SAID`] wait
+    /// already (the client does not read).
+    fn say(&self, feed: &Feed, frame: Bytes) -> bool {
+        let mut said = self.said.borrow_mut();
+        if said.len() >= MAX_SAID {
+            return false;
+        }
+        said.push_back(frame);
         feed.wake();
+        true
     }
 
     /// Closes the connection: the pod stops queueing for it, the body sends
@@ -122,18 +148,25 @@ impl Side {
     }
 }
 
+/// The client's side: its bytes, and where its messages go.
+struct Inbound {
+    /// The request's body: after the upgrade, the client's frames.
+    payload: actix_web::web::Payload,
+    to_pod: tokio::net::UnixStream,
+    max_frame_bytes: usize,
+}
+
 /// Runs until the connection is over; holds `_slot` until the body has
 /// sent its last frame (or a grace period has passed).
 async fn run<T>(
     feed: Arc<Feed>,
     side: Rc<Side>,
-    messages: MessageStream,
-    to_pod: tokio::net::UnixStream,
+    from_client: Inbound,
     revoked: CancellationToken,
     _slot: T,
 ) {
     let last_pong = Rc::new(Cell::new(Instant::now()));
-    let inbound = inbound(&feed, &side, messages, to_pod, &last_pong);
+    let inbound = inbound(&feed, &side, from_client, &last_pong);
     let watch = watch(&feed, &side, revoked, &last_pong);
     let ending = tokio::select! {
         ending = inbound => Some(ending),
@@ -182,90 +215,91 @@ async fn watch(
 }
 
 /// Client → pod, until the client closes; says how to close.
+///
+/// A text message's bytes go on to the pod as they arrive, up to one byte
+/// more than `--max-frame-bytes`: enough for the pod's frame decoder to
+/// answer `frame_too_large` and skip to the message's end, without the
+/// rest of an oversized message crossing to the pod at all.
 async fn inbound(
     feed: &Feed,
     side: &Side,
-    mut messages: MessageStream,
-    mut to_pod: tokio::net::UnixStream,
+    from_client: Inbound,
     last_pong: &Cell<Instant>,
 ) -> Ending {
+    let Inbound {
+        mut payload,
+        mut to_pod,
+        max_frame_bytes,
+    } = from_client;
     let quietly = Ending {
         text: None,
         reason: None,
     };
-    // Inside a fragmented message: a text one (streamed on) or a binary one
-    // (discarded up to its last fragment).
-    let mut in_text = false;
-    let mut in_binary = false;
-    while let Some(message) = messages.recv().await {
-        let written = match message {
-            Ok(Message::Text(text)) => write_message(&mut to_pod, text.as_bytes(), true).await,
-            Ok(Message::Continuation(Item::FirstText(part))) => {
-                in_text = true;
-                write_message(&mut to_pod, &part, false).await
-            }
-            Ok(Message::Continuation(Item::Continue(part))) if in_text => {
-                write_message(&mut to_pod, &part, false).await
-            }
-            Ok(Message::Continuation(Item::Last(part))) if in_text => {
-                in_text = false;
-                write_message(&mut to_pod, &part, true).await
-            }
-            Ok(Message::Continuation(Item::FirstBinary(_))) => {
-                in_binary = true;
-                Ok(())
-            }
-            Ok(Message::Continuation(Item::Last(_))) if in_binary => {
-                in_binary = false;
-                side.say(feed, binary_refused());
-                Ok(())
-            }
-            Ok(Message::Continuation(_)) => Ok(()),
-            Ok(Message::Binary(_)) => {
-                side.say(feed, binary_refused());
-                Ok(())
-            }
-            Ok(Message::Ping(payload)) => {
-                side.control(feed, OpCode::Pong, payload);
-                Ok(())
-            }
-            Ok(Message::Pong(_)) => {
-                last_pong.set(Instant::now());
-                Ok(())
-            }
-            Ok(Message::Close(_)) => return quietly,
-            Ok(Message::Nop) => Ok(()),
-            Err(actix_ws::ProtocolError::Overflow) => {
-                // One frame above the limit: the WebSocket stack cannot skip
-                // a frame it has not read, so this one ends the connection.
-                return Ending {
-                    text: Some(error_text(
-                        ErrorCode::FrameTooLarge,
-                        "a WebSocket frame longer than the pod's --max-frame-bytes; the \
-                         connection is closed (send large messages in fragments: an oversized \
-                         fragmented message is skipped and the connection kept)",
-                    )),
-                    reason: Some(CloseReason {
-                        code: CloseCode::Size,
-                        description: Some("frame too large".into()),
-                    }),
-                };
-            }
-            Err(_) => {
-                return Ending {
-                    text: None,
-                    reason: Some(CloseReason {
-                        code: CloseCode::Protocol,
-                        description: None,
-                    }),
+    let mut reader = Reader::default();
+    // Bytes of the text message in progress handed to the pod so far.
+    let mut handed = 0usize;
+    loop {
+        loop {
+            let part = match reader.next_part() {
+                Ok(Some(part)) => part,
+                Ok(None) => break,
+                Err(Violation(why)) => {
+                    return Ending {
+                        text: None,
+                        reason: Some(CloseReason {
+                            code: CloseCode::Protocol,
+                            description: Some(why.into()),
+                        }),
+                    }
                 }
+            };
+            let written = match part {
+                Part::Text { bytes, last } => {
+                    let room = max_frame_bytes.saturating_add(1).saturating_sub(handed);
+                    let bytes = &bytes[..bytes.len().min(room)];
+                    handed += bytes.len();
+                    if last {
+                        handed = 0;
+                    }
+                    write_message(&mut to_pod, bytes, last).await
+                }
+                Part::BinaryEnded => match side.say(feed, binary_refused()) {
+                    true => Ok(()),
+                    false => return not_reading(),
+                },
+                Part::Ping(payload) => {
+                    side.control(feed, OpCode::Pong, payload);
+                    Ok(())
+                }
+                Part::Pong => {
+                    last_pong.set(Instant::now());
+                    Ok(())
+                }
+                Part::Close => return quietly,
+            };
+            if written.is_err() {
+                return quietly;
             }
-        };
-        if written.is_err() {
-            return quietly;
+        }
+        match payload.next().await {
+            Some(Ok(bytes)) => reader.extend(&bytes),
+            Some(Err(_)) | None => return quietly,
         }
     }
-    quietly
+}
+
+/// The ending of a client that keeps sending what the bridge must answer
+/// but does not read the answers: `lagged`, as for any client that falls
+/// that far behind.
+fn not_reading() -> Ending {
+    let frame = crate::pod::lagged_frame();
+    Ending {
+        text: Some(frame.slice(..frame.len().saturating_sub(1))),
+        reason: Some(CloseReason {
+            code: CloseCode::Policy,
+            description: Some("the client does not read".into()),
+        }),
+    }
 }
 
 /// Writes part of a message to the pod, each newline as a space, and the

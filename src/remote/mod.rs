@@ -10,6 +10,7 @@
 
 pub mod bridge;
 mod checks;
+mod inbound;
 pub mod peer;
 mod server;
 pub mod tokens;
@@ -134,6 +135,7 @@ pub fn start(
             checks: Arc::new(checks),
             accept,
             active: Arc::default(),
+            active_read: Arc::default(),
             max_clients: config.max_remote_clients,
             max_frame_bytes,
             blobs,

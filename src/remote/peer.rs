@@ -9,14 +9,37 @@
 //! holding it. If any of them is a pod or a pod's descendant, or none can
 //! be found (another user's process, a socket gone already), the
 //! connection may only read.
+//!
+//! The socket is looked up for every client, whatever its address: what
+//! decides is whether the client's socket is on this machine, and the
+//! kernel's socket table says that better than any test of the address
+//! (binding an IPv6 link-local address without its interface fails, which
+//! once let a tool on `fe80::…` pass as another machine). A client whose
+//! socket is not found is read-only only when its address is this
+//! machine's ([`is_local`]).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-/// Whether `ip` is an address of this machine: loopback, or one a socket
-/// can be bound to here.
+/// Whether `ip` is an address of this machine: loopback, one a socket can
+/// be bound to here, or one an interface has (IPv6 link-local addresses
+/// cannot be bound without their interface).
 pub fn is_local(ip: IpAddr) -> bool {
     let ip = unmapped(ip);
-    ip.is_loopback() || ip.is_unspecified() || std::net::UdpSocket::bind((ip, 0)).is_ok()
+    ip.is_loopback()
+        || ip.is_unspecified()
+        || std::net::UdpSocket::bind((ip, 0)).is_ok()
+        || matches!(ip, IpAddr::V6(v6) if interface_addresses_v6().contains(&v6))
+}
+
+/// The IPv6 addresses of this machine's interfaces, from
+/// `/proc/net/if_inet6` (empty where it cannot be read).
+fn interface_addresses_v6() -> Vec<Ipv6Addr> {
+    let text = std::fs::read_to_string("/proc/net/if_inet6").unwrap_or_default();
+    text.lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter_map(|hex| u128::from_str_radix(hex, 16).ok())
+        .map(Ipv6Addr::from)
+        .collect()
 }
 
 /// IPv4-mapped IPv6 addresses (`::ffff:127.0.0.1`) as the IPv4 they are.
@@ -30,12 +53,13 @@ pub fn unmapped(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// Whether the client socket of a connection from `peer` to `ours` (both
-/// on this machine) is held by a pod or a pod's descendant, or by no
-/// process that can be found. Blocking: reads `/proc`.
+/// Whether the client socket of a connection from `peer` to `ours` is
+/// held by a pod or a pod's descendant, or is on this machine (by its
+/// address) and held by no process that can be found. Blocking: reads
+/// `/proc`.
 pub fn held_by_a_tool(peer: SocketAddr, ours: SocketAddr) -> bool {
     let Some(inode) = client_inode(peer, ours) else {
-        return true;
+        return is_local(peer.ip());
     };
     let holders = holders(inode);
     holders.is_empty()

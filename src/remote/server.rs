@@ -38,8 +38,10 @@ pub struct State {
     pub tokens: Arc<Tokens>,
     pub checks: Arc<Checks>,
     pub accept: mpsc::UnboundedSender<RemoteClient>,
-    /// Authenticated WebSocket connections now.
+    /// Authenticated WebSocket connections now, and how many of them may
+    /// only read.
     pub active: Arc<AtomicUsize>,
+    pub active_read: Arc<AtomicUsize>,
     pub max_clients: usize,
     pub max_frame_bytes: usize,
     /// The image store `POST/GET /v1/blobs` serve (`None`: it could not
@@ -47,23 +49,55 @@ pub struct State {
     pub blobs: Option<crate::blobs::Blobs>,
 }
 
-/// A place among `--max-remote-clients`, given back when dropped.
-pub struct Slot(Arc<AtomicUsize>);
+/// A place among `--max-remote-clients`, given back when dropped: the
+/// counters it holds a place in.
+pub struct Slot(Vec<Arc<AtomicUsize>>);
 
 impl Slot {
-    fn take(active: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
-        let taken = active
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .is_ok();
-        taken.then(|| Slot(active.clone()))
+    /// A place for a connection that may act (`read` false) or only read.
+    /// Read-only connections share what [`read_only_share`] leaves them,
+    /// so whoever holds a read-only token (or a tool that holds any) cannot
+    /// take every place and lock the owner out with `503`.
+    fn take(state: &State, read: bool) -> Option<Slot> {
+        let mut counters = vec![(state.active.clone(), state.max_clients)];
+        if read {
+            counters.push((
+                state.active_read.clone(),
+                read_only_share(state.max_clients),
+            ));
+        }
+        let mut slot = Slot(Vec::new());
+        for (counter, max) in counters {
+            let taken = counter
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < max).then_some(n + 1)
+                })
+                .is_ok();
+            if !taken {
+                // Dropping `slot` gives back what it took.
+                return None;
+            }
+            slot.0.push(counter);
+        }
+        Some(slot)
+    }
+}
+
+/// How many of `max` places read-only connections may hold together: all
+/// but a quarter (rounded up) kept for full tokens, once there are two
+/// places or more.
+fn read_only_share(max: usize) -> usize {
+    match max {
+        0 | 1 => max,
+        _ => max - max.div_ceil(4),
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        for counter in &self.0 {
+            counter.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -164,6 +198,20 @@ fn client_ip(req: &HttpRequest) -> IpAddr {
     req.peer_addr()
         .map(|a| peer::unmapped(a.ip()))
         .unwrap_or(IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED))
+}
+
+/// Whether the request's client socket is held by a tool (a pod or a
+/// pod's descendant), or is on this machine and held by no process that
+/// can be found: such a client may only read, whatever its token.
+/// Asked of every client, whatever its address.
+async fn held_by_a_tool(req: &HttpRequest) -> bool {
+    let Some(from) = req.peer_addr() else {
+        return true;
+    };
+    let ours: SocketAddr = req.app_config().local_addr();
+    web::block(move || peer::held_by_a_tool(from, ours))
+        .await
+        .unwrap_or(true)
 }
 
 /// The `Host` and `Origin` checks, which come before everything else.
@@ -270,9 +318,8 @@ async fn pair(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> Ht
             "send {\"code\": \"…\"}, the code after #pair= in the link `pod url` printed",
         );
     };
-    if state.checks.locked(client_ip(&req)) {
-        return failed_check(&req, &state, "");
-    }
+    // A valid code is never refused for the address's lockout (as a valid
+    // token is not): it carries as many random bits as a token.
     let tokens = state.tokens.clone();
     match web::block(move || tokens.redeem_pairing(&code)).await {
         Ok(Ok(Some(issued))) => HttpResponse::Ok().json(serde_json::json!({
@@ -348,6 +395,14 @@ async fn put_blob(
             StatusCode::FORBIDDEN,
             "forbidden",
             "this device token may only read; storing an image needs a full token",
+        );
+    }
+    if held_by_a_tool(&req).await {
+        return refusal(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this client is a pod or a process a pod started (or its process cannot be \
+             found), which may only read, whatever its token",
         );
     }
     let media_type = header(&req, header::CONTENT_TYPE)
@@ -468,30 +523,23 @@ async fn websocket(req: HttpRequest, body: web::Payload, state: web::Data<State>
     let Some(revoked) = state.tokens.watch(&granted.id) else {
         return failed_check(&req, &state, "that device token was revoked");
     };
-    let Some(slot) = Slot::take(&state.active, state.max_clients) else {
+    let ip = client_ip(&req);
+    let descendant = held_by_a_tool(&req).await;
+    let read_token = granted.scope == AccessLevel::Read;
+    let Some(slot) = Slot::take(&state, descendant || read_token) else {
         return refusal(
             StatusCode::SERVICE_UNAVAILABLE,
             "too_many_clients",
-            "the pod has as many remote clients as --max-remote-clients allows",
+            "the pod has as many remote clients as --max-remote-clients allows (a quarter \
+             of them kept for full tokens)",
         );
     };
-    let ip = client_ip(&req);
-    let descendant = match (req.peer_addr(), peer::is_local(ip)) {
-        (Some(from), true) => {
-            let ours: SocketAddr = req.app_config().local_addr();
-            web::block(move || peer::held_by_a_tool(from, ours))
-                .await
-                .unwrap_or(true)
-        }
-        _ => false,
-    };
-    let access = Access::remote(ip, descendant, granted.scope == AccessLevel::Read);
-    // actix-ws makes the handshake's answer and reads the client's
-    // messages; the answer's body is replaced by the bridge's, which takes
-    // the pod's frames straight from the connection's feed.
-    let (mut response, _session, messages) = match actix_ws::handle(&req, body) {
-        Ok(parts) => parts,
-        Err(e) => return e.error_response(),
+    let access = Access::remote(ip, descendant, read_token);
+    // The handshake's answer; its body is the bridge's, which takes the
+    // pod's frames straight from the connection's feed.
+    let mut response = match actix_http::ws::handshake(req.head()) {
+        Ok(response) => response,
+        Err(e) => return actix_http::Response::from(e).into(),
     };
     let pair = std::os::unix::net::UnixStream::pair().and_then(|(ours, theirs)| {
         ours.set_nonblocking(true)?;
@@ -538,14 +586,11 @@ async fn websocket(req: HttpRequest, body: web::Payload, state: web::Data<State>
         .flat_map(|v| v.split(','))
         .any(|p| p.trim() == SUBPROTOCOL);
     if offered_subprotocol {
-        response.headers_mut().insert(
-            header::SEC_WEBSOCKET_PROTOCOL,
-            HeaderValue::from_static(SUBPROTOCOL),
-        );
+        response.insert_header((header::SEC_WEBSOCKET_PROTOCOL, SUBPROTOCOL));
     }
-    // The codec holds at most one frame of this size; a longer message
-    // must come in fragments, which the pod's decoder counts and skips.
-    let messages = messages.max_frame_size(state.max_frame_bytes.saturating_add(2));
-    let body = super::bridge::open(feed, messages, ours, revoked, slot);
-    response.set_body(body)
+    let body = super::bridge::open(feed, body, ours, revoked, slot, state.max_frame_bytes);
+    match response.message_body(body) {
+        Ok(response) => response.into(),
+        Err(e) => HttpResponse::from_error(e),
+    }
 }
