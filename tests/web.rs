@@ -873,3 +873,43 @@ async fn a_denial_can_carry_a_message_for_the_model() {
         )
         .await;
 }
+
+/// #36.2: at 390×844 every control of the open Menu is on screen, where a
+/// finger can reach it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_menu_control_is_on_a_phone_screen() {
+    let _one = lock().await;
+    let (pod, _port) = web_pod(&json!({"events":[{"text":"hi"}]}).to_string(), &[]);
+    let browser = browser_or_skip!(Screen::Phone);
+    open_page(&browser, &pod, false).await;
+    browser
+        .c()
+        .find(Locator::Css("#menu > summary"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .until("the menu open", "document.getElementById('menu').open")
+        .await;
+    let controls = browser
+        .js("[...document.querySelectorAll('#menu .menu-body button, #menu .menu-body select, #menu .menu-body summary')].filter(e => e.offsetParent !== null).map(e => { const r = e.getBoundingClientRect(); return [e.id || e.innerText.trim(), r.left, r.top, r.right, r.bottom]; })")
+        .await;
+    let controls: Vec<(String, f64, f64, f64, f64)> = serde_json::from_value(controls).unwrap();
+    let names: Vec<&str> = controls.iter().map(|c| c.0.as_str()).collect();
+    for wanted in ["mode", "new-session", "fork", "forget", "Sessions"] {
+        assert!(names.contains(&wanted), "{wanted} missing: {names:?}");
+    }
+    let off: Vec<_> = controls
+        .iter()
+        .filter(|(_, l, t, r, b)| *l < 0.0 || *t < 0.0 || *r > 390.0 || *b > 844.0)
+        .collect();
+    assert!(off.is_empty(), "controls off the 390×844 screen: {off:?}");
+    // On screen and on top: a tap at each control's centre reaches it.
+    let hit = browser
+        .js("[...document.querySelectorAll('#menu .menu-body button, #menu .menu-body select, #menu .menu-body summary')].filter(e => e.offsetParent !== null).filter(e => { const r = e.getBoundingClientRect(); const at = document.elementFromPoint((r.left + r.right) / 2, (r.top + r.bottom) / 2); return !(at === e || e.contains(at)); }).map(e => e.id || e.innerText.trim())")
+        .await;
+    assert_eq!(hit, json!([]), "controls covered by something else");
+    browser.screenshot("web-phone-menu.png").await;
+}
