@@ -913,3 +913,32 @@ async fn every_menu_control_is_on_a_phone_screen() {
     assert_eq!(hit, json!([]), "controls covered by something else");
     browser.screenshot("web-phone-menu.png").await;
 }
+
+/// #36.7: a `bash` call that started a background job says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_job_is_marked_as_one() {
+    let _one = lock().await;
+    let script = [
+        json!({"events":[{"tool_call":{"id":"b1","name":"bash","arguments":{"command":"exec sleep 60","background":true}}},
+                         {"tool_call":{"id":"c2","name":"bash","arguments":{"command":"echo foreground"}}}]}).to_string(),
+        json!({"events":[{"text":"Started."}]}).to_string(),
+    ]
+    .join("\n");
+    let (pod, _port) = web_pod(&script, &[]);
+    let browser = browser_or_skip!(Screen::Phone);
+    open_page(&browser, &pod, false).await;
+    browser.send_message("start it").await;
+    browser
+        .until("the turn's end", "[...document.querySelectorAll('#log .assistant')].some(e => e.innerText.includes('Started.'))")
+        .await;
+    let marks = browser
+        .js("[...document.querySelectorAll('#log .tool')].map(t => [t.querySelector('.tool-arg')?.innerText, t.querySelector('.job-mark')?.innerText ?? null])")
+        .await;
+    assert_eq!(
+        marks,
+        json!([
+            ["exec sleep 60", "background job"],
+            ["echo foreground", null]
+        ])
+    );
+}
