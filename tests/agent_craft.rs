@@ -405,6 +405,25 @@ fn a_background_job_runs_past_its_call_and_is_read_listed_and_killed() {
         "{printed}"
     );
 
+    // #36.7: a person reads the output so far, from the start, without
+    // taking it from the model (`job_output` read it already).
+    let read = ask(
+        &mut c,
+        json!({"type":"get_job_output","job":1,"request_id":"g"}),
+    );
+    assert_eq!(read["output"], "serving\n", "{read}");
+    assert_eq!(read["jobs"][0]["running"], true, "{read}");
+    let cli = pod.command("jobs").args(["output", "1"]).output().unwrap();
+    assert!(cli.status.success(), "{cli:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&cli.stdout),
+        "serving\n[job 1: running]\n"
+    );
+    let cli = pod.command("jobs").args(["output", "7"]).output().unwrap();
+    assert!(!cli.status.success());
+    let said = String::from_utf8_lossy(&cli.stderr);
+    assert!(said.contains("no background job 7"), "{said}");
+
     let unknown = ask(&mut c, json!({"type":"kill_job","job":7,"request_id":"k7"}));
     assert_eq!(unknown["code"], "job_not_found", "{unknown}");
     assert_eq!(

@@ -482,6 +482,14 @@ fn a_session_rule_escapes_the_commands_own_wildcards_and_is_shown_first() {
     run_until_waiting(&mut c, "go");
     let pending = harness::succeeded(pod.command("pending").output().unwrap());
     assert!(pending.contains("--session adds bash:\\* *"), "{pending}");
+    // The pod put the rule on the request entry; `pod pending` prints that.
+    let requests: Vec<Value> = pod
+        .log_lines()
+        .into_iter()
+        .filter(|l| l["entry"]["kind"] == "approval_request")
+        .map(|l| l["entry"]["session_rule"].clone())
+        .collect();
+    assert_eq!(requests, vec![json!("bash:\\* *")]);
     harness::succeeded(
         pod.command("approve")
             .args(["c1", "--session"])

@@ -23,6 +23,17 @@ fn type_str(app: &mut App, s: &str) {
     }
 }
 
+/// The requests sent since the last call, with their ids.
+fn sent(app: &mut App) -> Vec<(Option<String>, Value)> {
+    app.take_outgoing()
+        .into_iter()
+        .filter_map(|o| match o {
+            Outgoing::Request(r) => Some((r.request_id, serde_json::to_value(&r.method).unwrap())),
+            Outgoing::Reconnect => None,
+        })
+        .collect()
+}
+
 fn methods(app: &mut App) -> Vec<Value> {
     app.take_outgoing()
         .into_iter()
@@ -739,5 +750,49 @@ fn esc_esc_opens_the_rewind_picker_and_a_choice_sends_the_rewind() {
     assert!(
         !screen(&mut app, 80, 10).contains("Rewind"),
         "the picker closed"
+    );
+}
+
+/// #36.7: `/jobs` lists the background jobs and `/jobs N` shows the last
+/// lines one has printed so far, read from the pod (`list_jobs`,
+/// `get_job_output`).
+#[test]
+fn slash_jobs_lists_the_jobs_and_shows_one_jobs_output() {
+    let job = json!({"job":3,"command":"npm run dev","started_at":"2026-01-02T10:00:00Z",
+        "running":true,"exit_code":null,"signal":null});
+    let mut app = attached(vec![]);
+    type_str(&mut app, "/jobs");
+    enter(&mut app);
+    let asked = sent(&mut app);
+    let (id, method) = asked
+        .iter()
+        .find(|(_, m)| m["type"] == "list_jobs")
+        .expect("list_jobs sent");
+    assert_eq!(*method, json!({"type":"list_jobs"}));
+    app.on_pod_event(event(
+        json!({"type":"response","request_id":id,"jobs":[job.clone()]}),
+    ));
+    let text = screen(&mut app, 80, 20);
+    assert!(text.contains("3  running    npm run dev"), "{text}");
+
+    let output: String = (1..=25).map(|i| format!("line {i}\n")).collect();
+    type_str(&mut app, "/jobs 3");
+    enter(&mut app);
+    let asked = sent(&mut app);
+    let (id, method) = asked
+        .iter()
+        .find(|(_, m)| m["type"] == "get_job_output")
+        .expect("get_job_output sent");
+    assert_eq!(*method, json!({"type":"get_job_output","job":3}));
+    app.on_pod_event(event(
+        json!({"type":"response","request_id":id,"jobs":[job],"output":output}),
+    ));
+    let text = screen(&mut app, 80, 30);
+    assert!(text.contains("[job 3 · running] npm run dev"), "{text}");
+    assert!(text.contains("line 25"), "{text}");
+    assert!(text.contains("5 earlier lines"), "{text}");
+    assert!(
+        !text.contains("line 5 "),
+        "the earlier lines are left out: {text}"
     );
 }

@@ -48,11 +48,101 @@ fn waiting() -> App {
                 {"type":"tool_call","call_id":"c1","name":"bash","arguments":{"command":"cargo test --all"}},
                 {"type":"tool_call","call_id":"c2","name":"edit_file","arguments":
                     {"path":"src/lib.rs","old_string":"fn old() {}\n","new_string":"fn new() {}\n"}}]}),
-            approval_request("c1", "bash", "cargo test --all", "cargo test --all"),
-            approval_request("c2", "edit_file", "edit src/lib.rs (+1 −1)", DIFF),
+            with_rule(
+                approval_request("c1", "bash", "cargo test --all", "cargo test --all"),
+                "bash:cargo test *",
+            ),
+            with_rule(
+                approval_request("c2", "edit_file", "edit src/lib.rs (+1 −1)", DIFF),
+                "write:src/lib.rs",
+            ),
         ],
         json!({"state":"waiting","queued":0,"pending_approvals":["c1","c2"],"approval":"ask"}),
     )
+}
+
+/// A request entry carrying the rule the pod says a session answer adds.
+fn with_rule(mut request: Value, rule: &str) -> Value {
+    request["session_rule"] = json!(rule);
+    request
+}
+
+/// The recorded log of a turn waiting for two calls (recorded from a real
+/// pod); `tests/web.rs` opens a pod on the same file, so the TUI and the
+/// web page are tested against one sequence of entries.
+const RECORDED: &str = include_str!("fixtures/waiting_for_approval.jsonl");
+
+/// The TUI attached to a pod whose snapshot holds the recorded log, and
+/// each request's call id with the `session_rule` the pod put on it.
+fn recorded() -> (App, Vec<(String, String)>) {
+    let lines: Vec<Value> = RECORDED
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let requests: Vec<(String, String)> = lines
+        .iter()
+        .filter(|l| l["entry"]["kind"] == "approval_request")
+        .map(|l| {
+            let e = &l["entry"];
+            (
+                e["call_id"].as_str().unwrap().to_owned(),
+                e["session_rule"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let session_id = lines[0]["entry"]["session_id"].clone();
+    let pending: Vec<&str> = requests.iter().map(|(id, _)| id.as_str()).collect();
+    let mut app = App::new("default", std::time::Instant::now());
+    app.on_connection(pod::tui::connection::ConnEvent::Connected);
+    app.on_pod_event(event(json!({"type":"snapshot","protocol_version":1,
+        "greeting":{"pod":"default","version":"0.1.0","session_id":session_id,
+                    "provider":"script","model":"script","workspace":"/elsewhere","pid":1,
+                    "approval":"ask",
+                    "sandbox":{"mode":"workspace-write","available":true,"network":true},
+                    "mcp_servers":[]},
+        "status":{"state":"waiting","queued":0,"pending_approvals":pending,"approval":"ask"},
+        "session_id":session_id,"entries":lines,"in_flight":null})));
+    app.take_outgoing();
+    (app, requests)
+}
+
+/// #37.3: the panel shows the rule the pod put on each request, as the
+/// web page does for the same recorded entries (`web::
+/// both_panels_show_the_recorded_session_rule`).
+#[test]
+fn the_panel_shows_the_recorded_session_rule() {
+    let (mut app, requests) = recorded();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    for (i, (call_id, rule)) in requests.iter().enumerate() {
+        let text = screen(&mut app, 110, 24);
+        assert!(
+            text.contains(&format!("a allow for this session: {rule}")),
+            "{call_id}: {text}"
+        );
+        if i + 1 < requests.len() {
+            key(&mut app, KeyCode::Char('n'));
+        }
+    }
+}
+
+/// The TUI shows the entry's rule and never works one out: a request from
+/// a log older than `session_rule` offers the session answer without
+/// naming a rule it cannot know.
+#[test]
+fn a_request_without_a_session_rule_names_none() {
+    let mut app = attached_with_status(
+        vec![
+            tool_call("c1", "bash", json!({"command":"cargo test --all"})),
+            approval_request("c1", "bash", "cargo test --all", "cargo test --all"),
+        ],
+        json!({"state":"waiting","queued":0,"pending_approvals":["c1"],"approval":"ask"}),
+    );
+    let text = screen(&mut app, 100, 20);
+    assert!(text.contains("a allow for this session"), "{text}");
+    assert!(
+        !text.contains("bash:cargo"),
+        "a rule the pod did not name: {text}"
+    );
 }
 
 #[test]

@@ -71,6 +71,25 @@ fn tool_session() -> App {
 }
 
 #[test]
+fn a_background_job_is_marked_as_one() {
+    let mut app = attached(vec![
+        tool_call(
+            "c1",
+            "bash",
+            json!({"command":"npm run dev","background":true}),
+        ),
+        tool_result("c1", "started background job 1", false),
+        tool_call("c2", "bash", json!({"command":"npm test"})),
+    ]);
+    let text = screen(&mut app, 70, 12);
+    assert!(
+        text.contains("⚙ bash background job · npm run dev"),
+        "{text}"
+    );
+    assert!(!text.contains("background job · npm test"), "{text}");
+}
+
+#[test]
 fn tool_calls_collapsed_running_and_error() {
     let mut app = tool_session();
     let buffer = buffer(&mut app, 50, 14);

@@ -728,3 +728,217 @@ async fn a_long_session_is_drawn_whole_and_once() {
         .await;
     assert_eq!(browser.js(counts).await, json!([TURNS + 1, TURNS + 1, 1]));
 }
+
+/// The recorded log of a turn waiting for two calls, shared with
+/// `tui_approval::the_panel_shows_the_recorded_session_rule`.
+const RECORDED: &str = include_str!("fixtures/waiting_for_approval.jsonl");
+
+/// A pod started on the recorded log (it resumes the waiting turn), the
+/// call ids of its requests and the `session_rule` each carries.
+fn recorded_pod() -> (Pod, Vec<(String, String)>) {
+    let lines: Vec<Value> = RECORDED
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let session_id = lines[0]["entry"]["session_id"].as_str().unwrap().to_owned();
+    let requests = lines
+        .iter()
+        .filter(|l| l["entry"]["kind"] == "approval_request")
+        .map(|l| {
+            let e = &l["entry"];
+            (
+                e["call_id"].as_str().unwrap().to_owned(),
+                e["session_rule"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let sessions = dir.path().join("data/sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    std::fs::write(sessions.join(format!("{session_id}.jsonl")), RECORDED).unwrap();
+    let port = free_port();
+    let pod = Pod::builder()
+        .in_dir(dir)
+        .script(&json!({"events":[{"text":"Done."}]}).to_string())
+        .args(["--approval", "ask", "--session", &session_id])
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .start();
+    wait_port(port, "the pod's HTTP server");
+    (pod, requests)
+}
+
+/// #36.5 / #37.3: the panel shows, beside "Allow for session", the rule
+/// the pod put on each request — the same text the TUI shows for the same
+/// recorded entries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_panels_show_the_recorded_session_rule() {
+    let _one = lock().await;
+    let (pod, requests) = recorded_pod();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let browser = browser_or_skip!(Screen::Phone);
+    open_page(&browser, &pod, false).await;
+    browser
+        .until(
+            "both requests",
+            "document.querySelectorAll('#approvals .approval').length === 2",
+        )
+        .await;
+    let rules = browser
+        .js("[...document.querySelectorAll('#approvals .approval')].map(a => a.querySelector('.rule')?.innerText ?? null)")
+        .await;
+    let expected: Vec<String> = requests
+        .iter()
+        .map(|(_, rule)| format!("Allow for session adds the rule {rule}"))
+        .collect();
+    assert_eq!(rules, json!(expected));
+    // Beside the button: the button names the rule as its description.
+    let described = browser
+        .js("[...document.querySelectorAll('#approvals .approval')].map(a => { const b = [...a.querySelectorAll('button')].find(b => b.innerText.trim() === 'Allow for session'); return document.getElementById(b.getAttribute('aria-describedby'))?.querySelector('code')?.innerText ?? null; })")
+        .await;
+    let rules_only: Vec<&str> = requests.iter().map(|(_, r)| r.as_str()).collect();
+    assert_eq!(described, json!(rules_only));
+}
+
+/// #36.5: "Deny with a message" sends the typed message with the denial,
+/// and the model's result carries it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denial_can_carry_a_message_for_the_model() {
+    let _one = lock().await;
+    let (pod, requests) = recorded_pod();
+    let browser = browser_or_skip!(Screen::Phone);
+    open_page(&browser, &pod, false).await;
+    browser
+        .until(
+            "both requests",
+            "document.querySelectorAll('#approvals .approval').length === 2",
+        )
+        .await;
+    let first = "document.querySelector('#approvals .approval')";
+    browser
+        .c()
+        .find(Locator::XPath(
+            "(//section[contains(@class,'approval')])[1]//summary[normalize-space(.)='Deny with a message']",
+        ))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let box_ = browser
+        .c()
+        .find(Locator::Css(
+            "#approvals .approval textarea[aria-label='Message for the model']",
+        ))
+        .await
+        .unwrap();
+    box_.send_keys("run cargo nextest instead").await.unwrap();
+    // A status frame meanwhile must not wipe what is being typed.
+    let mut local = pod.client();
+    local.until_type("snapshot");
+    local.send(json!({"type":"set_approval","mode":"edits"}));
+    browser
+        .until(
+            "the new mode in the status line",
+            "document.querySelector('#status').innerText.includes('mode edits')",
+        )
+        .await;
+    assert_eq!(
+        browser
+            .js(&format!("{first}.querySelector('textarea').value"))
+            .await,
+        json!("run cargo nextest instead")
+    );
+    browser
+        .c()
+        .find(Locator::XPath(
+            "(//section[contains(@class,'approval')])[1]//button[normalize-space(.)='Deny with this message']",
+        ))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    harness::eventually("the denial in the log", WAIT, || {
+        !entries_of_kind(&pod, "approval_decision").is_empty()
+    });
+    let decisions = entries_of_kind(&pod, "approval_decision");
+    assert_eq!(decisions[0]["call_id"], json!(requests[0].0));
+    assert_eq!(decisions[0]["decision"], "deny");
+    assert_eq!(decisions[0]["message"], "run cargo nextest instead");
+    browser
+        .until(
+            "the panel to close the answered request",
+            "document.querySelectorAll('#approvals .approval').length === 1",
+        )
+        .await;
+}
+
+/// #36.2: at 390×844 every control of the open Menu is on screen, where a
+/// finger can reach it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_menu_control_is_on_a_phone_screen() {
+    let _one = lock().await;
+    let (pod, _port) = web_pod(&json!({"events":[{"text":"hi"}]}).to_string(), &[]);
+    let browser = browser_or_skip!(Screen::Phone);
+    open_page(&browser, &pod, false).await;
+    browser
+        .c()
+        .find(Locator::Css("#menu > summary"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .until("the menu open", "document.getElementById('menu').open")
+        .await;
+    let controls = browser
+        .js("[...document.querySelectorAll('#menu .menu-body button, #menu .menu-body select, #menu .menu-body summary')].filter(e => e.offsetParent !== null).map(e => { const r = e.getBoundingClientRect(); return [e.id || e.innerText.trim(), r.left, r.top, r.right, r.bottom]; })")
+        .await;
+    let controls: Vec<(String, f64, f64, f64, f64)> = serde_json::from_value(controls).unwrap();
+    let names: Vec<&str> = controls.iter().map(|c| c.0.as_str()).collect();
+    for wanted in ["mode", "new-session", "fork", "forget", "Sessions"] {
+        assert!(names.contains(&wanted), "{wanted} missing: {names:?}");
+    }
+    let off: Vec<_> = controls
+        .iter()
+        .filter(|(_, l, t, r, b)| *l < 0.0 || *t < 0.0 || *r > 390.0 || *b > 844.0)
+        .collect();
+    assert!(off.is_empty(), "controls off the 390×844 screen: {off:?}");
+    // On screen and on top: a tap at each control's centre reaches it.
+    let hit = browser
+        .js("[...document.querySelectorAll('#menu .menu-body button, #menu .menu-body select, #menu .menu-body summary')].filter(e => e.offsetParent !== null).filter(e => { const r = e.getBoundingClientRect(); const at = document.elementFromPoint((r.left + r.right) / 2, (r.top + r.bottom) / 2); return !(at === e || e.contains(at)); }).map(e => e.id || e.innerText.trim())")
+        .await;
+    assert_eq!(hit, json!([]), "controls covered by something else");
+    browser.screenshot("web-phone-menu.png").await;
+}
+
+/// #36.7: a `bash` call that started a background job says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_job_is_marked_as_one() {
+    let _one = lock().await;
+    let script = [
+        json!({"events":[{"tool_call":{"id":"b1","name":"bash","arguments":{"command":"exec sleep 60","background":true}}},
+                         {"tool_call":{"id":"c2","name":"bash","arguments":{"command":"echo foreground"}}}]}).to_string(),
+        json!({"events":[{"text":"Started."}]}).to_string(),
+    ]
+    .join("\n");
+    let (pod, _port) = web_pod(&script, &[]);
+    let browser = browser_or_skip!(Screen::Phone);
+    open_page(&browser, &pod, false).await;
+    browser.send_message("start it").await;
+    browser
+        .until("the turn's end", "[...document.querySelectorAll('#log .assistant')].some(e => e.innerText.includes('Started.'))")
+        .await;
+    let marks = browser
+        .js("[...document.querySelectorAll('#log .tool')].map(t => [t.querySelector('.tool-arg')?.innerText, t.querySelector('.job-mark')?.innerText ?? null])")
+        .await;
+    assert_eq!(
+        marks,
+        json!([
+            ["exec sleep 60", "background job"],
+            ["echo foreground", null]
+        ])
+    );
+}

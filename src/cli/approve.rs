@@ -7,7 +7,7 @@
 use std::process::ExitCode;
 
 use crate::client::{EventStream, RequestSink};
-use crate::protocol::{AssistantItem, Decision, Event, LogEntry, Method, Request, Scope, Snapshot};
+use crate::protocol::{Decision, Event, LogEntry, Method, Request, Scope, Snapshot};
 
 use super::args::{ApproveArgs, DenyArgs};
 use super::connect::{connect, exit, snapshot};
@@ -19,7 +19,8 @@ struct Pending {
     call_id: String,
     tool: String,
     summary: String,
-    /// The rule `--session` would add, as the pod derives it.
+    /// The rule `--session` would add, from the request entry (the pod
+    /// computed it when it asked).
     session_rule: Option<String>,
 }
 
@@ -53,13 +54,20 @@ fn pending_of(snapshot: &Snapshot) -> Vec<Pending> {
                         call_id: id,
                         tool,
                         summary,
+                        session_rule,
                         ..
-                    } if id == call_id => Some((tool.clone(), summary.clone())),
+                    } if id == call_id => {
+                        Some((tool.clone(), summary.clone(), session_rule.clone()))
+                    }
                     _ => None,
                 });
-            let (tool, summary) = request
-                .unwrap_or_else(|| ("?".into(), "(its request is not in this session)".into()));
-            let session_rule = session_rule_of(snapshot, call_id, &tool);
+            let (tool, summary, session_rule) = request.unwrap_or_else(|| {
+                (
+                    "?".into(),
+                    "(its request is not in this session)".into(),
+                    None,
+                )
+            });
             Pending {
                 call_id: call_id.clone(),
                 tool,
@@ -68,29 +76,6 @@ fn pending_of(snapshot: &Snapshot) -> Vec<Pending> {
             }
         })
         .collect()
-}
-
-/// The rule a `session` answer to `call_id` would add, from the call's
-/// arguments in the snapshot and the pod's workspace.
-fn session_rule_of(snapshot: &Snapshot, call_id: &str, tool: &str) -> Option<String> {
-    let arguments = snapshot
-        .entries
-        .iter()
-        .rev()
-        .find_map(|line| match &line.entry {
-            LogEntry::AssistantItems { items } => items.iter().find_map(|item| match item {
-                AssistantItem::ToolCall {
-                    call_id: id,
-                    arguments,
-                    ..
-                } if id == call_id => Some(arguments),
-                _ => None,
-            }),
-            _ => None,
-        })?;
-    let call = crate::approval::Call { tool, arguments };
-    let workspace = std::path::Path::new(&snapshot.greeting.workspace);
-    crate::approval::session_rule(&call, workspace).map(|rule| rule.to_string())
 }
 
 /// Which pending approval `wanted` (a call id or a unique prefix; `None`:

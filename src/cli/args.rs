@@ -268,6 +268,11 @@ pub enum JobsAction {
         /// The job's id, as `pod jobs` prints it.
         job: u64,
     },
+    /// Print what a background job has printed so far, running or ended.
+    Output {
+        /// The job's id, as `pod jobs` prints it.
+        job: u64,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,5 +1,5 @@
-//! `pod jobs` and `pod jobs kill JOB`: the pod's background jobs
-//! (`list_jobs`, `kill_job`).
+//! `pod jobs`, `pod jobs kill JOB` and `pod jobs output JOB`: the pod's background jobs
+//! (`list_jobs`, `kill_job`, `get_job_output`).
 
 use std::process::ExitCode;
 
@@ -31,6 +31,16 @@ pub fn run(paths: &Paths, action: Option<JobsAction>) -> anyhow::Result<ExitCode
                     .await?
                     .map(|_| format!("killed job {job}\n"))
             }
+            Some(JobsAction::Output { job }) => {
+                ask(&mut events, &mut sink, Method::GetJobOutput { job })
+                    .await?
+                    .map(|response| {
+                        output(
+                            response.output.as_deref().unwrap_or_default(),
+                            response.jobs.as_deref().unwrap_or_default(),
+                        )
+                    })
+            }
         };
         match answer {
             Ok(text) => {
@@ -45,6 +55,29 @@ pub fn run(paths: &Paths, action: Option<JobsAction>) -> anyhow::Result<ExitCode
     })
 }
 
+/// A job's output so far, its control characters shown as visible escapes
+/// (a job's output is any program's), then a line saying how the job
+/// stands.
+fn output(text: &str, jobs: &[JobInfo]) -> String {
+    let mut out = safe_text::lines(text).into_owned();
+    if !out.is_empty() && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    for job in jobs {
+        out.push_str(&format!("[job {}: {}]\n", job.job, state(job)));
+    }
+    out
+}
+
+fn state(job: &JobInfo) -> String {
+    match (job.running, job.exit_code, job.signal) {
+        (true, _, _) => "running".to_owned(),
+        (false, Some(code), _) => format!("exit {code}"),
+        (false, None, Some(signal)) => format!("signal {signal}"),
+        (false, None, None) => "ended".to_owned(),
+    }
+}
+
 /// One line per job: id, state, start time, command.
 fn table(jobs: &[JobInfo]) -> String {
     if jobs.is_empty() {
@@ -52,15 +85,10 @@ fn table(jobs: &[JobInfo]) -> String {
     }
     jobs.iter()
         .map(|job| {
-            let state = match (job.running, job.exit_code, job.signal) {
-                (true, _, _) => "running".to_owned(),
-                (false, Some(code), _) => format!("exit {code}"),
-                (false, None, Some(signal)) => format!("signal {signal}"),
-                (false, None, None) => "ended".to_owned(),
-            };
             format!(
-                "{:>4}  {state:<10}  {}  {}\n",
+                "{:>4}  {:<10}  {}  {}\n",
                 job.job,
+                state(job),
                 job.started_at,
                 safe_text::line(&job.command)
             )

@@ -210,6 +210,9 @@ impl Connection {
             Method::ListRules => worker.do_send(worker::Control::ListRules(client)),
             Method::ListJobs => worker.do_send(worker::Control::ListJobs(client)),
             Method::KillJob { job } => worker.do_send(worker::Control::KillJob(client, job)),
+            Method::GetJobOutput { job } => {
+                worker.do_send(worker::Control::GetJobOutput(client, job))
+            }
             Method::RevokeRule { rule } => worker.do_send(worker::Control::RevokeRule {
                 client,
                 rule,

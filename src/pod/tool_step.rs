@@ -209,12 +209,14 @@ async fn decide(env: &JobEnv, session_id: uuid::Uuid, call: &Call) -> (Plan, Opt
         }
         Verdict::Ask { reason } => {
             let description = describe(env, call).await;
+            let session_rule = env.state.borrow().policy.session_rule(&subject);
             let entry = LogEntry::ApprovalRequest {
                 call_id: call.call_id.clone(),
                 tool: call.name.clone(),
                 summary: description.summary,
                 preview: description.preview,
                 reason,
+                session_rule: session_rule.map(|rule| rule.to_string()),
             };
             (Plan::Pending, Some(entry))
         }

@@ -78,6 +78,8 @@ pub enum Control {
     ListJobs(Client),
     /// `kill_job`.
     KillJob(Client, u64),
+    /// `get_job_output`.
+    GetJobOutput(Client, u64),
 }
 
 /// A background job started or ended ([`crate::tools::jobs`]).
@@ -666,6 +668,17 @@ impl Handler<Control> for Worker {
                 jobs: Some(self.env.toolbox.jobs().list()),
                 ..Response::default()
             }),
+            Control::GetJobOutput(client, job) => match self.env.toolbox.jobs().peek(job) {
+                Some((info, output)) => client.respond(Response {
+                    jobs: Some(vec![info]),
+                    output: Some(output),
+                    ..Response::default()
+                }),
+                None => client.error(
+                    crate::protocol::ErrorCode::JobNotFound,
+                    format!("no background job {job}: `pod jobs` lists them"),
+                ),
+            },
             Control::KillJob(client, job) => match self.env.toolbox.jobs().kill(job) {
                 Ok(()) => client.ack(),
                 Err(message) => client.error(crate::protocol::ErrorCode::JobNotFound, message),

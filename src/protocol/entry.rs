@@ -77,6 +77,12 @@ pub enum LogEntry {
         preview: String,
         /// Why it asks: the mode or the rule.
         reason: String,
+        /// The allow rule a `session` answer would add, computed by the pod
+        /// when it asks, so every client shows the same rule and none needs
+        /// the policy code; `None` where no rule can be derived, and in logs
+        /// written before the field existed.
+        #[serde(default)]
+        session_rule: Option<String>,
     },
     /// How a tool call was decided, when a person, a deny rule or a cancel
     /// decided it (calls that a rule or the mode simply allows have none).
@@ -498,7 +504,28 @@ mod tests {
         );
         round_trip(
             json!({"seq":7,"entry":{"kind":"approval_request","call_id":"c1",
+            "tool":"bash","summary":"cargo test","preview":"cargo test","reason":"mode:ask",
+            "session_rule":"bash:cargo test *"}}),
+        );
+        round_trip(
+            json!({"seq":7,"entry":{"kind":"approval_request","call_id":"c1",
+            "tool":"x:y","summary":"x:y","preview":"{}","reason":"mode:ask","session_rule":null}}),
+        );
+        // A log written before `session_rule` existed still loads: no rule.
+        let old: LogLine = serde_json::from_value(
+            json!({"seq":7,"entry":{"kind":"approval_request","call_id":"c1",
             "tool":"bash","summary":"cargo test","preview":"cargo test","reason":"mode:ask"}}),
+        )
+        .unwrap();
+        assert!(
+            matches!(
+                old.entry,
+                LogEntry::ApprovalRequest {
+                    session_rule: None,
+                    ..
+                }
+            ),
+            "{old:?}"
         );
         round_trip(
             json!({"seq":8,"entry":{"kind":"approval_decision","call_id":"c1",

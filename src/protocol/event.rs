@@ -526,9 +526,14 @@ pub struct Response {
     /// `list_tokens`: every token, oldest first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<Vec<TokenInfo>>,
-    /// `list_jobs`: every background job of this pod, in start order.
+    /// `list_jobs`: every background job of this pod, in start order;
+    /// `get_job_output`: that one job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jobs: Option<Vec<JobInfo>>,
+    /// `get_job_output`: what the job printed so far, as kept (its first
+    /// and last 512 KiB, with a note of the bytes left out between them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
 }
 
 /// One background job, as `list_jobs` describes it.

@@ -148,6 +148,11 @@ pub enum Method {
     KillJob {
         job: u64,
     },
+    /// One background job and the output it has printed so far (a read
+    /// method; the pod's own, beside the contract's `list_jobs`).
+    GetJobOutput {
+        job: u64,
+    },
 }
 
 impl Method {
@@ -163,6 +168,7 @@ impl Method {
                 | Method::ListCompletions { .. }
                 | Method::ListRules
                 | Method::ListJobs
+                | Method::GetJobOutput { .. }
                 | Method::GetDiff { .. }
                 | Method::GetFile { .. }
                 | Method::GetBlob { .. }

@@ -88,6 +88,17 @@ impl JobOutput {
     pub fn unread(&mut self) -> String {
         let from = self.read;
         self.read = self.total;
+        self.since(from)
+    }
+
+    /// Everything kept so far, for a person (`get_job_output`): the model's
+    /// place in the output is left where it was.
+    pub fn kept(&self) -> String {
+        self.since(0)
+    }
+
+    /// The kept bytes printed from byte offset `from` on, as text.
+    fn since(&self, from: u64) -> String {
         let head_end = self.head.len() as u64;
         let tail_start = self.total - self.tail.len() as u64;
         let mut bytes = Vec::new();
@@ -408,6 +419,15 @@ impl Jobs {
             text
         };
         ToolOutcome::ok(format!("{text}\n[job {id}: {status}]"))
+    }
+
+    /// `get_job_output`: the job as `list_jobs` describes it and all of its
+    /// output kept so far, without moving the model's place in it; `None`
+    /// for an unknown id.
+    pub fn peek(&self, id: u64) -> Option<(JobInfo, String)> {
+        let inner = self.lock();
+        let job = inner.jobs.get(&id)?;
+        Some((job.info(id), job.output.kept()))
     }
 
     /// Kills a job's whole process group. `Err` for an unknown id.

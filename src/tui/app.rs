@@ -65,6 +65,8 @@ pub struct App {
     sessions_request: Option<String>,
     /// The `list_rules` that `/permissions` sent.
     rules_request: Option<String>,
+    /// The `list_jobs` or `get_job_output` that `/jobs` sent.
+    jobs_request: Option<String>,
     /// The `/` commands sent and not yet answered: request id → `/name`,
     /// so that a refusal says which command it refuses, where the user is
     /// looking (the status line), not above a streaming answer.
@@ -166,6 +168,7 @@ impl App {
             workflows_request: None,
             sessions_request: None,
             rules_request: None,
+            jobs_request: None,
             commands_sent: HashMap::new(),
             notifier: Notifier::new(NotifyMode::Desktop),
             alerts: Vec::new(),
@@ -597,6 +600,18 @@ impl App {
             if self.rules_request.as_deref() == Some(id) {
                 self.rules_request = None;
                 let text = command::rules_report(rules);
+                self.conversation.push_notice(Level::Info, text);
+                self.viewport.end();
+                return;
+            }
+        }
+        if let (Some(id), Some(jobs)) = (&response.request_id, &response.jobs) {
+            if self.jobs_request.as_deref() == Some(id) {
+                self.jobs_request = None;
+                let text = match &response.output {
+                    Some(output) => command::job_output_report(jobs, output),
+                    None => command::jobs_report(jobs),
+                };
                 self.conversation.push_notice(Level::Info, text);
                 self.viewport.end();
                 return;

@@ -78,6 +78,11 @@ pub const BUILTINS: &[Builtin] = &[
         help: "the conversation's rules and where each came from, or revoke one an answer added",
     },
     Builtin {
+        name: "jobs",
+        args: "[JOB]",
+        help: "the background jobs, or the last lines one has printed so far",
+    },
+    Builtin {
         name: "pause",
         args: "",
         help: "hold the turn before its next model call or tool run (Ctrl+P)",

@@ -171,7 +171,8 @@ pub struct PendingApproval {
     pub preview: String,
     pub reason: String,
     /// The rule a `session` answer would add (`bash:git status *`), shown
-    /// before the user chooses; `None` when the call is not in view.
+    /// before the user chooses — the entry's, as the pod computed it;
+    /// `None` when the entry has none (a log older than the field).
     pub session_rule: Option<String>,
 }
 
@@ -229,9 +230,6 @@ pub struct Conversation {
     /// The block showing a running tool's output tail.
     tailing: Option<usize>,
     pending: Vec<PendingApproval>,
-    /// The pod's workspace, from the greeting: a session rule for a write
-    /// names the file relative to it.
-    workspace: Option<std::path::PathBuf>,
     /// The running turn's clock.
     turn: Option<TurnClock>,
     /// Set by `session_switched`, consumed by the snapshot that follows.
@@ -361,25 +359,6 @@ impl Conversation {
         self.set_awaiting(call_id, false);
     }
 
-    /// Marks the call's block as waiting for an answer, or not.
-    /// The rule a `session` answer to `call_id` would add, from the call's
-    /// arguments, as the pod derives it.
-    fn session_rule(&self, call_id: &str, tool: &str) -> Option<String> {
-        let block = self.blocks.get(*self.tools.get(call_id)?)?;
-        let BlockKind::Tool(call) = &block.kind else {
-            return None;
-        };
-        let workspace = self
-            .workspace
-            .as_deref()
-            .unwrap_or(std::path::Path::new("/"));
-        let call = crate::approval::Call {
-            tool,
-            arguments: &call.arguments,
-        };
-        crate::approval::session_rule(&call, workspace).map(|rule| rule.to_string())
-    }
-
     /// Keeps a file edit's approval preview with its call, when it is a
     /// unified diff (a preview can also say why the edit would fail).
     fn set_approval_diff(&mut self, call_id: &str, preview: &str) {
@@ -393,6 +372,7 @@ impl Conversation {
         });
     }
 
+    /// Marks the call's block as waiting for an answer, or not.
     fn set_awaiting(&mut self, call_id: &str, awaiting: bool) {
         self.change_tool(call_id, |t| {
             let changed = t.awaiting_approval != awaiting;
@@ -458,7 +438,6 @@ impl Conversation {
         self.pending.clear();
         self.retry = None;
         self.session_id = Some(snapshot.session_id);
-        self.workspace = Some(snapshot.greeting.workspace.clone().into());
         self.last_seq = None;
         self.last_input_seq = None;
         self.inputs.clear();
@@ -741,17 +720,17 @@ impl Conversation {
                 summary,
                 preview,
                 reason,
+                session_rule,
             } => {
                 self.set_awaiting(call_id, true);
                 self.set_approval_diff(call_id, preview);
-                let session_rule = self.session_rule(call_id, tool);
                 self.pending.push(PendingApproval {
                     call_id: call_id.clone(),
                     tool: tool.clone(),
                     summary: summary.clone(),
                     preview: preview.clone(),
                     reason: reason.clone(),
-                    session_rule,
+                    session_rule: session_rule.clone(),
                 });
             }
             LogEntry::ApprovalDecision {

@@ -20,6 +20,11 @@ const APPROVAL_MODES = [
 ];
 const SIGILS = { '@': 'file', '#': 'knowledge', '/': 'workflow' };
 
+/** What "Allow for session" adds, as the pod named it. */
+function sessionRule(rule, id) {
+  return h('p', { class: 'rule', id }, 'Allow for session adds the rule ', h('code', {}, rule));
+}
+
 function compactNumber(n) {
   if (typeof n !== 'number') return '?';
   if (n >= 1e6) return `${Math.round(n / 1e5) / 10}M`;
@@ -186,14 +191,25 @@ export class Controls {
     );
   }
 
+  /**
+   * The pending approvals, each with the rule "Allow for session" adds —
+   * the `session_rule` the pod put on the request entry, never one worked
+   * out here — and a way to deny with a message for the model. Drawn again
+   * only when the list changes, so a message being typed survives the
+   * status frames that arrive meanwhile.
+   */
   drawApprovals() {
     const pending = this.view.pending;
     const el = $('approvals');
     el.hidden = pending.length === 0;
+    const key = JSON.stringify([this.full, pending.map((p) => p.call_id)]);
+    if (key === this.approvalsKey) return;
+    this.approvalsKey = key;
     replace(
       el,
       pending.map((p, i) => {
-        const rule = p.session_rule ?? p.rule_if_session ?? null;
+        const rule = typeof p.session_rule === 'string' ? p.session_rule : null;
+        const ruleId = `rule-${i}`;
         return h(
           'section',
           { class: 'approval', 'aria-label': `approval for ${p.tool}` },
@@ -201,23 +217,49 @@ export class Controls {
           h('p', { class: 'summary' }, String(p.summary ?? '')),
           h('p', { class: 'reason' }, `asked because: ${p.reason ?? ''}`),
           String(p.preview ?? '').trim() !== String(p.summary ?? '').trim() ? previewPre(p.tool, p.preview) : null,
-          rule ? h('p', { class: 'rule' }, 'Allow for session adds the rule ', h('code', {}, rule)) : null,
-          this.full
-            ? h(
-                'div',
-                { class: 'buttons' },
-                h('button', { type: 'button', class: 'allow', onclick: () => this.approve(p, 'allow', 'once') }, 'Allow'),
-                h('button', { type: 'button', onclick: () => this.approve(p, 'allow', 'session') }, 'Allow for session'),
-                h('button', { type: 'button', class: 'deny', onclick: () => this.approve(p, 'deny', 'once') }, 'Deny'),
-              )
-            : null,
+          this.full ? this.approvalButtons(p, rule, ruleId) : rule ? sessionRule(rule, ruleId) : null,
         );
       }),
     );
   }
 
-  approve(p, decision, scope) {
-    this.request({ type: 'approve', call_id: p.call_id, decision, scope }).catch((e) => {
+  approvalButtons(p, rule, ruleId) {
+    const message = h('textarea', { rows: '2', 'aria-label': 'Message for the model', placeholder: 'what the model should do instead' });
+    const denyWithMessage = h(
+      'form',
+      {
+        class: 'deny-message',
+        onsubmit: (e) => {
+          e.preventDefault();
+          this.approve(p, 'deny', 'once', message.value.trim() || undefined);
+        },
+      },
+      message,
+      h('button', { type: 'submit', class: 'deny' }, 'Deny with this message'),
+    );
+    return h(
+      'div',
+      { class: 'answers' },
+      h(
+        'div',
+        { class: 'buttons' },
+        h('button', { type: 'button', class: 'allow', onclick: () => this.approve(p, 'allow', 'once') }, 'Allow'),
+        h(
+          'button',
+          { type: 'button', 'aria-describedby': rule ? ruleId : null, onclick: () => this.approve(p, 'allow', 'session') },
+          'Allow for session',
+        ),
+        h('button', { type: 'button', class: 'deny', onclick: () => this.approve(p, 'deny', 'once') }, 'Deny'),
+      ),
+      rule ? sessionRule(rule, ruleId) : null,
+      h('details', { class: 'deny-with-message' }, h('summary', {}, 'Deny with a message'), denyWithMessage),
+    );
+  }
+
+  approve(p, decision, scope, message) {
+    const frame = { type: 'approve', call_id: p.call_id, decision, scope };
+    if (message !== undefined) frame.message = message;
+    this.request(frame).catch((e) => {
       if (e.code !== 'not_pending') this.say(e.message);
     });
   }

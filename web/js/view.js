@@ -606,7 +606,9 @@ export class Conversation {
     const { call_id, name } = item;
     const args = item.arguments;
     const el = h('div', { class: 'tool', 'data-call': call_id });
-    el.append(h('div', { class: 'tool-head' }, h('span', { class: 'tool-name' }, `⚙ ${name}`), ' ', h('span', { class: 'tool-arg' }, keyArgument(name, args))));
+    // A background job outlives its call: the call says so.
+    const job = name === 'bash' && args?.background === true ? h('span', { class: 'job-mark' }, 'background job') : null;
+    el.append(h('div', { class: 'tool-head' }, h('span', { class: 'tool-name' }, `⚙ ${name}`), ' ', job, job ? ' ' : null, h('span', { class: 'tool-arg' }, keyArgument(name, args))));
     const diff = diffOfCall(name, args);
     if (diff) el.append(fold(diff.length > FOLD_LINES, `diff · ${countLines(diff.length)}`, diffPre(diff)));
     const body = h('div', { class: 'tool-body' });

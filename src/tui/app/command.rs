@@ -242,6 +242,22 @@ impl App {
                 let id = self.send(Method::ListRules);
                 self.rules_request = Some(id);
             }
+            "jobs" if args.is_empty() => {
+                let id = self.send(Method::ListJobs);
+                self.jobs_request = Some(id);
+            }
+            "jobs" => match args.parse::<u64>() {
+                Ok(job) => {
+                    let id = self.send(Method::GetJobOutput { job });
+                    self.jobs_request = Some(id);
+                }
+                Err(_) => {
+                    self.flash = Some(format!(
+                        "no job {args:?}: /jobs lists the jobs, /jobs N shows what job N printed"
+                    ));
+                    return;
+                }
+            },
             "permissions" => match args.strip_prefix("revoke").map(str::trim) {
                 Some(rule) if !rule.is_empty() => {
                     self.send(Method::RevokeRule {
@@ -408,6 +424,64 @@ fn unescape_slash(mut segments: Vec<Segment>) -> Vec<Segment> {
         }
     }
     segments
+}
+
+/// How many of a job's last lines `/jobs N` shows.
+const JOB_LINES: usize = 20;
+
+fn job_state(job: &crate::protocol::JobInfo) -> String {
+    match (job.running, job.exit_code, job.signal) {
+        (true, _, _) => "running".to_owned(),
+        (false, Some(code), _) => format!("exit {code}"),
+        (false, None, Some(signal)) => format!("signal {signal}"),
+        (false, None, None) => "ended".to_owned(),
+    }
+}
+
+/// What `/jobs` shows: one job a line, and how to read one.
+pub(super) fn jobs_report(jobs: &[crate::protocol::JobInfo]) -> String {
+    let mut lines = vec!["[jobs]".to_owned()];
+    if jobs.is_empty() {
+        lines.push("  no background jobs".into());
+    }
+    for job in jobs {
+        lines.push(format!(
+            "  {:>3}  {:<10} {}",
+            job.job,
+            job_state(job),
+            crate::safe_text::line(&job.command)
+        ));
+    }
+    if !jobs.is_empty() {
+        lines.push("  /jobs N shows what job N has printed so far".into());
+    }
+    lines.join("\n")
+}
+
+/// What `/jobs N` shows: the job, and the last lines it has printed.
+pub(super) fn job_output_report(jobs: &[crate::protocol::JobInfo], output: &str) -> String {
+    let mut lines = Vec::new();
+    for job in jobs {
+        lines.push(format!(
+            "[job {} · {}] {}",
+            job.job,
+            job_state(job),
+            crate::safe_text::line(&job.command)
+        ));
+    }
+    let text = crate::safe_text::lines(output);
+    let printed: Vec<&str> = text.trim_end().lines().collect();
+    if printed.is_empty() {
+        lines.push("  (no output yet)".into());
+    }
+    let from = printed.len().saturating_sub(JOB_LINES);
+    if from > 0 {
+        lines.push(format!(
+            "  … {from} earlier lines (pod jobs output N prints them all)"
+        ));
+    }
+    lines.extend(printed[from..].iter().map(|l| format!("  {l}")));
+    lines.join("\n")
 }
 
 /// What `/permissions` shows: one rule a line with where it came from, and

@@ -27,6 +27,8 @@ const TOOL: Style = Style::new().fg(Color::Blue).add_modifier(Modifier::BOLD);
 const ERROR: Style = Style::new().fg(Color::Red);
 const INJECTED: Style = Style::new().fg(Color::Cyan).add_modifier(Modifier::DIM);
 const RETRY: Style = Style::new().fg(Color::Yellow);
+/// The mark of a `bash` call that started a background job.
+const JOB: Style = Style::new().fg(Color::Magenta).add_modifier(Modifier::BOLD);
 /// The lines of an edit's diff that was not applied: grey, not red and
 /// green (struck through, code would be hard to read).
 const NOT_APPLIED: Style = Style::new().fg(Color::DarkGray);
@@ -402,6 +404,11 @@ fn key_argument(name: &str, arguments: &Value) -> String {
         .unwrap_or_else(|| arguments.to_string())
 }
 
+/// A `bash` call with `background: true`: it started a job.
+fn is_background_job(tool: &ToolBlock) -> bool {
+    tool.name == "bash" && tool.arguments.get("background") == Some(&Value::Bool(true))
+}
+
 fn tool_block(tool: &ToolBlock, width: usize, selected: bool, out: &mut Vec<Line<'static>>) {
     let marker = if selected { "▶ " } else { "⚙ " };
     let head = [
@@ -411,7 +418,14 @@ fn tool_block(tool: &ToolBlock, width: usize, selected: bool, out: &mut Vec<Line
     let rest = [Span::raw("    ")];
     let key = key_argument(&tool.name, &tool.arguments);
     let key: String = key.chars().take(width * 3).collect();
-    wrap(&[Span::styled(key, DIM)], width, &head, &rest, out);
+    // A background job outlives its call, so the call says so: its result
+    // is only the job's id, and `pod jobs output` reads what it prints.
+    let mut spans = Vec::new();
+    if is_background_job(tool) {
+        spans.push(Span::styled("background job · ", JOB));
+    }
+    spans.push(Span::styled(key, DIM));
+    wrap(&spans, width, &head, &rest, out);
     let branch = |s: &'static str| [Span::styled(s, DIM)];
     let diff = diff::of_tool(tool);
     if let Some(lines) = &diff {
