@@ -160,7 +160,15 @@ fn a_name_of_another_workspace_is_refused_with_a_way_out() {
     let machine = Machine::new();
     let a = machine.project("a");
     let b = machine.project("b");
-    succeeded(&machine.pod(&a, &["--name", "shared", "send", "hi"]));
+    let out = machine.pod(&a, &["--name", "shared", "send", "hi"]);
+    succeeded(&out);
+    // The hint names the pod as it was typed (issue 36): a plain `pod stop`
+    // would look for the workspace's own pod.
+    assert!(
+        stderr(&out).contains("`pod --name shared stop` stops it"),
+        "{}",
+        stderr(&out)
+    );
     succeeded(&machine.pod(&a, &["--name", "shared", "stop"]));
     let out = machine.pod(&b, &["--name", "shared", "serve"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
