@@ -466,6 +466,18 @@ fn http(
     (status, head, response[split + 4..].to_vec())
 }
 
+/// The icon every browser asks for unbidden is "none" (204), not an
+/// error (issue 36); other unknown paths are still 404.
+#[test]
+fn the_favicon_is_no_content_not_a_404() {
+    let (_pod, port) = listening(Pod::builder());
+    let (status, _, body) = http(port, "GET", "/favicon.ico", &[], b"");
+    assert_eq!(status, 204, "{}", String::from_utf8_lossy(&body));
+    assert!(body.is_empty());
+    let (status, _, _) = http(port, "GET", "/nothing-here", &[], b"");
+    assert_eq!(status, 404);
+}
+
 /// A PNG's signature and header, 2×3.
 const PNG_HEAD: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x02\0\0\0\x03\x08\x06\0\0\0\0\0\0\0";
 
