@@ -490,7 +490,15 @@ pub fn blame(paths: &Paths, file: std::path::PathBuf) -> anyhow::Result<ExitCode
             }
         }
         let (_, attrs) = advance(state, &now, None);
-        print!("{}", blame_lines(&now, &attrs, &turns));
+        // The contract's format is for scripts, the file's bytes as they
+        // are; a person reading on a terminal gets columns that line up,
+        // line numbers, and no control character of the file let through.
+        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            let table = blame_table(&now, &attrs, &turns);
+            print!("{}", crate::safe_text::lines(&table));
+        } else {
+            print!("{}", blame_lines(&now, &attrs, &turns));
+        }
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -514,26 +522,57 @@ fn advance(old: Option<(String, Vec<Attr>)>, new: &str, by: Attr) -> (String, Ve
     (new.to_owned(), attrs)
 }
 
-/// `<8 hex> <YYYY-MM-DD> <first five words>│<line>`, or `-│<line>`.
+/// Who wrote each line of `text`: the turn's `<8 hex> <YYYY-MM-DD> <first
+/// five words>`, or `None` for a line no turn wrote.
+fn writers<'a>(text: &'a str, attrs: &[Attr], turns: &[Turn]) -> Vec<(Option<String>, &'a str)> {
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| {
+            let who = attrs
+                .get(i)
+                .copied()
+                .flatten()
+                .and_then(|t| turns.get(t))
+                .map(|t| {
+                    let id = t.turn_id.as_deref().unwrap_or("t-????????");
+                    let hex: String = id.trim_start_matches("t-").chars().take(8).collect();
+                    let date: String = t.at.chars().take(10).collect();
+                    let words: Vec<&str> = t.text.split_whitespace().take(5).collect();
+                    format!("{hex} {date} {}", words.join(" "))
+                });
+            (who, line)
+        })
+        .collect()
+}
+
+/// `<8 hex> <YYYY-MM-DD> <first five words>│<line>`, or `-│<line>`: the
+/// contract's format, for scripts.
 fn blame_lines(text: &str, attrs: &[Attr], turns: &[Turn]) -> String {
-    let mut out = String::new();
-    for (i, line) in text.lines().enumerate() {
-        let who = attrs
-            .get(i)
-            .copied()
-            .flatten()
-            .and_then(|t| turns.get(t))
-            .map(|t| {
-                let id = t.turn_id.as_deref().unwrap_or("t-????????");
-                let hex: String = id.trim_start_matches("t-").chars().take(8).collect();
-                let date: String = t.at.chars().take(10).collect();
-                let words: Vec<&str> = t.text.split_whitespace().take(5).collect();
-                format!("{hex} {date} {}", words.join(" "))
-            })
-            .unwrap_or_else(|| "-".into());
-        out.push_str(&format!("{who}\u{2502}{line}\n"));
-    }
-    out
+    writers(text, attrs, turns)
+        .into_iter()
+        .map(|(who, line)| format!("{}\u{2502}{line}\n", who.as_deref().unwrap_or("-")))
+        .collect()
+}
+
+/// For a person: the line number, then who wrote it padded to the widest
+/// writer, so every `│` and every line of the file line up.
+fn blame_table(text: &str, attrs: &[Attr], turns: &[Turn]) -> String {
+    use unicode_width::UnicodeWidthStr as _;
+    let rows = writers(text, attrs, turns);
+    let number_width = rows.len().max(1).to_string().len();
+    let who_width = rows
+        .iter()
+        .map(|(who, _)| who.as_deref().unwrap_or("-").width())
+        .max()
+        .unwrap_or(1);
+    rows.into_iter()
+        .enumerate()
+        .map(|(i, (who, line))| {
+            let who = who.as_deref().unwrap_or("-");
+            let pad = " ".repeat(who_width - who.width());
+            format!("{:>number_width$} {who}{pad} \u{2502}{line}\n", i + 1)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -557,6 +596,15 @@ mod tests {
             blame_lines(&second.0, &second.1, &turns),
             "-\u{2502}a\n01234567 2026-12-01 please fix the parser now\u{2502}B\n\
              01234567 2026-12-01 please fix the parser now\u{2502}c\n"
+        );
+        // On a terminal: numbered, and `-` padded to the writers' width.
+        let pad = " ".repeat("01234567 2026-12-01 please fix the parser now".len() - 1);
+        assert_eq!(
+            blame_table(&second.0, &second.1, &turns),
+            format!(
+                "1 -{pad} \u{2502}a\n2 01234567 2026-12-01 please fix the parser now \u{2502}B\n\
+                 3 01234567 2026-12-01 please fix the parser now \u{2502}c\n"
+            )
         );
     }
 }
