@@ -340,6 +340,11 @@ fn a_pairing_code_is_exchanged_once() {
             let response = reqwest::Client::new()
                 .post(format!("http://127.0.0.1:{port}/v1/pair"))
                 .header("content-type", "application/json")
+                .header(
+                    "user-agent",
+                    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 \
+                     (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1",
+                )
                 .body(json!({ "code": code }).to_string())
                 .send()
                 .await
@@ -355,6 +360,9 @@ fn a_pairing_code_is_exchanged_once() {
     let mut ws = connect(port, body["token"].as_str().unwrap());
     until(&mut ws, "snapshot", |v| v["type"] == "snapshot");
     assert_eq!(pair(code).0, 401, "a code is good for one use");
+    // The device is named in `pod token list`, not only the date (issue 36).
+    let listed = succeeded(pod.command("token").arg("list").output().unwrap());
+    assert!(listed.contains("· iPhone · Safari"), "{listed}");
     // The page itself needs no token and carries the security headers.
     rt.block_on(async {
         let page = reqwest::get(format!("http://127.0.0.1:{port}/"))

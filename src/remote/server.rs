@@ -274,7 +274,8 @@ async fn pair(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> Ht
         return failed_check(&req, &state, "");
     }
     let tokens = state.tokens.clone();
-    match web::block(move || tokens.redeem_pairing(&code)).await {
+    let user_agent = header(&req, header::USER_AGENT).map(str::to_owned);
+    match web::block(move || tokens.redeem_pairing(&code, user_agent.as_deref())).await {
         Ok(Ok(Some(issued))) => HttpResponse::Ok().json(serde_json::json!({
             "token": issued.token,
             "scope": issued.info.scope,
