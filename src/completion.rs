@@ -7,7 +7,7 @@
 use std::fs;
 use std::io::Read;
 
-use crate::input::{is_valid_slug, KNOWLEDGE_DIR, WORKFLOWS_DIR};
+use crate::input::{is_valid_slug, KNOWLEDGE_DIR, WORKFLOW_DIRS};
 use crate::protocol::{CompletionItem, CompletionKind};
 use crate::workspace::Workspace;
 
@@ -41,8 +41,8 @@ pub fn completions(
                 }
             })
             .collect(),
-        CompletionKind::Knowledge => slugs(workspace, KNOWLEDGE_DIR, kind, prefix, limit),
-        CompletionKind::Workflow => slugs(workspace, WORKFLOWS_DIR, kind, prefix, limit),
+        CompletionKind::Knowledge => slugs(workspace, &[KNOWLEDGE_DIR], kind, prefix, limit),
+        CompletionKind::Workflow => slugs(workspace, &WORKFLOW_DIRS, kind, prefix, limit),
     }
 }
 
@@ -55,34 +55,41 @@ fn kind_name(kind: CompletionKind) -> &'static str {
     }
 }
 
-/// The `<slug>.md` files of `dir` whose slug starts with `prefix`. Every
-/// path goes through [`Workspace::resolve`], so a `.pod` directory or file
-/// symlinked out of the workspace lists nothing, as it resolves nothing.
+/// The `<slug>.md` files of `dirs` whose slug starts with `prefix`, each
+/// slug once (from the first directory that has it, as resolving takes
+/// it). Every path goes through [`Workspace::resolve`], so a `.pod`
+/// directory or file symlinked out of the workspace lists nothing, as it
+/// resolves nothing.
 fn slugs(
     workspace: &Workspace,
-    dir: &str,
+    dirs: &[&str],
     kind: CompletionKind,
     prefix: &str,
     limit: usize,
 ) -> Vec<CompletionItem> {
-    let Ok(real_dir) = workspace.resolve(dir) else {
-        return Vec::new();
-    };
-    let Ok(entries) = fs::read_dir(real_dir) else {
-        return Vec::new();
-    };
-    let mut found: Vec<String> = entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let slug = name.strip_suffix(".md")?.to_owned();
-            (slug.starts_with(prefix) && is_valid_slug(&slug)).then_some(slug)
-        })
-        .collect();
-    found.sort();
+    let mut found: std::collections::BTreeMap<String, &str> = Default::default();
+    for dir in dirs {
+        let Ok(real_dir) = workspace.resolve(dir) else {
+            continue;
+        };
+        let Ok(entries) = fs::read_dir(real_dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            let Some(slug) = name.strip_suffix(".md") else {
+                continue;
+            };
+            if slug.starts_with(prefix) && is_valid_slug(slug) {
+                found.entry(slug.to_owned()).or_insert(dir);
+            }
+        }
+    }
     found
         .into_iter()
-        .filter_map(|slug| {
+        .filter_map(|(slug, dir)| {
             let real = workspace.resolve(&format!("{dir}/{slug}.md")).ok()?;
             if !real.is_file() {
                 return None;
@@ -97,17 +104,38 @@ fn slugs(
         .collect()
 }
 
-/// A file's first non-empty line without its heading marks, cut to one row.
+/// A file's `description:` from its YAML front matter (as Claude Code's
+/// commands have), else its first non-empty line after any front matter
+/// without its heading marks; cut to one row.
 fn description(path: &std::path::Path) -> Option<String> {
     let mut head = Vec::new();
     fs::File::open(path)
         .and_then(|f| f.take(HEAD_BYTES).read_to_end(&mut head))
         .ok()?;
     let text = String::from_utf8_lossy(&head);
-    let line = text
-        .lines()
-        .map(|l| l.trim_start_matches('#').trim())
-        .find(|l| !l.is_empty())?;
+    let mut lines = text.lines().peekable();
+    let mut described = None;
+    if lines.peek().map(|l| l.trim_end()) == Some("---") {
+        lines.next();
+        for line in lines.by_ref() {
+            if line.trim_end() == "---" {
+                break;
+            }
+            if let Some(value) = line.strip_prefix("description:") {
+                let value = value.trim().trim_matches(|c| c == '"' || c == '\'');
+                if !value.is_empty() {
+                    described = Some(value.to_owned());
+                }
+            }
+        }
+    }
+    let line = match described {
+        Some(line) => line,
+        None => lines
+            .map(|l| l.trim_start_matches('#').trim())
+            .find(|l| !l.is_empty())?
+            .to_owned(),
+    };
     let mut detail: String = line.chars().take(MAX_DETAIL_CHARS).collect();
     if line.chars().count() > MAX_DETAIL_CHARS {
         detail.push('…');
@@ -163,6 +191,48 @@ mod tests {
         let re = completions(&ws, CompletionKind::Workflow, "rev", 10);
         assert_eq!(values(&re), [("review", Some("Review a change"))]);
         assert_eq!(completions(&ws, CompletionKind::Workflow, "", 1).len(), 1);
+    }
+
+    /// Claude Code's commands are workflows too (a `.pod` one of the same
+    /// name wins), and front matter gives the description, not `---`.
+    #[test]
+    fn claude_commands_are_workflows_described_by_their_front_matter() {
+        let (dir, ws) = workspace();
+        let write = |path: &str, text: &str| {
+            let p = dir.path().join(path);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, text).unwrap();
+        };
+        write(
+            ".claude/commands/fix-issue.md",
+            "---\nallowed-tools: Bash(git:*)\ndescription: \"Fix a GitHub issue\"\n---\n\nFix $ARGUMENTS.",
+        );
+        write(
+            ".claude/commands/plain.md",
+            "---\nmodel: x\n---\n# Plain steps\n",
+        );
+        write(".claude/commands/release.md", "the other one");
+        let all = completions(&ws, CompletionKind::Workflow, "", 10);
+        assert_eq!(
+            values(&all),
+            [
+                ("empty", None),
+                ("fix-issue", Some("Fix a GitHub issue")),
+                ("plain", Some("Plain steps")),
+                ("release", Some("Cut a release")),
+                ("review", Some("Review a change")),
+            ]
+        );
+        let resolvers = crate::input::Resolvers::for_workspace(&ws);
+        assert!(resolvers
+            .workflows
+            .resolve("fix-issue")
+            .unwrap()
+            .contains("Fix $ARGUMENTS."));
+        assert_eq!(
+            resolvers.workflows.resolve("release").unwrap(),
+            "Cut a release"
+        );
     }
 
     #[test]

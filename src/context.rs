@@ -95,15 +95,11 @@ impl Conversation {
         self.entries.push(entry);
     }
 
-    /// The provider and model this session last recorded running on: its
-    /// latest `model_change`, else its `session_start` (`None` for logs
-    /// written before sessions recorded them).
-    pub fn recorded_model(&self) -> Option<(String, String)> {
-        self.recorded_model_at(None)
-    }
-
-    /// [`Self::recorded_model`] as of entry `seq` (itself included; `None`:
-    /// the last entry) — the model that produced what a fork there copies.
+    /// The provider and model this session had recorded running on as of
+    /// entry `seq` (itself included; `None`: the last entry): its latest
+    /// `model_change` by then, else its `session_start` (`None` for logs
+    /// written before sessions recorded them) — the model that produced
+    /// what a fork there copies.
     pub fn recorded_model_at(&self, seq: Option<u64>) -> Option<(String, String)> {
         let end = seq.map_or(self.entries.len(), |seq| {
             usize::try_from(seq)

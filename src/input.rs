@@ -21,6 +21,11 @@ pub const MAX_REF_BYTES: u64 = 256 * 1024;
 /// Where knowledge and workflow files live, relative to the workspace root.
 pub const KNOWLEDGE_DIR: &str = ".pod/knowledge";
 pub const WORKFLOWS_DIR: &str = ".pod/workflows";
+/// Claude Code's custom commands, which users bring along: workflows too,
+/// after `.pod/workflows` (a slug in both is the `.pod` one).
+pub const CLAUDE_COMMANDS_DIR: &str = ".claude/commands";
+/// Where workflows are looked for, first match wins.
+pub const WORKFLOW_DIRS: [&str; 2] = [WORKFLOWS_DIR, CLAUDE_COMMANDS_DIR];
 
 /// A `run` refused because of its segments; nothing is committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,11 +53,12 @@ pub struct Resolvers {
 
 impl Resolvers {
     /// Resolvers reading `<workspace>/.pod/knowledge/<slug>.md` and
-    /// `<workspace>/.pod/workflows/<slug>.md`.
+    /// `<workspace>/.pod/workflows/<slug>.md` (else
+    /// `<workspace>/.claude/commands/<slug>.md`).
     pub fn for_workspace(workspace: &Workspace) -> Self {
         Self {
-            knowledge: Box::new(FileResolver::new(workspace.clone(), KNOWLEDGE_DIR)),
-            workflows: Box::new(FileResolver::new(workspace.clone(), WORKFLOWS_DIR)),
+            knowledge: Box::new(FileResolver::new(workspace.clone(), [KNOWLEDGE_DIR])),
+            workflows: Box::new(FileResolver::new(workspace.clone(), WORKFLOW_DIRS)),
             blobs: None,
             max_context_images: crate::blobs::DEFAULT_MAX_CONTEXT_IMAGES,
         }
@@ -67,19 +73,20 @@ impl Resolvers {
     }
 }
 
-/// Resolves `slug` to the Markdown file `<dir>/<slug>.md` in the workspace.
-/// The file is found through [`Workspace::resolve`], so a `.pod` directory
-/// symlinked out of the workspace resolves nothing.
+/// Resolves `slug` to the Markdown file `<dir>/<slug>.md` of the first of
+/// its directories that has one. The file is found through
+/// [`Workspace::resolve`], so a `.pod` directory symlinked out of the
+/// workspace resolves nothing.
 pub struct FileResolver {
     workspace: Workspace,
-    dir: String,
+    dirs: Vec<String>,
 }
 
 impl FileResolver {
-    pub fn new(workspace: Workspace, dir: impl Into<String>) -> Self {
+    pub fn new<D: Into<String>>(workspace: Workspace, dirs: impl IntoIterator<Item = D>) -> Self {
         Self {
             workspace,
-            dir: dir.into(),
+            dirs: dirs.into_iter().map(Into::into).collect(),
         }
     }
 }
@@ -89,7 +96,9 @@ impl Resolver for FileResolver {
         if !is_valid_slug(slug) {
             return None;
         }
-        read_ref(&self.workspace, &format!("{}/{slug}.md", self.dir)).ok()
+        self.dirs
+            .iter()
+            .find_map(|dir| read_ref(&self.workspace, &format!("{dir}/{slug}.md")).ok())
     }
 }
 

@@ -222,6 +222,32 @@ fn a_stop_while_waiting_keeps_the_request_pending_for_the_next_start() {
     assert!(marker(&pod, "marker"));
 }
 
+/// `pod stop` while a turn waits says what the contract does — the turn
+/// resumes, still waiting, at the next start — and how to drop the call
+/// instead; it never claims to cancel it (issue 36).
+#[test]
+fn pod_stop_while_waiting_says_the_turn_will_resume_and_it_does() {
+    let mut pod = ask_pod(&bash_step(&[("c1", "touch marker")]));
+    let mut c = pod.client();
+    run_until_waiting(&mut c, "make a marker");
+    let out = pod.command("stop").output().unwrap();
+    assert!(out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("waiting for approval")
+            && said.contains("will resume, still waiting")
+            && said.contains("pod deny"),
+        "{said}"
+    );
+    assert!(!said.contains("cancels"), "{said}");
+    assert!(pod.wait_exit(Duration::from_secs(10)).success());
+    let dir = pod.into_dir();
+    let pod = restart_asking(dir, &done());
+    let mut c = pod.client();
+    let snapshot = c.until_type("snapshot");
+    assert_eq!(snapshot["status"]["pending_approvals"], json!(["c1"]));
+}
+
 #[test]
 fn a_session_allow_runs_the_same_command_unasked_after_a_restart() {
     let script = bash_step(&[("c1", "touch marker")]);

@@ -269,6 +269,74 @@ fn hand_edits_between_turns_are_recorded_and_conflict_with_a_rewind() {
     assert_eq!(fs::read_to_string(ws.join("a.txt")).unwrap(), "original\n");
 }
 
+/// `pod undo` is all or nothing (issue 36): a file the turn changed that
+/// was also changed by hand since leaves the files and the conversation as
+/// they were, exits 1, and names `pod undo --force` — which then undoes
+/// that same turn, not the one before.
+#[test]
+fn an_undo_with_a_conflict_changes_nothing_and_its_force_hint_undoes_that_turn() {
+    let script = [
+        call(
+            "c1",
+            "write_file",
+            json!({"path":"a.txt","content":"zero\n"}),
+        ),
+        text("zero"),
+        call(
+            "c2",
+            "write_file",
+            json!({"path":"a.txt","content":"turn\n"}),
+        ),
+        call(
+            "c3",
+            "write_file",
+            json!({"path":"b.txt","content":"turn\n"}),
+        ),
+        text("done"),
+    ]
+    .join("\n")
+        + "\n";
+    let pod = Pod::builder().script(&script).start();
+    let ws = pod.workspace.clone();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.run("first");
+    c.until_entry("turn_end");
+    c.run("second");
+    c.until_entry("turn_end");
+    fs::write(ws.join("a.txt"), "by hand\n").unwrap();
+    let before = pod.log_lines();
+
+    let out = pod.command("undo").output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("nothing undone")
+            && said.contains("a.txt")
+            && said.contains("pod undo --force"),
+        "{said}"
+    );
+    assert_eq!(fs::read_to_string(ws.join("a.txt")).unwrap(), "by hand\n");
+    assert_eq!(fs::read_to_string(ws.join("b.txt")).unwrap(), "turn\n");
+    assert_eq!(pod.log_lines(), before, "nothing committed, no fork");
+
+    let out = succeeded(pod.command("undo").arg("--force").output().unwrap());
+    assert!(out.contains("written  a.txt"), "{out}");
+    assert!(out.contains("deleted  b.txt"), "{out}");
+    assert_eq!(fs::read_to_string(ws.join("a.txt")).unwrap(), "zero\n");
+    assert!(!ws.join("b.txt").exists());
+    // The fork ends just before the second message: the first turn is kept.
+    let second = before
+        .iter()
+        .filter(|l| l["entry"]["kind"] == "user_input")
+        .nth(1)
+        .unwrap()["seq"]
+        .as_u64()
+        .unwrap();
+    let start = &pod.log_lines()[0]["entry"];
+    assert_eq!(start["forked_from"]["seq"], second - 1, "{start}");
+}
+
 #[test]
 fn bad_rewinds_change_nothing() {
     let pod = Pod::builder()

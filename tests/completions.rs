@@ -57,3 +57,28 @@ fn knowledge_workflows_and_files_are_listed_with_details() {
     );
     assert_eq!(ask(&pod, "knowledge", "nothing"), json!([]));
 }
+
+/// Claude Code's `.claude/commands/*.md` are workflows too (issue 36),
+/// listed with the `description:` of their front matter (not `---`).
+#[test]
+fn claude_commands_are_workflows_with_their_front_matter_description() {
+    let pod = Pod::start();
+    let write = |path: &str, text: &str| {
+        let path = pod.workspace.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        ".claude/commands/fix-issue.md",
+        "---\ndescription: Fix a GitHub issue\n---\n\nFind the bug and fix it.\n",
+    );
+    write(
+        ".pod/workflows/review.md",
+        "---\nmodel: x\n---\n# Review a change\n",
+    );
+    assert_eq!(
+        ask(&pod, "workflow", ""),
+        json!([{"value":"fix-issue","kind":"workflow","detail":"Fix a GitHub issue"},
+               {"value":"review","kind":"workflow","detail":"Review a change"}])
+    );
+}

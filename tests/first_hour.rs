@@ -160,7 +160,15 @@ fn a_name_of_another_workspace_is_refused_with_a_way_out() {
     let machine = Machine::new();
     let a = machine.project("a");
     let b = machine.project("b");
-    succeeded(&machine.pod(&a, &["--name", "shared", "send", "hi"]));
+    let out = machine.pod(&a, &["--name", "shared", "send", "hi"]);
+    succeeded(&out);
+    // The hint names the pod as it was typed (issue 36): a plain `pod stop`
+    // would look for the workspace's own pod.
+    assert!(
+        stderr(&out).contains("`pod --name shared stop` stops it"),
+        "{}",
+        stderr(&out)
+    );
     succeeded(&machine.pod(&a, &["--name", "shared", "stop"]));
     let out = machine.pod(&b, &["--name", "shared", "serve"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
@@ -592,4 +600,46 @@ fn the_tui_shows_the_pods_start_warnings() {
     wait_until("pod to exit on Ctrl+D", || {
         child.try_wait().unwrap().is_some()
     });
+}
+
+/// `pod blame` on a terminal numbers the lines and lines up its columns
+/// (issue 36): the `│` of a line no turn wrote sits under those of the
+/// lines a turn wrote.
+#[test]
+fn blame_on_a_terminal_numbers_lines_and_lines_up_its_columns() {
+    let machine = Machine::new();
+    let calc = machine.project("calc");
+    std::fs::write(calc.join("ops.txt"), "kept\n").unwrap();
+    let script = machine.dir.path().join("script.jsonl");
+    let call = serde_json::json!({"events":[{"tool_call":{"id":"c1","name":"write_file",
+        "arguments":{"path":"ops.txt","content":"kept\nadded by the turn\n"}}}]});
+    let done = serde_json::json!({"events":[{"text":"done"}]});
+    std::fs::write(&script, format!("{call}\n{done}\n")).unwrap();
+    let script = script.to_str().unwrap();
+    succeeded(&machine.pod(
+        &calc,
+        &[
+            "--provider",
+            "script",
+            "--script",
+            script,
+            "--approval",
+            "auto",
+            "send",
+            "add a line",
+        ],
+    ));
+    let (parser, mut child, _keys) = tui(&machine, &calc, &["blame", "ops.txt"]);
+    wait_until("pod blame to end", || child.try_wait().unwrap().is_some());
+    wait_for_screen(&parser, "added by the turn");
+    let screen = parser.lock().unwrap().screen().contents();
+    let rows: Vec<&str> = screen.lines().filter(|l| l.contains('│')).collect();
+    assert_eq!(rows.len(), 2, "{screen}");
+    assert!(rows[0].starts_with("1 -"), "{screen}");
+    assert!(
+        rows[1].starts_with("2 ") && rows[1].contains("add a line"),
+        "{screen}"
+    );
+    let bar = |row: &str| row.chars().position(|c| c == '│');
+    assert_eq!(bar(rows[0]), bar(rows[1]), "{screen}");
 }

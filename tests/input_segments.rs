@@ -137,6 +137,26 @@ fn flatten_notes_files_that_became_unreadable() {
     assert!(out.contains("outside the workspace"), "{out}");
 }
 
+/// A workflow not in `.pod/workflows` is looked for in Claude Code's
+/// `.claude/commands` (issue 36); the `.pod` one wins a name both have.
+#[test]
+fn flatten_resolves_workflows_from_claude_commands_after_dot_pod() {
+    let (_d, ws) = workspace();
+    write(&ws, ".claude/commands/fix.md", b"Fix the bug.\n");
+    write(&ws, ".claude/commands/review.md", b"Claude's review.\n");
+    write(&ws, ".pod/workflows/review.md", b"Pod's review.\n");
+    let r = Resolvers::for_workspace(&ws);
+    let segments = [
+        seg(json!({"type": "workflow_invoke", "slug": "fix"})),
+        seg(json!({"type": "workflow_invoke", "slug": "review"})),
+    ];
+    assert_eq!(
+        flatten(&segments, &Default::default(), &ws, &r).text,
+        "<workflow slug=\"fix\">\nFix the bug.\n</workflow>\n\
+         <workflow slug=\"review\">\nPod's review.\n</workflow>"
+    );
+}
+
 #[test]
 fn flatten_resolves_knowledge_and_workflows_from_dot_pod() {
     let (_d, ws) = workspace();

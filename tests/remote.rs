@@ -462,6 +462,11 @@ fn a_pairing_code_is_exchanged_once() {
             let response = reqwest::Client::new()
                 .post(format!("http://127.0.0.1:{port}/v1/pair"))
                 .header("content-type", "application/json")
+                .header(
+                    "user-agent",
+                    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 \
+                     (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1",
+                )
                 .body(json!({ "code": code }).to_string())
                 .send()
                 .await
@@ -477,6 +482,9 @@ fn a_pairing_code_is_exchanged_once() {
     let mut ws = connect(port, body["token"].as_str().unwrap());
     until(&mut ws, "snapshot", |v| v["type"] == "snapshot");
     assert_eq!(pair(code).0, 401, "a code is good for one use");
+    // The device is named in `pod token list`, not only the date (issue 36).
+    let listed = succeeded(pod.command("token").arg("list").output().unwrap());
+    assert!(listed.contains("· iPhone · Safari"), "{listed}");
     // The page itself needs no token and carries the security headers.
     rt.block_on(async {
         let page = reqwest::get(format!("http://127.0.0.1:{port}/"))
@@ -652,6 +660,18 @@ fn http(
     let head = String::from_utf8_lossy(&response[..split]).to_ascii_lowercase();
     let status = head[9..12].parse().unwrap();
     (status, head, response[split + 4..].to_vec())
+}
+
+/// The icon every browser asks for unbidden is "none" (204), not an
+/// error (issue 36); other unknown paths are still 404.
+#[test]
+fn the_favicon_is_no_content_not_a_404() {
+    let (_pod, port) = listening(Pod::builder());
+    let (status, _, body) = http(port, "GET", "/favicon.ico", &[], b"");
+    assert_eq!(status, 204, "{}", String::from_utf8_lossy(&body));
+    assert!(body.is_empty());
+    let (status, _, _) = http(port, "GET", "/nothing-here", &[], b"");
+    assert_eq!(status, 404);
 }
 
 /// A PNG's signature and header, 2×3.

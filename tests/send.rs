@@ -524,3 +524,62 @@ fn approve_without_a_pod_exits_3() {
         assert!(text(&output.stderr).contains("no pod is listening"));
     }
 }
+
+/// The segments of the session's only message.
+fn first_message(pod: &Pod) -> Value {
+    pod.log_lines()
+        .into_iter()
+        .find(|l| l["entry"]["kind"] == "user_input")
+        .expect("a user_input")["entry"]["segments"]
+        .clone()
+}
+
+/// `echo msg | pod send`: with no text given and a pipe on stdin, the pipe
+/// is the message (issue 36), not a usage error.
+#[test]
+fn a_pipe_on_stdin_is_the_message_when_no_text_is_given() {
+    let pod = Pod::builder()
+        .script(&reply(json!([{"text": "ok"}])))
+        .start();
+    let mut child = pod
+        .command("send")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"from a pipe\n").unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout).trim(), "ok");
+    assert_eq!(
+        first_message(&pod),
+        json!([{"type":"text","text":"from a pipe\n"}])
+    );
+}
+
+/// `@path` in `pod send`'s text attaches the file as the TUI does: a
+/// `file_ref` in place, sentence punctuation kept as text; a word that
+/// names no file of the workspace, or one in backquotes, stays text.
+#[test]
+fn an_at_path_in_the_text_is_a_file_ref() {
+    let pod = Pod::builder()
+        .script(&reply(json!([{"text": "ok"}])))
+        .start();
+    std::fs::create_dir_all(pod.workspace.join("src")).unwrap();
+    std::fs::write(pod.workspace.join("src/ops.rs"), "fn main() {}\n").unwrap();
+    let output = send(
+        &pod,
+        "look at @src/ops.rs, not @nobody or `@src/ops.rs`",
+        &[],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(
+        first_message(&pod),
+        json!([
+            {"type":"text","text":"look at "},
+            {"type":"file_ref","path":"src/ops.rs"},
+            {"type":"text","text":", not @nobody or `@src/ops.rs`"},
+        ])
+    );
+}

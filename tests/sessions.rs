@@ -517,3 +517,30 @@ fn a_new_session_after_set_model_is_empty_and_a_fork_records_its_model() {
         "nothing changes the model back"
     );
 }
+
+/// After `/model X` (`set_model`) and a restart, the start line names the
+/// model the session goes on with, as `pod status` does (issue 36), not
+/// the configured one.
+#[test]
+fn after_a_model_switch_and_a_restart_the_start_line_and_status_agree() {
+    let mut pod = Pod::start();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.send(json!({"type":"set_model","model":"other-model"}));
+    c.until_entry("model_change");
+    c.send(json!({"type":"shutdown"}));
+    assert!(pod.wait_exit(Duration::from_secs(10)).success());
+    let mut pod = Pod::builder().in_dir(pod.into_dir()).start();
+    // The start line, among the lines `pod serve` prints first.
+    let stderr = std::io::BufReader::new(pod.child.stderr.take().unwrap());
+    let start = std::io::BufRead::lines(stderr)
+        .map_while(Result::ok)
+        .find(|l| l.contains(": session "))
+        .expect("a start line");
+    assert!(start.contains("(model other-model)"), "{start}");
+    let status: Value = serde_json::from_str(&succeeded(
+        pod.command("status").arg("--json").output().unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(status["status"]["model"], "other-model", "{status}");
+}

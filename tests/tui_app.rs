@@ -796,3 +796,26 @@ fn slash_jobs_lists_the_jobs_and_shows_one_jobs_output() {
         "the earlier lines are left out: {text}"
     );
 }
+
+/// `/review @src/ops.rs #style` as the composer sends it — the call, then
+/// the refs — is drawn with its spaces, and its row in the rewind picker
+/// says what it was instead of nothing (issue 36).
+#[test]
+fn a_workflow_call_with_refs_is_drawn_spaced_and_named_in_the_rewind_picker() {
+    let mut app = attached(vec![
+        user_input(json!([
+            {"type":"workflow_invoke","slug":"review","args":""},
+            {"type":"file_ref","path":"src/ops.rs"},
+            {"type":"text","text":" "},
+            {"type":"knowledge_ref","slug":"style"}
+        ])),
+        json!({"kind":"turn_end","reason":"completed","usage":null}),
+    ]);
+    let text = screen(&mut app, 80, 10);
+    assert!(text.contains("/review @src/ops.rs #style"), "{text}");
+    key(&mut app, KeyCode::Esc, KeyModifiers::NONE);
+    key(&mut app, KeyCode::Esc, KeyModifiers::NONE);
+    let picker = screen(&mut app, 80, 10);
+    assert!(picker.contains("Rewind"), "{picker}");
+    assert!(picker.contains("  /review @src/ops.rs #style "), "{picker}");
+}

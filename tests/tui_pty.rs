@@ -184,6 +184,66 @@ fn plain_pod_passes_serve_flags_and_asks_when_the_running_pod_differs() {
     quit(same);
 }
 
+/// Flags that imply another provider than the running pod's — `--script`
+/// (script), `--base-url` (an OpenAI-compatible server) — are a difference
+/// plain `pod` names and asks about, as `--provider` is (issue 36).
+#[test]
+fn plain_pod_asks_when_script_or_base_url_imply_another_provider() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let script = dir.path().join("script.jsonl");
+    std::fs::write(&script, "{\"events\":[{\"text\":\"hi\"}]}\n").unwrap();
+    let env = StopPod(vec![
+        ("XDG_RUNTIME_DIR", dir.path().join("run")),
+        ("XDG_DATA_HOME", dir.path().join("data")),
+        ("XDG_CONFIG_HOME", dir.path().join("config")),
+        // So that `StopPod`, run from elsewhere, stops this pod.
+        ("POD_NAME", "implied".into()),
+    ]);
+    let pod = |args: &[&str]| {
+        let mut pod = CommandBuilder::new(POD);
+        pod.cwd(&workspace);
+        pod.env_remove("OPENAI_API_KEY");
+        pod.env_remove("ANTHROPIC_API_KEY");
+        for (k, v) in &env.0 {
+            pod.env(k, v);
+        }
+        pod.args(args);
+        in_pty(pod)
+    };
+    let (parser, mut child, mut keys) = pod(&[]);
+    wait_for_screen(&parser, "offline/offline");
+    keys.write_all(b"\x04").unwrap();
+    keys.flush().unwrap();
+    wait_until("pod to exit on Ctrl+D", || {
+        child.try_wait().unwrap().is_some()
+    });
+
+    let script = script.to_str().unwrap();
+    for (args, said) in [
+        (
+            vec!["--script", script],
+            "the provider is offline, not script (--script is given)",
+        ),
+        (
+            vec!["--base-url", "http://127.0.0.1:9/v1"],
+            "the provider is offline, not openai (--base-url is given)",
+        ),
+    ] {
+        let (parser, mut child, mut keys) = pod(&args);
+        wait_for_screen(
+            &parser,
+            "Attach to it as it is? [Y/n, r: restart it as asked]",
+        );
+        let screen = flat(&parser);
+        assert!(screen.contains(said), "{said:?} on screen:\n{screen}");
+        keys.write_all(b"n\r").unwrap();
+        keys.flush().unwrap();
+        wait_until("pod to exit on `n`", || child.try_wait().unwrap().is_some());
+    }
+}
+
 #[test]
 fn attach_send_paste_and_detach() {
     let dir = tempfile::tempdir().unwrap();

@@ -921,6 +921,31 @@ fn plan_above_the_composer_and_jobs_in_the_status_bar() {
     assert!(!folded.contains("○ run the tests"), "{folded}");
 }
 
+/// A finished plan stays above the composer for the turn that finished it,
+/// and goes with the next message (issue 36); an unfinished one stays.
+#[test]
+fn a_finished_plan_goes_with_the_next_message() {
+    let plan = |status: &str| json!({"items":[{"text":"fix the lexer","status":status}]});
+    let session = |status: &str, next: bool| {
+        let mut entries = vec![
+            user_input(json!([{"type":"text","text":"fix the lexer"}])),
+            tool_call("p1", "update_plan", plan(status)),
+            tool_result("p1", "plan updated; the user sees it.", false),
+            json!({"kind":"turn_end","reason":"completed","usage":null}),
+        ];
+        if next {
+            entries.push(user_input(json!([{"type":"text","text":"now the docs"}])));
+        }
+        attached(entries)
+    };
+    let text = screen(&mut session("done", false), 80, 16);
+    assert!(text.contains("Plan 1/1 done"), "{text}");
+    let text = screen(&mut session("done", true), 80, 16);
+    assert!(!text.contains("Plan 1/1"), "{text}");
+    let text = screen(&mut session("in_progress", true), 80, 16);
+    assert!(text.contains("Plan 0/1 done"), "{text}");
+}
+
 /// #30 item 11: a failed model call is told once — by its `turn_end` — not
 /// also by the `model_error` frame sent as it happened (which a client
 /// attaching later never gets, so it showed twice only live).

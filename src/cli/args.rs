@@ -514,9 +514,14 @@ fn parse_rule(s: &str) -> Result<crate::approval::Rule, String> {
 
 #[derive(Debug, Args)]
 pub struct SendArgs {
-    /// The message; `-` reads it from stdin.
-    #[arg(long, env = "POD_TEXT", value_name = "TEXT", conflicts_with = "message",
-          required_unless_present_any = ["message", "file"])]
+    /// The message; `-` reads it from stdin (as does giving none, with
+    /// no --file or --image, when stdin is not a terminal: `echo hi | pod send`).
+    #[arg(
+        long,
+        env = "POD_TEXT",
+        value_name = "TEXT",
+        conflicts_with = "message"
+    )]
     pub text: Option<String>,
     /// The message, as `--text` takes it (`pod send "fix the tests"`).
     #[arg(value_name = "TEXT")]

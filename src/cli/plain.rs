@@ -34,7 +34,7 @@ pub fn run(cli: &Cli, paths: &Paths) -> anyhow::Result<ExitCode> {
             given: &cli.given,
             workspace: &paths.workspace,
             workspace_given: cli.global.workspace.is_some(),
-            env_provider: env_provider(&cli.serve),
+            implied_provider: implied_provider(&cli.serve),
         };
         let given = paths.name_given.then_some(name.as_str());
         if let Some(message) = mismatch(name, given, &asked, &snapshot.greeting, &snapshot.status) {
@@ -119,18 +119,24 @@ async fn stop(paths: &Paths) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The provider an API key in the environment asks for now, and which
-/// key: a key set after the pod started must not be ignored without a word.
-/// `None` when nothing but `--provider` or the defaults decide.
-pub fn env_provider(serve: &ServeArgs) -> Option<(String, &'static str)> {
+/// Without `--provider`, the provider the other flags or the environment
+/// ask for now, and what asks for it — in the order a starting pod picks
+/// one (`ProviderConfig::resolve_kind`): `--script` means `script`, an API
+/// key its vendor, `--base-url` an OpenAI-compatible server. A script or a
+/// key given after the pod started must not be ignored without a word.
+/// `None` when nothing but the defaults decide.
+pub fn implied_provider(serve: &ServeArgs) -> Option<(String, &'static str)> {
     let key = |name| std::env::var(name).ok().filter(|k| !k.trim().is_empty());
-    if serve.provider.is_some() || serve.script.is_some() {
-        return None;
-    }
-    if key("ANTHROPIC_API_KEY").is_some() {
+    if serve.provider.is_some() {
+        None
+    } else if serve.script.is_some() {
+        Some(("script".into(), "--script is given"))
+    } else if key("ANTHROPIC_API_KEY").is_some() {
         Some(("anthropic".into(), "ANTHROPIC_API_KEY is set"))
     } else if key("OPENAI_API_KEY").is_some() {
         Some(("openai".into(), "OPENAI_API_KEY is set"))
+    } else if serve.base_url.is_some() {
+        Some(("openai".into(), "--base-url is given"))
     } else {
         None
     }
@@ -138,9 +144,9 @@ pub fn env_provider(serve: &ServeArgs) -> Option<(String, &'static str)> {
 
 /// What plain `pod` was asked for.
 pub struct Asked<'a> {
-    /// Without `--provider`: the provider the environment's API key asks
-    /// for, and why ([`env_provider`]).
-    pub env_provider: Option<(String, &'static str)>,
+    /// Without `--provider`: the provider the other flags or an API key
+    /// ask for, and why ([`implied_provider`]).
+    pub implied_provider: Option<(String, &'static str)>,
     pub serve: &'a ServeArgs,
     pub given: &'a Given,
     pub workspace: &'a Path,
@@ -210,7 +216,7 @@ pub fn differences(asked: &Asked, greeting: &Greeting, status: &Status) -> Vec<D
             Some(format!("`/model {model}` in the TUI switches it")),
         );
     }
-    if let (false, Some((kind, why))) = (given.has("provider"), &asked.env_provider) {
+    if let (false, Some((kind, why))) = (given.has("provider"), &asked.implied_provider) {
         let wanted = if *kind == greeting.provider {
             kind.clone()
         } else {
@@ -398,7 +404,7 @@ mod tests {
             given: &cli.given,
             workspace,
             workspace_given: false,
-            env_provider: None,
+            implied_provider: None,
         }
     }
 
@@ -523,13 +529,13 @@ mod tests {
         let here = dir.path().canonicalize().unwrap();
         let plain = cli(&[]);
         let mut asking = asked(&plain, &here);
-        asking.env_provider = Some(("anthropic".into(), "ANTHROPIC_API_KEY is set"));
+        asking.implied_provider = Some(("anthropic".into(), "ANTHROPIC_API_KEY is set"));
         let text = mismatch("calc", None, &asking, &greeting(&here), &status()).unwrap();
         assert!(
             text.contains("the provider is script, not anthropic (ANTHROPIC_API_KEY is set)"),
             "{text}"
         );
-        asking.env_provider = Some(("script".into(), "why"));
+        asking.implied_provider = Some(("script".into(), "why"));
         assert_eq!(
             mismatch("calc", None, &asking, &greeting(&here), &status()),
             None

@@ -167,12 +167,41 @@ pub struct Forcing {
 }
 
 /// `pod undo`: rewind files and conversation to before the last message.
+/// All or nothing: when a file the turn changed was also changed by hand
+/// (a conflict) and `--force` is not given, nothing is undone — rewinding
+/// the conversation alone would leave the files of a turn the model no
+/// longer remembers, and move `pod undo --force` to the message before.
 pub fn undo(paths: &Paths, forcing: Forcing) -> anyhow::Result<ExitCode> {
     with_pod(paths, async |events, sink, snap| {
         let Some(last) = turns(&snap.entries).last().map(|t| t.seq) else {
             return Ok(failed("nothing to undo: this session has no message yet"));
         };
-        rewind_with(events, sink, Some(last), None, true, true, forcing).await
+        let method = rewind_method(Some(last), None, true, true, forcing, true);
+        let response = match call(events, sink, method).await? {
+            Ok(r) => r,
+            Err(Refused(code, message)) => {
+                return Ok(failed(format!("{message} ({})", code_name(code))))
+            }
+        };
+        let conflicts = response.conflicts.as_deref().unwrap_or_default();
+        if conflicts.is_empty() {
+            print!("{}", rewind_report(&response, None));
+            return Ok(ExitCode::SUCCESS);
+        }
+        let mut said = String::from(
+            "pod: nothing undone: the last turn changed these files and they were changed \
+             outside a turn since:\n",
+        );
+        for path in conflicts {
+            said.push_str(&format!("  {path}\n"));
+        }
+        said.push_str(
+            "The files and the conversation are as they were. `pod undo --force` undoes the \
+             same turn, putting those files back as they were before it (the changes made \
+             outside the turn are lost; `pod diff` shows them first).",
+        );
+        eprintln!("{}", crate::safe_text::lines(&said));
+        Ok(ExitCode::from(exit::FAILED))
     })
 }
 
@@ -249,6 +278,27 @@ fn checkpoint_by_prefix(
     }
 }
 
+fn rewind_method(
+    before_seq: Option<u64>,
+    checkpoint: Option<String>,
+    files: bool,
+    conversation: bool,
+    forcing: Forcing,
+    abort_on_conflict: bool,
+) -> Method {
+    let by_checkpoint = checkpoint.is_some();
+    Method::Rewind {
+        before_seq,
+        session_id: None,
+        checkpoint,
+        files: Some(files),
+        conversation: (!by_checkpoint).then_some(conversation),
+        force: Some(forcing.force),
+        kill_jobs: Some(forcing.kill_jobs),
+        abort_on_conflict: abort_on_conflict.then_some(true),
+    }
+}
+
 async fn rewind_with(
     events: &mut EventStream,
     sink: &mut RequestSink,
@@ -258,28 +308,23 @@ async fn rewind_with(
     conversation: bool,
     forcing: Forcing,
 ) -> anyhow::Result<ExitCode> {
-    let by_checkpoint = checkpoint.is_some();
-    let method = Method::Rewind {
-        before_seq,
-        session_id: None,
-        checkpoint,
-        files: Some(files),
-        conversation: (!by_checkpoint).then_some(conversation),
-        force: Some(forcing.force),
-        kill_jobs: Some(forcing.kill_jobs),
-    };
+    let method = rewind_method(before_seq, checkpoint, files, conversation, forcing, false);
     let response = match call(events, sink, method).await? {
         Ok(r) => r,
         Err(Refused(code, message)) => {
             return Ok(failed(format!("{message} ({})", code_name(code))))
         }
     };
-    print!("{}", rewind_report(&response));
+    // A conversation rewound is in a new session, where `SEQ --force`
+    // names another message: only a files-only rewind can be forced again.
+    let hint = (!conversation || before_seq.is_none()).then_some("--force restores it");
+    print!("{}", rewind_report(&response, hint));
     Ok(ExitCode::SUCCESS)
 }
 
-/// What a rewind did, as `pod undo`/`pod rewind` print it.
-fn rewind_report(r: &Response) -> String {
+/// What a rewind did, as `pod undo`/`pod rewind` print it; `conflict_hint`
+/// follows each conflict, when a command can still restore it.
+fn rewind_report(r: &Response, conflict_hint: Option<&str>) -> String {
     let mut out = String::new();
     let restored = r.files_restored.as_deref().unwrap_or_default();
     if restored.is_empty() {
@@ -290,8 +335,9 @@ fn rewind_report(r: &Response) -> String {
         out.push_str(&format!("{:<8} {}\n", action.trim_matches('"'), f.path));
     }
     for c in r.conflicts.as_deref().unwrap_or_default() {
+        let hint = conflict_hint.map(|h| format!(", {h}")).unwrap_or_default();
         out.push_str(&format!(
-            "conflict {c} (also changed outside a turn; left as it is, --force restores it)\n"
+            "conflict {c} (also changed outside a turn; left as it is{hint})\n"
         ));
     }
     for n in r.not_restored.as_deref().unwrap_or_default() {
@@ -444,7 +490,15 @@ pub fn blame(paths: &Paths, file: std::path::PathBuf) -> anyhow::Result<ExitCode
             }
         }
         let (_, attrs) = advance(state, &now, None);
-        print!("{}", blame_lines(&now, &attrs, &turns));
+        // The contract's format is for scripts, the file's bytes as they
+        // are; a person reading on a terminal gets columns that line up,
+        // line numbers, and no control character of the file let through.
+        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            let table = blame_table(&now, &attrs, &turns);
+            print!("{}", crate::safe_text::lines(&table));
+        } else {
+            print!("{}", blame_lines(&now, &attrs, &turns));
+        }
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -468,26 +522,57 @@ fn advance(old: Option<(String, Vec<Attr>)>, new: &str, by: Attr) -> (String, Ve
     (new.to_owned(), attrs)
 }
 
-/// `<8 hex> <YYYY-MM-DD> <first five words>│<line>`, or `-│<line>`.
+/// Who wrote each line of `text`: the turn's `<8 hex> <YYYY-MM-DD> <first
+/// five words>`, or `None` for a line no turn wrote.
+fn writers<'a>(text: &'a str, attrs: &[Attr], turns: &[Turn]) -> Vec<(Option<String>, &'a str)> {
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| {
+            let who = attrs
+                .get(i)
+                .copied()
+                .flatten()
+                .and_then(|t| turns.get(t))
+                .map(|t| {
+                    let id = t.turn_id.as_deref().unwrap_or("t-????????");
+                    let hex: String = id.trim_start_matches("t-").chars().take(8).collect();
+                    let date: String = t.at.chars().take(10).collect();
+                    let words: Vec<&str> = t.text.split_whitespace().take(5).collect();
+                    format!("{hex} {date} {}", words.join(" "))
+                });
+            (who, line)
+        })
+        .collect()
+}
+
+/// `<8 hex> <YYYY-MM-DD> <first five words>│<line>`, or `-│<line>`: the
+/// contract's format, for scripts.
 fn blame_lines(text: &str, attrs: &[Attr], turns: &[Turn]) -> String {
-    let mut out = String::new();
-    for (i, line) in text.lines().enumerate() {
-        let who = attrs
-            .get(i)
-            .copied()
-            .flatten()
-            .and_then(|t| turns.get(t))
-            .map(|t| {
-                let id = t.turn_id.as_deref().unwrap_or("t-????????");
-                let hex: String = id.trim_start_matches("t-").chars().take(8).collect();
-                let date: String = t.at.chars().take(10).collect();
-                let words: Vec<&str> = t.text.split_whitespace().take(5).collect();
-                format!("{hex} {date} {}", words.join(" "))
-            })
-            .unwrap_or_else(|| "-".into());
-        out.push_str(&format!("{who}\u{2502}{line}\n"));
-    }
-    out
+    writers(text, attrs, turns)
+        .into_iter()
+        .map(|(who, line)| format!("{}\u{2502}{line}\n", who.as_deref().unwrap_or("-")))
+        .collect()
+}
+
+/// For a person: the line number, then who wrote it padded to the widest
+/// writer, so every `│` and every line of the file line up.
+fn blame_table(text: &str, attrs: &[Attr], turns: &[Turn]) -> String {
+    use unicode_width::UnicodeWidthStr as _;
+    let rows = writers(text, attrs, turns);
+    let number_width = rows.len().max(1).to_string().len();
+    let who_width = rows
+        .iter()
+        .map(|(who, _)| who.as_deref().unwrap_or("-").width())
+        .max()
+        .unwrap_or(1);
+    rows.into_iter()
+        .enumerate()
+        .map(|(i, (who, line))| {
+            let who = who.as_deref().unwrap_or("-");
+            let pad = " ".repeat(who_width - who.width());
+            format!("{:>number_width$} {who}{pad} \u{2502}{line}\n", i + 1)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -511,6 +596,15 @@ mod tests {
             blame_lines(&second.0, &second.1, &turns),
             "-\u{2502}a\n01234567 2026-12-01 please fix the parser now\u{2502}B\n\
              01234567 2026-12-01 please fix the parser now\u{2502}c\n"
+        );
+        // On a terminal: numbered, and `-` padded to the writers' width.
+        let pad = " ".repeat("01234567 2026-12-01 please fix the parser now".len() - 1);
+        assert_eq!(
+            blame_table(&second.0, &second.1, &turns),
+            format!(
+                "1 -{pad} \u{2502}a\n2 01234567 2026-12-01 please fix the parser now \u{2502}B\n\
+                 3 01234567 2026-12-01 please fix the parser now \u{2502}c\n"
+            )
         );
     }
 }

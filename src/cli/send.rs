@@ -38,7 +38,14 @@ pub struct Starting<'a> {
 }
 
 pub fn run(paths: &Paths, args: SendArgs, starting: Starting) -> anyhow::Result<ExitCode> {
-    let given = args.text.or(args.message).unwrap_or_default();
+    // Nothing given but a pipe on stdin (`echo hi | pod send`): the pipe is
+    // the message. With --file or --image the stdin is not ours to read.
+    let piped = args.file.is_empty() && args.image.is_empty() && !std::io::stdin().is_terminal();
+    let given = match args.text.or(args.message) {
+        Some(given) => given,
+        None if piped => "-".to_owned(),
+        None => String::new(),
+    };
     let text = if given == "-" {
         let mut text = String::new();
         std::io::stdin()
@@ -59,7 +66,14 @@ pub fn run(paths: &Paths, args: SendArgs, starting: Starting) -> anyhow::Result<
     }
     let mut segments: Vec<Segment> = Vec::new();
     if !text.trim().is_empty() {
-        segments.push(Segment::text(text));
+        // Over the network the files are the pod's, not this machine's.
+        if paths.is_remote() {
+            segments.push(Segment::text(text));
+        } else {
+            segments.extend(typed_file_refs(&text, |path| {
+                local_file(path, &paths.workspace)
+            }));
+        }
     }
     segments.extend(
         args.file
@@ -89,8 +103,13 @@ pub fn run(paths: &Paths, args: SendArgs, starting: Starting) -> anyhow::Result<
             eprintln!("pod: no pod was running for this workspace, and starting one failed: {e:#}");
             return Ok(ExitCode::from(exit::NO_POD));
         }
+        let name_flag = if paths.name_given {
+            format!(" --name {}", paths.name)
+        } else {
+            String::new()
+        };
         eprintln!(
-            "pod: started the pod {:?} for {} (it keeps running; `pod stop` stops it)",
+            "pod: started the pod {:?} for {} (it keeps running; `pod{name_flag} stop` stops it)",
             paths.name,
             paths.workspace.display()
         );
@@ -148,6 +167,67 @@ fn file_ref_path(path: &str) -> String {
         }
     }
     path.to_owned()
+}
+
+/// Sentence punctuation that may follow an `@path` without being part of
+/// it (`see @a.py.` names `a.py`), as in the TUI's composer.
+const TRAILING_PUNCTUATION: &[char] = &['.', ',', ';', ':', '!', '?', ')', '"', '\''];
+
+/// The message as segments: each `@path` word outside backquotes that
+/// names a file (`is_file` says, and gives the path to send) becomes a
+/// `file_ref`, as a typed `@path` does in the TUI; the rest stays text.
+fn typed_file_refs(text: &str, is_file: impl Fn(&str) -> Option<String>) -> Vec<Segment> {
+    let mut segments = Vec::new();
+    let mut plain_from = 0;
+    let mut backticks = 0;
+    let mut prev: Option<char> = None;
+    let mut i = 0;
+    while let Some(c) = text[i..].chars().next() {
+        if c == '`' {
+            backticks += 1;
+        }
+        if c == '@' && prev.is_none_or(char::is_whitespace) && backticks % 2 == 0 {
+            let word = text[i + 1..]
+                .split(|c: char| c.is_whitespace() || c == '`')
+                .next()
+                .unwrap_or_default();
+            let path = word.trim_end_matches(TRAILING_PUNCTUATION);
+            if let Some(sent) = (!path.is_empty()).then(|| is_file(path)).flatten() {
+                if plain_from < i {
+                    segments.push(Segment::text(&text[plain_from..i]));
+                }
+                segments.push(Segment::file_ref(sent));
+                i += 1 + path.len();
+                plain_from = i;
+                prev = path.chars().last();
+                continue;
+            }
+        }
+        prev = Some(c);
+        i += c.len_utf8();
+    }
+    if plain_from < text.len() {
+        segments.push(Segment::text(&text[plain_from..]));
+    }
+    segments
+}
+
+/// An `@path` of the message as the pod should see it, when it names a
+/// file of the workspace from here (as `--file` takes it) or from the
+/// workspace; `None` otherwise — a handle, a file outside the workspace
+/// (which the pod would refuse the whole message for): left as text.
+fn local_file(path: &str, workspace: &std::path::Path) -> Option<String> {
+    let workspace = workspace.canonicalize().ok()?;
+    let inside = |p: &std::path::Path| {
+        p.is_file()
+            && p.canonicalize()
+                .is_ok_and(|real| real.starts_with(&workspace))
+    };
+    let here = std::path::Path::new(path);
+    if inside(here) {
+        return here.canonicalize().ok().map(|p| p.display().to_string());
+    }
+    inside(&workspace.join(here)).then(|| path.to_owned())
 }
 
 #[derive(Debug, Clone, Copy)]

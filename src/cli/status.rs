@@ -135,15 +135,12 @@ pub fn stop(paths: &Paths) -> anyhow::Result<ExitCode> {
             Ok(connection) => connection,
             Err(code) => return Ok(code),
         };
-        // Stopping cancels a running turn: say so, since the user may have
-        // meant to stop only a pod they believed idle.
         if let Ok(s) = snapshot(&mut events, &paths.endpoint).await {
             let may_stop = s.greeting.access == crate::protocol::AccessLevel::Full;
-            if may_stop && s.status.state != PodState::Idle {
-                eprintln!(
-                    "pod: a turn was {}; stopping cancels it (what it wrote so far stays in the log)",
-                    s.status.state.as_str()
-                );
+            if may_stop {
+                if let Some(warning) = stop_warning(&s.status) {
+                    eprintln!("{warning}");
+                }
             }
         }
         sink.send(&Request::with_id(Method::Shutdown, "stop"))
@@ -158,7 +155,10 @@ pub fn stop(paths: &Paths) -> anyhow::Result<ExitCode> {
                     request_id,
                     ..
                 }) if request_id.as_deref() == Some("stop") => {
-                    eprintln!("pod: the pod refused to stop: {}", crate::safe_text::line(&message));
+                    eprintln!(
+                        "pod: the pod refused to stop: {}",
+                        crate::safe_text::line(&message)
+                    );
                     return Ok(ExitCode::from(super::connect::exit::FAILED));
                 }
                 _ => {}
@@ -167,6 +167,33 @@ pub fn stop(paths: &Paths) -> anyhow::Result<ExitCode> {
         println!("stopped the pod at {}", paths.endpoint);
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// What stopping does to the turn in progress, said before the pod stops:
+/// the user may have meant to stop a pod they believed idle. A stop cancels
+/// a running turn, but one waiting for approval keeps its requests pending
+/// and resumes, still waiting, at the next start (the contract) — so that
+/// case names `pod deny`, the way to drop the turn for good.
+fn stop_warning(status: &crate::protocol::Status) -> Option<String> {
+    match status.state {
+        PodState::Idle => None,
+        PodState::Waiting => Some(match status.pending_approvals.len() {
+            1 => {
+                "pod: a turn is waiting for approval; it will resume, still waiting, when the pod \
+                  starts again (run `pod deny` before stopping to drop that call)"
+                    .to_owned()
+            }
+            n => format!(
+                "pod: a turn is waiting for approval of {n} tool calls; it will resume, still \
+                 waiting, when the pod starts again (run `pod deny CALL_ID` for each before \
+                 stopping to drop them; `pod pending` lists them)"
+            ),
+        }),
+        state => Some(format!(
+            "pod: a turn was {}; stopping cancels it (what it wrote so far stays in the log)",
+            state.as_str()
+        )),
+    }
 }
 
 /// `pod pause` / `pod resume`: `pause` holds the turn before its next model

@@ -243,6 +243,11 @@ pub struct RewindRequest {
     pub conversation: Option<bool>,
     pub force: bool,
     pub kill_jobs: bool,
+    /// A rewind that would leave a conflict changes nothing at all (no
+    /// file, no conversation, no entry) and only names the conflicts: so
+    /// `pod undo` never rewinds the conversation while leaving the files,
+    /// and its `--force` hint targets the same message again.
+    pub abort_on_conflict: bool,
 }
 
 /// What a rewind did, for its `response`.
@@ -434,17 +439,37 @@ pub async fn rewind(
             before: id.clone(),
             target: target_id.clone(),
         };
+        let abort_on_conflict = request.abort_on_conflict;
         let done = tokio::task::spawn_blocking(move || {
+            let chosen = choose_paths(&store, &target_id, &now, plan, force)?;
+            if abort_on_conflict && !chosen.conflicts.is_empty() {
+                return Ok(Err(chosen.conflicts));
+            }
             store
                 .begin_rewind(&journal)
                 .map_err(|e| format!("cannot record the rewind before it starts: {e}"))?;
-            restore_files(&store, &target_id, now, plan, force)
+            let outcome = restore::restore(&store, &chosen.target, &now, &chosen.paths);
+            Ok(Ok((outcome, chosen.conflicts)))
         })
         .await
         .map_err(|e| refuse(ErrorCode::StorageError, e.to_string()))?;
-        let (restored, left) = done.map_err(|e| refuse(ErrorCode::StorageError, e))?;
-        outcome = restored;
-        conflicts = left;
+        match done.map_err(|e: String| refuse(ErrorCode::StorageError, e))? {
+            Ok((restored, left)) => {
+                outcome = restored;
+                conflicts = left;
+            }
+            // Nothing was touched and nothing is committed: the answer
+            // names the conflicts, the session stays as it is.
+            Err(left) => {
+                return Ok(Rewound {
+                    session_id: conversation.session_id,
+                    files_restored: Vec::new(),
+                    conflicts: left,
+                    not_restored: Vec::new(),
+                    switched: None,
+                })
+            }
+        }
     }
     let rewind_entry = LogEntry::Rewind {
         before_seq: by_seq,
@@ -499,21 +524,29 @@ pub async fn rewind(
     })
 }
 
-/// Restores the plan's paths (or, for a checkpoint, every path that
-/// differs) to the target; returns what it did and the conflicts.
-fn restore_files(
+/// What a rewind restores: the target state, the paths to put back to it,
+/// and the conflicts it leaves alone.
+struct Chosen {
+    target: Manifest,
+    paths: Vec<String>,
+    conflicts: Vec<String>,
+}
+
+/// Chooses the plan's paths (or, for a checkpoint, every path that
+/// differs) to restore to the target, less the conflicts (unless `force`).
+fn choose_paths(
     store: &Arc<Checkpoints>,
     target_id: &str,
-    now: Arc<Manifest>,
+    now: &Manifest,
     plan: Plan,
     force: bool,
-) -> Result<(restore::Outcome, Vec<String>), String> {
+) -> Result<Chosen, String> {
     let target = store
         .manifest(target_id)
         .map_err(|e| format!("checkpoint {target_id} can no longer be read: {e}"))?;
     let by_checkpoint = plan.paths.is_empty() && plan.last_turn_end.is_none();
     let candidates: Vec<String> = if by_checkpoint {
-        diff::changed_paths(&target, &now)
+        diff::changed_paths(&target, now)
             .into_iter()
             .map(|(p, _, _)| p.to_owned())
             .collect()
@@ -524,7 +557,7 @@ fn restore_files(
     if let Some(last) = &plan.last_turn_end {
         if let Ok(last) = store.manifest(last) {
             hand.extend(
-                diff::changed_paths(&last, &now)
+                diff::changed_paths(&last, now)
                     .into_iter()
                     .map(|(p, _, _)| p.to_owned()),
             );
@@ -540,7 +573,11 @@ fn restore_files(
         .into_iter()
         .filter(|p| target.files.get(p) != now.files.get(p) || target.skips(p) || now.skips(p))
         .collect();
-    Ok((restore::restore(store, &target, &now, &paths), conflicts))
+    Ok(Chosen {
+        target,
+        paths,
+        conflicts,
+    })
 }
 
 /// Says what happened when the last pod was killed in the middle of a

@@ -319,6 +319,7 @@ impl Connection {
                 conversation,
                 force,
                 kill_jobs,
+                abort_on_conflict,
             } => worker.do_send(worker::Control::Rewind(
                 client,
                 worker::RewindRequest {
@@ -329,6 +330,7 @@ impl Connection {
                     conversation,
                     force: force.unwrap_or(false),
                     kill_jobs: kill_jobs.unwrap_or(false),
+                    abort_on_conflict: abort_on_conflict.unwrap_or(false),
                 },
             )),
             Method::GetDiff { from, to, path } => {

@@ -117,22 +117,47 @@ fn compacted_from(entries: &[LogEntry]) -> Option<uuid::Uuid> {
 /// this start wins over the session's latest choice (once, for the
 /// conversation the pod starts on).
 pub fn reconcile_model(env: &JobEnv, conversation: &Conversation) -> (String, bool) {
-    let provider = env.provider.name();
-    let configured = env.provider.model().to_owned();
-    let latest_change = conversation.entries().iter().rev().find_map(|e| match e {
+    // Until the first settle (which clears it): a later resume keeps that
+    // session's own choice.
+    let typed = env.state.borrow().model_typed;
+    model_to_run(
+        env.provider.name(),
+        env.provider.model(),
+        typed,
+        conversation.entries(),
+    )
+}
+
+/// [`reconcile_model`] for a session's `entries`, the pod running
+/// `provider` configured with model `configured` (`typed`: given as
+/// `--model` for this start) — also what the start line names, so that it
+/// and `pod status` say the same model.
+pub fn model_to_run(
+    provider: &str,
+    configured: &str,
+    typed: bool,
+    entries: &[LogEntry],
+) -> (String, bool) {
+    let configured = configured.to_owned();
+    let latest_change = entries.iter().rev().find_map(|e| match e {
         LogEntry::ModelChange {
             provider, model, ..
         } => Some((provider.as_str(), model.clone())),
         _ => None,
     });
-    // Until the first settle (which clears it): a later resume keeps that
-    // session's own choice.
-    let typed = env.state.borrow().model_typed;
+    let started_with = entries.iter().find_map(|e| match e {
+        LogEntry::SessionStart {
+            provider: Some(provider),
+            model: Some(model),
+            ..
+        } => Some((provider.as_str(), model.as_str())),
+        _ => None,
+    });
     match latest_change {
         Some((p, model)) if typed && p == provider && model != configured => (configured, true),
         Some((p, model)) if p == provider => (model, false),
         Some(_) => (configured, true),
-        None => match conversation.recorded_model() {
+        None => match started_with {
             Some((p, m)) if p != provider || m != configured => (configured, true),
             _ => (configured, false),
         },

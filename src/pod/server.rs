@@ -151,15 +151,22 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             .with_mcp(mcp.clone())
             .with_jobs(jobs),
     );
+    // The model the session goes on with (a `/model` it recorded), as
+    // `pod status` will say, not only the one configured.
+    let (model, _) = super::recovery::model_to_run(
+        config.provider.name(),
+        config.provider.model(),
+        config.model_typed,
+        &recovered.entries,
+    );
     eprintln!(
-        "pod {:?}: session {session_id} ({}), provider {} (model {}), {}, socket {}",
+        "pod {:?}: session {session_id} ({}), provider {} (model {model}), {}, socket {}",
         config.name,
         match recovered.lines.len() {
             1 => "1 entry".to_owned(),
             n => format!("{n} entries"),
         },
         config.provider.name(),
-        config.provider.model(),
         toolbox.sandbox().summary(),
         config.socket.display()
     );

@@ -99,6 +99,10 @@ pub enum Method {
         force: Option<bool>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         kill_jobs: Option<bool>,
+        /// When a conflict would be left (and no `force`), change nothing —
+        /// no file, no conversation — and answer with the conflicts.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        abort_on_conflict: Option<bool>,
     },
     /// The unified diff between two checkpoints, or one and the workspace now.
     GetDiff {
@@ -451,6 +455,7 @@ mod tests {
                 conversation: Some(false),
                 force: None,
                 kill_jobs: None,
+                abort_on_conflict: Some(true),
             },
             Method::GetDiff {
                 from: "ab".into(),

@@ -116,9 +116,12 @@ fn reply_for(request: &ModelRequest<'_>) -> String {
             names.join(", ")
         ));
     }
+    // Said to every client alike — the TUI, `pod send`, a phone — so it
+    // names no key of one of them: the way out is a pod started again.
     reply.push_str(
-        "\n\nTo talk to a real model, quit (Ctrl+D) and, in this project's directory, run \
-         one of these (plain `pod` offers to restart this pod as asked):\n\
+        "\n\nTo talk to a real model, start this project's pod again with one of these, in \
+         its directory (plain `pod` offers to restart the running pod as asked; or `pod stop` \
+         it first):\n\
          - `ANTHROPIC_API_KEY=... pod` (Anthropic)\n\
          - `OPENAI_API_KEY=... pod` (OpenAI)\n\
          - `pod --base-url http://localhost:11434/v1 --model llama3.2` (Ollama, \
@@ -261,9 +264,16 @@ mod tests {
         );
         assert!(reply.contains("Pasted text"), "{reply}");
         assert!(reply.contains("1 tools here: read_file"), "{reply}");
-        for hint in ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "--base-url"] {
+        for hint in [
+            "ANTHROPIC_API_KEY",
+            "OPENAI_API_KEY",
+            "--base-url",
+            "`pod stop`",
+        ] {
             assert!(reply.contains(hint), "{reply}");
         }
+        // A `pod send` user has no TUI to quit (issue 36).
+        assert!(!reply.contains("Ctrl+D"), "{reply}");
         let other = ModelRequest {
             model: Some("gpt-4.1".into()),
             ..request

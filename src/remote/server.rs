@@ -321,7 +321,8 @@ async fn pair(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> Ht
     // A valid code is never refused for the address's lockout (as a valid
     // token is not): it carries as many random bits as a token.
     let tokens = state.tokens.clone();
-    match web::block(move || tokens.redeem_pairing(&code)).await {
+    let user_agent = header(&req, header::USER_AGENT).map(str::to_owned);
+    match web::block(move || tokens.redeem_pairing(&code, user_agent.as_deref())).await {
         Ok(Ok(Some(issued))) => HttpResponse::Ok().json(serde_json::json!({
             "token": issued.token,
             "scope": issued.info.scope,
@@ -508,6 +509,11 @@ async fn asset(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
             .insert_header((header::CACHE_CONTROL, "no-cache"))
             .insert_header((header::ETAG, asset.etag()))
             .body(asset.body),
+        // Every browser asks for it unbidden: a 404 would be a red line in
+        // each console for nothing; "no icon" is the true answer.
+        None if req.path() == "/favicon.ico" => HttpResponse::NoContent()
+            .insert_header((header::CACHE_CONTROL, "max-age=86400"))
+            .finish(),
         None => refusal(StatusCode::NOT_FOUND, "not_found", "no such page"),
     }
 }

@@ -216,9 +216,15 @@ impl Tokens {
         code
     }
 
-    /// Exchanges a pairing code for a new device token; `Ok(None)` for a
-    /// code that is unknown, used or expired.
-    pub fn redeem_pairing(&self, code: &str) -> std::io::Result<Option<Issued>> {
+    /// Exchanges a pairing code for a new device token, labelled with when
+    /// and, from the pairing client's `User-Agent`, on what it was paired
+    /// (`pod token list` tells devices apart by it); `Ok(None)` for a code
+    /// that is unknown, used or expired.
+    pub fn redeem_pairing(
+        &self,
+        code: &str,
+        user_agent: Option<&str>,
+    ) -> std::io::Result<Option<Issued>> {
         let hash = sha256(code);
         let read_only = {
             let mut state = self.state();
@@ -235,10 +241,13 @@ impl Tokens {
                 None => return Ok(None),
             }
         };
-        let label = format!(
+        let mut label = format!(
             "paired {}",
             humantime::format_rfc3339_seconds(SystemTime::now())
         );
+        if let Some(device) = user_agent.and_then(device_of) {
+            label = format!("{label} · {device}");
+        }
         self.issue(read_only, Some(label)).map(Some)
     }
 
@@ -312,6 +321,46 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// What a `User-Agent` says the device is, in a few words (`iPhone ·
+/// Safari`): enough to tell a phone from a laptop in `pod token list`.
+/// `None` when it names neither a system nor a browser this knows.
+fn device_of(user_agent: &str) -> Option<String> {
+    let has = |needle: &str| user_agent.contains(needle);
+    let system = [
+        ("iPhone", "iPhone"),
+        ("iPad", "iPad"),
+        ("Android", "Android"),
+        ("CrOS", "ChromeOS"),
+        ("Macintosh", "Mac"),
+        ("Windows", "Windows"),
+        ("Linux", "Linux"),
+    ]
+    .into_iter()
+    .find(|(needle, _)| has(needle))
+    .map(|(_, name)| name);
+    let browser = [
+        ("Edg", "Edge"),
+        ("Firefox", "Firefox"),
+        ("FxiOS", "Firefox"),
+        ("CriOS", "Chrome"),
+        ("Chrome", "Chrome"),
+        ("Safari", "Safari"),
+    ]
+    .into_iter()
+    .find(|(needle, _)| has(needle))
+    .map(|(_, name)| name);
+    match (system, browser) {
+        (None, None) => None,
+        (system, browser) => Some(
+            [system, browser]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(" · "),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -352,11 +401,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let tokens = Tokens::open(dir.path(), "p").unwrap();
         let code = tokens.issue_pairing(false);
-        let issued = tokens.redeem_pairing(&code).unwrap().unwrap();
+        let issued = tokens.redeem_pairing(&code, None).unwrap().unwrap();
         assert_eq!(
             tokens.check(&issued.token).unwrap().scope,
             AccessLevel::Full
         );
-        assert!(tokens.redeem_pairing(&code).unwrap().is_none());
+        assert!(tokens.redeem_pairing(&code, None).unwrap().is_none());
     }
 }

@@ -21,6 +21,7 @@ pub fn rewind(seq: u64, files: bool, conversation: bool) -> Method {
         conversation: Some(conversation),
         force: None,
         kill_jobs: None,
+        abort_on_conflict: None,
     }
 }
 

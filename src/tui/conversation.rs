@@ -38,7 +38,8 @@ pub struct Block {
 #[derive(Debug, Clone, PartialEq)]
 pub struct InputMark {
     pub seq: u64,
-    /// Its text on one line (attachments left out).
+    /// Its text on one line as it was typed — file refs, knowledge refs
+    /// and a workflow call included, pastes and images left out.
     pub text: String,
     /// What its turn changed in the files (`2 files changed, +3 −1`), if
     /// anything.
@@ -47,10 +48,16 @@ pub struct InputMark {
 
 impl InputMark {
     fn of(seq: u64, segments: &[Segment]) -> Self {
-        let text: Vec<&str> = segments
+        use crate::protocol::SegmentView;
+        // A message may be a workflow call and refs alone, with no text:
+        // its row must still say which.
+        let text: Vec<String> = segments
             .iter()
             .filter_map(|s| match s.view() {
-                crate::protocol::SegmentView::Text { text } => Some(text),
+                SegmentView::Text { text } => Some(text.to_owned()),
+                SegmentView::FileRef { path } => Some(format!("@{path}")),
+                SegmentView::KnowledgeRef { slug } => Some(format!("#{slug}")),
+                SegmentView::WorkflowInvoke { slug, args } => Some(format!("/{slug} {args}")),
                 _ => None,
             })
             .collect();

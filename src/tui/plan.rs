@@ -20,19 +20,26 @@ pub struct PlanItem {
     pub status: String,
 }
 
-/// The latest plan in the view, if the model made one.
+/// The latest plan in the view, if the model made one — until a message
+/// after it once it is finished: a plan whose every item is done was for
+/// the turn that did it, and would only crowd the next ones' composer.
 pub fn latest(conversation: &Conversation) -> Option<Vec<PlanItem>> {
-    conversation
-        .blocks()
-        .iter()
-        .rev()
-        .find_map(|block| match &block.kind {
+    let mut asked_since = false;
+    for block in conversation.blocks().iter().rev() {
+        match &block.kind {
+            BlockKind::User { .. } => asked_since = true,
             BlockKind::Tool(tool) if tool.name == crate::tools::plan::UPDATE_PLAN => {
                 let refused = tool.result.as_ref().is_some_and(|r| r.is_error);
-                (!refused).then(|| items(&tool.arguments)).flatten()
+                let Some(items) = (!refused).then(|| items(&tool.arguments)).flatten() else {
+                    continue;
+                };
+                let finished = items.iter().all(|i| i.status == "done");
+                return (!(finished && asked_since)).then_some(items);
             }
-            _ => None,
-        })
+            _ => {}
+        }
+    }
+    None
 }
 
 fn items(arguments: &Value) -> Option<Vec<PlanItem>> {

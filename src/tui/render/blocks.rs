@@ -258,7 +258,7 @@ fn divider(label: &str, width: usize) -> Line<'static> {
 fn user(segments: &[Segment], width: usize, out: &mut Vec<Line<'static>>) {
     let mut logical: Vec<Vec<Span<'static>>> = vec![Vec::new()];
     let mut images = 0;
-    for segment in segments {
+    for (i, segment) in segments.iter().enumerate() {
         let (text, style) = match segment.view() {
             SegmentView::Text { text } => {
                 for (i, part) in text.split('\n').enumerate() {
@@ -274,8 +274,24 @@ fn user(segments: &[Segment], width: usize, out: &mut Vec<Line<'static>>) {
             SegmentView::Paste { id, text } => (paste_label(id, text), PASTE),
             SegmentView::FileRef { path } => (format!("@{path}"), FILE_REF),
             SegmentView::KnowledgeRef { slug } => (format!("#{slug}"), KNOWLEDGE_REF),
-            SegmentView::WorkflowInvoke { slug, args: "" } => (format!("/{slug}"), FILE_REF),
-            SegmentView::WorkflowInvoke { slug, args } => (format!("/{slug} {args}"), FILE_REF),
+            SegmentView::WorkflowInvoke { slug, args } => {
+                let mut call = format!("/{slug}");
+                if !args.is_empty() {
+                    call = format!("{call} {args}");
+                }
+                // The composer sends the space typed after the call's
+                // arguments as part of them (trimmed away): a ref right
+                // after it would otherwise be drawn glued to it.
+                let next_spaced = match segments.get(i + 1).map(Segment::view) {
+                    None => true,
+                    Some(SegmentView::Text { text }) => text.starts_with(char::is_whitespace),
+                    Some(_) => false,
+                };
+                if !next_spaced {
+                    call.push(' ');
+                }
+                (call, FILE_REF)
+            }
             SegmentView::Image { name, .. } => {
                 images += 1;
                 (
