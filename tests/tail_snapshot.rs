@@ -202,7 +202,7 @@ fn a_bad_tail_is_refused_with_400_before_the_upgrade() {
 
 #[test]
 fn get_entries_is_a_read_method_on_both_transports_and_bounds_its_limit() {
-    let (pod, port, token) = listening(Pod::builder());
+    let (pod, port, _token) = listening(Pod::builder());
     let mut local = pod.client();
     let snapshot = local.until_type("snapshot");
     let session = snapshot["session_id"].as_str().unwrap().to_owned();

@@ -56,6 +56,10 @@ pub use super::outbox::ConnId;
 /// A connection's `access` and `access_reason`, as its greeting says them.
 pub type GreetingAccess = (AccessLevel, Option<AccessReason>);
 
+/// What makes two connections' snapshots of a session differ: their
+/// access and the tail they asked for.
+type SnapshotKind = (GreetingAccess, Option<usize>);
+
 pub struct Broadcaster {
     connections: HashMap<ConnId, Queue>,
     /// Each connection's access, for the greetings of its snapshots.
@@ -139,7 +143,7 @@ impl Broadcaster {
         .to_frame();
         // One snapshot per kind of access (there are three at most) and
         // tail asked for.
-        let mut parts: Vec<((GreetingAccess, Option<usize>), Vec<Bytes>)> = Vec::new();
+        let mut parts: Vec<(SnapshotKind, Vec<Bytes>)> = Vec::new();
         let (greeting, status, access, tails) =
             (&self.greeting, &self.status, &self.access, &self.tails);
         self.connections.retain(|id, queue| {

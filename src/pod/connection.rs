@@ -23,7 +23,7 @@ use tokio_util::codec::{Decoder, FramedRead};
 
 use super::access::Access;
 use super::broadcaster::{Broadcaster, ConnId, Unregister};
-use super::outbox::{Client, ClientSocket, Outbox, Sink};
+use super::outbox::{Client, ClientSocket, Feed, Outbox, Sink};
 use super::session_log::{
     GetEntries, GetSession, ListSessions, SessionLog, SessionLookupError, Subscribe, SwitchTo,
 };
@@ -100,22 +100,19 @@ impl Connection {
         Self::begin(id, stream, Sink::Socket(write), hub, access, None)
     }
 
-    /// A remote client: it reads from its socket (the client's messages,
-    /// which the bridge writes there), and its frames go to its feed, which
-    /// the WebSocket's response body drains (see `outbox/feed.rs`).
+    /// A remote client: it reads from `stream` (the client's messages, which
+    /// the bridge writes there), and its frames go to `feed`, which the
+    /// WebSocket's response body drains (see `outbox/feed.rs`). `tail`: the
+    /// snapshot carries only the last this many entries (`/v1/ws?tail=N`).
     pub fn start_remote(
         id: ConnId,
-        client: super::server::RemoteClient,
+        stream: UnixStream,
+        feed: std::sync::Arc<Feed>,
         hub: Hub,
+        access: Access,
+        tail: Option<usize>,
     ) -> std::io::Result<Addr<Connection>> {
-        Self::begin(
-            id,
-            client.socket,
-            Sink::WebSocket(client.feed),
-            hub,
-            client.access,
-            client.tail,
-        )
+        Self::begin(id, stream, Sink::WebSocket(feed), hub, access, tail)
     }
 
     fn begin(

@@ -640,7 +640,14 @@ async fn accept_loop(listener: UnixListener, hub: Hub) {
 async fn accept_remote(mut clients: mpsc::UnboundedReceiver<RemoteClient>, hub: Hub) {
     while let Some(client) = clients.recv().await {
         let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
-        let started = Connection::start_remote(id, client, hub.clone());
+        let started = Connection::start_remote(
+            id,
+            client.socket,
+            client.feed,
+            hub.clone(),
+            client.access,
+            client.tail,
+        );
         if let Err(e) = started {
             tracing::warn!("cannot set up a remote connection: {e}");
         }
