@@ -15,7 +15,7 @@ use fantoccini::{Client, ClientBuilder};
 use serde_json::{json, Value};
 
 use crate::attach::{session_of, ENTRIES};
-use crate::util::{filler, listen_port, local_request, median, ms, PodProcess, Row};
+use crate::util::{filler, listen_port, local_request, median, PodProcess, Row};
 use crate::Config;
 
 const WAIT: Duration = Duration::from_secs(60);
