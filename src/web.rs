@@ -53,6 +53,7 @@ embed!(
     "/js/connection.js",
     "/js/controls.js",
     "/js/dom.js",
+    "/js/follow.js",
     "/js/markdown.js",
     "/js/view.js",
     "/vendor/marked.esm.js",

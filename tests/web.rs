@@ -613,6 +613,291 @@ async fn a_phone_needs_no_sideways_scrolling() {
     browser.screenshot("web-phone.png").await;
 }
 
+/// A session of `turns` turns (three entries each: hundreds of entries)
+/// whose answers have long lines and code blocks, then `later` more
+/// replies streamed slowly; and the client that made it.
+fn long_session(turns: usize, later: &[&str]) -> (Pod, harness::Client) {
+    let mut script: Vec<String> = (0..turns)
+        .map(|i| {
+            let text = format!(
+                "answer number {i}: {}\n\n```rust\nfn answer_{i}() -> usize {{\n    {i} // {}\n}}\n```\n\nand a last line.",
+                "a long line that wraps on a phone ".repeat(8),
+                "x".repeat(150),
+            );
+            json!({"events":[{"text": text}]}).to_string()
+        })
+        .collect();
+    for reply in later {
+        let words: Vec<String> = reply.split(' ').map(|w| format!("{w} ")).collect();
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        script.push(chunks(&words, 120));
+    }
+    let (pod, _port) = web_pod(&script.join("\n"), &[]);
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    for i in 0..turns {
+        c.run(&format!("question number {i}"));
+    }
+    for _ in 0..turns {
+        c.until_entry("turn_end");
+    }
+    (pod, c)
+}
+
+/// How far the view is from the end of the page, in CSS pixels.
+const FROM_END: &str = "(() => { const e = document.scrollingElement; return e.scrollHeight - e.scrollTop - e.clientHeight; })()";
+
+/// Whether the last block of the conversation (`selector`'s last match) is
+/// on screen above the dock.
+fn last_in_view(selector: &str) -> String {
+    format!(
+        "(() => {{ const all = document.querySelectorAll('{selector}'); const el = all[all.length - 1]; if (!el) return false; \
+         const r = el.getBoundingClientRect(); const dock = document.getElementById('dock').getBoundingClientRect(); \
+         return r.bottom > 0 && r.bottom <= dock.top + 2; }})()"
+    )
+}
+
+/// Opens the page on a long session: waits until its newest entries and
+/// then its snapshot's older ones are drawn.
+async fn open_long(browser: &Browser, pod: &Pod, last_question: usize) {
+    browser.c().goto(&pairing_url(pod, false)).await.unwrap();
+    browser
+        .until(
+            "the newest entries",
+            &format!("[...document.querySelectorAll('#log .user')].some(e => e.textContent.includes('question number {last_question}'))"),
+        )
+        .await;
+    browser
+        .until(
+            "the snapshot's history drawn",
+            "performance.getEntriesByName('pod:history-drawn').length > 0",
+        )
+        .await;
+}
+
+async fn opens_at_its_end_and_follows_a_run_from_elsewhere(screen: Screen) {
+    let _one = lock().await;
+    let (pod, mut terminal) = long_session(100, &["the streamed reply to the terminal ends here"]);
+    assert!(pod.log_lines().len() > 300, "hundreds of entries");
+    let browser = browser_or_skip!(screen);
+    open_long(&browser, &pod, 99).await;
+    // Blocks laid out late must not leave the view short of the end.
+    browser
+        .until(
+            "the view at the end",
+            &format!("document.fonts.status === 'loaded' && {FROM_END} <= 4"),
+        )
+        .await;
+    let from_end = browser.js(FROM_END).await.as_f64().unwrap();
+    assert!(from_end <= 4.0, "opened {from_end} px short of the end");
+    assert_eq!(
+        browser.js(&last_in_view("#log .assistant")).await,
+        json!(true),
+        "the last answer is on screen"
+    );
+    assert_eq!(
+        browser.js("document.getElementById('newer').hidden").await,
+        json!(true)
+    );
+
+    // A run sent by another client: its input, its streaming answer and
+    // the answer's entry come into view as they arrive.
+    terminal.run("from the terminal");
+    browser
+        .until(
+            "the streaming answer in view",
+            &format!(
+                "!!document.querySelector('#live .assistant') && {}",
+                last_in_view("#live .assistant")
+            ),
+        )
+        .await;
+    browser
+        .until(
+            "the answer's entry in view",
+            &format!(
+                "[...document.querySelectorAll('#log .assistant')].some(e => e.textContent.includes('ends here')) && {} && {FROM_END} <= 4",
+                last_in_view("#log .assistant")
+            ),
+        )
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_session_opens_at_its_end_on_a_phone_and_follows() {
+    opens_at_its_end_and_follows_a_run_from_elsewhere(Screen::Phone).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_session_opens_at_its_end_on_a_desktop_and_follows() {
+    opens_at_its_end_and_follows_a_run_from_elsewhere(Screen::Desktop).await;
+}
+
+async fn scrolled_up_stays_put_with_newer_below(screen: Screen) {
+    let _one = lock().await;
+    let (pod, mut terminal) = long_session(100, &["a reply the reader does not watch arrive"]);
+    let browser = browser_or_skip!(screen);
+    open_long(&browser, &pod, 99).await;
+    browser
+        .until("the view at the end", &format!("{FROM_END} <= 4"))
+        .await;
+    // The reader scrolls up with the mouse wheel or a finger.
+    let mut wheel = fantoccini::actions::WheelActions::new("wheel".into());
+    wheel.push(fantoccini::actions::WheelAction::Scroll {
+        duration: None,
+        x: 100,
+        y: 300,
+        delta_x: 0,
+        delta_y: -1500,
+    });
+    if browser.c().perform_actions(wheel).await.is_err() {
+        // Chromium's phone emulation takes no wheel: a swipe, as a script.
+        browser.js("window.scrollBy(0, -1500)").await;
+    }
+    browser
+        .until("the view to leave the end", &format!("{FROM_END} > 1000"))
+        .await;
+    browser
+        .until(
+            "the Newer below control",
+            "(() => { const b = document.getElementById('newer'); return !!b && !b.hidden && b.getBoundingClientRect().height > 0; })()",
+        )
+        .await;
+    let place = "(() => { const users = [...document.querySelectorAll('#log .user')]; \
+                 const seen = users.find(u => u.getBoundingClientRect().top >= 0); \
+                 return [document.scrollingElement.scrollTop, seen.textContent, seen.getBoundingClientRect().top]; })()";
+    let before = browser.js(place).await;
+
+    terminal.run("while the reader reads");
+    terminal.until_entry("turn_end");
+    browser
+        .until(
+            "the reply drawn",
+            "[...document.querySelectorAll('#log .assistant')].some(e => e.textContent.includes('does not watch'))",
+        )
+        .await;
+    let after = browser.js(place).await;
+    assert_eq!(
+        after[1], before[1],
+        "the same message at the top of the view"
+    );
+    for i in [0, 2] {
+        let (b, a) = (before[i].as_f64().unwrap(), after[i].as_f64().unwrap());
+        assert!((a - b).abs() <= 2.0, "the view moved: {before} → {after}");
+    }
+    assert_eq!(
+        browser.js("document.getElementById('newer').hidden").await,
+        json!(false)
+    );
+
+    browser.button("Newer below ↓").await.click().await.unwrap();
+    browser
+        .until(
+            "the end, with the new reply in view",
+            &format!("{FROM_END} <= 4 && {}", last_in_view("#log .assistant")),
+        )
+        .await;
+    assert_eq!(
+        browser.js("document.getElementById('newer').hidden").await,
+        json!(true)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrolled_up_on_a_phone_new_content_does_not_move_the_view() {
+    scrolled_up_stays_put_with_newer_below(Screen::Phone).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrolled_up_on_a_desktop_new_content_does_not_move_the_view() {
+    scrolled_up_stays_put_with_newer_below(Screen::Desktop).await;
+}
+
+async fn scrolling_to_the_top_pages_earlier_entries(screen: Screen) {
+    let _one = lock().await;
+    const TURNS: usize = 100;
+    let (pod, _terminal) = long_session(TURNS, &[]);
+    let browser = browser_or_skip!(screen);
+    open_long(&browser, &pod, TURNS - 1).await;
+    let users = "document.querySelectorAll('#log .user').length";
+    let shown = browser.js(users).await.as_u64().unwrap() as usize;
+    assert!(
+        shown < TURNS,
+        "the page opens with the latest entries, not all {TURNS} messages ({shown} shown)"
+    );
+    let mut pages = 0;
+    while browser.js(users).await.as_u64().unwrap() < TURNS as u64 {
+        // From the frame after the reader reaches the top, every painted
+        // frame notes where the block at the middle of the screen is, and
+        // where the block noted in the frame before now is (measured in a
+        // task queued by the frame's callback: just after it is painted).
+        let count = browser
+            .js("(() => { window.scrollTo(0, 0); window.podFrames = []; \
+                 const block = () => { let el = document.elementFromPoint(innerWidth / 2, innerHeight / 2); \
+                   while (el && el.parentElement && el.parentElement.id !== 'log' && !el.parentElement.classList.contains('history')) el = el.parentElement; return el; }; \
+                 const painted = new MessageChannel(); painted.port1.onmessage = () => measure(); \
+                 const tick = () => painted.port2.postMessage(0); \
+                 const measure = () => { const el = block(); const last = podFrames[podFrames.length - 1]; \
+                   podFrames.push({ count: document.querySelectorAll('#log .user').length, el, top: el?.getBoundingClientRect().top, \
+                     lastNow: last?.el?.getBoundingClientRect().top, lastTop: last?.top }); \
+                   if (podFrames.length < 5000) requestAnimationFrame(tick); }; \
+                 requestAnimationFrame(tick); return document.querySelectorAll('#log .user').length; })()")
+            .await
+            .as_u64()
+            .unwrap();
+        browser
+            .until(
+                "an earlier page, and three frames after it",
+                &format!("(() => {{ const i = podFrames.findIndex(f => f.count > {count}); return i >= 0 && podFrames.length > i + 3; }})()"),
+            )
+            .await;
+        // The first two frames may still lay out what scrolling reached.
+        let jumps = browser
+            .js("podFrames.map((f, i) => [i, f.count, f.lastNow - f.lastTop, f.el?.textContent.slice(0, 30)]).filter(([i, , d]) => i >= 3 && Math.abs(d) > 2)")
+            .await;
+        assert_eq!(jumps, json!([]), "the view jumped while a page came");
+        pages += 1;
+        assert!(pages < 10, "paging does not end");
+    }
+    let texts: Vec<String> = serde_json::from_value(
+        browser
+            .js("[...document.querySelectorAll('#log .user')].map(e => e.textContent)")
+            .await,
+    )
+    .unwrap();
+    assert_eq!(texts.len(), TURNS);
+    for (i, text) in texts.iter().enumerate() {
+        assert!(
+            text.contains(&format!("question number {i}")),
+            "message {i} in its place: {text}"
+        );
+    }
+    assert_eq!(
+        browser
+            .js("document.querySelectorAll('#log .divider').length")
+            .await,
+        json!(1),
+        "the session's start, once"
+    );
+    assert_eq!(
+        browser
+            .js("document.querySelectorAll('#log .assistant').length")
+            .await,
+        json!(TURNS),
+        "every answer once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrolling_to_the_top_on_a_phone_pages_earlier_entries_in_order() {
+    scrolling_to_the_top_pages_earlier_entries(Screen::Phone).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrolling_to_the_top_on_a_desktop_pages_earlier_entries_in_order() {
+    scrolling_to_the_top_pages_earlier_entries(Screen::Desktop).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_from_the_picker_reaches_the_log() {
     let _one = lock().await;

@@ -4,9 +4,13 @@
 import { Connection, authorizedFetch, forgetToken, pairFromAddress, storedToken } from './js/connection.js';
 import { Conversation } from './js/view.js';
 import { Controls } from './js/controls.js';
+import { Follower } from './js/follow.js';
 import { h, replace } from './js/dom.js';
 
 const $ = (id) => document.getElementById(id);
+
+/** Older entries asked for at a time as the reader scrolls up. */
+const OLDER_PAGE = 200;
 
 /** Blob ids → `blob:` URLs, fetched once with the token. */
 const blobUrls = new Map();
@@ -67,6 +71,7 @@ async function main() {
   const view = new Conversation($('log'), $('live'), {
     fetchBlob: (blob) => fetchBlob(token, blob),
     onChange: () => controls.refresh(),
+    onHistoryDrawn: () => pageOlder(),
     onLiveEntry: (entry) => {
       if (entry.kind === 'approval_request') notify(`pod: ${entry.tool} wants to run`, entry.summary);
       if (entry.kind === 'turn_end') notify(`pod: turn ${entry.reason}`, entry.error?.message || '');
@@ -80,26 +85,35 @@ async function main() {
     forget: () => forget(connection),
   });
 
-  // Follow the end of the conversation unless the reader scrolled up: only
-  // scrolling changes this (content growing does not fire `scroll`).
-  let following = true;
-  window.addEventListener(
-    'scroll',
-    () => {
-      const el = document.scrollingElement;
-      following = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
-    },
-    { passive: true },
-  );
-  let scrollQueued = false;
-  const toEnd = () => {
-    if (!following || scrollQueued) return;
-    scrollQueued = true;
-    requestAnimationFrame(() => {
-      scrollQueued = false;
-      window.scrollTo(0, document.scrollingElement.scrollHeight);
-    });
+  // Older history, a page at a time, while the reader is near the top.
+  let paging = false;
+  const pageOlder = async () => {
+    const before = view.olderBefore();
+    if (paging || before === null || !follower.nearTop || !connection?.connected) return;
+    paging = true;
+    const generation = view.generation;
+    let drawn = false;
+    try {
+      const page = await connection.request({
+        type: 'get_entries',
+        session_id: view.pagedSession,
+        before_seq: before,
+        limit: OLDER_PAGE,
+      });
+      drawn = view.prependOlder(page.entries, generation);
+    } catch (e) {
+      console.warn(`pod: older history: ${e.message}`);
+    } finally {
+      paging = false;
+    }
+    // A short page may leave the reader near the top still.
+    if (drawn) pageOlder();
   };
+  const follower = new Follower({
+    watched: [$('conversation'), $('dock')],
+    dock: $('dock'),
+    onNearTop: () => pageOlder(),
+  });
   const onFrame = (frame) => {
     if (frame.type === 'snapshot') {
       if (frame.protocol_version !== 1) {
@@ -111,6 +125,7 @@ async function main() {
       performance.mark('pod:snapshot-received');
       view.loadSnapshot(frame);
       controls.snapshot(frame);
+      follower.pin();
       performance.mark('pod:snapshot-drawn', { detail: frame.entries?.length ?? 0 });
       connection.send({ type: 'hello', client: 'web' });
     } else {
@@ -123,7 +138,6 @@ async function main() {
       if (frame.type === 'status') controls.status(frame);
       if (frame.type === 'shutdown') controls.connection('shutdown', frame.reason);
     }
-    toEnd();
   };
   connection = new Connection(token, onFrame, (state, detail) => controls.connection(state, detail));
   connection.start();

@@ -90,10 +90,15 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
 /// pod has nothing to commit on startup and the snapshot is the only frame
 /// a client gets). Returns the log's path.
 pub fn session(data_dir: &Path) -> anyhow::Result<std::path::PathBuf> {
+    session_of(data_dir, ENTRIES)
+}
+
+/// The same session with `entries` entries.
+pub fn session_of(data_dir: &Path, entries: usize) -> anyhow::Result<std::path::PathBuf> {
     crate::util::write_session(
         data_dir,
-        (0..ENTRIES).map(|i| {
-            if i + 1 == ENTRIES {
+        (0..entries).map(|i| {
+            if i + 1 == entries {
                 LogEntry::TurnEnd {
                     reason: TurnEndReason::Completed,
                     turn_id: None,

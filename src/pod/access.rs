@@ -123,7 +123,7 @@ impl Access {
             }
         };
         Err(format!(
-            "{why}: it may only read (hello, get_session, list_sessions, list_completions)"
+            "{why}: it may only read (hello, get_session, get_entries, list_sessions, list_completions)"
         ))
     }
 }

@@ -56,10 +56,17 @@ pub use super::outbox::ConnId;
 /// A connection's `access` and `access_reason`, as its greeting says them.
 pub type GreetingAccess = (AccessLevel, Option<AccessReason>);
 
+/// What makes two connections' snapshots of a session differ: their
+/// access and the tail they asked for.
+type SnapshotKind = (GreetingAccess, Option<usize>);
+
 pub struct Broadcaster {
     connections: HashMap<ConnId, Queue>,
     /// Each connection's access, for the greetings of its snapshots.
     access: HashMap<ConnId, GreetingAccess>,
+    /// The tail each tail-snapshot connection asked for: a session switch
+    /// sends it a tail of the new session too.
+    tails: HashMap<ConnId, usize>,
     /// The greeting, with the access of a full connection.
     greeting: Greeting,
     status: Status,
@@ -75,6 +82,7 @@ impl Broadcaster {
         Self {
             connections: HashMap::new(),
             access: HashMap::new(),
+            tails: HashMap::new(),
             greeting,
             status: Status::default(),
             in_flight: None,
@@ -133,17 +141,29 @@ impl Broadcaster {
             reason,
         }
         .to_frame();
-        // One snapshot per kind of access (there are three at most).
-        let mut parts: Vec<(GreetingAccess, Vec<Bytes>)> = Vec::new();
-        let (greeting, status, access) = (&self.greeting, &self.status, &self.access);
+        // One snapshot per kind of access (there are three at most) and
+        // tail asked for.
+        let mut parts: Vec<(SnapshotKind, Vec<Bytes>)> = Vec::new();
+        let (greeting, status, access, tails) =
+            (&self.greeting, &self.status, &self.access, &self.tails);
         self.connections.retain(|id, queue| {
-            let of = access.get(id).copied().unwrap_or_default();
+            let of = (
+                access.get(id).copied().unwrap_or_default(),
+                tails.get(id).copied(),
+            );
             let at = match parts.iter().position(|(a, _)| *a == of) {
                 Some(at) => at,
                 None => {
-                    let greeting = with_access(greeting, of);
-                    let built =
-                        frames::snapshot_parts(&greeting, status, new_session_id, entries, None);
+                    let greeting = with_access(greeting, of.0);
+                    let (first_seq, lines) = frames::tail_of(entries, of.1);
+                    let built = frames::snapshot_parts(
+                        &greeting,
+                        status,
+                        new_session_id,
+                        first_seq,
+                        lines,
+                        None,
+                    );
                     parts.push((of, built));
                     parts.len() - 1
                 }
@@ -175,6 +195,10 @@ pub struct Register {
     /// The connection's write half, which becomes its queue here.
     pub socket: ClientSocket,
     pub session_id: Uuid,
+    /// The tail the connection asked for (`None`: the whole session).
+    pub tail: Option<usize>,
+    /// The seq of `entries[0]`, said in a tail snapshot only.
+    pub first_seq: Option<u64>,
     /// The snapshot's log lines (shared with the mirror, not copied).
     pub entries: Vec<Bytes>,
     /// Fired once the snapshot is queued, so the connection may start
@@ -192,6 +216,7 @@ impl Handler<Register> for Broadcaster {
             &with_access(&self.greeting, msg.access),
             &self.status,
             msg.session_id,
+            msg.first_seq,
             &msg.entries,
             self.in_flight.as_ref(),
         );
@@ -206,6 +231,9 @@ impl Handler<Register> for Broadcaster {
         if queue.push_snapshot(parts) {
             self.connections.insert(msg.id, queue);
             self.access.insert(msg.id, msg.access);
+            if let Some(tail) = msg.tail {
+                self.tails.insert(msg.id, tail);
+            }
             let _ = msg.registered.send(());
         }
     }
@@ -220,6 +248,7 @@ impl Handler<Unregister> for Broadcaster {
 
     fn handle(&mut self, msg: Unregister, _: &mut Context<Self>) {
         self.access.remove(&msg.0);
+        self.tails.remove(&msg.0);
         if let Some(queue) = self.connections.remove(&msg.0) {
             queue.close();
         }

@@ -25,7 +25,7 @@ use super::access::Access;
 use super::broadcaster::{Broadcaster, ConnId, Unregister};
 use super::outbox::{Client, ClientSocket, Feed, Outbox, Sink};
 use super::session_log::{
-    GetSession, ListSessions, SessionLog, SessionLookupError, Subscribe, SwitchTo,
+    GetEntries, GetSession, ListSessions, SessionLog, SessionLookupError, Subscribe, SwitchTo,
 };
 use super::worker;
 use crate::input;
@@ -82,6 +82,8 @@ pub struct Connection {
     socket: Option<ClientSocket>,
     /// The socket, to ask whether the client hung up.
     peer: OwnedFd,
+    /// A tail snapshot was asked for (`GET /v1/ws?tail=N`).
+    tail: Option<usize>,
 }
 
 impl Connection {
@@ -95,20 +97,22 @@ impl Connection {
         access: Access,
     ) -> std::io::Result<Addr<Connection>> {
         let write = stream.try_clone()?;
-        Self::begin(id, stream, Sink::Socket(write), hub, access)
+        Self::begin(id, stream, Sink::Socket(write), hub, access, None)
     }
 
     /// A remote client: it reads from `stream` (the client's messages, which
     /// the bridge writes there), and its frames go to `feed`, which the
-    /// WebSocket's response body drains (see `outbox/feed.rs`).
+    /// WebSocket's response body drains (see `outbox/feed.rs`). `tail`: the
+    /// snapshot carries only the last this many entries (`/v1/ws?tail=N`).
     pub fn start_remote(
         id: ConnId,
         stream: UnixStream,
         feed: std::sync::Arc<Feed>,
         hub: Hub,
         access: Access,
+        tail: Option<usize>,
     ) -> std::io::Result<Addr<Connection>> {
-        Self::begin(id, stream, Sink::WebSocket(feed), hub, access)
+        Self::begin(id, stream, Sink::WebSocket(feed), hub, access, tail)
     }
 
     fn begin(
@@ -117,6 +121,7 @@ impl Connection {
         sink: Sink,
         hub: Hub,
         access: Access,
+        tail: Option<usize>,
     ) -> std::io::Result<Addr<Connection>> {
         let peer = OwnedFd::from(stream.try_clone()?);
         let read = ReadHalf::new(stream)?;
@@ -136,6 +141,7 @@ impl Connection {
             reader: Some(reader),
             socket: Some(socket),
             peer,
+            tail,
         }
         .start())
     }
@@ -263,27 +269,26 @@ impl Connection {
                     .send(GetSession(session_id))
                     .into_actor(self)
                     .map(move |result, _, _| {
-                        let frame = match result {
-                            Ok(Ok((session_id, entries))) => super::frames::session_response(
-                                request_id.as_deref(),
-                                session_id,
-                                &entries,
-                            ),
-                            Ok(Err(SessionLookupError::Lookup(e))) => {
-                                Event::error(e.code(), e.to_string(), request_id).to_frame()
-                            }
-                            Ok(Err(e)) => {
-                                Event::error(ErrorCode::StorageError, e.to_string(), request_id)
-                                    .to_frame()
-                            }
-                            Err(e) => Event::error(
-                                ErrorCode::ShuttingDown,
-                                format!("the pod is stopping: {e}"),
-                                request_id,
-                            )
-                            .to_frame(),
-                        };
-                        outbox.push(frame);
+                        outbox.push(lines_answer(result, request_id));
+                    })
+                    .spawn(ctx);
+            }
+            Method::GetEntries {
+                session_id,
+                before_seq,
+                limit,
+            } => {
+                let outbox = self.outbox.clone();
+                self.hub
+                    .session_log
+                    .send(GetEntries {
+                        session_id,
+                        before_seq,
+                        limit,
+                    })
+                    .into_actor(self)
+                    .map(move |result, _, _| {
+                        outbox.push(lines_answer(result, request_id));
                     })
                     .spawn(ctx);
             }
@@ -456,6 +461,29 @@ impl Connection {
     }
 }
 
+/// The frame answering `get_session` or `get_entries`: the lines spliced
+/// into a `response`, or the error that kept them.
+fn lines_answer(
+    result: Result<Result<(uuid::Uuid, bytes::Bytes), SessionLookupError>, MailboxError>,
+    request_id: Option<String>,
+) -> bytes::Bytes {
+    match result {
+        Ok(Ok((session_id, entries))) => {
+            super::frames::session_response(request_id.as_deref(), session_id, &entries)
+        }
+        Ok(Err(SessionLookupError::Lookup(e))) => {
+            Event::error(e.code(), e.to_string(), request_id).to_frame()
+        }
+        Ok(Err(e)) => Event::error(ErrorCode::StorageError, e.to_string(), request_id).to_frame(),
+        Err(e) => Event::error(
+            ErrorCode::ShuttingDown,
+            format!("the pod is stopping: {e}"),
+            request_id,
+        )
+        .to_frame(),
+    }
+}
+
 /// What a token method answers.
 fn token_answer(
     tokens: &crate::remote::Tokens,
@@ -525,6 +553,7 @@ impl Actor for Connection {
                 id: self.id,
                 access: (self.access.level, self.access.reason),
                 socket,
+                tail: self.tail,
                 registered,
             });
         }

@@ -46,16 +46,21 @@ pub fn entries_array(lines: &[Bytes]) -> Bytes {
 /// The first frame of every connection, as the pieces to write: the log
 /// lines are the mirror's own bytes, referenced rather than copied, so a
 /// session is never held twice in memory however many clients attach.
+/// `first_seq` is said only in a tail snapshot, whose `lines` start there.
 pub fn snapshot_parts(
     greeting: &Greeting,
     status: &Status,
     session_id: Uuid,
+    first_seq: Option<u64>,
     lines: &[Bytes],
     in_flight: Option<&InFlight>,
 ) -> Vec<Bytes> {
+    let first = first_seq
+        .map(|seq| format!("\"first_seq\":{seq},"))
+        .unwrap_or_default();
     let head = format!(
         "{{\"type\":\"snapshot\",\"protocol_version\":{PROTOCOL_VERSION},\"greeting\":{},\
-         \"status\":{},\"session_id\":\"{session_id}\",\"entries\":[",
+         \"status\":{},\"session_id\":\"{session_id}\",{first}\"entries\":[",
         json(greeting),
         json(&status),
     );
@@ -72,7 +77,30 @@ pub fn snapshot_parts(
     parts
 }
 
-/// The `response` to `get_session`, with the session's lines spliced in.
+/// The lines a snapshot carries: all of them, or with `tail` the last
+/// `tail` and the seq of the first (a session's lines are seqs 0, 1, …).
+/// Slicing is all it costs: the lines before are never touched.
+pub fn tail_of(lines: &[Bytes], tail: Option<usize>) -> (Option<u64>, &[Bytes]) {
+    match tail {
+        None => (None, lines),
+        Some(n) => {
+            let first = lines.len().saturating_sub(n);
+            (Some(first as u64), &lines[first..])
+        }
+    }
+}
+
+/// The `limit` lines just before `before_seq` (fewer at the start of the
+/// session; none when `before_seq` is 0). A `before_seq` past the end
+/// counts from the end.
+pub fn lines_before(lines: &[Bytes], before_seq: u64, limit: u64) -> &[Bytes] {
+    let end = usize::try_from(before_seq).map_or(lines.len(), |b| b.min(lines.len()));
+    let start = usize::try_from(limit).map_or(0, |l| end.saturating_sub(l));
+    &lines[start..end]
+}
+
+/// The `response` to `get_session` and `get_entries`, with the lines
+/// spliced in.
 pub fn session_response(request_id: Option<&str>, session_id: Uuid, entries_array: &[u8]) -> Bytes {
     // Like every response: `request_id` only when the method carried one.
     let echo = request_id
@@ -140,14 +168,20 @@ mod tests {
         let in_flight = InFlight::Text {
             text: "so far".into(),
         };
-        let frame = snapshot_parts(&greeting, &status, id, &lines, Some(&in_flight)).concat();
+        let frame = snapshot_parts(&greeting, &status, id, None, &lines, Some(&in_flight)).concat();
         let Event::Snapshot(snapshot) = serde_json::from_slice(&frame).unwrap() else {
             panic!("not a snapshot")
         };
         assert_eq!(snapshot.entries.len(), 2);
+        assert_eq!(snapshot.first_seq, None);
         assert_eq!(snapshot.in_flight, Some(in_flight));
-        let empty = snapshot_parts(&greeting, &status, id, &[], None).concat();
+        let empty = snapshot_parts(&greeting, &status, id, None, &[], None).concat();
         assert!(serde_json::from_slice::<Event>(&empty).is_ok());
+        let tail = snapshot_parts(&greeting, &status, id, Some(7), &lines[1..], None).concat();
+        let Event::Snapshot(snapshot) = serde_json::from_slice(&tail).unwrap() else {
+            panic!("not a snapshot")
+        };
+        assert_eq!((snapshot.first_seq, snapshot.entries.len()), (Some(7), 1));
     }
 
     #[test]

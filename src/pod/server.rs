@@ -93,6 +93,8 @@ pub struct RemoteClient {
     pub socket: std::os::unix::net::UnixStream,
     pub feed: std::sync::Arc<super::outbox::Feed>,
     pub access: Access,
+    /// `GET /v1/ws?tail=N`: a tail snapshot of the last N entries.
+    pub tail: Option<usize>,
 }
 
 /// Runs the pod until it is told to stop. Blocks the calling thread.
@@ -648,8 +650,14 @@ async fn accept_loop(listener: UnixListener, hub: Hub) {
 async fn accept_remote(mut clients: mpsc::UnboundedReceiver<RemoteClient>, hub: Hub) {
     while let Some(client) = clients.recv().await {
         let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
-        let started =
-            Connection::start_remote(id, client.socket, client.feed, hub.clone(), client.access);
+        let started = Connection::start_remote(
+            id,
+            client.socket,
+            client.feed,
+            hub.clone(),
+            client.access,
+            client.tail,
+        );
         if let Err(e) = started {
             tracing::warn!("cannot set up a remote connection: {e}");
         }

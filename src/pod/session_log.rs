@@ -232,6 +232,8 @@ pub struct Subscribe {
     pub access: super::broadcaster::GreetingAccess,
     /// The connection's write half, for the broadcaster.
     pub socket: ClientSocket,
+    /// A tail snapshot: only the last this many entries (`None`: all).
+    pub tail: Option<usize>,
     /// Fired once the snapshot is queued on the outbox.
     pub registered: oneshot::Sender<()>,
 }
@@ -240,12 +242,16 @@ impl Handler<Subscribe> for SessionLog {
     type Result = ();
 
     fn handle(&mut self, msg: Subscribe, _: &mut Context<Self>) {
+        // A tail costs its own lines only: the older ones are not touched.
+        let (first_seq, lines) = frames::tail_of(&self.mirror, msg.tail);
         self.broadcaster.do_send(Register {
             id: msg.id,
             access: msg.access,
             socket: msg.socket,
             session_id: self.session_id,
-            entries: self.mirror.clone(),
+            tail: msg.tail,
+            first_seq,
+            entries: lines.to_vec(),
             registered: msg.registered,
         });
     }
@@ -280,6 +286,40 @@ impl Handler<GetSession> for SessionLog {
         let path = LogFile::path_for(&self.dirs.sessions, id);
         log_file::read_lines(&path)
             .map(|r| (id, frames::entries_array(&r.lines)))
+            .map_err(|e| SessionLookupError::Unreadable(e.to_string()))
+    }
+}
+
+/// Some lines of a session (`get_entries`): the `limit` just before
+/// `before_seq`, as an encoded `entries` array, with the session's full id.
+/// The current session's come from the mirror, an earlier one's from its
+/// file.
+#[derive(Message)]
+#[rtype(result = "Result<(Uuid, Bytes), SessionLookupError>")]
+pub struct GetEntries {
+    pub session_id: String,
+    pub before_seq: u64,
+    pub limit: u64,
+}
+
+impl Handler<GetEntries> for SessionLog {
+    type Result = Result<(Uuid, Bytes), SessionLookupError>;
+
+    fn handle(&mut self, msg: GetEntries, _: &mut Context<Self>) -> Self::Result {
+        let page = |lines: &[Bytes]| {
+            frames::entries_array(frames::lines_before(lines, msg.before_seq, msg.limit))
+        };
+        let id = if msg.session_id == self.session_id.to_string() {
+            self.session_id
+        } else {
+            sessions::resolve(&self.dirs.sessions, &msg.session_id)?
+        };
+        if id == self.session_id {
+            return Ok((id, page(&self.mirror)));
+        }
+        let path = LogFile::path_for(&self.dirs.sessions, id);
+        log_file::read_lines(&path)
+            .map(|r| (id, page(&r.lines)))
             .map_err(|e| SessionLookupError::Unreadable(e.to_string()))
     }
 }

@@ -108,6 +108,10 @@ pub struct Snapshot {
     pub greeting: Greeting,
     pub status: Status,
     pub session_id: Uuid,
+    /// A tail snapshot (`GET /v1/ws?tail=N`): the seq of its first entry;
+    /// older entries are read with `get_entries`. Absent in a full one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_seq: Option<u64>,
     pub entries: Vec<LogLine>,
     pub in_flight: Option<InFlight>,
 }
@@ -457,10 +461,11 @@ pub struct Response {
     /// `list_completions`: matching workspace paths, directories ending in `/`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completions: Option<Vec<String>>,
-    /// `get_session`: the session asked for.
+    /// `get_session`, `get_entries`: the session asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<Uuid>,
-    /// `get_session`: that session's log lines.
+    /// `get_session`: that session's log lines; `get_entries`: the ones
+    /// asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entries: Option<Vec<LogLine>>,
     /// `list_completions`: the completions with their kind and description.

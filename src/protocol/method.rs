@@ -47,6 +47,16 @@ pub enum Method {
         /// A full id or a unique prefix of at least 4 characters.
         session_id: String,
     },
+    /// Older entries of a session, for a client that attached with a tail
+    /// snapshot (a read method): the `limit` entries just before
+    /// `before_seq`, in order.
+    GetEntries {
+        /// A full id or a unique prefix of at least 4 characters.
+        session_id: String,
+        before_seq: u64,
+        #[schemars(range(max = 1000))]
+        limit: u64,
+    },
     /// Names this connection (`approval_decision.client`).
     Hello {
         client: String,
@@ -168,6 +178,7 @@ impl Method {
             self,
             Method::Hello { .. }
                 | Method::GetSession { .. }
+                | Method::GetEntries { .. }
                 | Method::ListSessions
                 | Method::ListCompletions { .. }
                 | Method::ListRules
@@ -191,6 +202,9 @@ impl Method {
         )
     }
 }
+
+/// The most entries one `get_entries` may ask for.
+pub const MAX_GET_ENTRIES: u64 = 1000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -360,6 +374,14 @@ impl Request {
                     } else {
                         "always"
                     }
+                ),
+                request_id,
+            )),
+            Ok(Method::GetEntries { limit, .. }) if limit > MAX_GET_ENTRIES => Err(fail(
+                ErrorCode::InvalidParams,
+                format!(
+                    "`get_entries` asks for {limit} entries; ask for at most {MAX_GET_ENTRIES} \
+                     and page on with `before_seq`"
                 ),
                 request_id,
             )),

@@ -22,6 +22,6 @@ pub use event::{
 };
 pub use in_flight::InFlight;
 pub use limits::{json_depth, MAX_JSON_DEPTH};
-pub use method::{CompletionKind, FrameError, Method, Request};
+pub use method::{CompletionKind, FrameError, Method, Request, MAX_GET_ENTRIES};
 pub use schema::document as schema_document;
 pub use segment::{Segment, SegmentView};

@@ -1,7 +1,8 @@
 //! The HTTP routes: `/v1/health`, `/v1/pair`, `/v1/ws`, `/v1/blobs` and the
 //! web client's files. Every refusal happens before any upgrade, in the
 //! contract's order: `Host` (421), `Origin` (403), then the token (401, or
-//! 429 for a locked-out address), then `--max-remote-clients` (503).
+//! 429 for a locked-out address), then a bad `/v1/ws?tail=` (400), then
+//! `--max-remote-clients` (503).
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
@@ -518,6 +519,34 @@ async fn asset(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
     }
 }
 
+/// The most entries a tail snapshot may ask for (the contract's bound).
+pub const MAX_TAIL: usize = 10_000;
+
+/// `?tail=N` of `/v1/ws`: `None` without one (a full snapshot), else N
+/// when it is a whole number from 1 to [`MAX_TAIL`], else why not.
+fn tail_asked(query: &str) -> Result<Option<usize>, String> {
+    #[derive(serde::Deserialize)]
+    struct Query {
+        tail: Option<String>,
+    }
+    let asked = web::Query::<Query>::from_query(query)
+        .map_err(|e| format!("cannot read the query {query:?}: {e}"))?
+        .into_inner()
+        .tail;
+    let Some(text) = asked else {
+        return Ok(None);
+    };
+    match text.parse::<usize>() {
+        Ok(n) if (1..=MAX_TAIL).contains(&n) && text.bytes().all(|b| b.is_ascii_digit()) => {
+            Ok(Some(n))
+        }
+        _ => Err(format!(
+            "`tail` must be a whole number of entries from 1 to {MAX_TAIL}, not {text:?}; \
+             leave it out for the whole session"
+        )),
+    }
+}
+
 /// Upgrades an authenticated request and bridges it to a pod connection.
 async fn websocket(req: HttpRequest, body: web::Payload, state: web::Data<State>) -> HttpResponse {
     if let Some(refused) = misdirected(&req, &state) {
@@ -528,6 +557,10 @@ async fn websocket(req: HttpRequest, body: web::Payload, state: web::Data<State>
     };
     let Some(revoked) = state.tokens.watch(&granted.id) else {
         return failed_check(&req, &state, "that device token was revoked");
+    };
+    let tail = match tail_asked(req.query_string()) {
+        Ok(tail) => tail,
+        Err(why) => return refusal(StatusCode::BAD_REQUEST, "invalid_params", &why),
     };
     let ip = client_ip(&req);
     let descendant = held_by_a_tool(&req).await;
@@ -576,6 +609,7 @@ async fn websocket(req: HttpRequest, body: web::Payload, state: web::Data<State>
             socket: theirs,
             feed: feed.clone(),
             access,
+            tail,
         })
         .is_err()
     {

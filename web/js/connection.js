@@ -6,6 +6,12 @@
 // a growing delay; every new connection starts with a fresh snapshot.
 
 const TOKEN_KEY = 'pod.token';
+/**
+ * Entries the snapshot carries (`/v1/ws?tail=`): a few screens. Older
+ * history is paged in with `get_entries` as the reader scrolls up, so
+ * opening a long session costs what opening a short one does.
+ */
+export const TAIL_ENTRIES = 200;
 const FIRST_DELAY_MS = 100;
 const MAX_DELAY_MS = 5000;
 
@@ -109,7 +115,10 @@ export class Connection {
     // For the bench and the curious: where a connection's time starts.
     performance.mark('pod:connect');
     try {
-      ws = new WebSocket(`${scheme}//${location.host}/v1/ws`, ['pod.v1', `pod.token.${this.token}`]);
+      ws = new WebSocket(`${scheme}//${location.host}/v1/ws?tail=${TAIL_ENTRIES}`, [
+        'pod.v1',
+        `pod.token.${this.token}`,
+      ]);
     } catch {
       this.retryLater(false);
       return;
@@ -123,8 +132,9 @@ export class Connection {
     let first = true;
     ws.onmessage = (message) => {
       if (first) {
-        // For the bench: the snapshot has arrived; parsing and drawing follow.
-        performance.mark('pod:first-frame');
+        // For the bench: the snapshot has arrived (its size: characters,
+        // bytes for ASCII); parsing and drawing follow.
+        performance.mark('pod:first-frame', { detail: typeof message.data === 'string' ? message.data.length : 0 });
         first = false;
       }
       if (typeof message.data !== 'string') return;

@@ -209,6 +209,14 @@ export class Conversation {
     // The history not drawn yet: entries [0, end) of the last snapshot,
     // drawn from `next` on, before `marker` (see loadSnapshot).
     this.history = null;
+    // A tail snapshot's session and the seq of the oldest entry drawn or
+    // held: older ones are paged in with `get_entries` (olderBefore,
+    // prependOlder). `generation` tells a page asked for before the last
+    // snapshot from one that belongs to it.
+    this.pagedSession = null;
+    this.oldestSeq = 0;
+    this.generation = 0;
+    this.listed = new Set();
   }
 
   /**
@@ -230,9 +238,13 @@ export class Conversation {
     this.tailing = null;
     this.sessionId = snapshot.session_id;
     const entries = Array.isArray(snapshot.entries) ? snapshot.entries : [];
+    this.generation++;
+    this.pagedSession = snapshot.session_id;
+    this.oldestSeq = entries.length ? entries[0].seq : 0;
     this.lastSeq = entries.length ? entries[entries.length - 1].seq : null;
     const split = splitHistory(entries);
     const listed = new Set(snapshot.status?.pending_approvals || []);
+    this.listed = listed;
     const fragment = document.createDocumentFragment();
     const marker = document.createComment('history');
     fragment.append(marker);
@@ -334,7 +346,64 @@ export class Conversation {
         this.hooks.onChange();
       }
       performance.mark('pod:history-drawn', { detail: entries.length });
+      this.hooks.onHistoryDrawn?.();
     }
+  }
+
+  /**
+   * The `before_seq` to page older history with, or null: the session is
+   * shown from its start, or the snapshot's own history is still being
+   * drawn (a page must go above it).
+   */
+  olderBefore() {
+    if (this.history || this.oldestSeq <= 0) return null;
+    return this.oldestSeq;
+  }
+
+  /**
+   * Draws a page of older entries (a `get_entries` answer for
+   * `olderBefore()`) above everything, keeping the reader's place. A page
+   * that does not end just before the oldest entry shown is dropped: it
+   * was asked for before a newer snapshot, or the log is not what the
+   * view holds.
+   */
+  prependOlder(lines, generation) {
+    if (generation !== this.generation || !Array.isArray(lines)) return false;
+    if (lines.length === 0) {
+      this.oldestSeq = 0;
+      return true;
+    }
+    if (lines[lines.length - 1]?.seq !== this.oldestSeq - 1) return false;
+    // The page's own projection state, as for the snapshot's history.
+    const saved = { pending: this.pending, plan: this.plan, turn: this.turn, target: this.target };
+    this.pending = [];
+    this.turn = null;
+    this.plan = null;
+    const fragment = document.createDocumentFragment();
+    this.target = fragment;
+    let plan = null;
+    try {
+      for (const line of lines) this.addEntry(line.entry, { live: false, lazy: true });
+      for (const p of this.pending) if (!this.listed.has(p.call_id)) this.setAwaiting(p.call_id, false);
+      plan = this.plan;
+    } finally {
+      Object.assign(this, saved);
+    }
+    this.oldestSeq = lines[0].seq;
+    const chunk = h('div', { class: 'history' });
+    chunk.append(fragment);
+    const anchor = this.log.firstElementChild;
+    const before = anchor ? anchor.getBoundingClientRect().top : null;
+    this.log.prepend(chunk);
+    if (anchor) {
+      const moved = anchor.getBoundingClientRect().top - before;
+      if (moved !== 0) window.scrollBy(0, moved);
+    }
+    if (this.plan === null && plan !== null) {
+      this.plan = plan;
+      this.hooks.onChange();
+    }
+    return true;
   }
 
   /** A call of the history not drawn yet is about to be used: draw it all now. */

@@ -197,6 +197,7 @@ impl Client {
             id,
             access: Default::default(),
             socket,
+            tail: None,
             registered,
         });
         queued.await.unwrap();
