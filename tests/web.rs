@@ -207,8 +207,11 @@ impl Drop for Browser {
     fn drop(&mut self) {
         if let Some(client) = self.client.take() {
             // Closing ends the Chromium session; the driver goes with it.
-            let _ = tokio::task::block_in_place(|| {
-                tokio::runtime::Handle::current().block_on(client.close())
+            // A close that fails leaves nothing to do: the driver is killed next.
+            tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current().block_on(async {
+                    let _ = client.close().await;
+                })
             });
         }
         let _ = self.driver.kill();
