@@ -9,14 +9,12 @@ use std::time::Duration;
 use harness::{succeeded, Pod};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::{
-    self,
-    client::IntoClientRequest,
     protocol::frame::coding::{Data, OpCode},
     protocol::frame::Frame,
     Message,
 };
 
-type Ws = tungstenite::WebSocket<TcpStream>;
+use harness::ws::Ws;
 
 /// A pod listening on a free loopback port, and that port.
 fn listening(builder: harness::PodBuilder) -> (Pod, u16) {
@@ -49,28 +47,7 @@ fn token(pod: &Pod, args: &[&str]) -> String {
 
 /// Opens `/v1/ws` with these extra headers; the HTTP status when refused.
 fn open(port: u16, headers: &[(&str, &str)]) -> Result<Ws, (u16, Value)> {
-    let mut request = format!("ws://127.0.0.1:{port}/v1/ws")
-        .into_client_request()
-        .unwrap();
-    for (name, value) in headers {
-        let name: tungstenite::http::HeaderName = name.parse().unwrap();
-        request.headers_mut().insert(name, value.parse().unwrap());
-    }
-    let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    match tungstenite::client(request, stream) {
-        Ok((ws, _)) => Ok(ws),
-        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(response))) => {
-            let body = response.body().clone().unwrap_or_default();
-            Err((
-                response.status().as_u16(),
-                serde_json::from_slice(&body).unwrap_or(Value::Null),
-            ))
-        }
-        Err(e) => panic!("handshake failed: {e}"),
-    }
+    harness::ws::open(port, "", headers)
 }
 
 fn bearer(token: &str) -> String {

@@ -6,15 +6,12 @@
 
 mod harness;
 
-use std::net::TcpStream;
-use std::time::Duration;
-
 use harness::{succeeded, Pod};
 use proptest::prelude::*;
 use serde_json::{json, Value};
-use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest, Message};
+use tokio_tungstenite::tungstenite::Message;
 
-type Ws = tungstenite::WebSocket<TcpStream>;
+use harness::ws::Ws;
 
 /// A pod listening on a free loopback port, that port, and a full token.
 fn listening(builder: harness::PodBuilder) -> (Pod, u16, String) {
@@ -41,27 +38,11 @@ fn create_token(pod: &Pod, args: &[&str]) -> String {
 
 /// Opens `/v1/ws` with this query; the HTTP status and body when refused.
 fn open(port: u16, token: &str, query: &str) -> Result<Ws, (u16, Value)> {
-    let mut request = format!("ws://127.0.0.1:{port}/v1/ws{query}")
-        .into_client_request()
-        .unwrap();
-    request
-        .headers_mut()
-        .insert("authorization", format!("Bearer {token}").parse().unwrap());
-    let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    match tungstenite::client(request, stream) {
-        Ok((ws, _)) => Ok(ws),
-        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(response))) => {
-            let body = response.body().clone().unwrap_or_default();
-            Err((
-                response.status().as_u16(),
-                serde_json::from_slice(&body).unwrap_or(Value::Null),
-            ))
-        }
-        Err(e) => panic!("handshake failed: {e}"),
-    }
+    harness::ws::open(
+        port,
+        query,
+        &[("authorization", &format!("Bearer {token}"))],
+    )
 }
 
 fn tail(port: u16, token: &str, n: usize) -> Ws {

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod schema;
+pub mod ws;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
