@@ -31,6 +31,8 @@ use crate::tools::Switch;
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,
+    #[command(flatten)]
+    pub tui: TuiArgs,
     /// Plain `pod`'s flags for the pod it starts: those of `pod serve`.
     #[command(
         flatten,
@@ -132,6 +134,24 @@ fn given(matches: &ArgMatches) -> Given {
     given
 }
 
+/// The TUI's own flags: on plain `pod` and `pod attach` only, the two
+/// commands that draw it, so no other subcommand's help offers them.
+#[derive(Debug, Clone, Args)]
+pub struct TuiArgs {
+    /// How the TUI tells you, while its terminal is not focused, that an approval waits or a
+    /// turn ended: off, bell, or desktop (a bell and an OSC 9 / OSC 777 notification)
+    /// [default: desktop].
+    #[arg(long, env = "POD_NOTIFY", value_enum, value_name = "MODE")]
+    pub notify: Option<crate::tui::notify::NotifyMode>,
+}
+
+impl TuiArgs {
+    /// The mode in force: given after `attach`, else before it, else desktop.
+    pub fn notify_or(&self, outer: &TuiArgs) -> crate::tui::notify::NotifyMode {
+        self.notify.or(outer.notify).unwrap_or_default()
+    }
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct Global {
     /// The pod's name: one pod, one socket, one current session per name
@@ -151,11 +171,6 @@ pub struct Global {
     /// Read this config file instead of $XDG_CONFIG_HOME/pod/config.toml.
     #[arg(long, global = true, env = "POD_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// How the TUI tells you, while its terminal is not focused, that an approval waits or a
-    /// turn ended: off, bell, or desktop (a bell and an OSC 9 / OSC 777 notification).
-    #[arg(long, global = true, env = "POD_NOTIFY", value_enum,
-          default_value_t = crate::tui::notify::NotifyMode::Desktop, value_name = "MODE")]
-    pub notify: crate::tui::notify::NotifyMode,
     /// Reach the pod over the network instead of its socket (ws://, wss://, http://,
     /// https://; /v1/ws is added when there is no path). The token comes from
     /// --token-file or the environment variable POD_TOKEN, never from a flag.
@@ -182,6 +197,8 @@ pub enum Command {
         /// terminal's scrollback.
         #[arg(long, env = "POD_INLINE", value_parser = BoolishValueParser::new())]
         inline: bool,
+        #[command(flatten)]
+        tui: TuiArgs,
     },
     /// Speak the Agent Client Protocol on stdin/stdout for an editor, as a client of
     /// the workspace's pod (started with the `serve` flags given, before or after
@@ -793,6 +810,32 @@ mod tests {
 
     fn parse_args(args: &[&str], config: &str) -> Result<Cli, clap::Error> {
         parse(args.iter().map(OsString::from), &config.parse().unwrap())
+    }
+
+    /// `--notify` is the TUI's: plain `pod` and `pod attach` take it (before
+    /// or after `attach`), other subcommands neither take nor list it.
+    #[test]
+    fn notify_belongs_to_the_tui_commands_only() {
+        use crate::tui::notify::NotifyMode;
+        let cli = parse_args(&["pod", "--notify", "bell"], "").unwrap();
+        assert_eq!(cli.tui.notify, Some(NotifyMode::Bell));
+        let mode = |args: &[&str]| match parse_args(args, "").unwrap() {
+            Cli {
+                tui: outer,
+                command: Some(Command::Attach { tui, .. }),
+                ..
+            } => tui.notify_or(&outer),
+            _ => panic!("not attach"),
+        };
+        assert_eq!(mode(&["pod", "attach", "--notify", "off"]), NotifyMode::Off);
+        assert_eq!(mode(&["pod", "--notify", "off", "attach"]), NotifyMode::Off);
+        assert_eq!(mode(&["pod", "attach"]), NotifyMode::Desktop);
+        assert!(parse_args(&["pod", "send", "--notify", "bell", "hi"], "").is_err());
+        let mut status = Cli::command();
+        let help = status
+            .find_subcommand_mut("status")
+            .map(|sub| sub.render_long_help().to_string());
+        assert!(!help.unwrap_or_default().contains("--notify"));
     }
 
     #[test]

@@ -76,13 +76,13 @@ pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
         Some(Command::Jobs { action }) => jobs::run(&paths, action),
         Some(Command::Log(args)) => log::run(&paths.name, &paths, args),
         Some(Command::Sessions { json, all }) => sessions::run(&paths, json, all),
-        Some(Command::Attach { inline }) => {
+        Some(Command::Attach { inline, tui }) => {
             // Checked here so that every client command words a missing pod
             // alike; the TUI itself keeps reconnecting to a pod that goes away.
             if !paths.is_remote() && connect::nobody_listens(&paths.socket) {
                 return Ok(connect::no_pod(&paths.endpoint));
             }
-            serve::attach(&paths, cli.global.notify, inline)
+            serve::attach(&paths, tui.notify_or(&cli.tui), inline)
         }
         Some(Command::Token(command)) => token::run(&paths, command),
         Some(Command::Url(args)) => token::url(&paths, args),

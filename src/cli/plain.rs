@@ -20,7 +20,7 @@ pub fn run(cli: &Cli, paths: &Paths) -> anyhow::Result<ExitCode> {
     if paths.is_remote() {
         // A pod over the network is attached to as it is: this machine
         // cannot start it, nor compare its settings with the flags.
-        return serve::attach(paths, cli.global.notify, false);
+        return serve::attach(paths, cli.tui.notify.unwrap_or_default(), false);
     }
     // Bad usage whether or not a pod runs: said before comparing with one.
     if let Some(code) = serve::missing_script(&cli.serve) {
@@ -49,7 +49,7 @@ pub fn run(cli: &Cli, paths: &Paths) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    serve::attach(paths, cli.global.notify, false)
+    serve::attach(paths, cli.tui.notify.unwrap_or_default(), false)
 }
 
 /// The running pod's snapshot; `None` when it cannot be read (the TUI
