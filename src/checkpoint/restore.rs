@@ -183,6 +183,7 @@ pub fn restore(
         }
     };
     let mut waiting: Vec<Waiting> = Vec::new();
+    let mut deleted: Vec<&str> = Vec::new();
     for (index, path) in paths.iter().enumerate() {
         if target.skips(path) || now.skips(path) {
             progress.refused(
@@ -196,7 +197,10 @@ pub fn restore(
         }
         match restore_one(store, root.as_fd(), target.files.get(path), path) {
             Ok(Step::Nothing) => {}
-            Ok(Step::Deleted(dir)) => progress.done(index, path, RestoreAction::Deleted, dir),
+            Ok(Step::Deleted(dir)) => {
+                deleted.push(path);
+                progress.done(index, path, RestoreAction::Deleted, dir);
+            }
             Ok(Step::Placed(action, dir)) => progress.done(index, path, action, dir),
             Ok(Step::Written(written)) => {
                 waiting.push(Waiting { index, written });
@@ -208,6 +212,16 @@ pub fn restore(
         }
     }
     progress.place(root.as_fd(), &mut waiting, paths);
+    // Only now, with every file in place: a directory a deletion emptied
+    // may be about to receive a file still waiting for its sync (a turn
+    // that replaced a directory's last file with another).
+    for path in deleted {
+        let components: Vec<&str> = path.split('/').collect();
+        let parents = &components[..components.len().saturating_sub(1)];
+        if let Ok(Some(chain)) = walk(root.as_fd(), parents, false) {
+            remove_empty_parents(root.as_fd(), parents, &chain);
+        }
+    }
     let Progress {
         mut restored,
         mut not_restored,
@@ -363,7 +377,6 @@ fn restore_one(
             return Ok(Step::Nothing);
         }
         unlinkat(dir, *name, AtFlags::empty()).map_err(|e| format!("cannot delete it: {e}"))?;
-        remove_empty_parents(root_fd, parents, &chain);
         return Ok(Step::Deleted(dir_path));
     };
     let tmp = format!(".pod-restore-{}", uuid::Uuid::new_v4().simple());
@@ -553,6 +566,45 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(left, ["notes.txt"]);
+    }
+
+    /// Found by the re-try of issue 35 item 5: undoing a turn that deleted
+    /// a directory's last file and wrote another there deleted the new
+    /// file, removed the emptied directory, and then could not put the old
+    /// file back ("its directory was moved or replaced").
+    #[test]
+    fn a_directory_emptied_by_a_deletion_still_takes_the_file_restored_into_it() {
+        let data = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let root = ws.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("d")).unwrap();
+        std::fs::write(root.join("d/a"), "a\n").unwrap();
+        let store = Checkpoints::open(data.path(), &root, 1 << 20, 1 << 30).unwrap();
+        let target = store.take().unwrap();
+        std::fs::remove_file(root.join("d/a")).unwrap();
+        std::fs::write(root.join("d/b"), "n\n").unwrap();
+        let now = store.take().unwrap();
+        let outcome = restore(
+            &store,
+            &target.manifest,
+            &now.manifest,
+            &["d/a".to_owned(), "d/b".to_owned()],
+        );
+        assert!(
+            outcome.not_restored.is_empty(),
+            "{:?}",
+            outcome.not_restored
+        );
+        assert_eq!(std::fs::read_to_string(root.join("d/a")).unwrap(), "a\n");
+        assert!(!root.join("d/b").exists());
+        // A deletion that does leave its directory empty still removes it.
+        let outcome = restore(&store, &now.manifest, &target.manifest, &["d/a".to_owned()]);
+        assert!(
+            outcome.not_restored.is_empty(),
+            "{:?}",
+            outcome.not_restored
+        );
+        assert!(!root.join("d").exists());
     }
 
     #[test]
