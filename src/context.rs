@@ -293,6 +293,8 @@ impl Conversation {
                 | LogEntry::RuleRevoked { .. }
                 | LogEntry::Checkpoint { .. }
                 | LogEntry::Rewind { .. }
+                | LogEntry::AgentStarted { .. }
+                | LogEntry::AgentTurnEnd { .. }
                 | LogEntry::Unknown => {}
                 LogEntry::ApprovalRequest { .. } | LogEntry::ApprovalDecision { .. } => {
                     return true
@@ -524,6 +526,8 @@ impl<'a> Prepared<'a> {
                 | LogEntry::ApprovalDecision { .. }
                 | LogEntry::ModelChange { .. }
                 | LogEntry::RuleRevoked { .. }
+                | LogEntry::AgentStarted { .. }
+                | LogEntry::AgentTurnEnd { .. }
                 | LogEntry::Unknown => {}
             }
         }
@@ -770,6 +774,7 @@ mod tests {
             provider: None,
             model: None,
             workspace: None,
+            parent: None,
         }
     }
 

@@ -106,6 +106,7 @@ pub fn write_session(
         provider: None,
         model: None,
         workspace: None,
+        parent: None,
     };
     for (seq, entry) in std::iter::once(start).chain(entries).enumerate() {
         serde_json::to_writer(

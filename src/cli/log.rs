@@ -314,6 +314,12 @@ fn describe(entry: &LogEntry) -> Vec<(String, String)> {
             }
             row("turn end", line)
         }
+        LogEntry::AgentStarted { name, task, .. } => {
+            row("agent", format!("{name} started: {task}"))
+        }
+        LogEntry::AgentTurnEnd {
+            name, reason, text, ..
+        } => row("agent end", format!("{name}: {}\n{text}", reason.as_str())),
         LogEntry::ApprovalRequest {
             call_id,
             summary,

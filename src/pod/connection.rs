@@ -215,6 +215,10 @@ impl Connection {
             }),
             Method::ListRules => worker.do_send(worker::Control::ListRules(client)),
             Method::ListJobs => worker.do_send(worker::Control::ListJobs(client)),
+            Method::ListAgents => worker.do_send(worker::Control::ListAgents(client)),
+            Method::RemoveAgent { name } => {
+                worker.do_send(worker::Control::RemoveAgent(client, name))
+            }
             Method::KillJob { job } => worker.do_send(worker::Control::KillJob(client, job)),
             Method::GetJobOutput { job } => {
                 worker.do_send(worker::Control::GetJobOutput(client, job))

@@ -137,6 +137,7 @@ mod tests {
                 provider: None,
                 model: None,
                 workspace: None,
+                parent: None,
             },
         })
         .unwrap();

@@ -243,6 +243,8 @@ impl JobState {
             context_window,
             turn: self.turn.clone(),
             jobs,
+            agents: Vec::new(),
+            tree_usage: Usage::default(),
         }
     }
 }

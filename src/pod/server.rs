@@ -522,6 +522,7 @@ pub(super) fn start_session(
         provider: Some(start.provider.clone()),
         model: Some(start.model.clone()),
         workspace: Some(start.workspace.display().to_string()),
+        parent: None,
     };
     let line = serde_json::to_vec(&LogLine {
         seq: 0,

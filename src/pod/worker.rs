@@ -80,6 +80,10 @@ pub enum Control {
     KillJob(Client, u64),
     /// `get_job_output`.
     GetJobOutput(Client, u64),
+    /// `list_agents`.
+    ListAgents(Client),
+    /// `remove_agent`: the child's full name.
+    RemoveAgent(Client, String),
 }
 
 /// A background job started or ended ([`crate::tools::jobs`]).
@@ -679,6 +683,14 @@ impl Handler<Control> for Worker {
                     format!("no background job {job}: `pod jobs` lists them"),
                 ),
             },
+            Control::ListAgents(client) => client.respond(Response {
+                agents: Some(Vec::new()),
+                ..Response::default()
+            }),
+            Control::RemoveAgent(client, name) => client.error(
+                crate::protocol::ErrorCode::NotFound,
+                format!("this pod has no child pod {name:?}: `pod agents` lists them"),
+            ),
             Control::KillJob(client, job) => match self.env.toolbox.jobs().kill(job) {
                 Ok(()) => client.ack(),
                 Err(message) => client.error(crate::protocol::ErrorCode::JobNotFound, message),

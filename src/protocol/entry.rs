@@ -41,6 +41,10 @@ pub enum LogEntry {
         /// was recorded): `pod sessions` lists a project's own sessions.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         workspace: Option<String>,
+        /// A child pod's session: the parent pod, its session and the
+        /// `spawn_agent` call that started the child (absent for a top pod).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent: Option<ParentRef>,
     },
     UserInput {
         segments: Vec<Segment>,
@@ -150,6 +154,27 @@ pub enum LogEntry {
         conflicts: Vec<String>,
         not_restored: Vec<NotRestored>,
         conversation: bool,
+    },
+    /// In the parent's log: a `spawn_agent` call started a child pod,
+    /// committed before the child's first entry.
+    AgentStarted {
+        /// The child's full name (`<parent>.<slug>`).
+        name: String,
+        /// The child's session.
+        session_id: Uuid,
+        call_id: String,
+        task: String,
+        at: String,
+    },
+    /// In the parent's log: one of the child's turns ended.
+    AgentTurnEnd {
+        name: String,
+        session_id: Uuid,
+        reason: TurnEndReason,
+        usage: Option<Usage>,
+        /// The turn's final assistant text, capped at 4 KiB.
+        text: String,
+        at: String,
     },
     TurnEnd {
         reason: TurnEndReason,
@@ -276,6 +301,16 @@ pub enum TurnEndReason {
     #[serde(other)]
     #[schemars(skip)]
     Unknown,
+}
+
+/// Who started a child pod's session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ParentRef {
+    /// The parent pod's name.
+    pub pod: String,
+    pub session_id: Uuid,
+    /// The parent's `spawn_agent` call.
+    pub call_id: String,
 }
 
 /// Where a forked session branched off: that session, up to that entry.
@@ -436,6 +471,8 @@ impl LogEntry {
             LogEntry::ModelChange { .. } => "model_change",
             LogEntry::Checkpoint { .. } => "checkpoint",
             LogEntry::Rewind { .. } => "rewind",
+            LogEntry::AgentStarted { .. } => "agent_started",
+            LogEntry::AgentTurnEnd { .. } => "agent_turn_end",
             LogEntry::TurnEnd { .. } => "turn_end",
             LogEntry::Unknown => "unknown",
         }

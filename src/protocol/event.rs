@@ -303,6 +303,39 @@ pub struct Status {
     /// How many background jobs run now.
     #[serde(default)]
     pub jobs: usize,
+    /// This pod's child pods (subagents), in start order.
+    #[serde(default)]
+    pub agents: Vec<AgentStatus>,
+    /// What the current session's model calls used, plus every child's:
+    /// the whole tree's cost, so no client undercounts a turn.
+    #[serde(default)]
+    pub tree_usage: Usage,
+}
+
+/// One child pod as its parent's `status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AgentStatus {
+    /// The child's full name (`<parent>.<slug>`).
+    pub name: String,
+    pub state: PodState,
+    /// Call ids of the child's approval requests waiting for an answer.
+    #[serde(default)]
+    pub pending_approvals: Vec<String>,
+    pub session_id: Uuid,
+    /// The child's usage so far (its model calls, summed).
+    #[serde(default)]
+    pub usage: Usage,
+}
+
+/// One child pod as `list_agents` describes it: its status, its task and
+/// when it started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AgentInfo {
+    #[serde(flatten)]
+    pub status: AgentStatus,
+    pub task: String,
+    /// RFC 3339.
+    pub created_at: String,
 }
 
 /// Where `status.context_tokens` comes from: the usage the server reported
@@ -535,6 +568,9 @@ pub struct Response {
     /// `get_job_output`: that one job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jobs: Option<Vec<JobInfo>>,
+    /// `list_agents`: this pod's children, in start order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents: Option<Vec<AgentInfo>>,
     /// `get_job_output`: what the job printed so far, as kept (its first
     /// and last 512 KiB, with a note of the bytes left out between them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -746,7 +782,7 @@ mod tests {
                         "listen":{"address":"127.0.0.1:7878","tls":true}},
             "status":{"state":"waiting","queued":0,"pending_approvals":["c1"],"approval":"ask",
                       "model":"offline","context_tokens":1200,"context_source":"usage","context_window":128000,
-                      "turn":{"turn_id":"t1","request_id":null},"jobs":2},"session_id":id,
+                      "turn":{"turn_id":"t1","request_id":null},"jobs":2,"agents":[],"tree_usage":{"input_tokens":0,"output_tokens":0}},"session_id":id,
             "entries":[{"seq":0,"entry":{"kind":"session_start","session_id":id,
                 "created_at":"2026-11-30T00:00:00.000Z","compacted_from":null,"forked_from":null,
                 "provider":"offline","model":"offline"}}],
@@ -762,7 +798,8 @@ mod tests {
         round_trip(json!({"type":"usage","input_tokens":1,"output_tokens":2}));
         round_trip(json!({"type":"status","state":"compacting","queued":2,
             "pending_approvals":[],"approval":"auto","model":"m","context_tokens":0,"context_source":"estimate",
-            "context_window":0,"turn":null,"jobs":1}));
+            "context_window":0,"turn":null,"jobs":1,"agents":[],
+            "tree_usage":{"input_tokens":0,"output_tokens":0}}));
         round_trip(json!({"type":"tool_output_delta","call_id":"c","text":"tick 1\n"}));
         round_trip(
             json!({"type":"retry","attempt":1,"max_attempts":4,"delay_ms":500,

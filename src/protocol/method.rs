@@ -167,6 +167,12 @@ pub enum Method {
     GetJobOutput {
         job: u64,
     },
+    /// This pod's child pods with their state, task and usage (a read method).
+    ListAgents,
+    /// Stops an idle child pod and forgets it; its log stays.
+    RemoveAgent {
+        name: String,
+    },
 }
 
 impl Method {
@@ -184,6 +190,7 @@ impl Method {
                 | Method::ListRules
                 | Method::ListJobs
                 | Method::GetJobOutput { .. }
+                | Method::ListAgents
                 | Method::GetDiff { .. }
                 | Method::GetFile { .. }
                 | Method::GetBlob { .. }

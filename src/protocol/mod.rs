@@ -11,14 +11,14 @@ mod segment;
 
 pub use entry::{
     AssistantItem, ChangeKind, CheckpointReason, DecidedBy, Decision, FileChange, ForkPoint,
-    InjectedItem, LogEntry, LogLine, NotRestored, RestoreAction, RestoredFile, Scope, ToolResult,
-    TurnEndReason, TurnError, TurnErrorCode, Usage,
+    InjectedItem, LogEntry, LogLine, NotRestored, ParentRef, RestoreAction, RestoredFile, Scope,
+    ToolResult, TurnEndReason, TurnError, TurnErrorCode, Usage,
 };
 pub use event::{
-    AccessLevel, AccessReason, ApprovalMode, CompactReason, CompletionItem, ContextSource,
-    ErrorCode, Event, Greeting, JobInfo, Level, ListenInfo, McpServerInfo, McpState, PodState,
-    Response, RuleInfo, SandboxInfo, SandboxMode, SessionInfo, Snapshot, Status, SwitchReason,
-    TokenInfo, TurnRef, PROTOCOL_VERSION,
+    AccessLevel, AccessReason, AgentInfo, AgentStatus, ApprovalMode, CompactReason, CompletionItem,
+    ContextSource, ErrorCode, Event, Greeting, JobInfo, Level, ListenInfo, McpServerInfo, McpState,
+    PodState, Response, RuleInfo, SandboxInfo, SandboxMode, SessionInfo, Snapshot, Status,
+    SwitchReason, TokenInfo, TurnRef, PROTOCOL_VERSION,
 };
 pub use in_flight::InFlight;
 pub use limits::{json_depth, MAX_JSON_DEPTH};

@@ -14,6 +14,7 @@ pub fn start(id: Uuid) -> LogEntry {
         provider: None,
         model: None,
         workspace: None,
+        parent: None,
     }
 }
 

@@ -778,6 +778,13 @@ impl Conversation {
                 provider: provider.clone(),
                 model: model.clone(),
             }),
+            LogEntry::AgentStarted { name, task, .. } => {
+                self.push_notice(Level::Info, format!("agent {name} started: {task}"))
+            }
+            LogEntry::AgentTurnEnd { name, reason, .. } => self.push_notice(
+                Level::Info,
+                format!("agent {name}: turn ended ({})", reason.as_str()),
+            ),
             LogEntry::RuleRevoked { rule, client, .. } => self.push_notice(
                 Level::Info,
                 match client {

@@ -126,6 +126,7 @@ impl Handler<Switch> for SessionLog {
             provider: Some(provider.clone()),
             model: Some(model.clone()),
             workspace: Some(self.dirs.workspace.display().to_string()),
+            parent: None,
         };
         let (target, announce) = match to {
             SwitchTo::Compacted {

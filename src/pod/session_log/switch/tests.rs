@@ -144,6 +144,7 @@ fn write_session(dir: &Path, id: Uuid, compacted_from: Option<Uuid>, rest: &[Log
         provider: Some("openai".into()),
         model: Some("gpt-4o".into()),
         workspace: None,
+        parent: None,
     };
     for (seq, entry) in std::iter::once(&start).chain(rest).enumerate() {
         let mut line = serde_json::to_vec(&LineRef {
