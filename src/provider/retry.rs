@@ -53,11 +53,41 @@ impl RetryPolicy {
         }
     }
 
+    /// The wait before retry number `retry` (0 for the first): what the
+    /// server asked for, else the doubled backoff with jitter, capped.
     fn delay(&self, retry: u32, retry_after: Option<Duration>) -> Duration {
-        let backoff = self
-            .base_delay
-            .saturating_mul(2u32.saturating_pow(retry.min(16)));
-        retry_after.unwrap_or(backoff).min(self.max_delay)
+        let wait = match retry_after {
+            Some(asked) => asked,
+            None => jittered(self.backoff(retry), random_fraction()),
+        };
+        wait.min(self.max_delay)
+    }
+
+    fn backoff(&self, retry: u32) -> Duration {
+        self.base_delay
+            .saturating_mul(2u32.saturating_pow(retry.min(16)))
+    }
+}
+
+/// `backoff` spread over its upper half by `fraction` (0.0 ..= 1.0).
+///
+/// Several pods — a parent and its children — often share one API key: a
+/// rate limit fails their calls at the same moment, and with the same fixed
+/// backoff they would all retry at the same moment too and be refused
+/// again, together. Half of the wait stays, so a retry never comes sooner
+/// than half the backoff; the other half is random, so they drift apart.
+fn jittered(backoff: Duration, fraction: f64) -> Duration {
+    let half = backoff / 2;
+    half + half.mul_f64(fraction.clamp(0.0, 1.0))
+}
+
+/// A random number in 0.0 ..= 1.0 from the OS; 1.0 (no jitter, the full
+/// backoff) in the unlikely case the OS has none to give.
+fn random_fraction() -> f64 {
+    let mut bytes = [0u8; 4];
+    match getrandom::fill(&mut bytes) {
+        Ok(()) => f64::from(u32::from_le_bytes(bytes)) / f64::from(u32::MAX),
+        Err(_) => 1.0,
     }
 }
 
@@ -167,14 +197,37 @@ mod tests {
     #[test]
     fn backoff_doubles_and_is_capped() {
         let policy = RetryPolicy::default();
-        assert_eq!(policy.delay(0, None), Duration::from_millis(500));
-        assert_eq!(policy.delay(2, None), Duration::from_secs(2));
+        assert_eq!(policy.backoff(0), Duration::from_millis(500));
+        assert_eq!(policy.backoff(2), Duration::from_secs(2));
         assert_eq!(policy.delay(40, None), Duration::from_secs(60));
         assert_eq!(policy.delay(3, Some(Duration::ZERO)), Duration::ZERO);
         assert_eq!(
             policy.delay(0, Some(Duration::from_secs(7200))),
             Duration::from_secs(60)
         );
+    }
+
+    proptest::proptest! {
+        /// A jittered wait is never under half the backoff nor over it.
+        #[test]
+        fn jitter_stays_in_the_upper_half(ms in 0u64..1_000_000, fraction in -1.0f64..2.0) {
+            let backoff = Duration::from_millis(ms);
+            let wait = jittered(backoff, fraction);
+            proptest::prop_assert!(wait >= backoff / 2 && wait <= backoff);
+        }
+    }
+
+    /// Pods that fail together do not retry together: of many draws of the
+    /// same retry's wait, not all are equal.
+    #[test]
+    fn waits_of_one_retry_differ() {
+        let policy = RetryPolicy::default();
+        let waits: std::collections::BTreeSet<Duration> =
+            (0..16).map(|_| policy.delay(3, None)).collect();
+        assert!(waits.len() > 1, "{waits:?}");
+        assert!(waits
+            .iter()
+            .all(|w| *w >= Duration::from_secs(2) && *w <= Duration::from_secs(4)));
     }
 
     /// Runs `failures` through one retrier, as one call's attempts would.
@@ -212,23 +265,23 @@ mod tests {
         };
         let busy = || AttemptError::retryable_with(TurnErrorCode::ProviderHttp, "x: HTTP 429");
         let (events, error) = run(&policy, vec![busy(), busy(), busy()]).await;
-        assert_eq!(
-            events,
-            vec![
-                ModelEvent::Retry {
-                    attempt: 1,
-                    max_attempts: 2,
-                    delay_ms: 1,
-                    error: "x: HTTP 429".into()
-                },
-                ModelEvent::Retry {
-                    attempt: 2,
-                    max_attempts: 2,
-                    delay_ms: 2,
-                    error: "x: HTTP 429".into()
-                },
-            ]
-        );
+        // Each wait is its backoff (1 ms, then 2 ms) with jitter: between
+        // half of it and all of it.
+        let expected = [(1, 0..=1), (2, 1..=2)];
+        assert_eq!(events.len(), expected.len(), "{events:?}");
+        for (event, (attempt, delays)) in events.iter().zip(expected) {
+            let ModelEvent::Retry {
+                attempt: a,
+                max_attempts: 2,
+                delay_ms,
+                error,
+            } = event
+            else {
+                panic!("not a retry of 2: {event:?}");
+            };
+            assert_eq!((*a, error.as_str()), (attempt, "x: HTTP 429"));
+            assert!(delays.contains(delay_ms), "{delay_ms} ms for retry {a}");
+        }
         let error = error.unwrap();
         assert_eq!(error.message, "x: HTTP 429 (gave up after 2 retries)");
         assert_eq!(error.code, TurnErrorCode::ProviderHttp);
