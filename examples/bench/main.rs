@@ -3,6 +3,7 @@
 //! to a baseline measured in the same run. `docs/performance.md` explains
 //! every scenario and records a run.
 
+mod acp;
 mod attach;
 mod caching;
 mod checkpoint;
@@ -36,7 +37,7 @@ pub struct Config {
     quick: bool,
     /// Run only these scenarios: durable, attach, fanout, startup, turn,
     /// later, stream, sessions, checkpoint, images, hooks, remote, page,
-    /// jobs, oneshot, caching.
+    /// jobs, oneshot, caching, acp.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Run this program's `serve` (another build of the bench) as the pod,
@@ -51,7 +52,7 @@ pub struct Config {
 
 type Scenario = fn(&Config) -> anyhow::Result<Vec<util::Row>>;
 
-const SCENARIOS: [(&str, Scenario); 16] = [
+const SCENARIOS: [(&str, Scenario); 17] = [
     ("durable", durable::run),
     ("attach", attach::run),
     ("fanout", fanout::run),
@@ -68,14 +69,16 @@ const SCENARIOS: [(&str, Scenario); 16] = [
     ("jobs", jobs::run),
     ("oneshot", oneshot::run),
     ("caching", caching::run),
+    ("acp", acp::run),
 ];
 
 fn main() -> ExitCode {
     // The scenarios start `pod serve` as this program re-executed (see
     // `util::PodProcess`).
     match std::env::args().nth(1).as_deref() {
-        // `send` too: the one-shot scenario runs `pod send` as a user does.
-        Some("serve" | "send") => return serve(),
+        // `send` too: the one-shot scenario runs `pod send` as a user does;
+        // `acp` for scenario 17's editor.
+        Some("serve" | "send" | "acp") => return serve(),
         Some(pod::tools::reaper::SUBCOMMAND) => return pod::tools::reaper::run(),
         Some("bare-read") => return stream::bare_read(),
         _ => {}
