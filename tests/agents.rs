@@ -564,3 +564,131 @@ fn a_child_that_reaches_its_budget_ends_its_turn_with_a_budget_error() {
         "{spawned}"
     );
 }
+
+#[test]
+fn list_and_remove_agents_then_a_stop_stops_the_children_first_and_a_restart_skips_the_removed() {
+    let lines = vec![
+        top(json!([
+            call(
+                "s1",
+                "spawn_agent",
+                json!({"task": "quick", "name": "a", "wait": false})
+            ),
+            call(
+                "s2",
+                "spawn_agent",
+                json!({"task": "slow", "name": "b", "wait": false})
+            ),
+        ])),
+        top(json!([{"text": "parent done"}])),
+        child("a", json!([{"text": "a done"}])),
+        child(
+            "b",
+            json!([{"text": "b thinking"}, {"delay_ms": 60000}, {"text": "never"}]),
+        ),
+    ];
+    let mut pod = named(&lines, &[]).start();
+    let (a, b) = (format!("{NAME}.a"), format!("{NAME}.b"));
+    let mut parent = client_of(&pod, NAME, "person");
+    parent.run("delegate");
+    parent.until_entry("turn_end");
+    until_logged(&pod, NAME, "a's end", |e| e["kind"] == "agent_turn_end");
+    until_logged(&pod, &b, "b's input", |e| e["kind"] == "user_input");
+    parent.send(json!({"type": "list_agents", "request_id": "l1"}));
+    let listed = parent.until_with("the list", |v| v["request_id"] == "l1");
+    let agents = listed["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 2, "{listed}");
+    assert_eq!(agents[0]["name"], a);
+    assert_eq!(agents[0]["task"], "quick");
+    assert!(agents[0]["created_at"].is_string(), "{listed}");
+    parent.send(json!({"type": "remove_agent", "request_id": "r0", "name": "calc.nope"}));
+    let unknown = parent.until_with("unknown", |v| v["request_id"] == "r0");
+    assert_eq!(unknown["code"], "not_found", "{unknown}");
+    parent.send(json!({"type": "remove_agent", "request_id": "r1", "name": b}));
+    let busy = parent.until_with("busy", |v| v["request_id"] == "r1");
+    assert_eq!(busy["code"], "busy", "{busy}");
+    parent.send(json!({"type": "remove_agent", "request_id": "r2", "name": a}));
+    let removed = parent.until_with("removed", |v| v["request_id"] == "r2");
+    assert_eq!(removed["ok"], true, "{removed}");
+    assert!(!socket_of(&pod, &a).exists(), "a's socket is gone");
+    assert!(!log_of(&pod, &a).is_empty(), "a's log stays");
+    // SIGTERM: b stops as a pod stops (its turn cancelled, its socket
+    // removed), then the parent.
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pod.pid() as i32).unwrap(),
+        rustix::process::Signal::Term,
+    )
+    .unwrap();
+    assert!(pod.wait_exit(Duration::from_secs(20)).success());
+    assert!(!socket_of(&pod, &b).exists() && !pod.socket.exists());
+    let b_end = until_logged(&pod, &b, "b's end", |e| e["kind"] == "turn_end");
+    assert_eq!(b_end["entry"]["reason"], "cancelled", "{b_end}");
+    // Started again: b comes back, the removed a does not.
+    let pod = named(&lines, &[]).in_dir(pod.into_dir()).start();
+    let mut parent = Client::connect(&pod.socket);
+    let snapshot = parent.until_type("snapshot");
+    eventually("b's socket", Duration::from_secs(20), || {
+        socket_of(&pod, &b).exists()
+    });
+    assert!(!socket_of(&pod, &a).exists());
+    let _ = snapshot;
+    parent.send(json!({"type": "list_agents", "request_id": "l2"}));
+    let listed = parent.until_with("the list", |v| v["request_id"] == "l2");
+    let names: Vec<&str> = listed["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, [b.as_str()], "{listed}");
+}
+
+#[test]
+fn spawns_beyond_max_agents_and_a_deny_rule_are_refused() {
+    let pod = named(
+        &[
+            top(json!([
+                call(
+                    "s1",
+                    "spawn_agent",
+                    json!({"task": "slow", "name": "a", "wait": false})
+                ),
+                call(
+                    "s2",
+                    "spawn_agent",
+                    json!({"task": "more", "name": "b", "wait": false})
+                ),
+            ])),
+            top(json!([{"text": "parent done"}])),
+            child("a", json!([{"delay_ms": 60000}])),
+        ],
+        &["--max-agents", "1"],
+    )
+    .start();
+    let mut parent = client_of(&pod, NAME, "person");
+    parent.run("delegate");
+    parent.until_entry("turn_end");
+    let refused = result_of(&log_of(&pod, NAME), "s2");
+    assert_eq!(refused["is_error"], true, "{refused}");
+    assert!(
+        refused["output"]
+            .as_str()
+            .unwrap()
+            .contains("--max-agents 1"),
+        "{refused}"
+    );
+    let denied = named(
+        &[
+            top(json!([call("s1", "spawn_agent", json!({"task": "t"}))])),
+            top(json!([{"text": "done"}])),
+        ],
+        &["--deny", "spawn_agent:*"],
+    )
+    .start();
+    let mut parent = client_of(&denied, NAME, "person");
+    parent.run("delegate");
+    parent.until_entry("turn_end");
+    let log = log_of(&denied, NAME);
+    assert_eq!(approval_decision(&log, "s1")["by"], "policy");
+    assert!(!kinds(&log).contains(&"agent_started".to_owned()));
+}
