@@ -237,7 +237,7 @@ pub(super) fn start_pod(shared: &Rc<Shared>, spec: PodSpec) -> Started {
         broadcaster,
         worker: worker.clone(),
         workspace,
-        config: shared.limits.clone(),
+        config: shared.limits,
         checkpoints: shared.checkpoints.clone(),
         tokens: shared.tokens.clone(),
         listening: spec.listening,

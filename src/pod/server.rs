@@ -265,7 +265,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             blobs,
             checkpoints,
             hooks: Arc::new(config.hooks.clone()),
-            limits: config.limits.clone(),
+            limits: config.limits,
             tokens,
             probe,
             max_steps: config.max_steps,
