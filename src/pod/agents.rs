@@ -105,6 +105,9 @@ pub enum News {
         text: String,
         session_id: Uuid,
     },
+    /// The child stopped on its own (a `shutdown` sent to its socket): it
+    /// runs nothing more until the parent starts again.
+    Stopped,
 }
 
 /// A child's way to its parent, kept in the child's job context.
@@ -175,6 +178,8 @@ pub struct Child {
     /// Turns that ended since the child started, and the last one's end.
     pub ends: u64,
     pub last_end: Option<(TurnEndReason, String)>,
+    /// It stopped (see [`News::Stopped`]): nothing waits for it any more.
+    pub stopped: bool,
 }
 
 impl Child {
@@ -207,12 +212,13 @@ impl Child {
             outstanding,
             ends: 0,
             last_end: None,
+            stopped: false,
         }
     }
 
     /// Whether the child runs (or will run) a turn.
     pub fn busy(&self) -> bool {
-        self.outstanding > 0 || self.status.state != PodState::Idle
+        !self.stopped && (self.outstanding > 0 || self.status.state != PodState::Idle)
     }
 }
 
@@ -314,6 +320,12 @@ impl Registry {
                     text: capped,
                     at: LogEntry::now(),
                 });
+            }
+            News::Stopped => {
+                child.stopped = true;
+                child.outstanding = 0;
+                child.status.state = PodState::Idle;
+                child.status.pending_approvals.clear();
             }
         }
         self.touch();
