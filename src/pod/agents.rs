@@ -481,3 +481,67 @@ fn spec(name: &str, description: &str, parameters: Value) -> ToolSpec {
         parameters,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link() -> ChildLink {
+        ChildLink {
+            sender: mpsc::unbounded_channel().0,
+            stopped: watch::channel(false).1,
+        }
+    }
+
+    #[test]
+    fn slugs_are_checked_lowercased_and_made_unique() {
+        let mut registry = Registry::new("calc".into(), Limits::default(), None);
+        assert_eq!(registry.slug_for(Some("Tests")).unwrap(), "tests");
+        assert_eq!(registry.slug_for(None).unwrap(), "agent-1");
+        for bad in ["", "a b", "x.y", "../up", &"a".repeat(25)] {
+            let why = registry.slug_for(Some(bad)).unwrap_err();
+            assert!(why.contains("not a usable agent name"), "{why}");
+        }
+        let id = Uuid::new_v4();
+        registry
+            .children
+            .push(Child::new("calc.tests", "tests", "t", id, link(), 0));
+        registry
+            .children
+            .push(Child::new("calc.tests-2", "tests-2", "t", id, link(), 0));
+        assert_eq!(registry.slug_for(Some("tests")).unwrap(), "tests-3");
+    }
+
+    #[test]
+    fn a_turn_end_is_kept_and_queued_with_its_text_capped() {
+        let mut registry = Registry::new("calc".into(), Limits::default(), None);
+        let id = Uuid::new_v4();
+        registry
+            .children
+            .push(Child::new("calc.w", "w", "t", id, link(), 1));
+        assert!(registry.children[0].busy());
+        let heard = registry.hear(FromChild {
+            name: "calc.w".into(),
+            news: News::TurnEnded {
+                reason: TurnEndReason::Completed,
+                usage: None,
+                text: "é".repeat(4000),
+                session_id: id,
+            },
+        });
+        assert!(heard);
+        let child = &registry.children[0];
+        assert_eq!((child.ends, child.outstanding), (1, 0));
+        match &registry.entries[..] {
+            [LogEntry::AgentTurnEnd { text, .. }] => {
+                assert!(text.len() < TURN_END_TEXT_CAP + 64, "{}", text.len());
+                assert!(text.ends_with("more bytes]"), "{text}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!registry.hear(FromChild {
+            name: "calc.other".into(),
+            news: News::Stopped,
+        }));
+    }
+}
