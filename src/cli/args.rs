@@ -209,6 +209,14 @@ pub enum Command {
     /// Exit codes: 0 completed; 1 error, max_steps, interrupted or refused;
     /// 2 bad usage; 3 no pod is listening; 4 cancelled; 5 stopped waiting.
     Send(SendArgs),
+    /// Run one task to its end in a private pod and exit: for scripts, CI and
+    /// benchmark harnesses (docs/headless.md).
+    ///
+    /// Nothing waits for a person: a call that would ask for approval is denied
+    /// (`--approval auto` lets calls run). Exit codes: 0 completed; 1 error,
+    /// max_steps, interrupted or refused; 2 bad usage; 4 cancelled; 5 the pod
+    /// stopped before the run ended; 6 --timeout or --max-tokens ended it.
+    Exec(Box<ExecArgs>),
     /// Allow a tool call the pod waits for (the only one when CALL_ID is left out).
     Approve(ApproveArgs),
     /// Deny a tool call the pod waits for (the only one when CALL_ID is left out).
@@ -314,6 +322,32 @@ pub enum TokenCommand {
         /// The token's id, as `pod token list` shows it.
         id: String,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// The task; `-` reads it from stdin (as does giving none when stdin is not a terminal).
+    #[arg(value_name = "TASK")]
+    pub task: Option<String>,
+    /// Print JSON lines: the frames of the run's turn as `pod send --json` prints them,
+    /// then one `result` line.
+    #[arg(long, env = "POD_JSON", value_parser = BoolishValueParser::new())]
+    pub json: bool,
+    /// Write every change the run made to the workspace to FILE, as a unified diff
+    /// `git apply` takes.
+    #[arg(long, env = "POD_EMIT_PATCH", value_name = "FILE")]
+    pub emit_patch: Option<PathBuf>,
+    /// End the run after SECS seconds: the turn is cancelled (a running tool is killed),
+    /// the result says `error`, code `timeout`, and the exit code is 6.
+    #[arg(long, env = "POD_TIMEOUT", value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: Option<u64>,
+    /// End the run once its model calls have used N tokens (input + output, child pods
+    /// included): code `budget`, exit code 6.
+    #[arg(long, env = "POD_MAX_TOKENS", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_tokens: Option<u64>,
+    /// The private pod's flags: those of `pod serve`.
+    #[command(flatten, next_help_heading = "The private pod (as `pod serve`)")]
+    pub serve: ServeArgs,
 }
 
 #[derive(Debug, Args)]

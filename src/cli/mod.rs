@@ -5,6 +5,7 @@ mod approve;
 pub mod args;
 pub mod config;
 mod connect;
+mod exec;
 mod jobs;
 mod log;
 mod paths;
@@ -51,6 +52,7 @@ pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
             },
         ),
         Some(Command::Acp(ref serve)) => acp::run(&cli, serve, &paths),
+        Some(Command::Exec(args)) => exec::run(&paths, *args, config),
         Some(Command::Approve(args)) => approve::approve(&paths, args),
         Some(Command::Deny(args)) => approve::deny(&paths, args),
         Some(Command::Pending) => approve::pending(&paths),

@@ -27,6 +27,7 @@ mod environment;
 mod fault;
 mod frames;
 mod hooks;
+pub mod host;
 mod instructions;
 mod job;
 mod outbox;

@@ -84,6 +84,13 @@ pub struct ServeConfig {
     pub allow_remote_always: bool,
     /// `--listen` and its flags: the protocol over a WebSocket.
     pub remote: Option<crate::remote::RemoteConfig>,
+    /// Nobody will answer approval requests (`pod exec`): see
+    /// [`Policy::never_ask`].
+    pub never_ask: bool,
+    /// Clients of the process that hosts the pod ([`super::host`]), each
+    /// one end of a socket pair: they get full access, which the socket
+    /// would refuse them (their pid is the pod's own).
+    pub host_clients: Option<mpsc::UnboundedReceiver<std::os::unix::net::UnixStream>>,
 }
 
 /// A client the network server accepted and authenticated, which becomes a
@@ -287,6 +294,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
                 .flatten()
                 .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
                 .collect(),
+            never_ask: config.never_ask,
         };
         let state = JobState::new(policy, config.provider.model().to_owned())
             .with_model_typed(config.model_typed);
@@ -352,6 +360,9 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             blobs,
         };
         actix_rt::spawn(accept_remote(remote_rx, hub.clone()));
+        if let Some(clients) = config.host_clients {
+            actix_rt::spawn(accept_host_clients(clients, hub.clone()));
+        }
         actix_rt::spawn(accept_loop(listener, hub));
         actix_rt::spawn(descendants::reap_orphans());
         actix_rt::spawn(signals.stop(worker));
@@ -661,6 +672,22 @@ async fn accept_remote(mut clients: mpsc::UnboundedReceiver<RemoteClient>, hub: 
         );
         if let Err(e) = started {
             tracing::warn!("cannot set up a remote connection: {e}");
+        }
+    }
+}
+
+/// The hosting process's own clients ([`ServeConfig::host_clients`]).
+async fn accept_host_clients(
+    mut clients: mpsc::UnboundedReceiver<std::os::unix::net::UnixStream>,
+    hub: Hub,
+) {
+    while let Some(stream) = clients.recv().await {
+        let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
+        let started = stream
+            .set_nonblocking(true)
+            .and_then(|()| Connection::start(id, stream, hub.clone(), Access::local(false)));
+        if let Err(e) = started {
+            tracing::warn!("cannot set up the host's connection: {e}");
         }
     }
 }

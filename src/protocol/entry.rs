@@ -403,6 +403,11 @@ pub enum TurnErrorCode {
     Storage,
     /// The pod died mid-turn (`interrupted`).
     Crashed,
+    /// A token budget was reached (`pod exec --max-tokens`; a child pod's
+    /// `max_tokens`): the message names the limit.
+    Budget,
+    /// A time limit was reached (`pod exec --timeout`): the message names it.
+    Timeout,
     #[serde(other)]
     #[schemars(skip)]
     Other,
