@@ -18,15 +18,14 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use serde::Serialize;
 
 use super::args::ExecArgs;
 use super::connect::exit;
 use super::{ConfigFile, Paths};
 use crate::client::{EventStream, RequestSink};
 use crate::protocol::{
-    AssistantItem, DecidedBy, Decision, Event, FileChange, LogEntry, Method, Request, Segment,
-    TurnEndReason, TurnError, TurnErrorCode, Usage,
+    AssistantItem, DecidedBy, Decision, Event, ExecResult, ExecResultType, FileChange, LogEntry,
+    Method, Request, Segment, TurnEndReason, TurnError, TurnErrorCode, Usage,
 };
 use crate::safe_text;
 
@@ -200,28 +199,12 @@ struct Ran {
     duration: Duration,
 }
 
-/// The last line of `--json`.
-#[derive(Serialize)]
-struct ResultLine<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    reason: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'a TurnError>,
-    session_id: uuid::Uuid,
-    usage: Usage,
-    duration_ms: u64,
-    text: &'a str,
-    patch: Option<&'a Path>,
-}
-
 impl Ran {
-    fn reason(&self) -> &'static str {
+    fn reason(&self) -> TurnEndReason {
         match (self.limit, self.end) {
-            (Some(_), _) => "error",
-            (None, Some(reason)) => reason.as_str(),
-            // Refused, or lost before its end: no turn reason to give.
-            (None, None) => "error",
+            (None, Some(reason)) => reason,
+            // A limit ended it, or it was refused or lost before its end.
+            _ => TurnEndReason::Error,
         }
     }
 
@@ -242,15 +225,15 @@ impl Ran {
     fn report(self, options: &Options, pod: &str) -> anyhow::Result<ExitCode> {
         let mut stdout = std::io::stdout().lock();
         let written = if options.json {
-            let line = ResultLine {
-                kind: "result",
+            let line = ExecResult {
+                kind: ExecResultType::Result,
                 reason: self.reason(),
-                error: self.error.as_ref(),
+                error: self.error.clone(),
                 session_id: self.session_id,
                 usage: self.usage,
                 duration_ms: u64::try_from(self.duration.as_millis()).unwrap_or(u64::MAX),
-                text: &self.text,
-                patch: self.patch.as_deref(),
+                text: self.text.clone(),
+                patch: self.patch.as_ref().map(|p| p.display().to_string()),
             };
             writeln!(stdout, "{}", serde_json::to_string(&line)?)
         } else if self.text.is_empty() {
@@ -322,6 +305,9 @@ async fn drive(
         .timeout
         .map(|after| (after, options.started + after));
     run.follow(&mut events, &mut sink, deadline).await?;
+    if let (Some(limit), Some(TurnEndReason::Cancelled)) = (run.limit, run.end) {
+        record_limit(&mut events, &mut sink, limit).await?;
+    }
     let patch = match &options.emit_patch {
         Some(file) if run.end.is_some() => run.write_patch(&mut events, &mut sink, file).await?,
         _ => None,
@@ -337,6 +323,33 @@ async fn drive(
         lost: run.lost,
         duration: options.started.elapsed(),
     }))
+}
+
+/// Writes in the log why the run's turn was cancelled — the `turn_end`
+/// only says `cancelled` — as a `notify` (committed at once: the pod is
+/// idle), and waits until it is durable.
+async fn record_limit(
+    events: &mut EventStream,
+    sink: &mut RequestSink,
+    limit: Limit,
+) -> anyhow::Result<()> {
+    let message = format!("pod exec: {}", limit.error().message);
+    sink.send(&Request::new(Method::Notify {
+        message: message.clone(),
+    }))
+    .await?;
+    while let Some(event) = events.next().await {
+        if let Event::Entry {
+            entry: LogEntry::HookInjectedItems { items },
+            ..
+        } = event?
+        {
+            if items.iter().any(|item| item.text == message) {
+                break;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What the client knows of its run, frame by frame.

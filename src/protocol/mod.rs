@@ -3,6 +3,7 @@
 
 mod entry;
 mod event;
+mod headless;
 mod in_flight;
 mod limits;
 mod method;
@@ -20,6 +21,7 @@ pub use event::{
     PodState, Response, RuleInfo, SandboxInfo, SandboxMode, SessionInfo, Snapshot, Status,
     SwitchReason, TokenInfo, TurnRef, PROTOCOL_VERSION,
 };
+pub use headless::{ExecResult, ExecResultType};
 pub use in_flight::InFlight;
 pub use limits::{json_depth, MAX_JSON_DEPTH};
 pub use method::{CompletionKind, FrameError, Method, Request, MAX_GET_ENTRIES};
