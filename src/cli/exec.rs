@@ -57,9 +57,10 @@ pub fn run(paths: &Paths, args: ExecArgs, config: ConfigFile) -> anyhow::Result<
         }
     }
     let private = private_paths(paths);
-    let mut pod_config = match super::serve::serve_config(&private, args.serve, config, false)? {
-        Ok(pod_config) => pod_config,
-        Err(code) => return Ok(code),
+    let mut pod_config = match super::serve::serve_config(&private, args.serve, config, false) {
+        Ok(Ok(pod_config)) => pod_config,
+        Ok(Err(code)) => return Ok(code),
+        Err(e) => return not_started(e),
     };
     pod_config.new_session = true;
     pod_config.session = None;
