@@ -175,6 +175,7 @@ pub(super) fn serve_config(
         allow_remote_always: args.allow_remote_always,
         never_ask: false,
         host_clients: None,
+        replay_of: None,
     }))
 }
 

@@ -49,6 +49,7 @@ impl DurableLog {
             provider: "none".into(),
             model: "none".into(),
             workspace: data_dir.to_owned(),
+            replay_of: None,
         };
         let (file, session_id, recovered) =
             start_session(LogFile::create(&path)?, session_id, &pointer_path, &start)?;

@@ -91,6 +91,9 @@ pub struct ServeConfig {
     /// one end of a socket pair: they get full access, which the socket
     /// would refuse them (their pid is the pod's own).
     pub host_clients: Option<mpsc::UnboundedReceiver<std::os::unix::net::UnixStream>>,
+    /// The new session re-runs this recorded one (`pod replay`): its
+    /// `session_start` says so.
+    pub replay_of: Option<Uuid>,
 }
 
 /// A client the network server accepted and authenticated, which becomes a
@@ -144,6 +147,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         provider: config.provider.name().into(),
         model: config.provider.model().into(),
         workspace: workspace.root().to_path_buf(),
+        replay_of: config.replay_of,
     };
     let (file, session_id, recovered) = open_session(&sessions_dir, &pointer_path, &start)?;
     let (mcp, mcp_supervisors) = McpRegistry::new(&config.mcp_servers, workspace.root());
@@ -417,6 +421,8 @@ pub(super) struct Start {
     pub provider: String,
     pub model: String,
     pub workspace: PathBuf,
+    /// `pod replay`: the session the new one re-runs.
+    pub replay_of: Option<Uuid>,
 }
 
 impl Start {
@@ -534,6 +540,9 @@ pub(super) fn start_session(
         model: Some(start.model.clone()),
         workspace: Some(start.workspace.display().to_string()),
         parent: None,
+        replay_of: start
+            .replay_of
+            .map(|session_id| crate::protocol::ReplayRef { session_id }),
     };
     let line = serde_json::to_vec(&LogLine {
         seq: 0,

@@ -45,6 +45,10 @@ pub enum LogEntry {
         /// `spawn_agent` call that started the child (absent for a top pod).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         parent: Option<ParentRef>,
+        /// A session `pod replay` made: the recorded session it re-ran
+        /// (absent otherwise).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replay_of: Option<ReplayRef>,
     },
     UserInput {
         segments: Vec<Segment>,
@@ -301,6 +305,12 @@ pub enum TurnEndReason {
     #[serde(other)]
     #[schemars(skip)]
     Unknown,
+}
+
+/// The recorded session a replayed one re-ran (`pod replay`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ReplayRef {
+    pub session_id: Uuid,
 }
 
 /// Who started a child pod's session.

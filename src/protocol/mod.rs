@@ -12,7 +12,7 @@ mod segment;
 
 pub use entry::{
     AssistantItem, ChangeKind, CheckpointReason, DecidedBy, Decision, FileChange, ForkPoint,
-    InjectedItem, LogEntry, LogLine, NotRestored, ParentRef, RestoreAction, RestoredFile, Scope,
+    InjectedItem, LogEntry, LogLine, NotRestored, ParentRef, ReplayRef, RestoreAction, RestoredFile, Scope,
     ToolResult, TurnEndReason, TurnError, TurnErrorCode, Usage,
 };
 pub use event::{
