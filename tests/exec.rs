@@ -533,3 +533,214 @@ fn the_task_can_come_from_stdin() {
         json!([{"type": "text", "text": "the task from a file\n"}])
     );
 }
+
+// `pod replay`: a session recorded by `pod exec`, re-run from its log.
+
+impl Setup {
+    /// `pod replay ARGS…`, run to its end.
+    fn replay(&self, args: &[&str]) -> Output {
+        Command::new(POD)
+            .arg("replay")
+            .arg("--data-dir")
+            .arg(self.data_dir())
+            .args(args)
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("POD_SOCKET")
+            .env_remove("POD_NAME")
+            .env_remove("POD_WORKSPACE")
+            .env("XDG_RUNTIME_DIR", self.dir.path().join("run"))
+            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// Records a session with `pod exec`: edits, and a `bash` call that
+    /// reads `outside.txt`, a file beside the workspace that no checkpoint
+    /// holds. Its session id and the seq of that call's result.
+    fn record(&self) -> (String, u64) {
+        let outside = self.dir.path().join("outside.txt");
+        std::fs::write(&outside, "outside 1\nsame\n").unwrap();
+        let outside = outside.display();
+        self.write("notes.txt", "one\n");
+        self.commit();
+        let script = [
+            json!({"events": [
+                call("c1", "edit_file", json!({"path": "notes.txt", "old_string": "one", "new_string": "uno"})),
+                call("c2", "bash", json!({"command": "cat notes.txt && echo two >> notes.txt"})),
+                usage(10, 1),
+            ]}),
+            json!({"events": [
+                call("c3", "bash", json!({"command": format!("cat {outside}; wc -l < notes.txt")})),
+                usage(20, 2),
+            ]}),
+            json!({"events": [{"text": "Read it."}, usage(30, 3)]}),
+        ];
+        let output = self.exec(&script, &["--approval", "auto", "--json", "record"]);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        let (_, result) = json_lines(&output);
+        let session_id = result["session_id"].as_str().unwrap().to_owned();
+        let log = self.session(&session_id);
+        let seq = log
+            .iter()
+            .find(|l| {
+                l["entry"]["kind"] == "tool_results" && l["entry"]["results"][0]["call_id"] == "c3"
+            })
+            .unwrap()["seq"]
+            .as_u64()
+            .unwrap();
+        (session_id, seq)
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Replayed as recorded: every tool result the same, exit 0 — though the
+/// live workspace has moved on since, because the replay starts from the
+/// session's first checkpoint in a scratch copy and never touches it.
+#[test]
+fn replay_of_a_recorded_session_finds_no_drift() {
+    let setup = Setup::git();
+    let (session_id, _) = setup.record();
+    setup.write("notes.txt", "changed since\n");
+    let output = setup.replay(&[&session_id[..8]]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    assert!(
+        stdout(&output).contains("3 tool result(s) compared"),
+        "{}",
+        stdout(&output)
+    );
+    assert!(
+        stdout(&output).ends_with("no drift\n"),
+        "{}",
+        stdout(&output)
+    );
+    assert_eq!(
+        std::fs::read_to_string(setup.workspace().join("notes.txt")).unwrap(),
+        "changed since\n",
+        "the live workspace is left alone"
+    );
+}
+
+/// What a tool returns changed (a file outside the checkpoint that a
+/// `bash` call reads): the drift is reported at that result's seq, with
+/// the first differing line of each, and the exit code is 1.
+#[test]
+fn replay_reports_drift_at_the_right_seq_and_exits_1() {
+    let setup = Setup::git();
+    let (session_id, seq) = setup.record();
+    std::fs::write(setup.dir.path().join("outside.txt"), "outside 2\nsame\n").unwrap();
+    let output = setup.replay(&[&session_id]);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{}\n{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    let text = stdout(&output);
+    assert!(
+        text.contains(&format!("drift at seq {seq} ")),
+        "drift at seq {seq}: {text}"
+    );
+    assert!(text.contains("bash (call c3)"), "{text}");
+    assert!(text.contains("  recorded: outside 1\n"), "{text}");
+    assert!(text.contains("  replayed: outside 2\n"), "{text}");
+    assert!(
+        text.ends_with("1 drift\n"),
+        "only that call drifted: {text}"
+    );
+
+    // Up to the seq before it, nothing drifts.
+    let until = (seq - 1).to_string();
+    let output = setup.replay(&["--until-seq", &until, &session_id]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    assert!(
+        stdout(&output).contains("2 tool result(s) compared"),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
+fn replay_of_a_session_with_no_checkpoint_says_so_and_exits_2() {
+    let setup = Setup::git();
+    let output = setup.exec(
+        &[json!({"events": [{"text": "just words"}]})],
+        &["--json", "talk"],
+    );
+    let (_, result) = json_lines(&output);
+    let output = setup.replay(&[result["session_id"].as_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("has no checkpoint"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+/// `--workspace DIR` replays into that (empty) directory, never into the
+/// live workspace; `--fork` leaves the replayed session — whose
+/// `session_start` names the recorded one — current for DIR's pod.
+#[test]
+fn replay_into_a_given_directory_and_fork_from_it() {
+    let setup = Setup::git();
+    let (session_id, _) = setup.record();
+    let live = setup.workspace();
+    let output = setup.replay(&["--workspace", live.to_str().unwrap(), &session_id]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("own workspace"),
+        "{}",
+        stderr(&output)
+    );
+
+    let scratch = setup.dir.path().join("scratch");
+    let output = setup.replay(&[
+        "--workspace",
+        scratch.to_str().unwrap(),
+        "--fork",
+        &session_id,
+    ]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    assert_eq!(
+        std::fs::read_to_string(scratch.join("notes.txt")).unwrap(),
+        "uno\ntwo\n",
+        "the replay's tools ran in DIR"
+    );
+    let pod = pod::cli::derived_name(&scratch.canonicalize().unwrap());
+    let pointer: Value = serde_json::from_slice(
+        &std::fs::read(setup.data_dir().join(format!("pods/{pod}.json"))).unwrap(),
+    )
+    .unwrap();
+    let replayed = pointer["session_id"].as_str().unwrap();
+    assert_ne!(replayed, session_id);
+    let log = setup.session(replayed);
+    assert_eq!(
+        log[0]["entry"]["replay_of"],
+        json!({"session_id": session_id})
+    );
+    assert_eq!(log.last().unwrap()["entry"]["kind"], "turn_end");
+}

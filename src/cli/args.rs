@@ -217,6 +217,13 @@ pub enum Command {
     /// max_steps, interrupted or refused; 2 bad usage; 4 cancelled; 5 the pod
     /// stopped before the run ended; 6 --timeout or --max-tokens ended it.
     Exec(Box<ExecArgs>),
+    /// Re-run a recorded session in a scratch copy of its workspace — the model's replies
+    /// from the log, every tool for real — and report drift: tool results that differ.
+    ///
+    /// The scratch copy is restored from the session's first checkpoint into --workspace DIR
+    /// (empty or new), else a temporary directory. Exit codes: 0 no drift; 1 drift;
+    /// 2 bad usage, or a session with no checkpoint.
+    Replay(Box<ReplayArgs>),
     /// Allow a tool call the pod waits for (the only one when CALL_ID is left out).
     Approve(ApproveArgs),
     /// Deny a tool call the pod waits for (the only one when CALL_ID is left out).
@@ -347,6 +354,24 @@ pub struct ExecArgs {
     pub max_tokens: Option<u64>,
     /// The private pod's flags: those of `pod serve`.
     #[command(flatten, next_help_heading = "The private pod (as `pod serve`)")]
+    pub serve: ServeArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The recorded session: its id, or a unique prefix of at least 4 characters.
+    #[arg(id = "recorded", value_name = "SESSION")]
+    pub recorded: String,
+    /// Replay the log up to this entry only.
+    #[arg(long, env = "POD_UNTIL_SEQ", value_name = "N")]
+    pub until_seq: Option<u64>,
+    /// Leave the replayed session as the current session of the scratch workspace's pod
+    /// (and keep the scratch directory), to go on from it with a live model.
+    #[arg(long, env = "POD_FORK", value_parser = BoolishValueParser::new())]
+    pub fork: bool,
+    /// The replay's pod's flags: those of `pod serve` that shape tools (--sandbox,
+    /// --approval, --allow, …); the model is always the recorded replies.
+    #[command(flatten, next_help_heading = "The replay's pod (as `pod serve`)")]
     pub serve: ServeArgs,
 }
 

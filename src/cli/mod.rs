@@ -10,6 +10,7 @@ mod jobs;
 mod log;
 mod paths;
 mod plain;
+mod replay;
 mod rewind;
 mod rules;
 mod send;
@@ -53,6 +54,9 @@ pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
         ),
         Some(Command::Acp(ref serve)) => acp::run(&cli, serve, &paths),
         Some(Command::Exec(args)) => exec::run(&paths, *args, config),
+        Some(Command::Replay(args)) => {
+            replay::run(&paths, *args, config, cli.global.workspace.clone())
+        }
         Some(Command::Approve(args)) => approve::approve(&paths, args),
         Some(Command::Deny(args)) => approve::deny(&paths, args),
         Some(Command::Pending) => approve::pending(&paths),

@@ -12,8 +12,8 @@ mod segment;
 
 pub use entry::{
     AssistantItem, ChangeKind, CheckpointReason, DecidedBy, Decision, FileChange, ForkPoint,
-    InjectedItem, LogEntry, LogLine, NotRestored, ParentRef, ReplayRef, RestoreAction, RestoredFile, Scope,
-    ToolResult, TurnEndReason, TurnError, TurnErrorCode, Usage,
+    InjectedItem, LogEntry, LogLine, NotRestored, ParentRef, ReplayRef, RestoreAction,
+    RestoredFile, Scope, ToolResult, TurnEndReason, TurnError, TurnErrorCode, Usage,
 };
 pub use event::{
     AccessLevel, AccessReason, AgentInfo, AgentStatus, ApprovalMode, CompactReason, CompletionItem,
