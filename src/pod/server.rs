@@ -87,7 +87,7 @@ pub struct ServeConfig {
     /// Nobody will answer approval requests (`pod exec`): see
     /// [`Policy::never_ask`].
     pub never_ask: bool,
-    /// Clients of the process that hosts the pod ([`super::host`]), each
+    /// Clients of the process that hosts the pod (`pod exec`, `pod replay`), each
     /// one end of a socket pair: they get full access, which the socket
     /// would refuse them (their pid is the pod's own).
     pub host_clients: Option<mpsc::UnboundedReceiver<std::os::unix::net::UnixStream>>,
