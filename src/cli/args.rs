@@ -214,8 +214,9 @@ pub enum Command {
     ///
     /// Nothing waits for a person: a call that would ask for approval is denied
     /// (`--approval auto` lets calls run). Exit codes: 0 completed; 1 error,
-    /// max_steps, interrupted or refused; 2 bad usage; 4 cancelled; 5 the pod
-    /// stopped before the run ended; 6 --timeout or --max-tokens ended it.
+    /// max_steps, interrupted or refused; 2 bad usage; 3 the private pod could
+    /// not start; 4 cancelled; 5 the pod stopped before the run ended;
+    /// 6 --timeout or --max-tokens ended it.
     Exec(Box<ExecArgs>),
     /// Re-run a recorded session in a scratch copy of its workspace — the model's replies
     /// from the log, every tool for real — and report drift: tool results that differ.
