@@ -170,15 +170,27 @@ async fn connect_socket(socket: &Path) -> Result<(EventStream, RequestSink), Cli
             my_uid,
         });
     }
+    Ok(split(stream))
+}
+
+/// A client over a stream already connected to a pod: one end of the
+/// socket pair a pod this process hosts hands out
+/// ([`crate::pod::embedded::EmbeddedPod::connect`]).
+pub fn over(stream: std::os::unix::net::UnixStream) -> std::io::Result<(EventStream, RequestSink)> {
+    stream.set_nonblocking(true)?;
+    Ok(split(UnixStream::from_std(stream)?))
+}
+
+fn split(stream: UnixStream) -> (EventStream, RequestSink) {
     let (read, write) = stream.into_split();
-    Ok((
+    (
         EventStream {
             frames: Frames::Socket(FramedRead::new(read, LinesCodec::new())),
         },
         RequestSink {
             frames: Sink::Socket(FramedWrite::new(write, LinesCodec::new())),
         },
-    ))
+    )
 }
 
 /// The token goes in `Authorization: Bearer`, never in the URL.

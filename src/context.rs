@@ -775,6 +775,7 @@ mod tests {
             model: None,
             workspace: None,
             parent: None,
+            replay_of: None,
         }
     }
 

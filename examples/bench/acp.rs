@@ -129,8 +129,9 @@ impl SocketClient {
     /// One turn: `run` → first `text_delta`, then on to the turn's end.
     fn turn(&mut self) -> anyhow::Result<Duration> {
         let t = Instant::now();
-        self.writer
-            .write_all(b"{\"type\":\"run\",\"segments\":[{\"type\":\"text\",\"text\":\"go\"}]}\n")?;
+        self.writer.write_all(
+            b"{\"type\":\"run\",\"segments\":[{\"type\":\"text\",\"text\":\"go\"}]}\n",
+        )?;
         let mut first = None;
         loop {
             self.next_line()?;
@@ -205,7 +206,10 @@ impl Editor {
                 }
             },
         )?;
-        ensure!(reply["stopReason"] == "end_turn", "the prompt ended {reply}");
+        ensure!(
+            reply["stopReason"] == "end_turn",
+            "the prompt ended {reply}"
+        );
         first.context("a prompt without an agent_message_chunk")
     }
 

@@ -107,6 +107,7 @@ pub fn write_session(
         model: None,
         workspace: None,
         parent: None,
+        replay_of: None,
     };
     for (seq, entry) in std::iter::once(start).chain(entries).enumerate() {
         serde_json::to_writer(

@@ -43,6 +43,8 @@ pub const UNASKED_TOOLS: [&str; 7] = [
 /// The tools whose `path` argument names a file they change.
 pub const WRITE_TOOLS: [&str; 2] = ["write_file", "edit_file"];
 const BASH: &str = "bash";
+/// The rule a [`Policy::never_ask`] denial names.
+pub const NEVER_ASK_RULE: &str = "mode:exec";
 
 /// Whether `bash` commands run confined (see `docs/sandbox.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +102,11 @@ pub struct Policy {
     /// its approvals and rules. Writes into any `.git` directory ask too
     /// (hooks, `core.fsmonitor` and `core.pager` there run commands).
     pub protected: Vec<PathBuf>,
+    /// Nobody will answer (`pod exec`): a call that would ask is denied
+    /// instead (`mode:exec`), so the run ends rather than waiting forever.
+    /// Child pods copy the whole policy, so what a run spawns never waits
+    /// either.
+    pub never_ask: bool,
 }
 
 /// What the policy needs to know about a call.
@@ -311,7 +318,12 @@ impl Policy {
         if allowed {
             return Verdict::Run;
         }
-        self.by_mode(&subject)
+        match self.by_mode(&subject) {
+            Verdict::Ask { .. } if self.never_ask => Verdict::Deny {
+                rule: NEVER_ASK_RULE.into(),
+            },
+            verdict => verdict,
+        }
     }
 
     fn by_mode(&self, subject: &Subject) -> Verdict {

@@ -240,6 +240,7 @@ fn policy_table() {
             sandbox,
             workspace_root: ROOT.into(),
             protected: Vec::new(),
+            never_ask: false,
         };
         let arguments = args(json);
         let got = policy.decide(
@@ -266,6 +267,41 @@ fn policy_table() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// `pod exec`'s policy changes exactly one thing: every call the table
+/// has asking is denied by `mode:exec`; what runs still runs, what is
+/// denied is still denied by the same rule.
+#[test]
+fn never_ask_denies_exactly_what_would_ask() {
+    for (i, &(mode, (tool, json), allow, deny, session, sandbox, want)) in TABLE.iter().enumerate()
+    {
+        let policy = Policy {
+            mode,
+            allow: rules(allow),
+            deny: rules(deny),
+            sandbox,
+            workspace_root: ROOT.into(),
+            protected: Vec::new(),
+            never_ask: true,
+        };
+        let arguments = args(json);
+        let got = policy.decide(
+            &Call {
+                tool,
+                arguments: &arguments,
+            },
+            &rules(session),
+        );
+        let expected = match want {
+            Runs => Verdict::Run,
+            Asks(_) => Verdict::Deny {
+                rule: super::NEVER_ASK_RULE.into(),
+            },
+            Denied(rule) => Verdict::Deny { rule: rule.into() },
+        };
+        assert_eq!(got, expected, "row {i}: {mode:?} {tool} {json}");
+    }
+}
+
 #[test]
 fn session_rules_name_what_was_approved() {
     let policy = Policy {
@@ -275,6 +311,7 @@ fn session_rules_name_what_was_approved() {
         sandbox: Enforced,
         workspace_root: ROOT.into(),
         protected: Vec::new(),
+        never_ask: false,
     };
     for (tool, arguments, expected) in [
         (
@@ -374,6 +411,7 @@ fn a_session_rule_for_a_file_does_not_cover_its_neighbours() {
         sandbox: Enforced,
         workspace_root: ROOT.into(),
         protected: Vec::new(),
+        never_ask: false,
     };
     let approved = json!({"path": "src/[id].tsx", "content": ""});
     let rule = policy
@@ -426,6 +464,7 @@ fn on_disk(mode: ApprovalMode, allow: &[&str], root: &Path, protected: Vec<PathB
         sandbox: Enforced,
         workspace_root: root.to_path_buf(),
         protected,
+        never_ask: false,
     }
 }
 
@@ -529,6 +568,7 @@ fn a_wildcard_in_a_fetched_host_is_escaped_and_never_kept_always() {
         sandbox: Enforced,
         workspace_root: root.into(),
         protected: Vec::new(),
+        never_ask: false,
     };
     let asked = json!({"url": "https://*/readme"});
     let asked = Call {
@@ -571,6 +611,7 @@ fn an_assignment_before_a_command_is_not_its_program() {
         sandbox: Enforced,
         workspace_root: ROOT.into(),
         protected: Vec::new(),
+        never_ask: false,
     };
     let bash = |line: &str| json!({ "command": line });
     fn call(arguments: &Value) -> Call<'_> {

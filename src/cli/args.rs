@@ -209,6 +209,22 @@ pub enum Command {
     /// Exit codes: 0 completed; 1 error, max_steps, interrupted or refused;
     /// 2 bad usage; 3 no pod is listening; 4 cancelled; 5 stopped waiting.
     Send(SendArgs),
+    /// Run one task to its end in a private pod and exit: for scripts, CI and
+    /// benchmark harnesses (docs/headless.md).
+    ///
+    /// Nothing waits for a person: a call that would ask for approval is denied
+    /// (`--approval auto` lets calls run). Exit codes: 0 completed; 1 error,
+    /// max_steps, interrupted or refused; 2 bad usage; 3 the private pod could
+    /// not start; 4 cancelled; 5 the pod stopped before the run ended;
+    /// 6 --timeout or --max-tokens ended it.
+    Exec(Box<ExecArgs>),
+    /// Re-run a recorded session in a scratch copy of its workspace — the model's replies
+    /// from the log, every tool for real — and report drift: tool results that differ.
+    ///
+    /// The scratch copy is restored from the session's first checkpoint into --workspace DIR
+    /// (empty or new), else a temporary directory. Exit codes: 0 no drift; 1 drift;
+    /// 2 bad usage, or a session with no checkpoint.
+    Replay(Box<ReplayArgs>),
     /// Allow a tool call the pod waits for (the only one when CALL_ID is left out).
     Approve(ApproveArgs),
     /// Deny a tool call the pod waits for (the only one when CALL_ID is left out).
@@ -314,6 +330,50 @@ pub enum TokenCommand {
         /// The token's id, as `pod token list` shows it.
         id: String,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// The task; `-` reads it from stdin (as does giving none when stdin is not a terminal).
+    #[arg(value_name = "TASK")]
+    pub task: Option<String>,
+    /// Print JSON lines: the frames of the run's turn as `pod send --json` prints them,
+    /// then one `result` line.
+    #[arg(long, env = "POD_JSON", value_parser = BoolishValueParser::new())]
+    pub json: bool,
+    /// Write every change the run made to the workspace to FILE, as a unified diff
+    /// `git apply` takes.
+    #[arg(long, env = "POD_EMIT_PATCH", value_name = "FILE")]
+    pub emit_patch: Option<PathBuf>,
+    /// End the run after SECS seconds: the turn is cancelled (a running tool is killed),
+    /// the result says `error`, code `timeout`, and the exit code is 6.
+    #[arg(long, env = "POD_TIMEOUT", value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: Option<u64>,
+    /// End the run once its model calls have used N tokens (input + output, child pods
+    /// included): code `budget`, exit code 6.
+    #[arg(long, env = "POD_MAX_TOKENS", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_tokens: Option<u64>,
+    /// The private pod's flags: those of `pod serve`.
+    #[command(flatten, next_help_heading = "The private pod (as `pod serve`)")]
+    pub serve: ServeArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The recorded session: its id, or a unique prefix of at least 4 characters.
+    #[arg(id = "recorded", value_name = "SESSION")]
+    pub recorded: String,
+    /// Replay the log up to this entry only.
+    #[arg(long, env = "POD_UNTIL_SEQ", value_name = "N")]
+    pub until_seq: Option<u64>,
+    /// Leave the replayed session as the current session of the scratch workspace's pod
+    /// (and keep the scratch directory), to go on from it with a live model.
+    #[arg(long, env = "POD_FORK", value_parser = BoolishValueParser::new())]
+    pub fork: bool,
+    /// The replay's pod's flags: those of `pod serve` that shape tools (--sandbox,
+    /// --approval, --allow, …); the model is always the recorded replies.
+    #[command(flatten, next_help_heading = "The replay's pod (as `pod serve`)")]
+    pub serve: ServeArgs,
 }
 
 #[derive(Debug, Args)]

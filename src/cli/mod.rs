@@ -5,10 +5,12 @@ mod approve;
 pub mod args;
 pub mod config;
 mod connect;
+mod exec;
 mod jobs;
 mod log;
 mod paths;
 mod plain;
+mod replay;
 mod rewind;
 mod rules;
 mod send;
@@ -51,6 +53,10 @@ pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
             },
         ),
         Some(Command::Acp(ref serve)) => acp::run(&cli, serve, &paths),
+        Some(Command::Exec(args)) => exec::run(&paths, *args, config),
+        Some(Command::Replay(args)) => {
+            replay::run(&paths, *args, config, cli.global.workspace.clone())
+        }
         Some(Command::Approve(args)) => approve::approve(&paths, args),
         Some(Command::Deny(args)) => approve::deny(&paths, args),
         Some(Command::Pending) => approve::pending(&paths),

@@ -19,8 +19,45 @@ pub fn run(
     config: ConfigFile,
     model_typed: bool,
 ) -> anyhow::Result<ExitCode> {
+    let serve_config = match serve_config(paths, args, config, model_typed)? {
+        Ok(serve_config) => serve_config,
+        Err(code) => return Ok(code),
+    };
+    started(crate::pod::serve(serve_config))
+}
+
+/// How a pod that ran (or failed to start) exits: a claim refused (the
+/// name or the session is another workspace's) is bad usage.
+pub(super) fn started(served: anyhow::Result<()>) -> anyhow::Result<ExitCode> {
+    match served {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e)
+            if matches!(
+                e.downcast_ref(),
+                Some(
+                    crate::store::claim::ClaimError::OtherWorkspace { .. }
+                        | crate::store::claim::ClaimError::SessionOfOtherWorkspace { .. }
+                )
+            ) =>
+        {
+            eprintln!("pod: {e}");
+            Ok(ExitCode::from(super::connect::exit::USAGE))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The pod `pod serve` runs with these flags at `paths` (`pod exec`
+/// builds its private pod from the same flags); `Err` with the exit code
+/// when the flags cannot work, said on stderr.
+pub(super) fn serve_config(
+    paths: &Paths,
+    args: ServeArgs,
+    config: ConfigFile,
+    model_typed: bool,
+) -> anyhow::Result<Result<ServeConfig, ExitCode>> {
     if let Some(code) = missing_script(&args) {
-        return Ok(code);
+        return Ok(Err(code));
     }
     let provider_config = ProviderConfig {
         kind: args.provider,
@@ -45,11 +82,11 @@ pub fn run(
     let workspace_root = std::fs::canonicalize(&paths.workspace).unwrap_or(paths.workspace.clone());
     if let Some(why) = data_dir_inside(&paths.data_dir, &workspace_root) {
         eprintln!("pod: {why}");
-        return Ok(ExitCode::from(super::connect::exit::USAGE));
+        return Ok(Err(ExitCode::from(super::connect::exit::USAGE)));
     }
     if let Err(e) = config.hooks.check_unsandboxed(&workspace_root) {
         eprintln!("pod: {e}");
-        return Ok(ExitCode::from(2));
+        return Ok(Err(ExitCode::from(2)));
     }
     let permissions = config.permissions_for(&workspace_root);
     let remote = match args.listen {
@@ -59,7 +96,7 @@ pub fn run(
                 crate::remote::check_plaintext(&listen, tls.is_some(), args.allow_plaintext)
             {
                 eprintln!("pod: {why}");
-                return Ok(ExitCode::from(super::connect::exit::USAGE));
+                return Ok(Err(ExitCode::from(super::connect::exit::USAGE)));
             }
             Some(crate::remote::RemoteConfig {
                 listen,
@@ -73,7 +110,7 @@ pub fn run(
     };
     let provider = provider::build(&provider_config)?;
     crate::tools::process::keep_env(args.pass_env);
-    let served = crate::pod::serve(ServeConfig {
+    Ok(Ok(ServeConfig {
         remote,
         name: paths.name.clone(),
         name_derived: !paths.name_given,
@@ -141,23 +178,10 @@ pub fn run(
             max_depth: args.max_agent_depth,
             max_tokens: args.agent_max_tokens,
         },
-    });
-    match served {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e)
-            if matches!(
-                e.downcast_ref(),
-                Some(
-                    crate::store::claim::ClaimError::OtherWorkspace { .. }
-                        | crate::store::claim::ClaimError::SessionOfOtherWorkspace { .. }
-                )
-            ) =>
-        {
-            eprintln!("pod: {e}");
-            Ok(ExitCode::from(super::connect::exit::USAGE))
-        }
-        Err(e) => Err(e),
-    }
+        never_ask: false,
+        host_clients: None,
+        replay_of: None,
+    }))
 }
 
 /// A `--script` that names no file is bad usage (exit 2), said before

@@ -51,6 +51,7 @@ impl DurableLog {
             workspace: data_dir.to_owned(),
             parent: None,
             fresh_id: None,
+            replay_of: None,
         };
         let (file, session_id, recovered) =
             start_session(LogFile::create(&path)?, session_id, &pointer_path, &start)?;

@@ -138,6 +138,7 @@ mod tests {
                 model: None,
                 workspace: None,
                 parent: None,
+                replay_of: None,
             },
         })
         .unwrap();

@@ -425,6 +425,7 @@ fn launch_child(
         workspace: shared.workspace.root().to_path_buf(),
         parent: Some(spawn.parent.clone()),
         fresh_id: Some(spawn.session_id),
+        replay_of: None,
     };
     let pointer_path = pointer::path(&shared.pods_dir, &spawn.name);
     let session = open_session(&shared.sessions_dir, &pointer_path, &start)?;
@@ -528,6 +529,8 @@ pub(super) struct Start {
     /// The id a new session takes (a child's, chosen by its parent so that
     /// `agent_started` can name it before the child's log exists).
     pub fresh_id: Option<Uuid>,
+    /// `pod replay`: the session the new one re-runs.
+    pub replay_of: Option<Uuid>,
 }
 
 impl Start {
@@ -647,6 +650,9 @@ pub(super) fn start_session(
         model: Some(start.model.clone()),
         workspace: Some(start.workspace.display().to_string()),
         parent: start.parent.clone(),
+        replay_of: start
+            .replay_of
+            .map(|session_id| crate::protocol::ReplayRef { session_id }),
     };
     let line = serde_json::to_vec(&LogLine {
         seq: 0,

@@ -26,6 +26,7 @@ mod compaction;
 mod compactor;
 mod connection;
 pub(crate) mod descendants;
+pub mod embedded;
 mod environment;
 mod fault;
 mod frames;

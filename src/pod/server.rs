@@ -81,6 +81,16 @@ pub struct ServeConfig {
     pub remote: Option<crate::remote::RemoteConfig>,
     /// `--max-agents`, `--max-agent-depth`, `--agent-max-tokens`.
     pub agents: agents::Limits,
+    /// Nobody will answer approval requests (`pod exec`): see
+    /// [`Policy::never_ask`].
+    pub never_ask: bool,
+    /// Clients of the process that hosts the pod (`pod exec`, `pod replay`), each
+    /// one end of a socket pair: they get full access, which the socket
+    /// would refuse them (their pid is the pod's own).
+    pub host_clients: Option<mpsc::UnboundedReceiver<std::os::unix::net::UnixStream>>,
+    /// The new session re-runs this recorded one (`pod replay`): its
+    /// `session_start` says so.
+    pub replay_of: Option<uuid::Uuid>,
 }
 
 /// A client the network server accepted and authenticated, which becomes a
@@ -136,6 +146,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         workspace: workspace.root().to_path_buf(),
         parent: None,
         fresh_id: None,
+        replay_of: config.replay_of,
     };
     let (file, session_id, recovered) = open_session(&sessions_dir, &pointer_path, &start)?;
     let (mcp, mcp_supervisors) = McpRegistry::new(&config.mcp_servers, workspace.root());
@@ -237,6 +248,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
                 .flatten()
                 .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
                 .collect(),
+            never_ask: config.never_ask,
         };
         let checkpoints =
             crate::checkpoint::serve::Handle::new(crate::checkpoint::Checkpoints::open(
@@ -313,6 +325,9 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
                 })));
         }
         actix_rt::spawn(accept_remote(remote_rx, started.hub.clone()));
+        if let Some(clients) = config.host_clients {
+            actix_rt::spawn(accept_host_clients(clients, started.hub.clone()));
+        }
         actix_rt::spawn(descendants::reap_orphans());
         actix_rt::spawn(signals.stop(started.worker));
         // The top pod's log thread lives as long as the process.
@@ -373,6 +388,22 @@ async fn accept_remote(mut clients: mpsc::UnboundedReceiver<RemoteClient>, hub: 
         );
         if let Err(e) = started {
             tracing::warn!("cannot set up a remote connection: {e}");
+        }
+    }
+}
+
+/// The hosting process's own clients ([`ServeConfig::host_clients`]).
+async fn accept_host_clients(
+    mut clients: mpsc::UnboundedReceiver<std::os::unix::net::UnixStream>,
+    hub: Hub,
+) {
+    while let Some(stream) = clients.recv().await {
+        let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
+        let started = stream
+            .set_nonblocking(true)
+            .and_then(|()| Connection::start(id, stream, hub.clone(), Access::local(false)));
+        if let Err(e) = started {
+            tracing::warn!("cannot set up the host's connection: {e}");
         }
     }
 }

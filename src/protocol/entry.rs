@@ -45,6 +45,10 @@ pub enum LogEntry {
         /// `spawn_agent` call that started the child (absent for a top pod).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         parent: Option<ParentRef>,
+        /// A session `pod replay` made: the recorded session it re-ran
+        /// (absent otherwise).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replay_of: Option<ReplayRef>,
     },
     UserInput {
         segments: Vec<Segment>,
@@ -303,6 +307,12 @@ pub enum TurnEndReason {
     Unknown,
 }
 
+/// The recorded session a replayed one re-ran (`pod replay`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ReplayRef {
+    pub session_id: Uuid,
+}
+
 /// Who started a child pod's session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ParentRef {
@@ -403,9 +413,11 @@ pub enum TurnErrorCode {
     Storage,
     /// The pod died mid-turn (`interrupted`).
     Crashed,
-    /// A child pod's usage reached its token budget (`spawn_agent`'s
-    /// `max_tokens`, default `--agent-max-tokens`); the message names it.
+    /// A token budget was reached (`pod exec --max-tokens`; a child pod's
+    /// `max_tokens`): the message names the limit.
     Budget,
+    /// A time limit was reached (`pod exec --timeout`): the message names it.
+    Timeout,
     #[serde(other)]
     #[schemars(skip)]
     Other,

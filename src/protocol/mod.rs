@@ -3,6 +3,7 @@
 
 mod entry;
 mod event;
+mod headless;
 mod in_flight;
 mod limits;
 mod method;
@@ -11,8 +12,8 @@ mod segment;
 
 pub use entry::{
     AssistantItem, ChangeKind, CheckpointReason, DecidedBy, Decision, FileChange, ForkPoint,
-    InjectedItem, LogEntry, LogLine, NotRestored, ParentRef, RestoreAction, RestoredFile, Scope,
-    ToolResult, TurnEndReason, TurnError, TurnErrorCode, Usage,
+    InjectedItem, LogEntry, LogLine, NotRestored, ParentRef, ReplayRef, RestoreAction,
+    RestoredFile, Scope, ToolResult, TurnEndReason, TurnError, TurnErrorCode, Usage,
 };
 pub use event::{
     AccessLevel, AccessReason, AgentInfo, AgentStatus, ApprovalMode, CompactReason, CompletionItem,
@@ -20,6 +21,7 @@ pub use event::{
     PodState, Response, RuleInfo, SandboxInfo, SandboxMode, SessionInfo, Snapshot, Status,
     SwitchReason, TokenInfo, TurnRef, PROTOCOL_VERSION,
 };
+pub use headless::{ExecResult, ExecResultType};
 pub use in_flight::InFlight;
 pub use limits::{json_depth, MAX_JSON_DEPTH};
 pub use method::{CompletionKind, FrameError, Method, Request, MAX_GET_ENTRIES};

@@ -17,7 +17,8 @@ use super::{Event, Method, Segment, PROTOCOL_VERSION};
 ///
 /// The root accepts a frame of either direction; `#/$defs/ServerFrame` and
 /// `#/$defs/ClientFrame` are the two directions on their own, and
-/// `#/$defs/LogLine` is one line of a session log file. The schema follows
+/// `#/$defs/LogLine` is one line of a session log file, `#/$defs/ExecResult`
+/// the last line of `pod exec --json`. The schema follows
 /// what the pod *accepts* when it reads (serde's deserialisation rules):
 /// a field the pod fills in when it is missing is optional, because log
 /// lines written by older versions travel to clients byte for byte.
@@ -26,6 +27,8 @@ pub fn document() -> Value {
     let server = generator.subschema_for::<Event>();
     let client = generator.subschema_for::<Method>();
     generator.subschema_for::<super::LogLine>();
+    // Not a frame: the last line of `pod exec --json`.
+    generator.subschema_for::<super::ExecResult>();
     let mut defs = generator.take_definitions(true);
     defs.insert(
         "ServerFrame".into(),

@@ -15,6 +15,7 @@ pub fn start(id: Uuid) -> LogEntry {
         model: None,
         workspace: None,
         parent: None,
+        replay_of: None,
     }
 }
 

@@ -127,6 +127,7 @@ impl Handler<Switch> for SessionLog {
             model: Some(model.clone()),
             workspace: Some(self.dirs.workspace.display().to_string()),
             parent: self.dirs.parent.clone(),
+            replay_of: None,
         };
         let (target, announce) = match to {
             SwitchTo::Compacted {

@@ -148,6 +148,7 @@ fn write_session(dir: &Path, id: Uuid, compacted_from: Option<Uuid>, rest: &[Log
         model: Some("gpt-4o".into()),
         workspace: None,
         parent: None,
+        replay_of: None,
     };
     for (seq, entry) in std::iter::once(&start).chain(rest).enumerate() {
         let mut line = serde_json::to_vec(&LineRef {

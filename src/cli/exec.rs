@@ -1,0 +1,744 @@
+//! `pod exec`: one task run to its end in a private pod, for scripts, CI
+//! and benchmark harnesses (`cli.md`, "Headless runs and replay";
+//! docs/headless.md).
+//!
+//! The pod is an ordinary one — built from the `serve` flags as `pod serve`
+//! builds its own, with a fresh session in the usual data directory — that
+//! this process hosts ([`crate::pod::embedded`]) under the name
+//! `<workspace pod>.exec-<8 hex>` and stops when the run ends. This module
+//! is its client: it sends the task as one `run`, follows that turn's
+//! frames as `pod send` does, and ends the run itself when `--timeout` or
+//! `--max-tokens` is reached (by cancelling the turn, so a running tool is
+//! killed and its result says so). Nobody answers approvals here: the pod's
+//! policy denies what would ask ([`crate::approval::Policy::never_ask`]).
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+
+use super::args::ExecArgs;
+use super::connect::exit;
+use super::{ConfigFile, Paths};
+use crate::client::{EventStream, RequestSink};
+use crate::protocol::{
+    AssistantItem, DecidedBy, Decision, Event, ExecResult, ExecResultType, FileChange, LogEntry,
+    Method, Request, Segment, TurnEndReason, TurnError, TurnErrorCode, Usage,
+};
+use crate::safe_text;
+
+/// `--timeout` or `--max-tokens` ended the run.
+pub const LIMIT: u8 = 6;
+
+/// The label this connection gives itself (`approval_decision.client`).
+const CLIENT: &str = "pod exec";
+
+pub fn run(paths: &Paths, args: ExecArgs, config: ConfigFile) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    if paths.is_remote() {
+        eprintln!(
+            "pod: `pod exec` runs its own pod on this machine; --url (or POD_URL) does not apply"
+        );
+        return Ok(ExitCode::from(exit::USAGE));
+    }
+    let Some(task) = read_task(args.task.as_deref())? else {
+        eprintln!(
+            "pod: no task: give it as an argument (`pod exec \"fix the tests\"`) or on stdin \
+             (`pod exec - < task.md`); the task was empty"
+        );
+        return Ok(ExitCode::from(exit::USAGE));
+    };
+    if let Some(file) = &args.emit_patch {
+        if let Some(why) = unwritable(file) {
+            eprintln!("pod: --emit-patch {}: {why}", file.display());
+            return Ok(ExitCode::from(exit::USAGE));
+        }
+    }
+    let private = private_paths(paths);
+    let mut pod_config = match super::serve::serve_config(&private, args.serve, config, false) {
+        Ok(Ok(pod_config)) => pod_config,
+        Ok(Err(code)) => return Ok(code),
+        Err(e) => return not_started(e),
+    };
+    pod_config.new_session = true;
+    pod_config.session = None;
+    pod_config.never_ask = true;
+    let options = Options {
+        json: args.json,
+        emit_patch: args.emit_patch,
+        timeout: args.timeout.map(Duration::from_secs),
+        max_tokens: args.max_tokens,
+        started,
+    };
+    let pod = crate::pod::embedded::start(pod_config)?;
+    let ran = super::runtime()?.block_on(drive(&pod, task, &options));
+    let name = pod.name().to_owned();
+    let stopped = pod.stop();
+    let run = match (ran, stopped) {
+        (Ok(Some(run)), _) => run,
+        // The pod never answered: its own error says why.
+        (Ok(None), Err(e)) | (Err(_), Err(e)) => return not_started(e),
+        (Ok(None), Ok(())) => {
+            eprintln!("pod: the private pod {name:?} stopped before it took the task");
+            return Ok(ExitCode::from(exit::DETACHED));
+        }
+        (Err(e), Ok(())) => return Err(e),
+    };
+    run.report(&options, &name)
+}
+
+/// A pod that failed to start: bad usage when it refused the flags' name or
+/// session, else exit 3 with its reason, as `pod send` says of a pod it
+/// could not start.
+fn not_started(e: anyhow::Error) -> anyhow::Result<ExitCode> {
+    match super::serve::started(Err(e)) {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            eprintln!("pod: the private pod did not start: {e:#}");
+            Ok(ExitCode::from(exit::NO_POD))
+        }
+    }
+}
+
+/// The task: the argument, or stdin for `-` (or for nothing, when stdin is
+/// not a terminal). `None` when it is empty.
+fn read_task(given: Option<&str>) -> anyhow::Result<Option<String>> {
+    let from_stdin = match given {
+        Some("-") => true,
+        Some(_) => false,
+        None => !std::io::stdin().is_terminal(),
+    };
+    let task = if from_stdin {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("cannot read the task from stdin")?;
+        text
+    } else {
+        given.unwrap_or_default().to_owned()
+    };
+    Ok((!task.trim().is_empty()).then_some(task))
+}
+
+/// Why `--emit-patch FILE` could not be written, found before the run
+/// spends anything: its directory does not exist, or it is a directory.
+fn unwritable(file: &Path) -> Option<String> {
+    if file.is_dir() {
+        return Some("is a directory; give the path of a file to write".into());
+    }
+    let dir = file.parent().filter(|d| !d.as_os_str().is_empty())?;
+    (!dir.is_dir()).then(|| format!("the directory {} does not exist", dir.display()))
+}
+
+/// The private pod's name and socket: `<workspace pod>.exec-<8 hex>`, its
+/// socket beside every pod's.
+fn private_paths(paths: &Paths) -> Paths {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let name = format!("{}.exec-{}", paths.name, &id[..8]);
+    let socket = paths.socket_dir.join(format!("{name}.sock"));
+    Paths {
+        name,
+        name_given: true,
+        socket: socket.clone(),
+        socket_in_default_dir: true,
+        endpoint: crate::client::Endpoint::Socket(socket),
+        ..paths.clone()
+    }
+}
+
+struct Options {
+    json: bool,
+    emit_patch: Option<PathBuf>,
+    timeout: Option<Duration>,
+    max_tokens: Option<u64>,
+    started: Instant,
+}
+
+/// Which limit ended the run.
+#[derive(Debug, Clone, Copy)]
+enum Limit {
+    Timeout(Duration),
+    Budget(u64),
+}
+
+impl Limit {
+    fn error(self) -> TurnError {
+        match self {
+            Limit::Timeout(after) => TurnError {
+                code: TurnErrorCode::Timeout,
+                message: format!(
+                    "the run took longer than --timeout {} s: its turn was cancelled",
+                    after.as_secs()
+                ),
+            },
+            Limit::Budget(tokens) => TurnError {
+                code: TurnErrorCode::Budget,
+                message: format!(
+                    "the run's model calls used {tokens} tokens or more (--max-tokens \
+                     {tokens}): its turn was cancelled; raise --max-tokens for a longer run"
+                ),
+            },
+        }
+    }
+}
+
+/// How the run ended, and what it made.
+struct Ran {
+    /// `None` when the run never got a `turn_end`: refused, or the pod was lost.
+    end: Option<TurnEndReason>,
+    error: Option<TurnError>,
+    limit: Option<Limit>,
+    session_id: uuid::Uuid,
+    usage: Usage,
+    text: String,
+    /// Where the patch was written, if it was.
+    patch: Option<PathBuf>,
+    /// The exit code when the run never ended its turn.
+    lost: Option<u8>,
+    duration: Duration,
+}
+
+impl Ran {
+    fn reason(&self) -> TurnEndReason {
+        match (self.limit, self.end) {
+            (None, Some(reason)) => reason,
+            // A limit ended it, or it was refused or lost before its end.
+            _ => TurnEndReason::Error,
+        }
+    }
+
+    fn exit_code(&self) -> u8 {
+        if self.limit.is_some() {
+            return LIMIT;
+        }
+        if let Some(code) = self.lost {
+            return code;
+        }
+        match self.end {
+            Some(TurnEndReason::Completed) => 0,
+            Some(TurnEndReason::Cancelled) => exit::CANCELLED,
+            _ => exit::FAILED,
+        }
+    }
+
+    fn report(self, options: &Options, pod: &str) -> anyhow::Result<ExitCode> {
+        let mut stdout = std::io::stdout().lock();
+        let written = if options.json {
+            let line = ExecResult {
+                kind: ExecResultType::Result,
+                reason: self.reason(),
+                error: self.error.clone(),
+                session_id: self.session_id,
+                usage: self.usage,
+                duration_ms: u64::try_from(self.duration.as_millis()).unwrap_or(u64::MAX),
+                text: self.text.clone(),
+                patch: self.patch.as_ref().map(|p| p.display().to_string()),
+            };
+            writeln!(stdout, "{}", serde_json::to_string(&line)?)
+        } else if self.text.is_empty() {
+            Ok(())
+        } else {
+            writeln!(stdout, "{}", self.text.trim_end_matches('\n'))
+        };
+        // Whoever read the output went away (`pod exec … | head`): the run
+        // is over anyway, and its exit code still says how it went.
+        if let Err(e) = written.and_then(|()| stdout.flush()) {
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                return Err(e.into());
+            }
+        }
+        if let Some(error) = &self.error {
+            eprintln!(
+                "pod: the run ended with {}: {}",
+                code_name(error.code),
+                safe_text::lines(&error.message)
+            );
+        } else if let Some(reason @ (TurnEndReason::Cancelled | TurnEndReason::MaxSteps)) = self.end
+        {
+            eprintln!("pod: the run ended {}", reason.as_str());
+        }
+        eprintln!(
+            "pod: the run's log is session {} (`pod log --name {pod}` prints it)",
+            self.session_id
+        );
+        Ok(ExitCode::from(self.exit_code()))
+    }
+}
+
+/// The wire name of a turn error's code (`timeout`, `provider_http`, …).
+fn code_name(code: TurnErrorCode) -> String {
+    serde_json::to_value(code)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| "other".into())
+}
+
+/// Runs the task on the hosted pod; `None` when the pod closed the
+/// connection before its snapshot (it failed to start).
+async fn drive(
+    pod: &crate::pod::embedded::EmbeddedPod,
+    task: String,
+    options: &Options,
+) -> anyhow::Result<Option<Ran>> {
+    let (mut events, mut sink) = crate::client::over(pod.connect()?)?;
+    let session_id = match events.next().await {
+        Some(Ok(Event::Snapshot(snapshot))) => snapshot.session_id,
+        Some(Ok(_)) => anyhow::bail!("the private pod did not start with a snapshot"),
+        Some(Err(e)) => return Err(e.into()),
+        None => return Ok(None),
+    };
+    let request_id = format!("exec-{}", uuid::Uuid::new_v4().simple());
+    sink.send(&Request::new(Method::Hello {
+        client: CLIENT.into(),
+    }))
+    .await?;
+    sink.send(&Request::with_id(
+        Method::Run {
+            segments: vec![Segment::text(task)],
+        },
+        request_id.clone(),
+    ))
+    .await?;
+    let mut run = Follow::new(request_id, options, session_id);
+    let deadline = options
+        .timeout
+        .map(|after| (after, options.started + after));
+    run.follow(&mut events, &mut sink, deadline).await?;
+    if let (Some(limit), Some(TurnEndReason::Cancelled)) = (run.limit, run.end) {
+        record_limit(&mut events, &mut sink, limit).await?;
+    }
+    let patch = match &options.emit_patch {
+        Some(file) if run.end.is_some() => run.write_patch(&mut events, &mut sink, file).await?,
+        _ => None,
+    };
+    Ok(Some(Ran {
+        end: run.end,
+        error: run.error.take(),
+        limit: run.limit,
+        session_id,
+        usage: run.usage(),
+        text: run.texts.join("\n\n"),
+        patch,
+        lost: run.lost,
+        duration: options.started.elapsed(),
+    }))
+}
+
+/// Writes in the log why the run's turn was cancelled — the `turn_end`
+/// only says `cancelled` — as a `notify` (committed at once: the pod is
+/// idle), and waits until it is durable.
+async fn record_limit(
+    events: &mut EventStream,
+    sink: &mut RequestSink,
+    limit: Limit,
+) -> anyhow::Result<()> {
+    let message = format!("pod exec: {}", limit.error().message);
+    sink.send(&Request::new(Method::Notify {
+        message: message.clone(),
+    }))
+    .await?;
+    while let Some(event) = events.next().await {
+        if let Event::Entry {
+            entry: LogEntry::HookInjectedItems { items },
+            ..
+        } = event?
+        {
+            if items.iter().any(|item| item.text == message) {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What the client knows of its run, frame by frame.
+struct Follow<'a> {
+    request_id: String,
+    options: &'a Options,
+    session_id: uuid::Uuid,
+    ours: bool,
+    end: Option<TurnEndReason>,
+    error: Option<TurnError>,
+    limit: Option<Limit>,
+    lost: Option<u8>,
+    /// The usage of the turn's finished model calls, then its `turn_end`'s.
+    calls: Usage,
+    /// The latest usage of the model call in progress.
+    call: Option<Usage>,
+    /// Child pods' turns (`agent_turn_end`).
+    children: Usage,
+    /// The turn's `turn_end` usage, once it came.
+    turn_usage: Option<Usage>,
+    /// The text blocks since the last tool results: the final answer.
+    texts: Vec<String>,
+    first_checkpoint: Option<String>,
+    last_checkpoint: Option<String>,
+    /// A checkpoint that could not be taken, and why.
+    checkpoint_failed: Option<String>,
+}
+
+impl<'a> Follow<'a> {
+    fn new(request_id: String, options: &'a Options, session_id: uuid::Uuid) -> Self {
+        Self {
+            request_id,
+            options,
+            session_id,
+            ours: false,
+            end: None,
+            error: None,
+            limit: None,
+            lost: None,
+            calls: Usage::default(),
+            call: None,
+            children: Usage::default(),
+            turn_usage: None,
+            texts: Vec::new(),
+            first_checkpoint: None,
+            last_checkpoint: None,
+            checkpoint_failed: None,
+        }
+    }
+
+    /// The run's usage: its turn's model calls and its children's.
+    fn usage(&self) -> Usage {
+        let mut usage = self.turn_usage.unwrap_or_else(|| {
+            let mut so_far = self.calls;
+            if let Some(call) = &self.call {
+                so_far.add(call);
+            }
+            so_far
+        });
+        usage.add(&self.children);
+        usage
+    }
+
+    async fn follow(
+        &mut self,
+        events: &mut EventStream,
+        sink: &mut RequestSink,
+        deadline: Option<(Duration, Instant)>,
+    ) -> anyhow::Result<()> {
+        let timer = async {
+            match deadline {
+                Some((_, at)) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(timer);
+        let mut timed_out = false;
+        loop {
+            let frame = tokio::select! {
+                frame = events.next_frame() => frame,
+                () = &mut timer, if !timed_out => {
+                    timed_out = true;
+                    if let Some((after, _)) = deadline {
+                        self.end_early(sink, Limit::Timeout(after)).await?;
+                    }
+                    continue;
+                }
+            };
+            let (line, event) = match frame {
+                Some(Ok(frame)) => frame,
+                Some(Err(e)) => {
+                    eprintln!("pod: the connection to the private pod failed: {e}");
+                    self.lost = Some(exit::DETACHED);
+                    return Ok(());
+                }
+                None => {
+                    eprintln!("pod: the private pod closed the connection before the run ended");
+                    self.lost = Some(exit::DETACHED);
+                    return Ok(());
+                }
+            };
+            if self.on_frame(&line, event, sink).await? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Handles one frame; true when the run is over.
+    async fn on_frame(
+        &mut self,
+        line: &str,
+        event: Event,
+        sink: &mut RequestSink,
+    ) -> anyhow::Result<bool> {
+        match &event {
+            Event::Response(r) if r.request_id.as_deref() == Some(&self.request_id) => {
+                self.print_json(line)?;
+                return Ok(false);
+            }
+            Event::Error {
+                request_id: Some(id),
+                message,
+                ..
+            } if *id == self.request_id => {
+                self.print_json(line)?;
+                eprintln!(
+                    "pod: the pod refused the task: {}",
+                    safe_text::line(message)
+                );
+                self.lost = Some(exit::FAILED);
+                return Ok(true);
+            }
+            Event::TurnStart {
+                request_id: Some(id),
+                ..
+            } if *id == self.request_id => self.ours = true,
+            Event::Shutdown { reason } => {
+                if self.ours {
+                    self.print_json(line)?;
+                }
+                eprintln!(
+                    "pod: the private pod shut down before the run ended ({})",
+                    safe_text::line(reason)
+                );
+                self.lost = Some(exit::DETACHED);
+                return Ok(true);
+            }
+            _ => {}
+        }
+        if !self.ours {
+            return Ok(false);
+        }
+        self.print_json(line)?;
+        match event {
+            Event::Usage(usage) => {
+                self.call = Some(usage);
+                self.check_budget(sink).await?;
+            }
+            Event::Entry {
+                session_id, entry, ..
+            } => {
+                self.session_id = session_id;
+                return self.on_entry(entry, sink).await;
+            }
+            Event::Error { message, .. } if !self.options.json => {
+                eprintln!("pod: {}", safe_text::line(&message));
+            }
+            _ => {}
+        }
+        Ok(false)
+    }
+
+    async fn on_entry(&mut self, entry: LogEntry, sink: &mut RequestSink) -> anyhow::Result<bool> {
+        match entry {
+            LogEntry::AssistantItems { items } => {
+                for item in items {
+                    match item {
+                        AssistantItem::Text { text } => self.texts.push(text),
+                        AssistantItem::ToolCall {
+                            name, arguments, ..
+                        } if !self.options.json => {
+                            eprintln!("{}", super::transcript::tool_line(&name, &arguments));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            LogEntry::ToolResults { .. } => {
+                self.texts.clear();
+                if let Some(call) = self.call.take() {
+                    self.calls.add(&call);
+                }
+            }
+            LogEntry::ApprovalDecision {
+                decision: Decision::Deny,
+                by: DecidedBy::Policy,
+                rule: Some(rule),
+                ..
+            } if rule == crate::approval::NEVER_ASK_RULE && !self.options.json => {
+                eprintln!(
+                    "pod: a tool call was denied: nobody answers approvals in `pod exec` \
+                     (--approval auto, or --allow RULE, lets such calls run)"
+                );
+            }
+            LogEntry::Checkpoint {
+                checkpoint, error, ..
+            } => match checkpoint {
+                Some(id) => {
+                    if self.first_checkpoint.is_none() {
+                        self.first_checkpoint = Some(id.clone());
+                    }
+                    self.last_checkpoint = Some(id);
+                }
+                None => {
+                    self.checkpoint_failed =
+                        Some(error.unwrap_or_else(|| "the pod gave no reason".into()));
+                }
+            },
+            LogEntry::AgentTurnEnd {
+                usage: Some(usage), ..
+            } => {
+                self.children.add(&usage);
+                self.check_budget(sink).await?;
+            }
+            LogEntry::TurnEnd {
+                reason,
+                usage,
+                error,
+                ..
+            } => {
+                self.end = Some(reason);
+                self.turn_usage = Some(usage.unwrap_or_default());
+                // A limit that cancelled the turn is why it ended; a turn
+                // that ended on its own meanwhile ended as it says.
+                match self.limit {
+                    Some(limit) if reason == TurnEndReason::Cancelled => {
+                        self.error = Some(limit.error())
+                    }
+                    _ => {
+                        self.limit = None;
+                        self.error = error;
+                    }
+                }
+                return Ok(true);
+            }
+            _ => {}
+        }
+        Ok(false)
+    }
+
+    async fn check_budget(&mut self, sink: &mut RequestSink) -> anyhow::Result<()> {
+        let Some(max) = self.options.max_tokens else {
+            return Ok(());
+        };
+        let usage = self.usage();
+        if usage.input_tokens + usage.output_tokens >= max {
+            self.end_early(sink, Limit::Budget(max)).await?;
+        }
+        Ok(())
+    }
+
+    /// Cancels the run's turn because `limit` was reached (once).
+    async fn end_early(&mut self, sink: &mut RequestSink, limit: Limit) -> anyhow::Result<()> {
+        if self.limit.is_some() || self.end.is_some() {
+            return Ok(());
+        }
+        self.limit = Some(limit);
+        sink.send(&Request::with_id(
+            Method::Cancel {
+                run: Some(self.request_id.clone()),
+            },
+            format!("{}-limit", self.request_id),
+        ))
+        .await?;
+        Ok(())
+    }
+
+    fn print_json(&self, line: &str) -> std::io::Result<()> {
+        if !self.options.json {
+            return Ok(());
+        }
+        let mut stdout = std::io::stdout().lock();
+        match writeln!(stdout, "{line}").and_then(|()| stdout.flush()) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            done => done,
+        }
+    }
+
+    /// `--emit-patch`: the diff between the run's first and last checkpoint,
+    /// written to `file`; where it was written, or `None` (said on stderr)
+    /// when it could not be made.
+    async fn write_patch(
+        &self,
+        events: &mut EventStream,
+        sink: &mut RequestSink,
+        file: &Path,
+    ) -> anyhow::Result<Option<PathBuf>> {
+        if let Some(why) = &self.checkpoint_failed {
+            eprintln!(
+                "pod: --emit-patch: no patch: a checkpoint of the run could not be taken ({}), \
+                 so what changed is not known",
+                safe_text::line(why)
+            );
+            return Ok(None);
+        }
+        let diff = match (&self.first_checkpoint, &self.last_checkpoint) {
+            (Some(from), Some(to)) if from != to => match get_diff(events, sink, from, to).await? {
+                Ok(diff) => diff,
+                Err(why) => {
+                    eprintln!("pod: --emit-patch: no patch: {}", safe_text::line(&why));
+                    return Ok(None);
+                }
+            },
+            // Nothing that may change files ran: the patch is empty.
+            _ => Diff::default(),
+        };
+        if diff.truncated {
+            eprintln!(
+                "pod: --emit-patch: the diff is over the pod's 4 MiB limit and was cut: {} is \
+                 incomplete and will not apply",
+                file.display()
+            );
+        }
+        let binary: Vec<&str> = diff
+            .files
+            .iter()
+            .filter(|f| f.added.is_none() && f.removed.is_none() && f.change != mode_only())
+            .map(|f| f.path.as_str())
+            .collect();
+        if !binary.is_empty() {
+            eprintln!(
+                "pod: --emit-patch: binary files appear as `Binary files … differ`, which `git \
+                 apply` cannot apply (this pod does not write git's binary patch format): {}",
+                safe_text::line(&binary.join(", "))
+            );
+        }
+        std::fs::write(file, diff.text.as_bytes())
+            .with_context(|| format!("--emit-patch: cannot write {}", file.display()))?;
+        Ok(Some(file.to_path_buf()))
+    }
+}
+
+fn mode_only() -> crate::protocol::ChangeKind {
+    crate::protocol::ChangeKind::Mode
+}
+
+#[derive(Default)]
+struct Diff {
+    text: String,
+    files: Vec<FileChange>,
+    truncated: bool,
+}
+
+/// Asks the pod for the diff between two checkpoints; `Err` with the pod's
+/// refusal.
+async fn get_diff(
+    events: &mut EventStream,
+    sink: &mut RequestSink,
+    from: &str,
+    to: &str,
+) -> anyhow::Result<Result<Diff, String>> {
+    let id = "exec-patch";
+    sink.send(&Request::with_id(
+        Method::GetDiff {
+            from: from.to_owned(),
+            to: Some(to.to_owned()),
+            path: None,
+        },
+        id,
+    ))
+    .await?;
+    loop {
+        match events.next().await {
+            Some(Ok(Event::Response(r))) if r.request_id.as_deref() == Some(id) => {
+                return Ok(Ok(Diff {
+                    text: r.diff.unwrap_or_default(),
+                    files: r.files.unwrap_or_default(),
+                    truncated: r.truncated.unwrap_or(false),
+                }))
+            }
+            Some(Ok(Event::Error {
+                request_id: Some(rid),
+                message,
+                ..
+            })) if rid == id => return Ok(Err(message)),
+            Some(Ok(_)) => {}
+            Some(Err(e)) => return Ok(Err(e.to_string())),
+            None => return Ok(Err("the pod closed the connection".into())),
+        }
+    }
+}
