@@ -29,7 +29,17 @@ use rules::RuleKind;
 pub const READ_ONLY_TOOLS: [&str; 4] = ["read_file", "list_dir", "glob", "grep"];
 /// The tools that change nothing the user has (the plan the model keeps,
 /// its own background jobs): they run in every mode, unasked.
-pub const UNASKED_TOOLS: [&str; 3] = ["update_plan", "job_output", "job_kill"];
+/// The delegation tools (`docs/agents.md`) are among them: a child's own
+/// calls are decided under the same policy, and its budget caps its cost.
+pub const UNASKED_TOOLS: [&str; 7] = [
+    "update_plan",
+    "job_output",
+    "job_kill",
+    "spawn_agent",
+    "wait_agents",
+    "message_agent",
+    "read_agent",
+];
 /// The tools whose `path` argument names a file they change.
 pub const WRITE_TOOLS: [&str; 2] = ["write_file", "edit_file"];
 const BASH: &str = "bash";

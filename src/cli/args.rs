@@ -430,6 +430,22 @@ pub struct ServeArgs {
     /// Background jobs (`bash` with `background: true`) that may run at once.
     #[arg(long, env = "POD_MAX_JOBS", default_value_t = 8, value_name = "N")]
     pub max_jobs: usize,
+    /// Child pods (subagents) that may run turns at once; 0 offers no agent tools.
+    #[arg(long, env = "POD_MAX_AGENTS", default_value_t = 4, value_name = "N")]
+    pub max_agents: usize,
+    /// How deep child pods may nest: children spawn children only below this depth.
+    #[arg(
+        long,
+        env = "POD_MAX_AGENT_DEPTH",
+        default_value_t = 1,
+        value_name = "N"
+    )]
+    pub max_agent_depth: usize,
+    /// A child pod's token budget (input + output over its model calls) unless
+    /// spawn_agent gives max_tokens.
+    #[arg(long, env = "POD_AGENT_MAX_TOKENS", default_value_t = 200_000, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub agent_max_tokens: u64,
     /// When to ask before a tool call runs: ask | edits | auto | read-only.
     #[arg(long, env = "POD_APPROVAL", default_value = "ask", value_parser = parse_approval)]
     pub approval: crate::protocol::ApprovalMode,

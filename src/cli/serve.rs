@@ -136,6 +136,11 @@ pub fn run(
         hooks: config.hooks,
         config_path: config.write_path,
         allow_remote_always: args.allow_remote_always,
+        agents: crate::pod::AgentLimits {
+            max_agents: args.max_agents,
+            max_depth: args.max_agent_depth,
+            max_tokens: args.agent_max_tokens,
+        },
     });
     match served {
         Ok(()) => Ok(ExitCode::SUCCESS),

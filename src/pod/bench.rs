@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::broadcaster::Broadcaster;
 use super::fault::Faults;
-use super::server::{start_session, Start};
+use super::host::{start_session, Start};
 use super::session_log::{self, Dirs, SessionLog};
 use crate::protocol::{Greeting, LogEntry};
 use crate::store::{pointer, LogFile};
@@ -49,6 +49,8 @@ impl DurableLog {
             provider: "none".into(),
             model: "none".into(),
             workspace: data_dir.to_owned(),
+            parent: None,
+            fresh_id: None,
         };
         let (file, session_id, recovered) =
             start_session(LogFile::create(&path)?, session_id, &pointer_path, &start)?;
@@ -74,6 +76,7 @@ impl DurableLog {
             sessions,
             pointer: pointer_path,
             workspace: data_dir.to_owned(),
+            parent: None,
         };
         let log = SessionLog::start_in_arbiter(&arbiter.handle(), move |_| {
             SessionLog::new(

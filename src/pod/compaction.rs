@@ -206,6 +206,7 @@ async fn try_compact(env: &JobEnv, conversation: &mut Conversation) -> Result<()
         .map_err(|e| format!("the session log is gone: {e}"))?
         .map_err(|e| e.to_string())?;
     *conversation = Conversation::new(new.session_id, new.entries);
+    env.state.borrow_mut().session_id = new.session_id;
     // Sent with the status that ends `compacting`.
     env.refresh_context_estimate(conversation);
     // A model chosen by `set_model` runs because the session's latest

@@ -32,15 +32,21 @@ pub struct Environment {
     pub git: String,
     pub approval: String,
     pub sandbox: String,
+    /// A child pod's parent pod: the line `parent: NAME`, absent for a top pod.
+    pub parent: Option<String>,
 }
 
 impl Environment {
     /// The entry's text: one `key: value` line each, in the contract's order.
     pub fn text(&self) -> String {
-        format!(
+        let mut text = format!(
             "os: {}\nshell: {}\ndate: {}\nworkspace: {}\ngit: {}\napproval: {}\nsandbox: {}",
             self.os, self.shell, self.date, self.workspace, self.git, self.approval, self.sandbox
-        )
+        );
+        if let Some(parent) = &self.parent {
+            text.push_str(&format!("\nparent: {parent}"));
+        }
+        text
     }
 
     fn entry(&self) -> LogEntry {
@@ -129,6 +135,7 @@ fn known(env: &JobEnv, shell: String, git: String) -> Environment {
         git,
         approval: env.state.borrow().policy.mode.as_str().to_owned(),
         sandbox,
+        parent: env.parent.as_ref().map(|link| link.parent.pod.clone()),
     }
 }
 
@@ -179,6 +186,7 @@ mod tests {
             git: "main, 2 changed files".into(),
             approval: "ask".into(),
             sandbox: "workspace-write, network on".into(),
+            parent: None,
         }
     }
 

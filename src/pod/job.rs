@@ -17,6 +17,7 @@ use actix::Addr;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::agents::{self, ParentLink, Registry};
 use super::broadcaster::{Broadcaster, Published};
 use super::compactor::Compactor;
 use super::outbox::Client;
@@ -182,6 +183,13 @@ pub struct JobState {
     /// The context window a server stated when a request overflowed it,
     /// when smaller than `--context-window`: compaction then follows it.
     pub learned_window: Option<u64>,
+    /// What this pod's model calls used so far (its sessions' turns, the
+    /// running one included): its share of `tree_usage`, and what a
+    /// child's budget is checked against.
+    pub spent: Usage,
+    /// The current session (kept as sessions switch), for what a child
+    /// tells its parent.
+    pub session_id: uuid::Uuid,
 }
 
 impl JobState {
@@ -207,6 +215,8 @@ impl JobState {
             context_tokens: 0,
             context_source: ContextSource::Estimate,
             learned_window: None,
+            spent: Usage::default(),
+            session_id: uuid::Uuid::nil(),
         }
     }
 
@@ -268,6 +278,13 @@ pub struct JobEnv {
     /// What the `environment` entry needs a process to learn, kept between
     /// turns.
     pub probe: Rc<super::probe::Probe>,
+    /// This pod's children (subagents) and what delegation may do here.
+    pub agents: Rc<RefCell<Registry>>,
+    /// A child pod's way to its parent; `None` for a top pod.
+    pub parent: Option<ParentLink>,
+    /// A child pod's token budget: its turn ends (`budget`) once its usage
+    /// reaches it.
+    pub budget: Option<u64>,
 }
 
 impl JobEnv {
@@ -325,7 +342,9 @@ impl JobEnv {
 
     /// The model request for a prepared conversation.
     pub fn request_from<'a>(&'a self, prepared: Prepared<'a>) -> ModelRequest<'a> {
-        prepared.request(&self.config.system_prompt, Cow::Owned(self.toolbox.specs()))
+        let mut specs = self.toolbox.specs();
+        specs.extend(agents::specs(&self.agents.borrow()));
+        prepared.request(&self.config.system_prompt, Cow::Owned(specs))
     }
 
     /// Sends an event to every client.
@@ -337,12 +356,33 @@ impl JobEnv {
         self.broadcaster.do_send(Published::Usage(usage));
     }
 
+    /// The status clients see, children included: the pod is `waiting`
+    /// while any child waits, and its `pending_approvals` list theirs too,
+    /// so one place shows everything that waits for a person.
     pub fn status(&self) -> Status {
         let paused = *self.paused.borrow();
         let window = self.thresholds().context_window;
-        self.state
+        let mut status = self
+            .state
             .borrow()
-            .status(paused, window, self.toolbox.jobs().running())
+            .status(paused, window, self.toolbox.jobs().running());
+        status.tree_usage = self.state.borrow().spent;
+        let agents = self.agents.borrow();
+        for child in &agents.children {
+            status.tree_usage.add(&child.status.usage);
+            status
+                .pending_approvals
+                .extend(child.status.pending_approvals.iter().cloned());
+        }
+        let child_waits = agents
+            .children
+            .iter()
+            .any(|c| !c.status.pending_approvals.is_empty());
+        if child_waits && status.state != PodState::Compacting {
+            status.state = PodState::Waiting;
+        }
+        status.agents = agents.statuses();
+        status
     }
 
     /// When to compact: `--context-window` and `--compact-at`, with the
@@ -356,7 +396,21 @@ impl JobEnv {
     }
 
     pub fn publish_status(&self) {
-        self.broadcaster.do_send(Published::Status(self.status()));
+        let status = self.status();
+        if let Some(parent) = &self.parent {
+            parent.tell(agents::News::Status {
+                state: status.state,
+                pending: status.pending_approvals.clone(),
+                usage: status.tree_usage,
+                session_id: self.session_id(),
+            });
+        }
+        self.broadcaster.do_send(Published::Status(status));
+    }
+
+    /// The current session, as the last settled conversation names it.
+    pub fn session_id(&self) -> uuid::Uuid {
+        self.state.borrow().session_id
     }
 
     /// An error of the pod itself: every client hears it.

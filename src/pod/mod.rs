@@ -13,6 +13,9 @@
 //! `docs/architecture.md` explains the ordering argument in full.
 
 mod access;
+mod agent_tools;
+mod agent_transcript;
+mod agents;
 mod assembly;
 /// For `examples/bench` only: not part of the crate's API.
 #[doc(hidden)]
@@ -27,6 +30,7 @@ mod environment;
 mod fault;
 mod frames;
 mod hooks;
+mod host;
 mod instructions;
 mod job;
 mod outbox;
@@ -40,6 +44,7 @@ mod turn;
 mod worker;
 
 pub use access::Access;
+pub use agents::Limits as AgentLimits;
 pub use connection::ConnectionLimits;
 /// For the fuzz targets in `fuzz/`: the frame decoder every connection reads with.
 #[doc(hidden)]

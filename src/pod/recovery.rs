@@ -167,6 +167,7 @@ pub fn model_to_run(
 /// Everything to settle when `conversation` becomes current: rules rebuilt,
 /// the model reconciled (committing a `model_change` if needed).
 pub async fn settle(env: &JobEnv, conversation: &mut Conversation) {
+    env.state.borrow_mut().session_id = conversation.session_id;
     checkpoint_ids(env, conversation).await;
     let rules = session_rules(env, conversation).await;
     env.state.borrow_mut().session_rules = rules;

@@ -1,40 +1,35 @@
 //! `pod serve`: recover the session, start the actors, accept clients.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use anyhow::{bail, Context as _};
-use tokio::net::{UnixListener, UnixStream};
+use anyhow::Context as _;
 use tokio::sync::mpsc;
-use uuid::Uuid;
 
 use super::access::Access;
+use super::agents;
 use super::broadcaster::{Broadcaster, McpServerChanged, Published};
-use super::compactor::Compactor;
-use super::connection::Connection;
-use super::connection::{ConnectionLimits, Hub};
+use super::connection::{Connection, ConnectionLimits, Hub};
 use super::descendants;
 use super::fault::Faults;
-use super::job::{JobEnv, JobState, Thresholds, WorkerConfig};
-use super::session_log::{Dirs, SessionLog};
-use super::worker::{JobChanged, Stop, Worker};
+use super::host::{
+    bind, open_session, prepare_socket_path, remove_own_socket, start_pod, PodSpec, Shared, Start,
+    NEXT_CONN_ID,
+};
+use super::job::Thresholds;
+use super::worker::{Exit, Stop, Worker};
 use crate::approval::{Policy, Rule};
-use crate::context::Conversation;
-use crate::input::Resolvers;
 use crate::mcp::{McpChange, McpRegistry, McpServerConfig};
 use crate::protocol::ApprovalMode;
-use crate::protocol::{Event, Greeting, Level, LogEntry, LogLine};
+use crate::protocol::{Event, Level};
 use crate::provider::Provider;
-use crate::store::{pod_socket, pointer, LogFile, PodLock};
-use crate::tools::jobs::JobEvent;
+use crate::store::{pod_socket, pointer, PodLock};
 use crate::tools::{ToolLimits, Toolbox};
 use crate::workspace::Workspace;
-use std::cell::RefCell;
-use std::rc::Rc;
 
 pub struct ServeConfig {
     pub name: String,
@@ -84,6 +79,8 @@ pub struct ServeConfig {
     pub allow_remote_always: bool,
     /// `--listen` and its flags: the protocol over a WebSocket.
     pub remote: Option<crate::remote::RemoteConfig>,
+    /// `--max-agents`, `--max-agent-depth`, `--agent-max-tokens`.
+    pub agents: agents::Limits,
 }
 
 /// A client the network server accepted and authenticated, which becomes a
@@ -137,6 +134,8 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         provider: config.provider.name().into(),
         model: config.provider.model().into(),
         workspace: workspace.root().to_path_buf(),
+        parent: None,
+        fresh_id: None,
     };
     let (file, session_id, recovered) = open_session(&sessions_dir, &pointer_path, &start)?;
     let (mcp, mcp_supervisors) = McpRegistry::new(&config.mcp_servers, workspace.root());
@@ -182,7 +181,6 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
 
     descendants::become_subreaper();
     let socket = config.socket.clone();
-    let mcp_servers_at_start = mcp.servers();
     let bound = system.block_on(async move {
         // Before the socket takes a client: from then on a SIGTERM must
         // stop the pod cleanly, not kill it while the rest starts.
@@ -228,54 +226,6 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             }
             None => None,
         };
-        let greeting = Greeting {
-            pod: config.name.clone(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            session_id,
-            provider: config.provider.name().into(),
-            model: config.provider.model().into(),
-            workspace: workspace.root().display().to_string(),
-            pid: std::process::id(),
-            approval: config.approval,
-            sandbox: toolbox.sandbox().info(),
-            mcp_servers: mcp_servers_at_start,
-            access: Default::default(),
-            access_reason: None,
-            listen: listening.as_ref().map(crate::remote::Listening::info),
-            warnings: config
-                .warnings
-                .iter()
-                .cloned()
-                .chain(toolbox.sandbox().unavailable_reason().map(|reason| {
-                    format!("{reason}: bash commands are not confined as --sandbox asks")
-                }))
-                .collect(),
-        };
-        let broadcaster = Broadcaster::new(greeting).start();
-        actix_rt::spawn(announce_mcp(mcp_changes, broadcaster.clone()));
-        let log_arbiter = actix_rt::Arbiter::new();
-        let dirs = Dirs {
-            sessions: sessions_dir,
-            pointer: pointer_path,
-            workspace: workspace.root().to_path_buf(),
-        };
-        let mirror = recovered.lines;
-        let log_broadcaster = broadcaster.clone();
-        let session_log = SessionLog::start_in_arbiter(&log_arbiter.handle(), move |_| {
-            SessionLog::new(file, session_id, mirror, log_broadcaster, dirs, faults)
-        });
-        let compactor = Compactor::new(config.provider.clone()).start();
-        if let Some(reason) = toolbox.sandbox().unavailable_reason() {
-            broadcaster.do_send(Published::Event(Box::new(Event::Notification {
-                level: Level::Warn,
-                source: "sandbox".into(),
-                message: format!(
-                    "{reason}: bash commands are not confined as --sandbox asks, so mode auto \
-                     asks before each one (see docs/sandbox.md)"
-                ),
-            })));
-        }
-        let (paused_tx, paused) = Worker::pause_channel();
         let policy = Policy {
             mode: config.approval,
             allow: config.allow,
@@ -288,8 +238,6 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
                 .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
                 .collect(),
         };
-        let state = JobState::new(policy, config.provider.model().to_owned())
-            .with_model_typed(config.model_typed);
         let checkpoints =
             crate::checkpoint::serve::Handle::new(crate::checkpoint::Checkpoints::open(
                 &config.data_dir,
@@ -302,59 +250,73 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         }
         let probe = super::probe::Probe::new(workspace.root().to_path_buf(), toolbox.clone());
         probe.start();
-        let env = JobEnv {
-            probe,
-            checkpoints: checkpoints.clone(),
-            session_log: session_log.clone(),
-            broadcaster: broadcaster.clone(),
-            compactor,
+        let socket_dir = config
+            .socket
+            .parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        let shared = Rc::new(Shared {
             provider: config.provider.clone(),
-            resolvers: Arc::new(
-                Resolvers::for_workspace(&workspace)
-                    .with_blobs(blobs.clone(), config.max_context_images),
-            ),
-            toolbox,
-            hooks: Arc::new(config.hooks.clone()),
+            toolbox: toolbox.clone(),
             workspace: workspace.clone(),
-            config: WorkerConfig {
-                max_steps: config.max_steps,
-                system_prompt: crate::prompt::render(&config.tools),
-                compaction: config.thresholds,
-                configured_rules: config.configured_rules.clone(),
-                config_path: config.config_path.clone(),
-                allow_remote_always: config.allow_remote_always,
-            },
-            state: Rc::new(RefCell::new(state)),
-            paused,
-        };
-        let conversation = Conversation::new(session_id, recovered.entries);
-        // A client may attach before the worker settles the session: its
-        // first status must already name the model in force.
-        env.state.borrow_mut().model = super::recovery::reconcile_model(&env, &conversation).0;
-        // And the broadcaster must have it before it registers any client:
-        // its own status starts empty, and the worker publishes one only
-        // once the session is settled.
-        env.publish_status();
-        let worker = Worker::new(env, paused_tx, conversation).start();
-        for note in orphaned_jobs {
-            worker.do_send(JobChanged(JobEvent::Ended(note)));
-        }
-        actix_rt::spawn(forward_job_events(job_events_rx, worker.clone()));
-        let hub = Hub {
-            session_log,
-            broadcaster,
-            worker: worker.clone(),
-            workspace,
-            config: config.limits,
-            checkpoints,
-            tokens,
-            listening,
+            data_dir: config.data_dir.clone(),
+            sessions_dir,
+            pods_dir,
+            socket_dir,
             blobs,
-        };
-        actix_rt::spawn(accept_remote(remote_rx, hub.clone()));
-        actix_rt::spawn(accept_loop(listener, hub));
+            checkpoints,
+            hooks: Arc::new(config.hooks.clone()),
+            limits: config.limits.clone(),
+            tokens,
+            probe,
+            max_steps: config.max_steps,
+            thresholds: config.thresholds,
+            configured_rules: config.configured_rules.clone(),
+            config_path: config.config_path.clone(),
+            allow_remote_always: config.allow_remote_always,
+            max_context_images: config.max_context_images,
+            agents: config.agents,
+            warnings: config.warnings.clone(),
+        });
+        let started = start_pod(
+            &shared,
+            PodSpec {
+                provider: config.provider.clone(),
+                name: config.name.clone(),
+                socket: config.socket.clone(),
+                listener,
+                session: (file, session_id, recovered),
+                policy,
+                model_typed: config.model_typed,
+                toolbox: toolbox.clone(),
+                job_events: job_events_rx,
+                orphaned_jobs,
+                depth: 0,
+                parent: None,
+                model: None,
+                listening,
+                faults,
+                exit: Exit::System,
+            },
+        );
+        actix_rt::spawn(announce_mcp(mcp_changes, started.hub.broadcaster.clone()));
+        if let Some(reason) = toolbox.sandbox().unavailable_reason() {
+            started
+                .hub
+                .broadcaster
+                .do_send(Published::Event(Box::new(Event::Notification {
+                    level: Level::Warn,
+                    source: "sandbox".into(),
+                    message: format!(
+                        "{reason}: bash commands are not confined as --sandbox asks, so mode \
+                         auto asks before each one (see docs/sandbox.md)"
+                    ),
+                })));
+        }
+        actix_rt::spawn(accept_remote(remote_rx, started.hub.clone()));
         actix_rt::spawn(descendants::reap_orphans());
-        actix_rt::spawn(signals.stop(worker));
+        actix_rt::spawn(signals.stop(started.worker));
+        // The top pod's log thread lives as long as the process.
+        std::mem::forget(started.log_arbiter);
         anyhow::Ok(identity)
     })?;
     let run = system.run().context("the pod's event loop failed");
@@ -397,256 +359,6 @@ fn catch_file_size_signal() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Which session `pod serve` starts on, and what a new one records.
-pub(super) struct Start {
-    pub new_session: bool,
-    pub session: Option<String>,
-    /// `--force`: `session` may be another workspace's.
-    pub force: bool,
-    pub provider: String,
-    pub model: String,
-    pub workspace: PathBuf,
-}
-
-impl Start {
-    /// The pod's state file pointing at `session_id`.
-    fn pointer(&self, session_id: Uuid) -> pointer::Pointer {
-        pointer::Pointer {
-            session_id,
-            workspace: Some(self.workspace.clone()),
-        }
-    }
-}
-
-/// Starts on the session `--session` names, or resumes the pod's current
-/// session, or starts a new one.
-fn open_session(
-    sessions_dir: &Path,
-    pointer_path: &Path,
-    start: &Start,
-) -> anyhow::Result<(LogFile, Uuid, crate::store::Recovered)> {
-    if let Some(query) = &start.session {
-        return open_named(sessions_dir, pointer_path, query, start);
-    }
-    if !start.new_session {
-        if let Some(current) = pointer::read(pointer_path)? {
-            let path = LogFile::path_for(sessions_dir, current.session_id);
-            if !path.exists() {
-                bail!(
-                    "the pod's current session {} (named in {}) has no log at {}: was it deleted \
-                     or moved? Restore the file to resume that session, or start a new one with \
-                     `pod serve --new-session`",
-                    current.session_id,
-                    pointer_path.display(),
-                    path.display()
-                );
-            }
-            let (file, recovered) = LogFile::open(&path)?;
-            if let Some(warning) = &recovered.truncated_tail {
-                tracing::warn!("{warning}");
-                eprintln!("warning: {warning}");
-            }
-            if !recovered.entries.is_empty() {
-                if current.workspace.is_none() {
-                    pointer::write(pointer_path, start.pointer(current.session_id))
-                        .with_context(|| format!("cannot write {}", pointer_path.display()))?;
-                }
-                return Ok((file, current.session_id, recovered));
-            }
-            // An empty file: a crash right after creating it. Start it properly.
-            return start_session(file, current.session_id, pointer_path, start);
-        }
-    }
-    let session_id = Uuid::new_v4();
-    let file = LogFile::create(&LogFile::path_for(sessions_dir, session_id))?;
-    start_session(file, session_id, pointer_path, start)
-}
-
-/// `--session ID`: opens that session (refused when another pod holds its
-/// lock) and makes it the pod's current one.
-fn open_named(
-    sessions_dir: &Path,
-    pointer_path: &Path,
-    query: &str,
-    start: &Start,
-) -> anyhow::Result<(LogFile, Uuid, crate::store::Recovered)> {
-    let session_id = crate::store::sessions::resolve(sessions_dir, query)
-        .map_err(|e| anyhow::anyhow!("--session: {e}"))?;
-    let path = LogFile::path_for(sessions_dir, session_id);
-    let (file, recovered) = LogFile::open(&path).map_err(|e| match e {
-        crate::store::LogError::Locked { .. } => anyhow::anyhow!(
-            "--session: session {session_id} is being written by another pod (its log {} is \
-             locked); stop that pod first",
-            path.display()
-        ),
-        e => anyhow::anyhow!("--session: {e}"),
-    })?;
-    if let Some(warning) = &recovered.truncated_tail {
-        tracing::warn!("{warning}");
-        eprintln!("warning: {warning}");
-    }
-    if recovered.entries.is_empty() {
-        return start_session(file, session_id, pointer_path, start);
-    }
-    if let Some(LogEntry::SessionStart {
-        workspace: Some(theirs),
-        ..
-    }) = recovered.entries.first()
-    {
-        if Path::new(theirs) != start.workspace && !start.force {
-            return Err(crate::store::claim::ClaimError::SessionOfOtherWorkspace {
-                session_id,
-                theirs: theirs.into(),
-                workspace: start.workspace.clone(),
-            }
-            .into());
-        }
-    }
-    pointer::write(pointer_path, start.pointer(session_id))
-        .with_context(|| format!("cannot write {}", pointer_path.display()))?;
-    Ok((file, session_id, recovered))
-}
-
-/// Writes a new session's `session_start` durably and points the pod at it.
-pub(super) fn start_session(
-    mut file: LogFile,
-    session_id: Uuid,
-    pointer_path: &Path,
-    start: &Start,
-) -> anyhow::Result<(LogFile, Uuid, crate::store::Recovered)> {
-    let entry = LogEntry::SessionStart {
-        session_id,
-        created_at: LogEntry::now(),
-        compacted_from: None,
-        forked_from: None,
-        provider: Some(start.provider.clone()),
-        model: Some(start.model.clone()),
-        workspace: Some(start.workspace.display().to_string()),
-        parent: None,
-    };
-    let line = serde_json::to_vec(&LogLine {
-        seq: 0,
-        entry: entry.clone(),
-    })?;
-    let mut line = line;
-    let write = file.write_line(&mut line).and_then(|()| file.sync());
-    write.with_context(|| format!("cannot write {}", file.path().display()))?;
-    pointer::write(pointer_path, start.pointer(session_id))
-        .with_context(|| format!("cannot write {}", pointer_path.display()))?;
-    let recovered = crate::store::Recovered {
-        lines: vec![line.into()],
-        entries: vec![entry],
-        truncated_tail: None,
-    };
-    Ok((file, session_id, recovered))
-}
-
-/// Creates the socket's directory (mode 0700) and clears a stale socket; a
-/// live one means another pod is serving there. Only a socket is ever
-/// removed: `--socket` naming any other file is refused.
-fn prepare_socket_path(socket: &Path, in_default_dir: bool) -> anyhow::Result<()> {
-    if let Some(dir) = socket.parent().filter(|dir| !dir.as_os_str().is_empty()) {
-        if !dir.exists() {
-            crate::private::create_dir(dir, false)
-                .with_context(|| format!("cannot create socket directory {}", dir.display()))?;
-        }
-        if in_default_dir {
-            crate::private::check_own_dir(dir)?;
-            // The pod's own directory, perhaps left 0755 by an older tool:
-            // the contract puts the socket in a 0700 one, so make it so.
-            crate::private::create_dir(dir, true)
-                .with_context(|| format!("cannot make {} private", dir.display()))?;
-        }
-    }
-    let meta = match std::fs::symlink_metadata(socket) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => bail!("cannot inspect {}: {e}", socket.display()),
-    };
-    if !meta.file_type().is_socket() {
-        bail!(
-            "{} exists and is not a socket; the pod will not replace it. Choose another \
-             --socket, or move that file away",
-            socket.display()
-        );
-    }
-    if std::os::unix::net::UnixStream::connect(socket).is_ok() {
-        bail!(
-            "a pod is already listening on {}; stop it with `pod stop` or choose another \
-             --name or --socket",
-            socket.display()
-        );
-    }
-    std::fs::remove_file(socket)
-        .with_context(|| format!("cannot remove stale socket {}", socket.display()))?;
-    Ok(())
-}
-
-/// Which file a path names: device and inode.
-type FileIdentity = (u64, u64);
-
-/// Listens on `socket` (mode 0600) and says which file the socket is, so
-/// that only this socket is removed at exit.
-fn bind(socket: &Path) -> anyhow::Result<(UnixListener, FileIdentity)> {
-    let listener = UnixListener::bind(socket)
-        .with_context(|| format!("cannot listen on {}", socket.display()))?;
-    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
-        .with_context(|| format!("cannot restrict {}", socket.display()))?;
-    let meta = std::fs::symlink_metadata(socket)
-        .with_context(|| format!("cannot inspect {}", socket.display()))?;
-    Ok((listener, (meta.dev(), meta.ino())))
-}
-
-/// Removes the socket this pod bound, unless the path names another file
-/// by now: a process removes only what it created.
-fn remove_own_socket(socket: &Path, identity: FileIdentity) {
-    match std::fs::symlink_metadata(socket) {
-        Ok(meta) if (meta.dev(), meta.ino()) == identity => {
-            if let Err(e) = std::fs::remove_file(socket) {
-                tracing::warn!("cannot remove {}: {e}", socket.display());
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Connection ids, shared by local and remote clients.
-static NEXT_CONN_ID: AtomicU64 = AtomicU64::new(1);
-
-async fn accept_loop(listener: UnixListener, hub: Hub) {
-    let uid = rustix::process::geteuid().as_raw();
-    loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        if !same_user(&stream, uid) {
-            continue;
-        }
-        let descendant = match stream.peer_cred().ok().and_then(|c| c.pid()) {
-            Some(pid) => {
-                let pid = pid as u32;
-                tokio::task::spawn_blocking(move || descendants::is_tool_process(pid))
-                    .await
-                    .unwrap_or(true)
-            }
-            // No pid (the kernel does not say): it cannot be proven a stranger.
-            None => true,
-        };
-        let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
-        let stream = stream.into_std();
-        let started =
-            stream.and_then(|s| Connection::start(id, s, hub.clone(), Access::local(descendant)));
-        if let Err(e) = started {
-            tracing::warn!("cannot set up a connection: {e}");
-        }
-    }
-}
-
 /// The clients the network server hands over (see `crate::remote`).
 async fn accept_remote(mut clients: mpsc::UnboundedReceiver<RemoteClient>, hub: Hub) {
     while let Some(client) = clients.recv().await {
@@ -661,21 +373,6 @@ async fn accept_remote(mut clients: mpsc::UnboundedReceiver<RemoteClient>, hub: 
         );
         if let Err(e) = started {
             tracing::warn!("cannot set up a remote connection: {e}");
-        }
-    }
-}
-
-/// Only the pod's own user may talk to it; anyone else is dropped unanswered.
-fn same_user(stream: &UnixStream, uid: u32) -> bool {
-    match stream.peer_cred() {
-        Ok(cred) if cred.uid() == uid => true,
-        Ok(cred) => {
-            tracing::warn!("refused a client of uid {} (pod runs as {uid})", cred.uid());
-            false
-        }
-        Err(e) => {
-            tracing::warn!("refused a client whose credentials cannot be read: {e}");
-            false
         }
     }
 }
@@ -711,13 +408,6 @@ impl StopSignals {
         worker.do_send(Stop {
             reason: format!("{reason} received"),
         });
-    }
-}
-
-/// Tells the worker of each background job's start and end.
-async fn forward_job_events(mut events: mpsc::UnboundedReceiver<JobEvent>, worker: Addr<Worker>) {
-    while let Some(event) = events.recv().await {
-        worker.do_send(JobChanged(event));
     }
 }
 

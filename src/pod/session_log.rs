@@ -74,6 +74,10 @@ pub struct Dirs {
     /// The pod's workspace: recorded in every `session_start` and in the
     /// pointer.
     pub workspace: PathBuf,
+    /// A child pod's parent: every session it switches to keeps it (in
+    /// `session_start.parent` and the pointer), so a compacted child is
+    /// still its parent's.
+    pub parent: Option<crate::protocol::ParentRef>,
 }
 
 impl SessionLog {

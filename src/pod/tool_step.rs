@@ -171,7 +171,12 @@ pub fn reopen_answers(env: &JobEnv, conversation: &Conversation) -> Answers {
 /// The policy's verdict on one call, and the entry it commits (a policy
 /// denial or an approval request; a call simply allowed commits none).
 async fn decide(env: &JobEnv, session_id: uuid::Uuid, call: &Call) -> (Plan, Option<LogEntry>) {
-    if let Err(outcome) = env.toolbox.precheck(&call.name, &call.arguments) {
+    let checked = if super::agent_tools::is_offered(env, &call.name) {
+        super::agent_tools::precheck(&call.name, &call.arguments)
+    } else {
+        env.toolbox.precheck(&call.name, &call.arguments)
+    };
+    if let Err(outcome) = checked {
         return (Plan::Invalid(outcome), None);
     }
     let subject = approval::Call {
@@ -414,6 +419,16 @@ async fn run_tool(
     plans: &mut [Plan],
     answers: &mut mpsc::UnboundedReceiver<Answer>,
 ) -> Result<ToolOutcome, String> {
+    if super::agent_tools::is_offered(env, &call.name) {
+        // It commits entries of its own (`agent_started`, children's
+        // `agent_turn_end`), so it holds the conversation; answers to the
+        // step's later calls wait in their channel meanwhile.
+        let outcome = super::agent_tools::call(env, conversation, cancel, call).await;
+        return Ok(ToolOutcome {
+            output: crate::tools::cap(&outcome.output, env.toolbox.limits().output_cap_bytes),
+            is_error: outcome.is_error,
+        });
+    }
     let broadcaster = env.broadcaster.clone();
     let call_id = call.call_id.clone();
     let sink = Arc::new(move |text: &str| {

@@ -202,7 +202,49 @@ async fn finish_turn(
     env.state.borrow_mut().turn = None;
     commit(env, conversation, end).await?;
     hooks::turn_end(env, conversation.session_id, &turn.turn_id, ending.reason);
+    if let Some(parent) = &env.parent {
+        parent.tell(super::agents::News::TurnEnded {
+            reason: ending.reason,
+            usage,
+            text: final_text(conversation),
+            session_id: conversation.session_id,
+        });
+    }
     Ok(())
+}
+
+/// The last turn's final assistant text: its text blocks after its last
+/// tool call (what a child's parent reads as the child's answer).
+fn final_text(conversation: &Conversation) -> String {
+    let mut blocks = Vec::new();
+    for entry in conversation.entries().iter().rev() {
+        match entry {
+            LogEntry::AssistantItems { items } => match items.first() {
+                Some(crate::protocol::AssistantItem::Text { text }) => blocks.push(text.as_str()),
+                Some(crate::protocol::AssistantItem::ToolCall { .. }) => break,
+                _ => {}
+            },
+            LogEntry::UserInput { .. } | LogEntry::ToolResults { .. } => break,
+            _ => {}
+        }
+    }
+    blocks.reverse();
+    blocks.join("\n\n")
+}
+
+/// Why a child's turn must end before another model call: its usage
+/// reached its budget.
+fn over_budget(env: &JobEnv) -> Option<String> {
+    let budget = env.budget?;
+    let spent = env.state.borrow().spent;
+    let used = spent.input_tokens + spent.output_tokens;
+    (used >= budget).then(|| {
+        format!(
+            "this agent used {used} tokens, reaching its budget of {budget} (spawn_agent's \
+             max_tokens, default --agent-max-tokens); its parent may spawn a new agent with a \
+             larger max_tokens"
+        )
+    })
 }
 
 /// Closes a turn whose end could not be committed (the disk was full when
@@ -368,6 +410,9 @@ async fn step_boundary(env: &JobEnv, conversation: &mut Conversation) -> Result<
     hooks::commit_context(env, conversation)
         .await
         .map_err(|e| e.to_string())?;
+    super::agent_tools::commit_entries(env, conversation)
+        .await
+        .map_err(|e| e.to_string())?;
     if let Some(entry) = environment::update_for(env, conversation).await {
         commit(env, conversation, entry)
             .await
@@ -444,6 +489,9 @@ async fn steps(
     let cancelled = || Outcome::End(Ending::plain(TurnEndReason::Cancelled));
     let mut overflowed = false;
     for _ in 0..env.config.max_steps {
+        if let Some(why) = over_budget(env) {
+            return Outcome::End(Ending::error(TurnErrorCode::Budget, why));
+        }
         let stream = match early.take() {
             Some(stream) => stream,
             None => {
@@ -463,6 +511,7 @@ async fn steps(
         let reply = assembly::stream_reply(env, conversation, cancel, stream).await;
         if let Some(u) = reply.usage {
             usage.get_or_insert_with(Usage::default).add(&u);
+            env.state.borrow_mut().spent.add(&u);
             let estimate =
                 tokens::estimate_request_for(env.provider.name(), &env.request(conversation));
             conversation.reported_tokens = Some(Reported {

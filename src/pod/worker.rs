@@ -17,6 +17,8 @@ use actix::prelude::*;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::agent_tools;
+use super::agents::{FromChild, ToChild};
 use super::broadcaster::Shutdown;
 use super::checkpoint;
 pub use super::checkpoint::RewindRequest;
@@ -117,6 +119,15 @@ pub struct Stop {
 
 type Job = Pin<Box<dyn Future<Output = Conversation>>>;
 
+/// What the worker does once the pod has stopped.
+pub enum Exit {
+    /// The top pod: the process's event loop stops.
+    System,
+    /// A child pod: says so (its host then closes its socket and log);
+    /// the process goes on.
+    Child(watch::Sender<bool>),
+}
+
 pub struct Worker {
     env: Rc<JobEnv>,
     queue: VecDeque<QueuedRun>,
@@ -130,6 +141,7 @@ pub struct Worker {
     switch_next: Option<(Client, SwitchTo)>,
     /// A `rewind` waiting, like a switch, for a quiet job to finish.
     rewind_next: Option<(Client, RewindRequest)>,
+    exit: Option<Exit>,
 }
 
 impl Worker {
@@ -143,7 +155,14 @@ impl Worker {
             paused,
             switch_next: None,
             rewind_next: None,
+            exit: Some(Exit::System),
         }
+    }
+
+    /// What to do once stopped (the top pod's default: stop the process).
+    pub fn with_exit(mut self, exit: Exit) -> Self {
+        self.exit = Some(exit);
+        self
     }
 
     /// A pause channel for [`JobEnv::paused`] and [`Worker::new`].
@@ -198,11 +217,32 @@ impl Worker {
         if let Some(reason) = stopping {
             let broadcaster = self.env.broadcaster.clone();
             self.running = Some(CancellationToken::new());
+            // Children stop first, each as a pod stops.
+            let children: Vec<watch::Receiver<bool>> = self
+                .env
+                .agents
+                .borrow()
+                .children
+                .iter()
+                .map(|c| c.link.stopped.clone())
+                .collect();
+            let exit = self.exit.take();
             async move {
+                for mut stopped in children {
+                    let _ = stopped.wait_for(|s| *s).await;
+                }
                 let _ = broadcaster.send(Shutdown { reason }).await;
-                System::current().stop();
+                exit
             }
             .into_actor(self)
+            .map(|exit, _, ctx| match exit {
+                Some(Exit::System) => System::current().stop(),
+                Some(Exit::Child(stopped)) => {
+                    let _ = stopped.send(true);
+                    ctx.stop();
+                }
+                None => {}
+            })
             .wait(ctx);
             return;
         }
@@ -222,7 +262,8 @@ impl Worker {
             let model = state.model_request.take();
             let injected = !state.hook_context.is_empty()
                 || !state.revocations.is_empty()
-                || !state.job_notes.is_empty();
+                || !state.job_notes.is_empty()
+                || !self.env.agents.borrow().entries.is_empty();
             let compact = notifies.is_empty()
                 && model.is_none()
                 && !injected
@@ -249,6 +290,7 @@ impl Worker {
                     let _ = turn::commit_job_notes(&env, &mut conversation, notes).await;
                     let _ = hooks::commit_context(&env, &mut conversation).await;
                     let _ = rules::commit_revocations(&env, &mut conversation).await;
+                    let _ = agent_tools::commit_entries(&env, &mut conversation).await;
                     conversation
                 })
             });
@@ -559,13 +601,100 @@ impl Handler<Approve> for Worker {
                     );
                 }
             }
-            None => msg.client.error(
-                ErrorCode::NotPending,
-                format!(
-                    "no approval request {:?} is waiting (unknown, already decided, or not \
-                     waiting)",
-                    msg.call_id
-                ),
+            None => {
+                // A child's request: the child answers it, and commits the
+                // decision in its own log with this client's label.
+                if let Some(child) = self.env.agents.borrow().waiting_on(&msg.call_id) {
+                    return child.link.tell(ToChild::Approve {
+                        call_id: msg.call_id,
+                        decision: msg.decision,
+                        scope: msg.scope,
+                        message: answer.message,
+                        label: answer.label,
+                        remote: msg.remote,
+                        client: msg.client,
+                    });
+                }
+                msg.client.error(
+                    ErrorCode::NotPending,
+                    format!(
+                        "no approval request {:?} is waiting (unknown, already decided, or not \
+                         waiting)",
+                        msg.call_id
+                    ),
+                )
+            }
+        }
+    }
+}
+
+impl Handler<FromChild> for Worker {
+    type Result = ();
+
+    /// A child's status or turn end: kept, shown in this pod's status, and
+    /// a turn end committed as `agent_turn_end` (at once when idle).
+    fn handle(&mut self, msg: FromChild, ctx: &mut Context<Self>) {
+        if self.env.agents.borrow_mut().hear(msg) {
+            self.env.publish_status();
+            self.pump(ctx);
+        }
+    }
+}
+
+impl Handler<ToChild> for Worker {
+    type Result = ();
+
+    /// What this pod's parent asks, taken as the same method from a client.
+    fn handle(&mut self, msg: ToChild, ctx: &mut Context<Self>) {
+        match msg {
+            ToChild::Run(segments) => {
+                if self.state().stopping.is_some() {
+                    return;
+                }
+                let turn_running = self.state().turn.is_some();
+                self.queue.push_back(QueuedRun {
+                    segments,
+                    resolved: Default::default(),
+                    request_id: None,
+                    client: None,
+                });
+                if turn_running {
+                    self.publish_status();
+                }
+                self.pump(ctx);
+            }
+            ToChild::Approve {
+                call_id,
+                decision,
+                scope,
+                message,
+                label,
+                remote,
+                client,
+            } => self.handle(
+                Approve {
+                    call_id,
+                    decision,
+                    scope,
+                    message,
+                    label,
+                    remote,
+                    client,
+                },
+                ctx,
+            ),
+            ToChild::Cancel => {
+                if self.state().turn.is_some() {
+                    if let Some(cancel) = &self.running {
+                        cancel.cancel();
+                    }
+                }
+            }
+            ToChild::Stop => self.handle(
+                Stop {
+                    reason: "its parent pod stopped".into(),
+                },
+                ctx,
             ),
         }
     }
@@ -684,13 +813,10 @@ impl Handler<Control> for Worker {
                 ),
             },
             Control::ListAgents(client) => client.respond(Response {
-                agents: Some(Vec::new()),
+                agents: Some(self.env.agents.borrow().infos()),
                 ..Response::default()
             }),
-            Control::RemoveAgent(client, name) => client.error(
-                crate::protocol::ErrorCode::NotFound,
-                format!("this pod has no child pod {name:?}: `pod agents` lists them"),
-            ),
+            Control::RemoveAgent(client, name) => self.remove_agent(ctx, client, &name),
             Control::KillJob(client, job) => match self.env.toolbox.jobs().kill(job) {
                 Ok(()) => client.ack(),
                 Err(message) => client.error(crate::protocol::ErrorCode::JobNotFound, message),
@@ -746,7 +872,64 @@ impl Handler<Stop> for Worker {
         if let Some(cancel) = &self.running {
             cancel.cancel();
         }
+        for child in &self.env.agents.borrow().children {
+            child.link.tell(ToChild::Stop);
+        }
         let _ = self.paused.send(false);
         self.pump(ctx);
     }
+}
+
+impl Worker {
+    /// `remove_agent`: an idle child is stopped and forgotten; its log
+    /// stays, and its pointer says it was removed, so a restarted parent
+    /// does not start it again.
+    fn remove_agent(&mut self, ctx: &mut Context<Self>, client: Client, name: &str) {
+        let mut agents = self.env.agents.borrow_mut();
+        let Some(index) = agents.children.iter().position(|c| c.name == name) else {
+            return client.error(
+                ErrorCode::NotFound,
+                format!("this pod has no child pod {name:?}: `pod agents` lists them"),
+            );
+        };
+        if agents.children[index].busy() {
+            return client.error(
+                ErrorCode::Busy,
+                format!(
+                    "{name} is running a turn; cancel it (`pod send --name {name}` … or `cancel` \
+                     at its socket) or wait until it is idle"
+                ),
+            );
+        }
+        let child = agents.children.remove(index);
+        agents.touch();
+        let pointer = crate::store::pointer::path(&agents.pods_dir, name);
+        drop(agents);
+        child.link.tell(ToChild::Stop);
+        let mut stopped = child.link.stopped.clone();
+        let env = self.env.clone();
+        async move {
+            let _ = stopped.wait_for(|s| *s).await;
+            let marked = tokio::task::spawn_blocking(move || mark_removed(&pointer)).await;
+            match marked {
+                Ok(Ok(())) => client.ack(),
+                Ok(Err(e)) => client.error(ErrorCode::StorageError, e),
+                Err(e) => client.error(ErrorCode::StorageError, e.to_string()),
+            }
+            env.publish_status();
+        }
+        .into_actor(self)
+        .spawn(ctx);
+    }
+}
+
+/// Marks a child's pointer removed (its log and session stay).
+fn mark_removed(path: &std::path::Path) -> Result<(), String> {
+    let pointer = crate::store::pointer::read(path).map_err(|e| e.to_string())?;
+    let Some(mut pointer) = pointer else {
+        return Ok(());
+    };
+    pointer.removed = true;
+    crate::store::pointer::write(path, pointer)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }

@@ -403,6 +403,9 @@ pub enum TurnErrorCode {
     Storage,
     /// The pod died mid-turn (`interrupted`).
     Crashed,
+    /// A child pod's usage reached its token budget (`spawn_agent`'s
+    /// `max_tokens`, default `--agent-max-tokens`); the message names it.
+    Budget,
     #[serde(other)]
     #[schemars(skip)]
     Other,

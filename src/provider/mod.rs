@@ -224,4 +224,11 @@ pub trait Provider: Send + Sync {
     /// Starts one model call. The request is read (serialised) before this
     /// returns; dropping the stream abandons the call.
     fn stream(&self, request: &ModelRequest<'_>) -> ModelStream;
+    /// The provider a child pod (subagent) with this slug calls, when it
+    /// must differ: the `script` provider serves each child its own lines.
+    /// `None` (every real provider): the child shares this one, HTTP client
+    /// and all.
+    fn for_agent(&self, _slug: &str) -> Option<std::sync::Arc<dyn Provider>> {
+        None
+    }
 }

@@ -2,6 +2,7 @@
 //! slow, tool-using or failing replies without a real model. The format is
 //! documented in `docs/providers.md`.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -24,6 +25,9 @@ const NAME: &str = "script";
 #[serde(deny_unknown_fields)]
 struct ReplyLine {
     events: Vec<StepLine>,
+    /// The child pod (by slug) whose model calls this line serves; absent:
+    /// the top pod's.
+    agent: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -96,11 +100,20 @@ enum Open {
 
 pub struct Script {
     model: String,
-    replies: Arc<Vec<Vec<Step>>>,
-    /// Index of the next reply; shared by all calls so each one, retries
-    /// included, consumes a line, as each would hit a server once.
-    next: Arc<AtomicUsize>,
+    /// Every pod's replies, by agent slug (`None`: the top pod's).
+    replies: Arc<HashMap<Option<String>, Replies>>,
+    /// Whose replies this one plays: the top pod's, or a child's.
+    agent: Option<String>,
     retry: RetryPolicy,
+}
+
+/// One pod's lines, in order.
+struct Replies {
+    lines: Vec<Vec<Step>>,
+    /// Index of the next reply; shared by all calls of that pod so each
+    /// one, retries included, consumes a line, as each would hit a server
+    /// once.
+    next: AtomicUsize,
 }
 
 impl Script {
@@ -114,14 +127,22 @@ impl Script {
 
     /// Parses script text; `origin` names it in error messages.
     pub fn parse(origin: &str, text: &str, retry: RetryPolicy) -> Result<Self, String> {
-        let mut replies = Vec::new();
+        let mut replies: HashMap<Option<String>, Replies> = HashMap::new();
         for (number, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let reply = parse_line(line).map_err(|e| format!("{origin}:{}: {e}", number + 1))?;
-            replies.push(reply);
+            let (agent, reply) =
+                parse_line(line).map_err(|e| format!("{origin}:{}: {e}", number + 1))?;
+            replies
+                .entry(agent)
+                .or_insert_with(|| Replies {
+                    lines: Vec::new(),
+                    next: AtomicUsize::new(0),
+                })
+                .lines
+                .push(reply);
         }
         if replies.is_empty() {
             return Err(format!("{origin}: the script has no replies"));
@@ -129,7 +150,7 @@ impl Script {
         Ok(Self {
             model: NAME.into(),
             replies: Arc::new(replies),
-            next: Arc::new(AtomicUsize::new(0)),
+            agent: None,
             retry,
         })
     }
@@ -141,8 +162,9 @@ impl Script {
     }
 }
 
-fn parse_line(line: &str) -> Result<Vec<Step>, String> {
+fn parse_line(line: &str) -> Result<(Option<String>, Vec<Step>), String> {
     let reply: ReplyLine = serde_json::from_str(line).map_err(|e| e.to_string())?;
+    let agent = reply.agent;
     let count = reply.events.len();
     let mut steps = Vec::with_capacity(count);
     for (i, step) in reply.events.into_iter().enumerate() {
@@ -179,7 +201,7 @@ fn parse_line(line: &str) -> Result<Vec<Step>, String> {
             }
         });
     }
-    Ok(steps)
+    Ok((agent, steps))
 }
 
 impl Provider for Script {
@@ -195,9 +217,18 @@ impl Provider for Script {
         &self.model
     }
 
+    fn for_agent(&self, slug: &str) -> Option<Arc<dyn Provider>> {
+        Some(Arc::new(Script {
+            model: self.model.clone(),
+            replies: Arc::clone(&self.replies),
+            agent: Some(slug.to_owned()),
+            retry: self.retry.clone(),
+        }))
+    }
+
     fn stream(&self, request: &ModelRequest<'_>) -> ModelStream {
         let replies = Arc::clone(&self.replies);
-        let next = Arc::clone(&self.next);
+        let agent = self.agent.clone();
         let retry = self.retry.clone();
         let model = request
             .model
@@ -205,9 +236,19 @@ impl Provider for Script {
             .map_or_else(|| self.model.clone(), str::to_owned);
         generate(move |mut out| async move {
             let mut retrier = Retrier::new(&retry);
+            let Some(own) = replies.get(&agent) else {
+                let whose = agent.map_or_else(
+                    || "the top pod".to_owned(),
+                    |slug| format!("agent {slug:?}"),
+                );
+                return Err(super::ModelError::new(format!(
+                    "script: no line of the script serves {whose} (give lines \"agent\": \"SLUG\" \
+                     for a child pod's calls; lines without it serve the top pod)"
+                )));
+            };
             loop {
-                let index = next.fetch_add(1, Ordering::Relaxed) % replies.len();
-                match play(&replies[index], &model, &mut out).await {
+                let index = own.next.fetch_add(1, Ordering::Relaxed) % own.lines.len();
+                match play(&own.lines[index], &model, &mut out).await {
                     Ok(()) => return Ok(()),
                     Err(failure) => retrier.after_failure(failure, &mut out).await?,
                 }
@@ -283,11 +324,12 @@ mod tests {
 
     #[test]
     fn steps_are_parsed_with_defaults() {
-        let steps = parse_line(
+        let (agent, steps) = parse_line(
             r#"{"events":[{"reasoning":"r"},{"tool_call":{"name":"ls"}},{"delay_ms":5},
             {"usage":{"input_tokens":1,"output_tokens":2}},{"error":"e"}]}"#,
         )
         .unwrap();
+        assert_eq!(agent, None);
         assert_eq!(
             steps,
             vec![

@@ -105,6 +105,8 @@ fn adopt_legacy(
     let adopted = Pointer {
         session_id: found.session_id,
         workspace: Some(workspace.to_owned()),
+        parent: None,
+        removed: false,
     };
     pointer::write(state, adopted)?;
     std::fs::remove_file(&legacy)?;
@@ -139,6 +141,8 @@ mod tests {
         let pointer = Pointer {
             session_id,
             workspace: workspace.map(Path::to_owned),
+            parent: None,
+            removed: false,
         };
         pointer::write(&pointer::path(&pods, name), pointer).unwrap();
         session_id

@@ -20,6 +20,13 @@ pub struct Pointer {
     /// stays with its project, and another workspace under it is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<PathBuf>,
+    /// A child pod's parent pod (absent for a top pod).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// A child pod its parent removed (`remove_agent`): its log stays, but
+    /// the parent no longer starts it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub removed: bool,
 }
 
 pub fn path(pods_dir: &Path, name: &str) -> PathBuf {
@@ -83,6 +90,8 @@ mod tests {
             let pointer = Pointer {
                 session_id: Uuid::new_v4(),
                 workspace: Some("/w".into()),
+                parent: None,
+                removed: false,
             };
             write(&at, pointer.clone()).unwrap();
             assert_eq!(read(&at).unwrap(), Some(pointer));

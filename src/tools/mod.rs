@@ -129,6 +129,31 @@ impl Toolbox {
         self
     }
 
+    /// The limits every call obeys.
+    pub fn limits(&self) -> &ToolLimits {
+        &self.limits
+    }
+
+    /// A toolbox for a child pod: the same workspace, limits, sandbox (as
+    /// measured once) and MCP servers, with the child's own job registry.
+    pub fn for_child(&self, jobs: jobs::Jobs) -> Self {
+        Self {
+            workspace: self.workspace.clone(),
+            limits: self.limits.clone(),
+            sandbox: self.sandbox.clone(),
+            mcp: self.mcp.clone(),
+            jobs,
+        }
+    }
+
+    /// The MCP servers and their state now (none when none are configured).
+    pub fn mcp_servers(&self) -> Vec<crate::protocol::McpServerInfo> {
+        self.mcp
+            .as_ref()
+            .map(McpRegistry::servers)
+            .unwrap_or_default()
+    }
+
     /// The background jobs.
     pub fn jobs(&self) -> &jobs::Jobs {
         &self.jobs

@@ -126,7 +126,7 @@ impl Handler<Switch> for SessionLog {
             provider: Some(provider.clone()),
             model: Some(model.clone()),
             workspace: Some(self.dirs.workspace.display().to_string()),
-            parent: None,
+            parent: self.dirs.parent.clone(),
         };
         let (target, announce) = match to {
             SwitchTo::Compacted {
@@ -391,14 +391,19 @@ impl SessionLog {
     fn move_pointer(&self, session_id: Uuid) -> Result<(), SwitchError> {
         let at = &self.dirs.pointer;
         let workspace = Some(self.dirs.workspace.clone());
+        let parent = self.dirs.parent.as_ref().map(|p| p.pod.clone());
         let pointer = pointer::Pointer {
             session_id,
             workspace: workspace.clone(),
+            parent: parent.clone(),
+            removed: false,
         };
         pointer::write(at, pointer).map_err(|e| {
             let back = pointer::Pointer {
                 session_id: self.session_id,
                 workspace,
+                parent,
+                removed: false,
             };
             if let Err(e) = pointer::write(at, back) {
                 tracing::error!("cannot point {} back: {e}", at.display());

@@ -42,6 +42,7 @@ impl Data {
             sessions: dir.path().join("sessions"),
             pointer: dir.path().join("pods/default.json"),
             workspace: dir.path().to_owned(),
+            parent: None,
         };
         std::fs::create_dir_all(&dirs.sessions).unwrap();
         std::fs::create_dir_all(dir.path().join("pods")).unwrap();
@@ -53,6 +54,8 @@ impl Data {
             Pointer {
                 session_id: first,
                 workspace: None,
+                parent: None,
+                removed: false,
             },
         )
         .unwrap();
@@ -504,6 +507,7 @@ fn crash_child() {
         sessions: Path::new(dir).join("sessions"),
         pointer: Path::new(dir).join("pods/default.json"),
         workspace: Path::new(dir).to_owned(),
+        parent: None,
     };
     let to = match what {
         "new" => SwitchTo::New,

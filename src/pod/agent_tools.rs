@@ -1,0 +1,468 @@
+//! The delegation tools — `spawn_agent`, `wait_agents`, `message_agent`,
+//! `read_agent` — run inside the parent's turn, and the `agent_started` /
+//! `agent_turn_end` entries they commit in the parent's log.
+//!
+//! They run unasked in every mode (`approval::UNASKED_TOOLS`); a deny rule
+//! still turns each off. A child never gets an answer from here: a run is
+//! input, and approvals belong to people (`worker.rs` forwards a person's
+//! `approve` sent to the parent; nothing in this file can).
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::io::AsyncBufReadExt;
+use tokio_util::sync::CancellationToken;
+
+use super::agents::{self, AgentsError, Child, Spawn, ToChild};
+use super::assembly::Call;
+use super::job::{commit, JobEnv};
+use super::session_log::StorageError;
+use crate::context::Conversation;
+use crate::protocol::{LogEntry, ParentRef, Segment};
+use crate::tools::ToolOutcome;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpawnArgs {
+    task: String,
+    name: Option<String>,
+    model: Option<String>,
+    wait: Option<bool>,
+    max_tokens: Option<u64>,
+    worktree: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WaitArgs {
+    names: Vec<String>,
+    timeout_s: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MessageArgs {
+    name: String,
+    text: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadArgs {
+    name: String,
+    from_seq: Option<u64>,
+    max_bytes: Option<usize>,
+}
+
+/// `wait_agents`' default time limit.
+const DEFAULT_WAIT: Duration = Duration::from_secs(600);
+/// `read_agent`'s default size.
+const DEFAULT_READ_BYTES: usize = 16 * 1024;
+
+fn parse<A: serde::de::DeserializeOwned>(tool: &str, arguments: &Value) -> Result<A, ToolOutcome> {
+    A::deserialize(arguments)
+        .map_err(|e| ToolOutcome::error(format!("invalid arguments for {tool}: {e}")))
+}
+
+/// Whether `name` is a delegation tool this pod offers.
+pub fn is_offered(env: &JobEnv, name: &str) -> bool {
+    let registry = env.agents.borrow();
+    registry.offered()
+        && agents::TOOLS.contains(&name)
+        && (name != agents::SPAWN_AGENT || registry.launcher.is_some())
+}
+
+/// Checks a call's arguments before it is decided, like any tool's.
+pub fn precheck(name: &str, arguments: &Value) -> Result<(), ToolOutcome> {
+    match name {
+        agents::SPAWN_AGENT => parse::<SpawnArgs>(name, arguments).map(drop),
+        agents::WAIT_AGENTS => parse::<WaitArgs>(name, arguments).map(drop),
+        agents::MESSAGE_AGENT => parse::<MessageArgs>(name, arguments).map(drop),
+        _ => parse::<ReadArgs>(name, arguments).map(drop),
+    }
+}
+
+/// Runs one delegation call. The output is capped by the caller's limit.
+pub async fn call(
+    env: &JobEnv,
+    conversation: &mut Conversation,
+    cancel: &CancellationToken,
+    call: &Call,
+) -> ToolOutcome {
+    let outcome = match call.name.as_str() {
+        agents::SPAWN_AGENT => match parse::<SpawnArgs>(&call.name, &call.arguments) {
+            Ok(args) => spawn(env, conversation, cancel, &call.call_id, args).await,
+            Err(e) => e,
+        },
+        agents::WAIT_AGENTS => match parse::<WaitArgs>(&call.name, &call.arguments) {
+            Ok(args) => wait(env, conversation, cancel, args).await,
+            Err(e) => e,
+        },
+        agents::MESSAGE_AGENT => match parse::<MessageArgs>(&call.name, &call.arguments) {
+            Ok(args) => message(env, args),
+            Err(e) => e,
+        },
+        _ => match parse::<ReadArgs>(&call.name, &call.arguments) {
+            Ok(args) => read(env, args).await,
+            Err(e) => e,
+        },
+    };
+    // What children reported meanwhile goes before this call's result.
+    if let Err(e) = commit_entries(env, conversation).await {
+        return ToolOutcome::error(format!("{}\n[{e}]", outcome.output));
+    }
+    outcome
+}
+
+/// Commits the `agent_turn_end` entries children reported.
+pub async fn commit_entries(
+    env: &JobEnv,
+    conversation: &mut Conversation,
+) -> Result<(), StorageError> {
+    let entries = std::mem::take(&mut env.agents.borrow_mut().entries);
+    let mut entries = entries.into_iter();
+    while let Some(entry) = entries.next() {
+        if let Err(e) = commit(env, conversation, entry).await {
+            let mut registry = env.agents.borrow_mut();
+            let rest: Vec<LogEntry> = entries.collect();
+            registry.entries.splice(0..0, rest);
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+async fn spawn(
+    env: &JobEnv,
+    conversation: &mut Conversation,
+    cancel: &CancellationToken,
+    call_id: &str,
+    args: SpawnArgs,
+) -> ToolOutcome {
+    if args.worktree == Some(true) {
+        return ToolOutcome::error(
+            "spawn_agent refused: worktree isolation is not available in this pod yet; spawn \
+             the agent without `worktree` (it then works in this workspace)",
+        );
+    }
+    if args.task.trim().is_empty() {
+        return ToolOutcome::error("spawn_agent refused: `task` is empty");
+    }
+    let (launcher, slug, name, parent_name) = {
+        let registry = env.agents.borrow();
+        let Some(launcher) = registry.launcher.clone() else {
+            return ToolOutcome::error(
+                "spawn_agent refused: this pod is at the agent depth limit (--max-agent-depth), \
+                 so it cannot start agents of its own; do the work yourself",
+            );
+        };
+        let running = registry.running();
+        if running >= registry.limits.max_agents {
+            return ToolOutcome::error(format!(
+                "spawn_agent refused: {running} agents already run turns, the most this pod \
+                 allows at once (--max-agents {}); wait for one with wait_agents first",
+                registry.limits.max_agents
+            ));
+        }
+        let slug = match registry.slug_for(args.name.as_deref()) {
+            Ok(slug) => slug,
+            Err(why) => return ToolOutcome::error(format!("spawn_agent refused: {why}")),
+        };
+        let name = format!("{}.{slug}", registry.name);
+        (launcher, slug, name, registry.name.clone())
+    };
+    let session_id = uuid::Uuid::new_v4();
+    let started = LogEntry::AgentStarted {
+        name: name.clone(),
+        session_id,
+        call_id: call_id.to_owned(),
+        task: args.task.clone(),
+        at: LogEntry::now(),
+    };
+    if let Err(e) = commit(env, conversation, started).await {
+        return ToolOutcome::error(format!("spawn_agent failed: {e}"));
+    }
+    let max_tokens = args
+        .max_tokens
+        .unwrap_or(env.agents.borrow().limits.max_tokens);
+    let spawned = Spawn {
+        name: name.clone(),
+        session_id,
+        resume: false,
+        parent: ParentRef {
+            pod: parent_name,
+            session_id: conversation.session_id,
+            call_id: call_id.to_owned(),
+        },
+        model: args.model,
+        max_tokens,
+        policy: env.state.borrow().policy.clone(),
+    };
+    let link = match launcher.launch(spawned) {
+        Ok(link) => link,
+        Err(why) => return ToolOutcome::error(format!("spawn_agent failed: {why}")),
+    };
+    link.tell(ToChild::Run(vec![Segment::text(args.task.clone())]));
+    {
+        let mut registry = env.agents.borrow_mut();
+        let child = Child::new(&name, &slug, &args.task, session_id, link, 1);
+        registry.children.push(child);
+        registry.touch();
+    }
+    env.publish_status();
+    if args.wait == Some(false) {
+        return ToolOutcome::ok(
+            json!({"name": name, "session_id": session_id, "state": "running"}).to_string(),
+        );
+    }
+    match wait_for_end(env, cancel, &name, 0).await {
+        Waited::Ended => ended(env, &name),
+        Waited::Cancelled => cancelled(&[name]),
+        Waited::Gone => gone(&name),
+    }
+}
+
+enum Waited {
+    Ended,
+    Cancelled,
+    Gone,
+}
+
+/// Waits until `name` has ended more than `before` turns. A cancel of the
+/// parent's turn cancels the child's turn too.
+async fn wait_for_end(env: &JobEnv, cancel: &CancellationToken, name: &str, before: u64) -> Waited {
+    let mut changed = env.agents.borrow().changed.subscribe();
+    loop {
+        match env.agents.borrow().child(name) {
+            Some(child) if child.ends > before => return Waited::Ended,
+            Some(_) => {}
+            None => return Waited::Gone,
+        }
+        tokio::select! {
+            result = changed.changed() => if result.is_err() { return Waited::Gone },
+            _ = cancel.cancelled() => {
+                if let Some(child) = env.agents.borrow().child(name) {
+                    child.link.tell(ToChild::Cancel);
+                }
+                return Waited::Cancelled;
+            }
+        }
+    }
+}
+
+/// A child's last turn end, as a tool result.
+fn ended(env: &JobEnv, name: &str) -> ToolOutcome {
+    let cap = env.toolbox.limits().output_cap_bytes / 2;
+    let registry = env.agents.borrow();
+    let Some(child) = registry.child(name) else {
+        return gone(name);
+    };
+    ToolOutcome::ok(describe_end(child, cap).to_string())
+}
+
+fn describe_end(child: &Child, cap: usize) -> Value {
+    let (reason, text) = match &child.last_end {
+        Some((reason, text)) => (Some(reason.as_str()), text.as_str()),
+        None => (None, ""),
+    };
+    let mut value = json!({
+        "name": child.name,
+        "state": child.status.state.as_str(),
+        "reason": reason,
+        "text": agents::cap_text(text, cap),
+    });
+    if text.len() > cap {
+        value["note"] = json!(format!(
+            "the text was cut; read_agent {{\"name\": \"{}\"}} reads the whole transcript",
+            child.name
+        ));
+    }
+    value
+}
+
+fn cancelled(names: &[String]) -> ToolOutcome {
+    ToolOutcome::error(format!(
+        "[cancelled: this turn was cancelled, and so was the turn of {}]",
+        names.join(", ")
+    ))
+}
+
+fn gone(name: &str) -> ToolOutcome {
+    ToolOutcome::error(format!(
+        "agent {name} stopped or was removed before its turn ended; read_agent reads its log"
+    ))
+}
+
+fn unknown(env: &JobEnv, name: &str) -> ToolOutcome {
+    let registry = env.agents.borrow();
+    let known: Vec<&str> = registry.children.iter().map(|c| c.name.as_str()).collect();
+    ToolOutcome::error(format!(
+        "no agent {name:?} is a child of this pod; its children are: {}",
+        if known.is_empty() {
+            "none".to_owned()
+        } else {
+            known.join(", ")
+        }
+    ))
+}
+
+async fn wait(
+    env: &JobEnv,
+    conversation: &mut Conversation,
+    cancel: &CancellationToken,
+    args: WaitArgs,
+) -> ToolOutcome {
+    let mut names = Vec::with_capacity(args.names.len());
+    for wanted in &args.names {
+        match env.agents.borrow().child(wanted) {
+            Some(child) => names.push(child.name.clone()),
+            None => return unknown(env, wanted),
+        }
+    }
+    let limit = args.timeout_s.map_or(DEFAULT_WAIT, Duration::from_secs);
+    let deadline = tokio::time::sleep(limit);
+    let mut deadline = std::pin::pin!(deadline);
+    let mut changed = env.agents.borrow().changed.subscribe();
+    loop {
+        let busy: Vec<String> = {
+            let registry = env.agents.borrow();
+            names
+                .iter()
+                .filter(|n| registry.child(n).is_some_and(Child::busy))
+                .cloned()
+                .collect()
+        };
+        if busy.is_empty() {
+            break;
+        }
+        tokio::select! {
+            result = changed.changed() => if result.is_err() { break },
+            _ = &mut deadline => break,
+            _ = cancel.cancelled() => {
+                for name in &busy {
+                    if let Some(child) = env.agents.borrow().child(name) {
+                        child.link.tell(ToChild::Cancel);
+                    }
+                }
+                return cancelled(&busy);
+            }
+        }
+    }
+    let _ = commit_entries(env, conversation).await;
+    let cap = env.toolbox.limits().output_cap_bytes / (2 * names.len().max(1));
+    let registry = env.agents.borrow();
+    let results: Vec<Value> = names
+        .iter()
+        .map(|name| match registry.child(name) {
+            Some(child) if child.busy() => json!({
+                "name": name,
+                "state": child.status.state.as_str(),
+                "note": "still running when the time was up",
+            }),
+            Some(child) => describe_end(child, cap),
+            None => json!({"name": name, "note": "removed"}),
+        })
+        .collect();
+    ToolOutcome::ok(Value::Array(results).to_string())
+}
+
+fn message(env: &JobEnv, args: MessageArgs) -> ToolOutcome {
+    let mut registry = env.agents.borrow_mut();
+    let running = registry.running();
+    let max = registry.limits.max_agents;
+    let Some(child) = registry.child_mut(&args.name) else {
+        drop(registry);
+        return unknown(env, &args.name);
+    };
+    if !child.busy() && running >= max {
+        return ToolOutcome::error(format!(
+            "message_agent refused: {running} agents already run turns, the most this pod \
+             allows at once (--max-agents {max}); wait for one with wait_agents first"
+        ));
+    }
+    child.outstanding += 1;
+    child
+        .link
+        .tell(ToChild::Run(vec![Segment::text(args.text)]));
+    registry.touch();
+    ToolOutcome::ok("queued")
+}
+
+/// The inter-pod query: that pod's snapshot, read over its socket like any
+/// client's (the reader is a pod, so the connection may only read), as a
+/// compact transcript.
+async fn read(env: &JobEnv, args: ReadArgs) -> ToolOutcome {
+    let socket = match socket_of(env, &args.name) {
+        Ok(socket) => socket,
+        Err(e) => return ToolOutcome::error(e.to_string()),
+    };
+    let snapshot = match read_snapshot(&socket).await {
+        Ok(snapshot) => snapshot,
+        Err(why) => {
+            return ToolOutcome::error(format!(
+                "read_agent: cannot read pod {:?} at {}: {why}",
+                args.name,
+                socket.display()
+            ))
+        }
+    };
+    let max = args.max_bytes.unwrap_or(DEFAULT_READ_BYTES).max(256);
+    ToolOutcome::ok(super::agent_transcript::render(
+        &args.name,
+        &snapshot,
+        args.from_seq.unwrap_or(0),
+        max,
+    ))
+}
+
+/// The socket of a pod of this workspace: this pod, one of its children,
+/// or any pod whose record names this workspace.
+fn socket_of(env: &JobEnv, name: &str) -> Result<std::path::PathBuf, AgentsError> {
+    let registry = env.agents.borrow();
+    if name == registry.name {
+        return Ok(registry.socket.clone());
+    }
+    if let Some(child) = registry.child(name) {
+        return Ok(registry.socket_dir.join(format!("{}.sock", child.name)));
+    }
+    let pointer =
+        crate::store::pointer::read(&crate::store::pointer::path(&registry.pods_dir, name))
+            .ok()
+            .flatten();
+    let same_workspace = pointer
+        .and_then(|p| p.workspace)
+        .is_some_and(|w| w == env.workspace.root());
+    if !same_workspace {
+        return Err(AgentsError::NotInWorkspace(name.to_owned()));
+    }
+    crate::store::pod_socket::recorded(&registry.pods_dir)
+        .into_iter()
+        .find(|(pod, _)| pod == name)
+        .map(|(_, socket)| socket)
+        .ok_or_else(|| AgentsError::NotRunning(name.to_owned()))
+}
+
+/// Connects, reads the first frame (the snapshot), and hangs up.
+async fn read_snapshot(socket: &std::path::Path) -> Result<Value, String> {
+    let stream = tokio::net::UnixStream::connect(socket)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut reader = tokio::io::BufReader::new(stream);
+    let mut line = String::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), reader.read_line(&mut line)).await;
+    match read {
+        Ok(Ok(n)) if n > 0 => {}
+        Ok(Ok(_)) => return Err("the pod closed the connection".into()),
+        Ok(Err(e)) => return Err(e.to_string()),
+        Err(_) => return Err("no snapshot within 30 s".into()),
+    }
+    let frame: Value = serde_json::from_str(&line).map_err(|e| e.to_string())?;
+    if frame["type"] != "snapshot" {
+        return Err(format!(
+            "the first frame was not a snapshot: {}",
+            frame["type"]
+        ));
+    }
+    Ok(frame)
+}

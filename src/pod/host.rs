@@ -1,0 +1,749 @@
+//! Starting one pod's actors inside a running actix System — the top pod
+//! that `pod serve` runs, and each child pod (subagent) its parent starts —
+//! and the socket each one listens on.
+//!
+//! What every pod of the process shares is made once, by `server.rs`, and
+//! kept in [`Shared`]: the provider (its HTTP client), the MCP servers, the
+//! sandbox as measured, the content stores, the hooks, the workspace, the
+//! probe. What a pod never shares is made here, per pod: its session log and
+//! lock, its socket and connections, its broadcaster, compactor and worker,
+//! its queue, approvals, policy and background jobs. A child is therefore
+//! one more call of [`start_pod`], not a copy of the code and not a process.
+
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use actix::prelude::*;
+use anyhow::{bail, Context as _};
+use std::cell::RefCell;
+use std::rc::Rc;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, watch};
+use uuid::Uuid;
+
+use super::access::Access;
+use super::agents::{self, ChildLink, FromChild, Launch, ParentLink, Registry, Spawn};
+use super::broadcaster::Broadcaster;
+use super::compactor::Compactor;
+use super::connection::{Connection, ConnectionLimits, Hub};
+use super::descendants;
+use super::fault::Faults;
+use super::job::{JobEnv, JobState, Thresholds, WorkerConfig};
+use super::session_log::{Dirs, SessionLog};
+use super::worker::{Exit, JobChanged, Worker};
+use crate::approval::Policy;
+use crate::context::Conversation;
+use crate::input::Resolvers;
+use crate::protocol::{Greeting, LogEntry, LogLine, ParentRef};
+use crate::provider::Provider;
+use crate::store::{pod_socket, pointer, LogFile, PodLock};
+use crate::tools::jobs::{JobEvent, Jobs};
+use crate::tools::Toolbox;
+use crate::workspace::Workspace;
+
+/// What every pod of the process shares, made once at start.
+pub(super) struct Shared {
+    pub provider: Arc<dyn Provider>,
+    /// The top pod's toolbox: children get one like it with jobs of their own.
+    pub toolbox: Arc<Toolbox>,
+    pub workspace: Workspace,
+    pub data_dir: PathBuf,
+    pub sessions_dir: PathBuf,
+    pub pods_dir: PathBuf,
+    /// Where children's sockets go: the top pod's socket directory.
+    pub socket_dir: PathBuf,
+    pub blobs: Option<crate::blobs::Blobs>,
+    pub checkpoints: crate::checkpoint::serve::Handle,
+    pub hooks: Arc<crate::hooks::Hooks>,
+    pub limits: ConnectionLimits,
+    pub tokens: Arc<crate::remote::Tokens>,
+    pub probe: Rc<super::probe::Probe>,
+    pub max_steps: usize,
+    pub thresholds: Thresholds,
+    pub configured_rules: Vec<crate::protocol::RuleInfo>,
+    pub config_path: Option<PathBuf>,
+    pub allow_remote_always: bool,
+    pub max_context_images: usize,
+    pub agents: agents::Limits,
+    pub warnings: Vec<String>,
+}
+
+impl Shared {
+    fn worker_config(&self) -> WorkerConfig {
+        WorkerConfig {
+            max_steps: self.max_steps,
+            system_prompt: crate::prompt::render(self.toolbox.limits()),
+            compaction: self.thresholds,
+            configured_rules: self.configured_rules.clone(),
+            config_path: self.config_path.clone(),
+            allow_remote_always: self.allow_remote_always,
+        }
+    }
+}
+
+/// One pod to start: what is its own.
+pub(super) struct PodSpec {
+    pub name: String,
+    /// The shared provider, or a child's view of it (`Provider::for_agent`).
+    pub provider: Arc<dyn Provider>,
+    pub socket: PathBuf,
+    pub listener: UnixListener,
+    pub session: (LogFile, Uuid, crate::store::Recovered),
+    pub policy: Policy,
+    pub model_typed: bool,
+    pub toolbox: Arc<Toolbox>,
+    pub job_events: mpsc::UnboundedReceiver<JobEvent>,
+    /// Notes of jobs a dead pod left running, for the worker's first job.
+    pub orphaned_jobs: Vec<String>,
+    /// 0 for the top pod.
+    pub depth: usize,
+    /// A child's way to its parent, its parent ref and budget.
+    pub parent: Option<(ParentLink, u64)>,
+    /// A child started on another model of the provider.
+    pub model: Option<String>,
+    pub listening: Option<crate::remote::Listening>,
+    pub faults: Faults,
+    pub exit: Exit,
+}
+
+/// A started pod: its worker (to stop it) and the hub its connections use.
+pub(super) struct Started {
+    pub worker: Addr<Worker>,
+    pub hub: Hub,
+    /// Runs the accept loop; aborted when a child stops.
+    pub accept: tokio::task::JoinHandle<()>,
+    pub log_arbiter: actix_rt::Arbiter,
+}
+
+/// Starts one pod's actors on the running System and its accept loop.
+pub(super) fn start_pod(shared: &Rc<Shared>, spec: PodSpec) -> Started {
+    let (file, session_id, recovered) = spec.session;
+    let toolbox = spec.toolbox;
+    let workspace = shared.workspace.clone();
+    let greeting = Greeting {
+        pod: spec.name.clone(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        session_id,
+        provider: spec.provider.name().into(),
+        model: spec
+            .model
+            .clone()
+            .unwrap_or_else(|| spec.provider.model().into()),
+        workspace: workspace.root().display().to_string(),
+        pid: std::process::id(),
+        approval: spec.policy.mode,
+        sandbox: toolbox.sandbox().info(),
+        mcp_servers: toolbox.mcp_servers(),
+        access: Default::default(),
+        access_reason: None,
+        listen: spec.listening.as_ref().map(crate::remote::Listening::info),
+        warnings: shared
+            .warnings
+            .iter()
+            .cloned()
+            .chain(toolbox.sandbox().unavailable_reason().map(|reason| {
+                format!("{reason}: bash commands are not confined as --sandbox asks")
+            }))
+            .collect(),
+    };
+    let broadcaster = Broadcaster::new(greeting).start();
+    let log_arbiter = actix_rt::Arbiter::new();
+    let parent_ref = spec.parent.as_ref().map(|(link, _)| link.parent.clone());
+    let dirs = Dirs {
+        sessions: shared.sessions_dir.clone(),
+        pointer: pointer::path(&shared.pods_dir, &spec.name),
+        workspace: workspace.root().to_path_buf(),
+        parent: parent_ref,
+    };
+    let mirror = recovered.lines;
+    let log_broadcaster = broadcaster.clone();
+    let faults = spec.faults;
+    let session_log = SessionLog::start_in_arbiter(&log_arbiter.handle(), move |_| {
+        SessionLog::new(file, session_id, mirror, log_broadcaster, dirs, faults)
+    });
+    let compactor = Compactor::new(spec.provider.clone()).start();
+    let (paused_tx, paused) = Worker::pause_channel();
+    let policy = spec.policy.clone();
+    let mut state = JobState::new(spec.policy, spec.provider.model().to_owned())
+        .with_model_typed(spec.model_typed);
+    state.session_id = session_id;
+    state.spent = spent_in(&recovered.entries);
+    state.model_request = spec.model;
+    let (from_children, children_news) = mpsc::unbounded_channel();
+    let launcher =
+        (shared.agents.max_agents > 0 && spec.depth < shared.agents.max_depth).then(|| {
+            Rc::new(Launcher {
+                shared: shared.clone(),
+                depth: spec.depth + 1,
+                news: from_children,
+            }) as Rc<dyn Launch>
+        });
+    let mut registry = Registry::new(spec.name.clone(), shared.agents, launcher);
+    registry.socket_dir = shared.socket_dir.clone();
+    registry.pods_dir = shared.pods_dir.clone();
+    registry.socket = spec.socket.clone();
+    let (parent, budget) = match spec.parent {
+        Some((link, budget)) => (Some(link), Some(budget)),
+        None => (None, None),
+    };
+    let env = JobEnv {
+        probe: shared.probe.clone(),
+        checkpoints: shared.checkpoints.clone(),
+        session_log: session_log.clone(),
+        broadcaster: broadcaster.clone(),
+        compactor,
+        provider: spec.provider.clone(),
+        resolvers: Arc::new(
+            Resolvers::for_workspace(&workspace)
+                .with_blobs(shared.blobs.clone(), shared.max_context_images),
+        ),
+        toolbox,
+        hooks: shared.hooks.clone(),
+        workspace: workspace.clone(),
+        config: shared.worker_config(),
+        state: Rc::new(RefCell::new(state)),
+        paused,
+        agents: Rc::new(RefCell::new(registry)),
+        parent,
+        budget,
+    };
+    let agents = env.agents.clone();
+    let children = children_to_start(shared, &spec.name, &recovered.entries);
+    let conversation = Conversation::new(session_id, recovered.entries);
+    // A client may attach before the worker settles the session: its
+    // first status must already name the model in force.
+    env.state.borrow_mut().model = super::recovery::reconcile_model(&env, &conversation).0;
+    // And the broadcaster must have it before it registers any client:
+    // its own status starts empty, and the worker publishes one only
+    // once the session is settled.
+    env.publish_status();
+    let launcher = agents.borrow().launcher.clone();
+    let worker = Worker::new(env, paused_tx, conversation)
+        .with_exit(spec.exit)
+        .start();
+    for note in spec.orphaned_jobs {
+        worker.do_send(JobChanged(JobEvent::Ended(note)));
+    }
+    actix_rt::spawn(forward_job_events(spec.job_events, worker.clone()));
+    actix_rt::spawn(forward(children_news, worker.clone()));
+    // The children its log names, started again as any pod resumes.
+    if let Some(launcher) = launcher {
+        restart_children(&launcher, &agents, &spec.name, children, &policy);
+    }
+    let hub = Hub {
+        session_log,
+        broadcaster,
+        worker: worker.clone(),
+        workspace,
+        config: shared.limits.clone(),
+        checkpoints: shared.checkpoints.clone(),
+        tokens: shared.tokens.clone(),
+        listening: spec.listening,
+        blobs: shared.blobs.clone(),
+    };
+    let accept = actix_rt::spawn(accept_loop(spec.listener, hub.clone()));
+    Started {
+        worker,
+        hub,
+        accept,
+        log_arbiter,
+    }
+}
+
+/// What a pod's sessions used so far, from the turns its log records.
+fn spent_in(entries: &[LogEntry]) -> crate::protocol::Usage {
+    let mut spent = crate::protocol::Usage::default();
+    for entry in entries {
+        if let LogEntry::TurnEnd {
+            usage: Some(usage), ..
+        } = entry
+        {
+            spent.add(usage);
+        }
+    }
+    spent
+}
+
+/// A child to start again: its name, session, task and spawning call.
+struct Restart {
+    name: String,
+    session_id: Uuid,
+    task: String,
+    parent: ParentRef,
+}
+
+/// The children `name`'s log started and that were not removed since.
+fn children_to_start(shared: &Shared, name: &str, entries: &[LogEntry]) -> Vec<Restart> {
+    let session_id = entries.first().and_then(|e| match e {
+        LogEntry::SessionStart { session_id, .. } => Some(*session_id),
+        _ => None,
+    });
+    entries
+        .iter()
+        .filter_map(|e| match e {
+            LogEntry::AgentStarted {
+                name: child,
+                call_id,
+                task,
+                ..
+            } => Some((child, call_id, task)),
+            _ => None,
+        })
+        .filter_map(|(child, call_id, task)| {
+            let at = pointer::path(&shared.pods_dir, child);
+            let current = pointer::read(&at).ok().flatten()?;
+            if current.removed || current.parent.as_deref() != Some(name) {
+                return None;
+            }
+            Some(Restart {
+                name: child.clone(),
+                session_id: current.session_id,
+                task: task.clone(),
+                parent: ParentRef {
+                    pod: name.to_owned(),
+                    session_id: session_id.unwrap_or(current.session_id),
+                    call_id: call_id.clone(),
+                },
+            })
+        })
+        .collect()
+}
+
+fn restart_children(
+    launcher: &Rc<dyn Launch>,
+    agents: &Rc<RefCell<Registry>>,
+    parent: &str,
+    children: Vec<Restart>,
+    policy: &Policy,
+) {
+    let max_tokens = agents.borrow().limits.max_tokens;
+    for child in children {
+        let spawn = Spawn {
+            name: child.name.clone(),
+            session_id: child.session_id,
+            resume: true,
+            parent: child.parent,
+            model: None,
+            max_tokens,
+            policy: policy.clone(),
+        };
+        match launcher.launch(spawn) {
+            Ok(link) => {
+                let slug = child
+                    .name
+                    .strip_prefix(&format!("{parent}."))
+                    .unwrap_or(&child.name)
+                    .to_owned();
+                let mut registry = agents.borrow_mut();
+                registry.children.push(agents::Child::new(
+                    &child.name,
+                    &slug,
+                    &child.task,
+                    child.session_id,
+                    link,
+                    0,
+                ));
+                registry.touch();
+            }
+            Err(e) => tracing::warn!("cannot start child pod {} again: {e}", child.name),
+        }
+    }
+}
+
+/// Starts children in this process, as [`start_pod`] starts the top pod.
+struct Launcher {
+    shared: Rc<Shared>,
+    /// The depth of the children it starts.
+    depth: usize,
+    /// Where its children's news go: the parent's worker.
+    news: mpsc::UnboundedSender<FromChild>,
+}
+
+impl Launch for Launcher {
+    fn launch(&self, spawn: Spawn) -> Result<ChildLink, String> {
+        launch_child(&self.shared, self.depth, self.news.clone(), spawn)
+            .map_err(|e| format!("{e:#}"))
+    }
+}
+
+fn launch_child(
+    shared: &Rc<Shared>,
+    depth: usize,
+    news: mpsc::UnboundedSender<FromChild>,
+    spawn: Spawn,
+) -> anyhow::Result<ChildLink> {
+    let lock = PodLock::acquire(&shared.data_dir, &shared.pods_dir, &spawn.name)?;
+    let socket = shared.socket_dir.join(format!("{}.sock", spawn.name));
+    prepare_socket_path(&socket, false)?;
+    let start = Start {
+        new_session: !spawn.resume,
+        session: None,
+        force: false,
+        provider: shared.provider.name().into(),
+        model: spawn
+            .model
+            .clone()
+            .unwrap_or_else(|| shared.provider.model().into()),
+        workspace: shared.workspace.root().to_path_buf(),
+        parent: Some(spawn.parent.clone()),
+        fresh_id: Some(spawn.session_id),
+    };
+    let pointer_path = pointer::path(&shared.pods_dir, &spawn.name);
+    let session = open_session(&shared.sessions_dir, &pointer_path, &start)?;
+    let (listener, identity) = bind(&socket)?;
+    if let Err(e) = pod_socket::record(&shared.pods_dir, &spawn.name, &socket) {
+        tracing::warn!("cannot record the socket path for `pod list`: {e}");
+    }
+    let (job_events, job_events_rx) = mpsc::unbounded_channel();
+    let jobs = Jobs::new(
+        Some(shared.pods_dir.join(format!("{}.jobs", spawn.name))),
+        shared.toolbox.limits().max_jobs,
+        Some(job_events),
+    );
+    let orphaned_jobs = jobs.recover();
+    let toolbox = Arc::new(shared.toolbox.for_child(jobs));
+    let (worker_stopped, mut worker_done) = watch::channel(false);
+    let link = ParentLink {
+        name: spawn.name.clone(),
+        sender: news,
+        parent: spawn.parent,
+    };
+    let started = start_pod(
+        shared,
+        PodSpec {
+            provider: shared
+                .provider
+                .for_agent(spawn.name.rsplit('.').next().unwrap_or(&spawn.name))
+                .unwrap_or_else(|| shared.provider.clone()),
+            name: spawn.name.clone(),
+            socket: socket.clone(),
+            listener,
+            session,
+            policy: spawn.policy,
+            model_typed: false,
+            toolbox,
+            job_events: job_events_rx,
+            orphaned_jobs,
+            depth,
+            parent: Some((link, spawn.max_tokens)),
+            model: spawn.model,
+            listening: None,
+            faults: Faults::default(),
+            exit: Exit::Child(worker_stopped),
+        },
+    );
+    let (to_child, from_parent) = mpsc::unbounded_channel();
+    actix_rt::spawn(forward(from_parent, started.worker.clone()));
+    let (stopped_tx, stopped) = watch::channel(false);
+    let Started {
+        accept,
+        log_arbiter,
+        hub,
+        ..
+    } = started;
+    actix_rt::spawn(async move {
+        let _ = worker_done.wait_for(|s| *s).await;
+        accept.abort();
+        drop(hub);
+        remove_own_socket(&socket, identity);
+        log_arbiter.stop();
+        drop(lock);
+        let _ = stopped_tx.send(true);
+    });
+    Ok(ChildLink {
+        sender: to_child,
+        stopped,
+    })
+}
+
+/// Hands each message of a channel to an actor.
+async fn forward<M, A>(mut messages: mpsc::UnboundedReceiver<M>, to: Addr<A>)
+where
+    M: Message<Result = ()> + Send + 'static,
+    A: Actor<Context = Context<A>> + Handler<M>,
+{
+    while let Some(message) = messages.recv().await {
+        to.do_send(message);
+    }
+}
+
+/// Tells the worker of each background job's start and end.
+async fn forward_job_events(mut events: mpsc::UnboundedReceiver<JobEvent>, worker: Addr<Worker>) {
+    while let Some(event) = events.recv().await {
+        worker.do_send(JobChanged(event));
+    }
+}
+
+/// Which session a pod starts on, and what a new one records.
+pub(super) struct Start {
+    pub new_session: bool,
+    pub session: Option<String>,
+    /// `--force`: `session` may be another workspace's.
+    pub force: bool,
+    pub provider: String,
+    pub model: String,
+    pub workspace: PathBuf,
+    /// A child pod's parent: recorded in its `session_start` and pointer.
+    pub parent: Option<ParentRef>,
+    /// The id a new session takes (a child's, chosen by its parent so that
+    /// `agent_started` can name it before the child's log exists).
+    pub fresh_id: Option<Uuid>,
+}
+
+impl Start {
+    /// The pod's state file pointing at `session_id`.
+    fn pointer(&self, session_id: Uuid) -> pointer::Pointer {
+        pointer::Pointer {
+            session_id,
+            workspace: Some(self.workspace.clone()),
+            parent: self.parent.as_ref().map(|p| p.pod.clone()),
+            removed: false,
+        }
+    }
+}
+
+/// Starts on the session `--session` names, or resumes the pod's current
+/// session, or starts a new one.
+pub(super) fn open_session(
+    sessions_dir: &Path,
+    pointer_path: &Path,
+    start: &Start,
+) -> anyhow::Result<(LogFile, Uuid, crate::store::Recovered)> {
+    if let Some(query) = &start.session {
+        return open_named(sessions_dir, pointer_path, query, start);
+    }
+    if !start.new_session {
+        if let Some(current) = pointer::read(pointer_path)? {
+            let path = LogFile::path_for(sessions_dir, current.session_id);
+            if !path.exists() {
+                bail!(
+                    "the pod's current session {} (named in {}) has no log at {}: was it deleted \
+                     or moved? Restore the file to resume that session, or start a new one with \
+                     `pod serve --new-session`",
+                    current.session_id,
+                    pointer_path.display(),
+                    path.display()
+                );
+            }
+            let (file, recovered) = LogFile::open(&path)?;
+            if let Some(warning) = &recovered.truncated_tail {
+                tracing::warn!("{warning}");
+                eprintln!("warning: {warning}");
+            }
+            if !recovered.entries.is_empty() {
+                if current.workspace.is_none() {
+                    pointer::write(pointer_path, start.pointer(current.session_id))
+                        .with_context(|| format!("cannot write {}", pointer_path.display()))?;
+                }
+                return Ok((file, current.session_id, recovered));
+            }
+            // An empty file: a crash right after creating it. Start it properly.
+            return start_session(file, current.session_id, pointer_path, start);
+        }
+    }
+    let session_id = start.fresh_id.unwrap_or_else(Uuid::new_v4);
+    let file = LogFile::create(&LogFile::path_for(sessions_dir, session_id))?;
+    start_session(file, session_id, pointer_path, start)
+}
+
+/// `--session ID`: opens that session (refused when another pod holds its
+/// lock) and makes it the pod's current one.
+fn open_named(
+    sessions_dir: &Path,
+    pointer_path: &Path,
+    query: &str,
+    start: &Start,
+) -> anyhow::Result<(LogFile, Uuid, crate::store::Recovered)> {
+    let session_id = crate::store::sessions::resolve(sessions_dir, query)
+        .map_err(|e| anyhow::anyhow!("--session: {e}"))?;
+    let path = LogFile::path_for(sessions_dir, session_id);
+    let (file, recovered) = LogFile::open(&path).map_err(|e| match e {
+        crate::store::LogError::Locked { .. } => anyhow::anyhow!(
+            "--session: session {session_id} is being written by another pod (its log {} is \
+             locked); stop that pod first",
+            path.display()
+        ),
+        e => anyhow::anyhow!("--session: {e}"),
+    })?;
+    if let Some(warning) = &recovered.truncated_tail {
+        tracing::warn!("{warning}");
+        eprintln!("warning: {warning}");
+    }
+    if recovered.entries.is_empty() {
+        return start_session(file, session_id, pointer_path, start);
+    }
+    if let Some(LogEntry::SessionStart {
+        workspace: Some(theirs),
+        ..
+    }) = recovered.entries.first()
+    {
+        if Path::new(theirs) != start.workspace && !start.force {
+            return Err(crate::store::claim::ClaimError::SessionOfOtherWorkspace {
+                session_id,
+                theirs: theirs.into(),
+                workspace: start.workspace.clone(),
+            }
+            .into());
+        }
+    }
+    pointer::write(pointer_path, start.pointer(session_id))
+        .with_context(|| format!("cannot write {}", pointer_path.display()))?;
+    Ok((file, session_id, recovered))
+}
+
+/// Writes a new session's `session_start` durably and points the pod at it.
+pub(super) fn start_session(
+    mut file: LogFile,
+    session_id: Uuid,
+    pointer_path: &Path,
+    start: &Start,
+) -> anyhow::Result<(LogFile, Uuid, crate::store::Recovered)> {
+    let entry = LogEntry::SessionStart {
+        session_id,
+        created_at: LogEntry::now(),
+        compacted_from: None,
+        forked_from: None,
+        provider: Some(start.provider.clone()),
+        model: Some(start.model.clone()),
+        workspace: Some(start.workspace.display().to_string()),
+        parent: start.parent.clone(),
+    };
+    let line = serde_json::to_vec(&LogLine {
+        seq: 0,
+        entry: entry.clone(),
+    })?;
+    let mut line = line;
+    let write = file.write_line(&mut line).and_then(|()| file.sync());
+    write.with_context(|| format!("cannot write {}", file.path().display()))?;
+    pointer::write(pointer_path, start.pointer(session_id))
+        .with_context(|| format!("cannot write {}", pointer_path.display()))?;
+    let recovered = crate::store::Recovered {
+        lines: vec![line.into()],
+        entries: vec![entry],
+        truncated_tail: None,
+    };
+    Ok((file, session_id, recovered))
+}
+
+/// Creates the socket's directory (mode 0700) and clears a stale socket; a
+/// live one means another pod is serving there. Only a socket is ever
+/// removed: `--socket` naming any other file is refused.
+pub(super) fn prepare_socket_path(socket: &Path, in_default_dir: bool) -> anyhow::Result<()> {
+    if let Some(dir) = socket.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+        if !dir.exists() {
+            crate::private::create_dir(dir, false)
+                .with_context(|| format!("cannot create socket directory {}", dir.display()))?;
+        }
+        if in_default_dir {
+            crate::private::check_own_dir(dir)?;
+            // The pod's own directory, perhaps left 0755 by an older tool:
+            // the contract puts the socket in a 0700 one, so make it so.
+            crate::private::create_dir(dir, true)
+                .with_context(|| format!("cannot make {} private", dir.display()))?;
+        }
+    }
+    let meta = match std::fs::symlink_metadata(socket) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => bail!("cannot inspect {}: {e}", socket.display()),
+    };
+    if !meta.file_type().is_socket() {
+        bail!(
+            "{} exists and is not a socket; the pod will not replace it. Choose another \
+             --socket, or move that file away",
+            socket.display()
+        );
+    }
+    if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+        bail!(
+            "a pod is already listening on {}; stop it with `pod stop` or choose another \
+             --name or --socket",
+            socket.display()
+        );
+    }
+    std::fs::remove_file(socket)
+        .with_context(|| format!("cannot remove stale socket {}", socket.display()))?;
+    Ok(())
+}
+
+/// Which file a path names: device and inode.
+pub(super) type FileIdentity = (u64, u64);
+
+/// Listens on `socket` (mode 0600) and says which file the socket is, so
+/// that only this socket is removed at exit.
+pub(super) fn bind(socket: &Path) -> anyhow::Result<(UnixListener, FileIdentity)> {
+    let listener = UnixListener::bind(socket)
+        .with_context(|| format!("cannot listen on {}", socket.display()))?;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("cannot restrict {}", socket.display()))?;
+    let meta = std::fs::symlink_metadata(socket)
+        .with_context(|| format!("cannot inspect {}", socket.display()))?;
+    Ok((listener, (meta.dev(), meta.ino())))
+}
+
+/// Removes the socket this pod bound, unless the path names another file
+/// by now: a process removes only what it created.
+pub(super) fn remove_own_socket(socket: &Path, identity: FileIdentity) {
+    match std::fs::symlink_metadata(socket) {
+        Ok(meta) if (meta.dev(), meta.ino()) == identity => {
+            if let Err(e) = std::fs::remove_file(socket) {
+                tracing::warn!("cannot remove {}: {e}", socket.display());
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Connection ids, shared by local and remote clients of every pod.
+pub(super) static NEXT_CONN_ID: AtomicU64 = AtomicU64::new(1);
+
+async fn accept_loop(listener: UnixListener, hub: Hub) {
+    let uid = rustix::process::geteuid().as_raw();
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        if !same_user(&stream, uid) {
+            continue;
+        }
+        let descendant = match stream.peer_cred().ok().and_then(|c| c.pid()) {
+            Some(pid) => {
+                let pid = pid as u32;
+                tokio::task::spawn_blocking(move || descendants::is_tool_process(pid))
+                    .await
+                    .unwrap_or(true)
+            }
+            // No pid (the kernel does not say): it cannot be proven a stranger.
+            None => true,
+        };
+        let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
+        let stream = stream.into_std();
+        let started =
+            stream.and_then(|s| Connection::start(id, s, hub.clone(), Access::local(descendant)));
+        if let Err(e) = started {
+            tracing::warn!("cannot set up a connection: {e}");
+        }
+    }
+}
+
+/// Only the pod's own user may talk to it; anyone else is dropped unanswered.
+fn same_user(stream: &UnixStream, uid: u32) -> bool {
+    match stream.peer_cred() {
+        Ok(cred) if cred.uid() == uid => true,
+        Ok(cred) => {
+            tracing::warn!("refused a client of uid {} (pod runs as {uid})", cred.uid());
+            false
+        }
+        Err(e) => {
+            tracing::warn!("refused a client whose credentials cannot be read: {e}");
+            false
+        }
+    }
+}
