@@ -19,7 +19,6 @@ use serde_json::json;
 struct Named {
     dir: tempfile::TempDir,
     child: Child,
-    name: String,
 }
 
 impl Named {
@@ -40,7 +39,6 @@ impl Named {
                 .spawn()
                 .unwrap(),
             dir,
-            name: name.to_owned(),
         };
         let socket = serve.socket_of(name);
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -171,4 +169,111 @@ fn agents_lists_the_children_and_rm_refuses_an_unknown_one() {
     )
     .pod(&["agents", "--name", "gone-000000"]);
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+}
+
+/// A real child waiting for approval: `pod list` shows it under its parent,
+/// `pod agents` lists it waiting with one pending call, `pod pending` at the
+/// parent names the child's call and its pod, `pod approve` at the parent
+/// answers it (committed in the child's log), and `pod agents rm` removes
+/// the child once idle.
+#[test]
+fn a_childs_approval_is_listed_and_answered_at_the_parent() {
+    let lines = [
+        json!({"events":[{"tool_call":{"id":"s1","name":"spawn_agent",
+            "arguments":{"task":"check the tests\nthen report","name":"tests","wait":false}}}]}),
+        json!({"events":[{"text":"spawned"}]}),
+        json!({"agent":"tests","events":[{"tool_call":{"id":"c1","name":"bash",
+            "arguments":{"command":"echo hi"}}}]}),
+        json!({"agent":"tests","events":[{"text":"child done"}]}),
+    ];
+    let script = lines.map(|l| l.to_string()).join("\n") + "\n";
+    let pod = harness::Pod::builder()
+        .script(&script)
+        .args(["--approval", "ask"])
+        .start();
+    let child = format!("{}.tests", pod.name());
+    let mut client = pod.client();
+    client.until_type("snapshot");
+    client.run("delegate");
+    client.until_with("the child's pending call", |f| {
+        f["type"] == "status" && f["agents"][0]["pending_approvals"] == json!(["c1"])
+    });
+
+    let listed = succeeded(
+        Command::new(POD)
+            .arg("list")
+            .arg("--data-dir")
+            .arg(&pod.data_dir)
+            .env("XDG_RUNTIME_DIR", pod.dir.path().join("no-runtime"))
+            .output()
+            .unwrap(),
+    );
+    let rows: Vec<&str> = listed.lines().collect();
+    let parent_row = rows
+        .iter()
+        .position(|r| r.starts_with(&format!("{} ", pod.name())))
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert!(
+        rows[parent_row + 1].starts_with(&format!("  {child} ")),
+        "{listed}"
+    );
+
+    let agents = succeeded(pod.command("agents").output().unwrap());
+    let row = agents.lines().nth(1).unwrap_or_else(|| panic!("{agents}"));
+    assert!(
+        row.starts_with(&child)
+            && row.contains(" waiting ")
+            && row.ends_with("  1  check the tests"),
+        "{agents}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&succeeded(
+        pod.command("agents").arg("--json").output().unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(json[0]["name"], child.as_str(), "{json}");
+    assert_eq!(json[0]["task"], "check the tests\nthen report", "{json}");
+
+    let pending = succeeded(pod.command("pending").output().unwrap());
+    assert!(
+        pending.contains(&format!("c1  bash: echo hi  (pod {child})")),
+        "{pending}"
+    );
+    let output = pod
+        .command("agents")
+        .args(["rm", "tests"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "a waiting child is not removed"
+    );
+    let approved = succeeded(pod.command("approve").arg("c1").output().unwrap());
+    assert!(approved.contains(&format!("(pod {child})")), "{approved}");
+    client.until_with("the child idle", |f| {
+        f["type"] == "status" && f["agents"][0]["state"] == "idle"
+    });
+    let state = pod.data_dir.join(format!("pods/{child}.json"));
+    let pointer: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(state).unwrap()).unwrap();
+    let log = pod.session_lines(pointer["session_id"].as_str().unwrap());
+    let decision = harness::first_of(&log, "approval_decision");
+    assert_eq!(decision["entry"]["client"], "pod approve", "{decision}");
+    assert_eq!(decision["entry"]["call_id"], "c1", "{decision}");
+    let removed = succeeded(
+        pod.command("agents")
+            .args(["rm", "tests"])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        removed.starts_with(&format!("removed {child}")),
+        "{removed}"
+    );
+    assert_eq!(
+        succeeded(pod.command("agents").output().unwrap())
+            .lines()
+            .count(),
+        1
+    );
 }
