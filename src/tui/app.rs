@@ -89,7 +89,10 @@ pub struct App {
     last_spin: Instant,
     last_ctrl_c: Option<Instant>,
     last_esc: Option<Instant>,
-    outbox: Vec<Outgoing>,
+    pub(super) outbox: Vec<Outgoing>,
+    /// The pods this view came from through `/agents`, the one to go back
+    /// to last; empty while the view is the attached pod's own.
+    pub(crate) viewing: Vec<String>,
     quit: bool,
     dirty: bool,
     next_request: u64,
@@ -181,6 +184,7 @@ impl App {
             plan_expanded: true,
             last_esc: None,
             outbox: Vec::new(),
+            viewing: Vec::new(),
             quit: false,
             dirty: true,
             next_request: 0,
@@ -213,6 +217,12 @@ impl App {
 
     pub fn connection(&self) -> ConnectionState {
         self.connection
+    }
+
+    /// The pods the view came from through `/agents` (the one to go back
+    /// to last); empty while the view is the attached pod's own.
+    pub fn viewing(&self) -> &[String] {
+        &self.viewing
     }
 
     pub fn should_quit(&self) -> bool {
@@ -370,6 +380,14 @@ impl App {
                     at: self.now + retry_in,
                     was_connected,
                 };
+            }
+            ConnEvent::CannotOpen(why) => {
+                self.viewing.pop();
+                self.conversation.push_notice(Level::Warn, why);
+                self.viewport.end();
+                // The view was given up for the child's: the pod's own
+                // snapshot brings it back.
+                self.outbox.push(Outgoing::Reconnect);
             }
             ConnEvent::NotSent(request) => {
                 if let Method::Run { .. } = request.method {
@@ -743,6 +761,8 @@ impl App {
                             self.overlay = None;
                             self.fork(id);
                         }
+                        overlay::Action::OpenAgent(name) => self.open_agent(name),
+                        overlay::Action::BackToParent => self.back_to_parent(),
                         overlay::Action::Rewind {
                             seq,
                             files,
