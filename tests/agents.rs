@@ -8,7 +8,7 @@ mod harness;
 
 use std::time::Duration;
 
-use harness::{eventually, kinds, read_lines, Client, Pod};
+use harness::{eventually, kinds, Client, Pod};
 use serde_json::{json, Value};
 
 /// A script line for the top pod.
@@ -34,10 +34,68 @@ fn child_name(pod: &Pod, slug: &str) -> String {
     format!("{}.{slug}", pod.name())
 }
 
-/// A child's socket: beside the parent's, named after the child.
-fn child_socket(pod: &Pod, slug: &str) -> std::path::PathBuf {
-    pod.socket
-        .with_file_name(format!("{}.sock", child_name(pod, slug)))
+/// The parent's name in tests that give one (scripts name its children).
+const NAME: &str = "calc";
+
+/// A pod named [`NAME`], on this script, with these flags.
+fn named(script_lines: &[String], args: &[&str]) -> harness::PodBuilder {
+    let mut builder = Pod::builder()
+        .script(&script(script_lines))
+        .args(["--name", NAME]);
+    for arg in args {
+        builder = builder.arg(*arg);
+    }
+    builder
+}
+
+/// The current log of the pod called `name` (a child's included).
+fn log_of(pod: &Pod, name: &str) -> Vec<Value> {
+    let state = pod.data_dir.join(format!("pods/{name}.json"));
+    let pointer: Value = serde_json::from_slice(&std::fs::read(state).unwrap()).unwrap();
+    pod.session_lines(pointer["session_id"].as_str().unwrap())
+}
+
+/// The socket of the pod called `name`, beside the top pod's.
+fn socket_of(pod: &Pod, name: &str) -> std::path::PathBuf {
+    pod.socket.with_file_name(format!("{name}.sock"))
+}
+
+/// A client of the pod called `name` that said who it is.
+fn client_of(pod: &Pod, name: &str, label: &str) -> Client {
+    let socket = if name == NAME {
+        pod.socket.clone()
+    } else {
+        socket_of(pod, name)
+    };
+    let mut client = Client::connect(&socket);
+    client.until_type("snapshot");
+    client.send(json!({"type": "hello", "client": label}));
+    client
+}
+
+/// Waits until `name`'s log holds an entry this predicate accepts.
+fn until_logged(pod: &Pod, name: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let mut found = None;
+    eventually(what, Duration::from_secs(20), || {
+        let state = pod.data_dir.join(format!("pods/{name}.json"));
+        if !state.exists() {
+            return false;
+        }
+        found = log_of(pod, name).into_iter().find(|l| pred(&l["entry"]));
+        found.is_some()
+    });
+    found.unwrap()
+}
+
+fn approval_decision(log: &[Value], call_id: &str) -> Value {
+    log.iter()
+        .find(|l| l["entry"]["kind"] == "approval_decision" && l["entry"]["call_id"] == call_id)
+        .unwrap_or_else(|| panic!("no decision for {call_id} in {:?}", kinds(log)))["entry"]
+        .clone()
+}
+
+fn bash(id: &str, command: &str) -> Value {
+    call(id, "bash", json!({"command": command}))
 }
 
 /// A child's current log lines, from its state file.
@@ -149,4 +207,488 @@ fn a_parent_spawns_two_children_in_the_background_and_waits_for_both() {
     let tree = &snapshot["status"]["tree_usage"];
     assert_eq!(tree["input_tokens"], 30, "{tree}");
     assert_eq!(tree["output_tokens"], 12, "{tree}");
+}
+
+#[test]
+fn a_childs_approvals_are_answered_at_the_parent_and_at_the_child() {
+    let pod = named(
+        &[
+            top(json!([call(
+                "s1",
+                "spawn_agent",
+                json!({"task": "build", "name": "w"})
+            )])),
+            top(json!([{"text": "parent done"}])),
+            child("w", json!([bash("c1", "touch one")])),
+            child("w", json!([bash("c2", "touch two")])),
+            child("w", json!([{"text": "child done"}])),
+        ],
+        &["--approval", "ask"],
+    )
+    .start();
+    let child = format!("{NAME}.w");
+    let mut parent = client_of(&pod, NAME, "parent-screen");
+    parent.run("delegate");
+    // The child's request shows at the parent: waiting, its call id pending.
+    let waiting = parent.until_with("the child's request at the parent", |v| {
+        v["type"] == "status" && v["pending_approvals"] == json!(["c1"])
+    });
+    assert_eq!(waiting["state"], "waiting", "{waiting}");
+    assert_eq!(waiting["agents"][0]["pending_approvals"], json!(["c1"]));
+    parent
+        .send(json!({"type": "approve", "request_id": "a1", "call_id": "c1", "decision": "allow"}));
+    let answer = parent.until_with("the answer", |v| {
+        v["type"] == "response" || v["type"] == "error"
+    });
+    assert_eq!(answer["ok"], true, "{answer}");
+    // The second is answered at the child's own socket.
+    let mut at_child = client_of(&pod, &child, "child-screen");
+    at_child.until_with("c2 requested", |v| {
+        v["type"] == "entry"
+            && v["entry"]["kind"] == "approval_request"
+            && v["entry"]["call_id"] == "c2"
+    });
+    at_child
+        .send(json!({"type": "approve", "request_id": "a2", "call_id": "c2", "decision": "allow"}));
+    parent.until_entry("turn_end");
+    let log = log_of(&pod, &child);
+    let first = approval_decision(&log, "c1");
+    assert_eq!(first["client"], "parent-screen", "{first}");
+    assert_eq!(first["by"], "user");
+    assert_eq!(approval_decision(&log, "c2")["client"], "child-screen");
+    assert!(pod.workspace.join("one").exists() && pod.workspace.join("two").exists());
+    // Decisions are the child's: none is in the parent's log.
+    assert!(!kinds(&log_of(&pod, NAME)).contains(&"approval_decision".to_owned()));
+    // A second answer to a decided call is refused, at either pod.
+    parent
+        .send(json!({"type": "approve", "request_id": "a3", "call_id": "c1", "decision": "deny"}));
+    let late = parent.until_with("the late answer", |v| v["request_id"] == "a3");
+    assert_eq!(late["code"], "not_pending", "{late}");
+}
+
+#[test]
+fn a_childs_bash_cannot_approve_its_own_request_at_either_socket() {
+    let approve = |socket: &str| {
+        format!(
+            "'{}' approve c2 --socket '{socket}'; echo \"exit $?\"",
+            env!("CARGO_BIN_EXE_pod")
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let parent_socket = dir.path().join("run/pod.sock");
+    let child_socket = dir.path().join(format!("run/{NAME}.w.sock"));
+    let command = format!(
+        "{}; {}",
+        approve(&parent_socket.display().to_string()),
+        approve(&child_socket.display().to_string())
+    );
+    let pod = named(
+        &[
+            top(json!([call(
+                "s1",
+                "spawn_agent",
+                json!({"task": "t", "name": "w"})
+            )])),
+            top(json!([{"text": "parent done"}])),
+            child(
+                "w",
+                json!([
+                    bash("c1", &command),
+                    call(
+                        "c2",
+                        "write_file",
+                        json!({"path": "forged", "content": "x"})
+                    ),
+                ]),
+            ),
+            child("w", json!([{"text": "child done"}])),
+        ],
+        &[
+            "--approval",
+            "ask",
+            "--allow",
+            "bash:*",
+            "--sandbox-unix-sockets",
+            "on",
+        ],
+    )
+    .in_dir(dir)
+    .start();
+    let child = format!("{NAME}.w");
+    let mut parent = client_of(&pod, NAME, "person");
+    parent.run("delegate");
+    let result = until_logged(&pod, &child, "c1's result", |e| {
+        e["kind"] == "tool_results" && e["results"][0]["call_id"] == "c1"
+    });
+    let output = result["entry"]["results"][0]["output"].as_str().unwrap();
+    assert_eq!(output.matches("may only read").count(), 2, "{output}");
+    assert!(!output.contains("exit 0"), "{output}");
+    // Still pending, at both: only a person decides it.
+    let snapshot = Client::connect(&pod.socket).until_type("snapshot");
+    assert_eq!(
+        snapshot["status"]["pending_approvals"],
+        json!(["c2"]),
+        "{snapshot}"
+    );
+    assert!(!pod.workspace.join("forged").exists());
+    parent.send(json!({"type": "approve", "call_id": "c2", "decision": "deny"}));
+    parent.until_entry("turn_end");
+    assert_eq!(
+        approval_decision(&log_of(&pod, &child), "c2")["client"],
+        "person"
+    );
+}
+
+#[test]
+fn a_person_steers_a_child_on_its_socket_and_a_sibling_reads_its_input_mid_turn() {
+    let pod = named(
+        &[
+            top(json!([
+                call("s1", "spawn_agent", json!({"task": "slow task for a", "name": "a", "wait": false})),
+                call("s2", "spawn_agent", json!({"task": "look at a", "name": "b"})),
+            ])),
+            top(json!([{"text": "parent done"}])),
+            child("a", json!([{"delay_ms": 60000}, {"text": "late"}])),
+            child("a", json!([{"text": "steered"}])),
+            child("b", json!([{"delay_ms": 300}, call("r1", "read_agent", json!({"name": format!("{NAME}.a")}))])),
+            child("b", json!([{"text": "b done"}])),
+        ],
+        &[],
+    )
+    .start();
+    let mut parent = client_of(&pod, NAME, "person");
+    parent.run("delegate");
+    parent.until_entry("turn_end");
+    // b read a's log over a's socket while a's turn ran: its input is there.
+    let b = log_of(&pod, &format!("{NAME}.b"));
+    let read = result_of(&b, "r1");
+    let text = read["output"].as_str().unwrap();
+    assert!(text.contains("user: slow task for a"), "{text}");
+    assert!(text.contains("state running"), "{text}");
+    // A person types into a directly: queued behind its running turn.
+    let mut at_a = client_of(&pod, &format!("{NAME}.a"), "person");
+    at_a.run("a correction");
+    at_a.until_with("queued", |v| v["type"] == "response" && v["queued"] == 1);
+    at_a.send(json!({"type": "cancel"}));
+    at_a.until_with("the correction's turn", |v| {
+        v["type"] == "entry"
+            && v["entry"]["kind"] == "assistant_items"
+            && v["entry"]["items"][0]["text"] == "steered"
+    });
+    let a = log_of(&pod, &format!("{NAME}.a"));
+    let inputs: Vec<&Value> = a
+        .iter()
+        .filter(|l| l["entry"]["kind"] == "user_input")
+        .collect();
+    assert_eq!(inputs[1]["entry"]["segments"][0]["text"], "a correction");
+    // The parent hears of each of a's turns.
+    until_logged(&pod, NAME, "a's second turn end at the parent", |e| {
+        e["kind"] == "agent_turn_end" && e["text"] == "steered"
+    });
+}
+
+#[test]
+fn cancelling_the_parents_turn_cancels_the_child_it_waits_on() {
+    let pod = named(
+        &[
+            top(json!([call(
+                "s1",
+                "spawn_agent",
+                json!({"task": "slow", "name": "w"})
+            )])),
+            child(
+                "w",
+                json!([{"text": "thinking"}, {"delay_ms": 60000}, {"text": "never"}]),
+            ),
+        ],
+        &[],
+    )
+    .start();
+    let mut parent = client_of(&pod, NAME, "person");
+    parent.run("delegate");
+    parent.until_with("the child running", |v| {
+        v["type"] == "status" && v["agents"][0]["state"] == "running"
+    });
+    until_logged(&pod, &format!("{NAME}.w"), "the child's input", |e| {
+        e["kind"] == "user_input"
+    });
+    parent.send(json!({"type": "cancel"}));
+    let end = parent.until_entry("turn_end");
+    assert_eq!(end["entry"]["reason"], "cancelled", "{end}");
+    let child_end = until_logged(&pod, &format!("{NAME}.w"), "the child's end", |e| {
+        e["kind"] == "turn_end"
+    });
+    assert_eq!(child_end["entry"]["reason"], "cancelled", "{child_end}");
+    let spawned = result_of(&log_of(&pod, NAME), "s1");
+    assert!(
+        spawned["output"].as_str().unwrap().contains("cancelled"),
+        "{spawned}"
+    );
+}
+
+#[test]
+fn a_child_waiting_for_approval_survives_kill_9_and_is_answered_at_the_parent() {
+    let child_lines = |first: Value| {
+        vec![
+            top(json!([call(
+                "s1",
+                "spawn_agent",
+                json!({"task": "t", "name": "w"})
+            )])),
+            top(json!([{"text": "parent done"}])),
+            child("w", first),
+            child("w", json!([{"text": "child done"}])),
+        ]
+    };
+    let mut pod = named(
+        &child_lines(json!([bash("c1", "touch approved")])),
+        &["--approval", "ask"],
+    )
+    .start();
+    let mut parent = client_of(&pod, NAME, "person");
+    parent.run("delegate");
+    parent.until_with("the child waiting", |v| {
+        v["type"] == "status" && v["pending_approvals"] == json!(["c1"])
+    });
+    pod.kill9();
+    let dir = pod.into_dir();
+    // Started again, the child's script goes on after its tool call.
+    let pod = named(
+        &child_lines(json!([{"text": "child done"}])),
+        &["--approval", "ask"],
+    )
+    .in_dir(dir)
+    .start();
+    let mut parent = Client::connect(&pod.socket);
+    parent.until_type("snapshot");
+    parent.send(json!({"type": "hello", "client": "after-restart"}));
+    let mut waiting = None;
+    eventually("the child waiting again", Duration::from_secs(20), || {
+        let snapshot = Client::connect(&pod.socket).until_type("snapshot");
+        let pending = snapshot["status"]["pending_approvals"] == json!(["c1"]);
+        waiting = Some(snapshot);
+        pending
+    });
+    assert_eq!(waiting.unwrap()["status"]["state"], "waiting");
+    parent
+        .send(json!({"type": "approve", "request_id": "a1", "call_id": "c1", "decision": "allow"}));
+    let answer = parent.until_with("the answer", |v| v["request_id"] == "a1");
+    assert_eq!(answer["ok"], true, "{answer}");
+    until_logged(&pod, &format!("{NAME}.w"), "the child's turn end", |e| {
+        e["kind"] == "turn_end"
+    });
+    assert!(pod.workspace.join("approved").exists());
+    let log = log_of(&pod, &format!("{NAME}.w"));
+    assert_eq!(approval_decision(&log, "c1")["client"], "after-restart");
+    // The parent's interrupted spawn_agent says what became of the child.
+    let spawned = result_of(&log_of(&pod, NAME), "s1");
+    assert!(
+        spawned["output"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{NAME}.w")),
+        "{spawned}"
+    );
+}
+
+#[test]
+fn a_child_at_the_depth_limit_has_no_spawn_agent() {
+    let pod = named(
+        &[
+            top(json!([call(
+                "s1",
+                "spawn_agent",
+                json!({"task": "t", "name": "w"})
+            )])),
+            top(json!([{"text": "parent done"}])),
+            child(
+                "w",
+                json!([call("g1", "spawn_agent", json!({"task": "deeper"}))]),
+            ),
+            child("w", json!([{"text": "child done"}])),
+        ],
+        &[],
+    )
+    .start();
+    let mut parent = client_of(&pod, NAME, "person");
+    parent.run("delegate");
+    parent.until_entry("turn_end");
+    let result = result_of(&log_of(&pod, &format!("{NAME}.w")), "g1");
+    assert_eq!(result["is_error"], true, "{result}");
+    assert!(
+        result["output"].as_str().unwrap().contains("unknown tool"),
+        "{result}"
+    );
+    assert!(!pod
+        .data_dir
+        .join(format!("pods/{NAME}.w.agent-1.json"))
+        .exists());
+}
+
+#[test]
+fn a_child_that_reaches_its_budget_ends_its_turn_with_a_budget_error() {
+    let pod = named(
+        &[
+            top(json!([call(
+                "s1",
+                "spawn_agent",
+                json!({"task": "t", "name": "w", "max_tokens": 100})
+            )])),
+            top(json!([{"text": "parent done"}])),
+            child(
+                "w",
+                json!([bash("c1", "true"), {"usage": {"input_tokens": 90, "output_tokens": 30}}]),
+            ),
+            child("w", json!([{"text": "over budget"}])),
+        ],
+        &[],
+    )
+    .start();
+    let mut parent = client_of(&pod, NAME, "person");
+    parent.run("delegate");
+    parent.until_entry("turn_end");
+    let log = log_of(&pod, &format!("{NAME}.w"));
+    let end = harness::first_of(&log, "turn_end");
+    assert_eq!(end["entry"]["reason"], "error", "{end}");
+    assert_eq!(end["entry"]["error"]["code"], "budget", "{end}");
+    assert!(
+        end["entry"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("100"),
+        "{end}"
+    );
+    let spawned = result_of(&log_of(&pod, NAME), "s1");
+    assert!(
+        spawned["output"].as_str().unwrap().contains("\"error\""),
+        "{spawned}"
+    );
+}
+
+#[test]
+fn list_and_remove_agents_then_a_stop_stops_the_children_first_and_a_restart_skips_the_removed() {
+    let lines = vec![
+        top(json!([
+            call(
+                "s1",
+                "spawn_agent",
+                json!({"task": "quick", "name": "a", "wait": false})
+            ),
+            call(
+                "s2",
+                "spawn_agent",
+                json!({"task": "slow", "name": "b", "wait": false})
+            ),
+        ])),
+        top(json!([{"text": "parent done"}])),
+        child("a", json!([{"text": "a done"}])),
+        child(
+            "b",
+            json!([{"text": "b thinking"}, {"delay_ms": 60000}, {"text": "never"}]),
+        ),
+    ];
+    let mut pod = named(&lines, &[]).start();
+    let (a, b) = (format!("{NAME}.a"), format!("{NAME}.b"));
+    let mut parent = client_of(&pod, NAME, "person");
+    parent.run("delegate");
+    parent.until_entry("turn_end");
+    until_logged(&pod, NAME, "a's end", |e| e["kind"] == "agent_turn_end");
+    until_logged(&pod, &b, "b's input", |e| e["kind"] == "user_input");
+    parent.send(json!({"type": "list_agents", "request_id": "l1"}));
+    let listed = parent.until_with("the list", |v| v["request_id"] == "l1");
+    let agents = listed["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 2, "{listed}");
+    assert_eq!(agents[0]["name"], a);
+    assert_eq!(agents[0]["task"], "quick");
+    assert!(agents[0]["created_at"].is_string(), "{listed}");
+    parent.send(json!({"type": "remove_agent", "request_id": "r0", "name": "calc.nope"}));
+    let unknown = parent.until_with("unknown", |v| v["request_id"] == "r0");
+    assert_eq!(unknown["code"], "not_found", "{unknown}");
+    parent.send(json!({"type": "remove_agent", "request_id": "r1", "name": b}));
+    let busy = parent.until_with("busy", |v| v["request_id"] == "r1");
+    assert_eq!(busy["code"], "busy", "{busy}");
+    parent.send(json!({"type": "remove_agent", "request_id": "r2", "name": a}));
+    let removed = parent.until_with("removed", |v| v["request_id"] == "r2");
+    assert_eq!(removed["ok"], true, "{removed}");
+    assert!(!socket_of(&pod, &a).exists(), "a's socket is gone");
+    assert!(!log_of(&pod, &a).is_empty(), "a's log stays");
+    // SIGTERM: b stops as a pod stops (its turn cancelled, its socket
+    // removed), then the parent.
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pod.pid() as i32).unwrap(),
+        rustix::process::Signal::Term,
+    )
+    .unwrap();
+    assert!(pod.wait_exit(Duration::from_secs(20)).success());
+    assert!(!socket_of(&pod, &b).exists() && !pod.socket.exists());
+    let b_end = until_logged(&pod, &b, "b's end", |e| e["kind"] == "turn_end");
+    assert_eq!(b_end["entry"]["reason"], "cancelled", "{b_end}");
+    // Started again: b comes back, the removed a does not.
+    let pod = named(&lines, &[]).in_dir(pod.into_dir()).start();
+    let mut parent = Client::connect(&pod.socket);
+    let snapshot = parent.until_type("snapshot");
+    eventually("b's socket", Duration::from_secs(20), || {
+        socket_of(&pod, &b).exists()
+    });
+    assert!(!socket_of(&pod, &a).exists());
+    let _ = snapshot;
+    parent.send(json!({"type": "list_agents", "request_id": "l2"}));
+    let listed = parent.until_with("the list", |v| v["request_id"] == "l2");
+    let names: Vec<&str> = listed["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, [b.as_str()], "{listed}");
+}
+
+#[test]
+fn spawns_beyond_max_agents_and_a_deny_rule_are_refused() {
+    let pod = named(
+        &[
+            top(json!([
+                call(
+                    "s1",
+                    "spawn_agent",
+                    json!({"task": "slow", "name": "a", "wait": false})
+                ),
+                call(
+                    "s2",
+                    "spawn_agent",
+                    json!({"task": "more", "name": "b", "wait": false})
+                ),
+            ])),
+            top(json!([{"text": "parent done"}])),
+            child("a", json!([{"delay_ms": 60000}])),
+        ],
+        &["--max-agents", "1"],
+    )
+    .start();
+    let mut parent = client_of(&pod, NAME, "person");
+    parent.run("delegate");
+    parent.until_entry("turn_end");
+    let refused = result_of(&log_of(&pod, NAME), "s2");
+    assert_eq!(refused["is_error"], true, "{refused}");
+    assert!(
+        refused["output"]
+            .as_str()
+            .unwrap()
+            .contains("--max-agents 1"),
+        "{refused}"
+    );
+    let denied = named(
+        &[
+            top(json!([call("s1", "spawn_agent", json!({"task": "t"}))])),
+            top(json!([{"text": "done"}])),
+        ],
+        &["--deny", "spawn_agent:*"],
+    )
+    .start();
+    let mut parent = client_of(&denied, NAME, "person");
+    parent.run("delegate");
+    parent.until_entry("turn_end");
+    let log = log_of(&denied, NAME);
+    assert_eq!(approval_decision(&log, "s1")["by"], "policy");
+    assert!(!kinds(&log).contains(&"agent_started".to_owned()));
 }

@@ -132,6 +132,7 @@ fn check_tool_name(tool: &str) -> Result<(), String> {
     let known = super::READ_ONLY_TOOLS
         .iter()
         .chain(&super::WRITE_TOOLS)
+        .chain(&super::UNASKED_TOOLS)
         .any(|&t| t == tool);
     if !tool.contains(GLOB) && !known && !tool.starts_with("mcp__") {
         return Err(format!(
@@ -140,6 +141,7 @@ fn check_tool_name(tool: &str) -> Result<(), String> {
             super::READ_ONLY_TOOLS
                 .iter()
                 .chain(&super::WRITE_TOOLS)
+                .chain(&super::UNASKED_TOOLS)
                 .copied()
                 .collect::<Vec<_>>()
                 .join(", ")

@@ -219,6 +219,7 @@ async fn spawn(
     match wait_for_end(env, cancel, &name, 0).await {
         Waited::Ended => ended(env, &name),
         Waited::Cancelled => cancelled(&[name]),
+        Waited::Stopped => stopped(&[name]),
         Waited::Gone => gone(&name),
     }
 }
@@ -226,6 +227,8 @@ async fn spawn(
 enum Waited {
     Ended,
     Cancelled,
+    /// The pod is stopping: the child stops too, and goes on after a restart.
+    Stopped,
     Gone,
 }
 
@@ -242,6 +245,9 @@ async fn wait_for_end(env: &JobEnv, cancel: &CancellationToken, name: &str, befo
         tokio::select! {
             result = changed.changed() => if result.is_err() { return Waited::Gone },
             _ = cancel.cancelled() => {
+                if env.stopping() {
+                    return Waited::Stopped;
+                }
                 if let Some(child) = env.agents.borrow().child(name) {
                     child.link.tell(ToChild::Cancel);
                 }
@@ -284,6 +290,14 @@ fn describe_end(child: &Child, cap: usize) -> Value {
 fn cancelled(names: &[String]) -> ToolOutcome {
     ToolOutcome::error(format!(
         "[cancelled: this turn was cancelled, and so was the turn of {}]",
+        names.join(", ")
+    ))
+}
+
+fn stopped(names: &[String]) -> ToolOutcome {
+    ToolOutcome::error(format!(
+        "[interrupted: the pod stopped while this call waited; {} stopped with it and goes on \
+         with its log when the pod starts again]",
         names.join(", ")
     ))
 }
@@ -340,6 +354,9 @@ async fn wait(
             result = changed.changed() => if result.is_err() { break },
             _ = &mut deadline => break,
             _ = cancel.cancelled() => {
+                if env.stopping() {
+                    return stopped(&busy);
+                }
                 for name in &busy {
                     if let Some(child) = env.agents.borrow().child(name) {
                         child.link.tell(ToChild::Cancel);
@@ -465,4 +482,32 @@ async fn read_snapshot(socket: &std::path::Path) -> Result<Value, String> {
         ));
     }
     Ok(frame)
+}
+
+/// The result of a `spawn_agent` call whose pod stopped before it had one:
+/// what became of the child, truthfully.
+pub fn interrupted_spawn(env: &JobEnv, conversation: &Conversation, call_id: &str) -> String {
+    let started = conversation.entries().iter().find_map(|e| match e {
+        LogEntry::AgentStarted {
+            name, call_id: id, ..
+        } if id == call_id => Some(name.clone()),
+        _ => None,
+    });
+    let Some(name) = started else {
+        return "[interrupted: the pod stopped before this agent was started; it never ran]".into();
+    };
+    let registry = env.agents.borrow();
+    match registry.child(&name) {
+        Some(_) => format!(
+            "[interrupted: the pod stopped while this call waited for agent {name}; {name} was \
+             started again and goes on with its log (a turn that waited for approval still \
+             waits); wait_agents {{\"names\": [\"{name}\"]}} waits for it, read_agent reads \
+             what it did]"
+        ),
+        None => format!(
+            "[interrupted: the pod stopped while this call waited for agent {name}, which was \
+             not started again (removed, or its state is gone); read_agent or `pod log --name \
+             {name}` reads its log]"
+        ),
+    }
 }

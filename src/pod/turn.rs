@@ -298,7 +298,13 @@ pub async fn close_interrupted(env: &JobEnv, conversation: &mut Conversation, tu
                 None => !c.requested,
             };
             let may_have_run = std::mem::replace(&mut first, false) && allowed;
-            let output = if may_have_run {
+            let output = if c.name == super::agents::SPAWN_AGENT {
+                return ToolResult {
+                    output: super::agent_tools::interrupted_spawn(env, conversation, &c.call_id),
+                    call_id: c.call_id,
+                    is_error: true,
+                };
+            } else if may_have_run {
                 why
             } else if c.requested && c.decision.is_none() {
                 "[not run: the pod stopped while this tool call waited for approval, and its turn \
