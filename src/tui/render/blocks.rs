@@ -606,29 +606,6 @@ fn skip_and_cut(spans: Vec<Span<'static>>, mut skip: usize, max: usize) -> Vec<S
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn searches_show_their_pattern() {
-        let args = json!({"pattern":"fn main","path":"src"});
-        assert_eq!(key_argument("grep", &args), "fn main in src");
-        assert_eq!(key_argument("glob", &json!({"pattern":"*.rs"})), "*.rs");
-        assert_eq!(key_argument("read_file", &json!({"path":"a.rs"})), "a.rs");
-    }
-
-    #[test]
-    fn durations_read_naturally() {
-        assert_eq!(short_duration(Duration::from_millis(400)), "0.4s");
-        assert_eq!(short_duration(Duration::from_secs(2)), "2s");
-        assert_eq!(short_duration(Duration::from_secs(125)), "2m 05s");
-        assert_eq!(short_duration(Duration::from_secs(3720)), "1h 02m");
-        assert_eq!(count_lines(1), "1 line");
-    }
-}
-
 /// The most rows of a child's task or final text shown in its parent's
 /// view: the rest is the child's own (`/agents` opens it).
 const AGENT_TEXT_ROWS: usize = 6;
@@ -679,5 +656,28 @@ fn agent_block(
             format!("  … {hidden} more rows in {name}'s own log"),
             dim,
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn searches_show_their_pattern() {
+        let args = json!({"pattern":"fn main","path":"src"});
+        assert_eq!(key_argument("grep", &args), "fn main in src");
+        assert_eq!(key_argument("glob", &json!({"pattern":"*.rs"})), "*.rs");
+        assert_eq!(key_argument("read_file", &json!({"path":"a.rs"})), "a.rs");
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(short_duration(Duration::from_millis(400)), "0.4s");
+        assert_eq!(short_duration(Duration::from_secs(2)), "2s");
+        assert_eq!(short_duration(Duration::from_secs(125)), "2m 05s");
+        assert_eq!(short_duration(Duration::from_secs(3720)), "1h 02m");
+        assert_eq!(count_lines(1), "1 line");
     }
 }
