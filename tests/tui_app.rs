@@ -862,3 +862,28 @@ fn agents_switches_the_view_into_a_child_and_back() {
     assert_eq!(command(&mut app, "/agents nope"), Vec::<Value>::new());
     assert!(app.viewing().is_empty());
 }
+
+/// A child's approval request is in the child's log, not the parent's
+/// view: the parent's status is where it first shows, and a person who
+/// looked away is told, once per request.
+#[test]
+fn a_childs_new_approval_request_alerts_a_person_who_looked_away() {
+    let status = |pending: Value| {
+        event(
+            json!({"type":"status","state":"waiting","queued":0,"agents":[
+            {"name":"default.tests","state":"waiting","pending_approvals":pending,
+             "session_id":NEW_SESSION,"usage":{"input_tokens":0,"output_tokens":0}}],
+            "tree_usage":{"input_tokens":0,"output_tokens":0}}),
+        )
+    };
+    let mut app = attached(vec![]);
+    app.on_terminal(TermEvent::FocusLost);
+    app.on_pod_event(status(json!([])));
+    assert!(app.take_alerts().is_empty());
+    app.on_pod_event(status(json!(["c1"])));
+    let alerts = app.take_alerts();
+    assert_eq!(alerts.len(), 1, "{alerts:?}");
+    assert!(alerts[0].contains("default.tests: call c1"), "{alerts:?}");
+    app.on_pod_event(status(json!(["c1"])));
+    assert!(app.take_alerts().is_empty(), "once per request");
+}

@@ -397,6 +397,29 @@ impl App {
         }
     }
 
+    /// Tells a person who looked away that a child pod asks for approval:
+    /// its request is in the child's log, not in this view, so the
+    /// parent's status is where it first shows (`/agents` opens the child).
+    fn alert_child_requests(&mut self, status: &crate::protocol::Status) {
+        let before = self
+            .status
+            .as_ref()
+            .map(|s| s.agents.as_slice())
+            .unwrap_or_default();
+        for agent in &status.agents {
+            let known = before
+                .iter()
+                .find(|a| a.name == agent.name)
+                .map(|a| a.pending_approvals.as_slice())
+                .unwrap_or_default();
+            if let Some(call) = agent.pending_approvals.iter().find(|c| !known.contains(c)) {
+                let body = format!("{}: call {call} · /agents opens it", agent.name);
+                self.alerts
+                    .extend(self.notifier.alert("a child pod waits for approval", &body));
+            }
+        }
+    }
+
     /// Whether a key goes to the approval panel rather than the composer.
     /// Only the panel's own keys, and only once it is armed: shown for
     /// [`PANEL_ARMING`] and not in the middle of a burst of typing that
@@ -488,7 +511,10 @@ impl App {
             return;
         }
         match event {
-            Event::Status(status) => self.status = Some(status),
+            Event::Status(status) => {
+                self.alert_child_requests(&status);
+                self.status = Some(status);
+            }
             Event::Usage(usage) => self.usage = Some(usage),
             Event::Response(response) => {
                 if let Some(id) = &response.request_id {
