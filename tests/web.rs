@@ -1266,6 +1266,7 @@ async fn a_phone_lists_the_child_pods_and_what_they_wait_for() {
     let listed = listed.as_str().unwrap();
     assert!(listed.contains("agents · 1 · tree"), "{listed}");
     assert!(listed.contains("1.2k in · 300 out"), "{listed}");
+    assert!(listed.contains("pod pending / pod approve"), "{listed}");
     browser
         .until(
             "the child's start in the conversation",

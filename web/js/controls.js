@@ -200,6 +200,11 @@ export class Controls {
               h('span', { class: `state state-${a?.state}` }, state),
               ' ',
               h('span', { class: 'dim' }, usage(a?.usage)),
+              // Its request is in its own log, which this page cannot open
+              // yet: say where it can be answered with what it asks shown.
+              waiting
+                ? h('div', { class: 'dim' }, `answer it where its request shows: pod pending / pod approve on the pod's machine, or /agents in the TUI`)
+                : null,
             );
           }),
         ),
