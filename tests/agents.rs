@@ -692,3 +692,51 @@ fn spawns_beyond_max_agents_and_a_deny_rule_are_refused() {
     assert_eq!(approval_decision(&log, "s1")["by"], "policy");
     assert!(!kinds(&log).contains(&"agent_started".to_owned()));
 }
+
+#[test]
+fn a_child_shut_down_at_its_own_socket_does_not_hang_its_parents_turn() {
+    // The child stops while it waits for approval: its turn stays open (it
+    // resumes after a restart), so no turn end will ever come.
+    let pod = named(
+        &[
+            top(json!([call(
+                "s1",
+                "spawn_agent",
+                json!({"task": "t", "name": "w"})
+            )])),
+            top(json!([{"text": "parent done"}])),
+            child("w", json!([bash("c1", "true")])),
+        ],
+        &["--approval", "ask"],
+    )
+    .start();
+    let child = format!("{NAME}.w");
+    let mut parent = client_of(&pod, NAME, "person");
+    parent.run("delegate");
+    parent.until_with("the child waiting", |v| {
+        v["type"] == "status" && v["pending_approvals"] == json!(["c1"])
+    });
+    let mut at_child = client_of(&pod, &child, "person");
+    at_child.send(json!({"type": "shutdown"}));
+    at_child.until_type("shutdown");
+    let end = parent.until_entry("turn_end");
+    assert_eq!(end["entry"]["reason"], "completed", "{end}");
+    let spawned = result_of(&log_of(&pod, NAME), "s1");
+    assert!(
+        spawned["output"]
+            .as_str()
+            .unwrap()
+            .contains("stopped or was removed"),
+        "{spawned}"
+    );
+    assert!(!socket_of(&pod, &child).exists());
+    assert!(!kinds(&log_of(&pod, &child)).contains(&"turn_end".to_owned()));
+    // The parent goes on serving, and no longer waits on the child.
+    let snapshot = Client::connect(&pod.socket).until_type("snapshot");
+    assert_eq!(snapshot["status"]["state"], "idle", "{snapshot}");
+    assert_eq!(
+        snapshot["status"]["pending_approvals"],
+        json!([]),
+        "{snapshot}"
+    );
+}

@@ -288,3 +288,42 @@ async fn documented_example_plays_as_described() {
     assert_eq!(error.code, TurnErrorCode::ProviderStream);
     assert!(replies[..4].iter().all(|(_, error)| error.is_none()));
 }
+
+/// Lines with `agent` serve only that child's calls, each pod's in order and
+/// wrapping on its own; a pod with no line of its own fails saying so.
+#[tokio::test]
+async fn each_child_plays_its_own_lines_whatever_the_interleaving() {
+    let script = script(concat!(
+        "{\"events\":[{\"text\":\"top 1\"}]}\n",
+        "{\"agent\":\"tests\",\"events\":[{\"text\":\"tests 1\"}]}\n",
+        "{\"events\":[{\"text\":\"top 2\"}]}\n",
+        "{\"agent\":\"tests\",\"events\":[{\"text\":\"tests 2\"}]}\n",
+    ));
+    let tests = script.for_agent("tests").unwrap();
+    let first = |(events, _): (Vec<ModelEvent>, _)| events[0].clone();
+    assert_eq!(
+        first(collect(tests.stream(&request())).await),
+        text("tests 1")
+    );
+    assert_eq!(
+        first(collect(script.stream(&request())).await),
+        text("top 1")
+    );
+    assert_eq!(
+        first(collect(tests.stream(&request())).await),
+        text("tests 2")
+    );
+    assert_eq!(
+        first(collect(tests.stream(&request())).await),
+        text("tests 1")
+    );
+    assert_eq!(
+        first(collect(script.stream(&request())).await),
+        text("top 2")
+    );
+    let other = script.for_agent("docs").unwrap();
+    let (events, error) = collect(other.stream(&request())).await;
+    assert!(events.is_empty());
+    let error = error.unwrap().message;
+    assert!(error.contains("agent \"docs\""), "{error}");
+}

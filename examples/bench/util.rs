@@ -124,6 +124,8 @@ pub fn write_session(
         pointer::Pointer {
             session_id,
             workspace: None,
+            parent: None,
+            removed: false,
         },
     )?;
     Ok(path)

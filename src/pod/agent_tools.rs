@@ -239,6 +239,7 @@ async fn wait_for_end(env: &JobEnv, cancel: &CancellationToken, name: &str, befo
     loop {
         match env.agents.borrow().child(name) {
             Some(child) if child.ends > before => return Waited::Ended,
+            Some(child) if child.stopped => return Waited::Gone,
             Some(_) => {}
             None => return Waited::Gone,
         }
@@ -274,7 +275,6 @@ fn describe_end(child: &Child, cap: usize) -> Value {
     };
     let mut value = json!({
         "name": child.name,
-        "state": child.status.state.as_str(),
         "reason": reason,
         "text": agents::cap_text(text, cap),
     });
@@ -392,6 +392,11 @@ fn message(env: &JobEnv, args: MessageArgs) -> ToolOutcome {
         drop(registry);
         return unknown(env, &args.name);
     };
+    if child.stopped {
+        let name = child.name.clone();
+        drop(registry);
+        return gone(&name);
+    }
     if !child.busy() && running >= max {
         return ToolOutcome::error(format!(
             "message_agent refused: {running} agents already run turns, the most this pod \

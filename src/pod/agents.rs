@@ -105,6 +105,9 @@ pub enum News {
         text: String,
         session_id: Uuid,
     },
+    /// The child stopped on its own (a `shutdown` sent to its socket): it
+    /// runs nothing more until the parent starts again.
+    Stopped,
 }
 
 /// A child's way to its parent, kept in the child's job context.
@@ -175,6 +178,8 @@ pub struct Child {
     /// Turns that ended since the child started, and the last one's end.
     pub ends: u64,
     pub last_end: Option<(TurnEndReason, String)>,
+    /// It stopped (see [`News::Stopped`]): nothing waits for it any more.
+    pub stopped: bool,
 }
 
 impl Child {
@@ -207,12 +212,13 @@ impl Child {
             outstanding,
             ends: 0,
             last_end: None,
+            stopped: false,
         }
     }
 
     /// Whether the child runs (or will run) a turn.
     pub fn busy(&self) -> bool {
-        self.outstanding > 0 || self.status.state != PodState::Idle
+        !self.stopped && (self.outstanding > 0 || self.status.state != PodState::Idle)
     }
 }
 
@@ -314,6 +320,12 @@ impl Registry {
                     text: capped,
                     at: LogEntry::now(),
                 });
+            }
+            News::Stopped => {
+                child.stopped = true;
+                child.outstanding = 0;
+                child.status.state = PodState::Idle;
+                child.status.pending_approvals.clear();
             }
         }
         self.touch();
@@ -467,5 +479,69 @@ fn spec(name: &str, description: &str, parameters: Value) -> ToolSpec {
         name: name.into(),
         description: description.into(),
         parameters,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link() -> ChildLink {
+        ChildLink {
+            sender: mpsc::unbounded_channel().0,
+            stopped: watch::channel(false).1,
+        }
+    }
+
+    #[test]
+    fn slugs_are_checked_lowercased_and_made_unique() {
+        let mut registry = Registry::new("calc".into(), Limits::default(), None);
+        assert_eq!(registry.slug_for(Some("Tests")).unwrap(), "tests");
+        assert_eq!(registry.slug_for(None).unwrap(), "agent-1");
+        for bad in ["", "a b", "x.y", "../up", &"a".repeat(25)] {
+            let why = registry.slug_for(Some(bad)).unwrap_err();
+            assert!(why.contains("not a usable agent name"), "{why}");
+        }
+        let id = Uuid::new_v4();
+        registry
+            .children
+            .push(Child::new("calc.tests", "tests", "t", id, link(), 0));
+        registry
+            .children
+            .push(Child::new("calc.tests-2", "tests-2", "t", id, link(), 0));
+        assert_eq!(registry.slug_for(Some("tests")).unwrap(), "tests-3");
+    }
+
+    #[test]
+    fn a_turn_end_is_kept_and_queued_with_its_text_capped() {
+        let mut registry = Registry::new("calc".into(), Limits::default(), None);
+        let id = Uuid::new_v4();
+        registry
+            .children
+            .push(Child::new("calc.w", "w", "t", id, link(), 1));
+        assert!(registry.children[0].busy());
+        let heard = registry.hear(FromChild {
+            name: "calc.w".into(),
+            news: News::TurnEnded {
+                reason: TurnEndReason::Completed,
+                usage: None,
+                text: "é".repeat(4000),
+                session_id: id,
+            },
+        });
+        assert!(heard);
+        let child = &registry.children[0];
+        assert_eq!((child.ends, child.outstanding), (1, 0));
+        match &registry.entries[..] {
+            [LogEntry::AgentTurnEnd { text, .. }] => {
+                assert!(text.len() < TURN_END_TEXT_CAP + 64, "{}", text.len());
+                assert!(text.ends_with("more bytes]"), "{text}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!registry.hear(FromChild {
+            name: "calc.other".into(),
+            news: News::Stopped,
+        }));
     }
 }

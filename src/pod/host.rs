@@ -237,7 +237,7 @@ pub(super) fn start_pod(shared: &Rc<Shared>, spec: PodSpec) -> Started {
         broadcaster,
         worker: worker.clone(),
         workspace,
-        config: shared.limits.clone(),
+        config: shared.limits,
         checkpoints: shared.checkpoints.clone(),
         tokens: shared.tokens.clone(),
         listening: spec.listening,
@@ -274,13 +274,21 @@ struct Restart {
     parent: ParentRef,
 }
 
-/// The children `name`'s log started and that were not removed since.
+/// The children of `name` that were not removed: those its log's
+/// `agent_started` entries name, in start order, then any other whose
+/// state file names it as parent (started in a session compacted since).
 fn children_to_start(shared: &Shared, name: &str, entries: &[LogEntry]) -> Vec<Restart> {
     let session_id = entries.first().and_then(|e| match e {
         LogEntry::SessionStart { session_id, .. } => Some(*session_id),
         _ => None,
     });
-    entries
+    let live = |child: &str| {
+        pointer::read(&pointer::path(&shared.pods_dir, child))
+            .ok()
+            .flatten()
+            .filter(|p| !p.removed && p.parent.as_deref() == Some(name))
+    };
+    let mut children: Vec<Restart> = entries
         .iter()
         .filter_map(|e| match e {
             LogEntry::AgentStarted {
@@ -292,11 +300,7 @@ fn children_to_start(shared: &Shared, name: &str, entries: &[LogEntry]) -> Vec<R
             _ => None,
         })
         .filter_map(|(child, call_id, task)| {
-            let at = pointer::path(&shared.pods_dir, child);
-            let current = pointer::read(&at).ok().flatten()?;
-            if current.removed || current.parent.as_deref() != Some(name) {
-                return None;
-            }
+            let current = live(child)?;
             Some(Restart {
                 name: child.clone(),
                 session_id: current.session_id,
@@ -308,7 +312,39 @@ fn children_to_start(shared: &Shared, name: &str, entries: &[LogEntry]) -> Vec<R
                 },
             })
         })
-        .collect()
+        .collect();
+    let prefix = format!("{name}.");
+    let mut others: Vec<String> = std::fs::read_dir(&shared.pods_dir)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let file = e.file_name().into_string().ok()?;
+            let child = file.strip_suffix(".json")?;
+            let direct = child
+                .strip_prefix(&prefix)
+                .is_some_and(|slug| !slug.contains('.'));
+            direct.then(|| child.to_owned())
+        })
+        .filter(|child| !children.iter().any(|c| &c.name == child))
+        .collect();
+    others.sort();
+    for child in others {
+        let Some(current) = live(&child) else {
+            continue;
+        };
+        children.push(Restart {
+            name: child,
+            session_id: current.session_id,
+            task: String::new(),
+            parent: ParentRef {
+                pod: name.to_owned(),
+                session_id: session_id.unwrap_or(current.session_id),
+                call_id: String::new(),
+            },
+        });
+    }
+    children
 }
 
 fn restart_children(
@@ -410,6 +446,7 @@ fn launch_child(
         sender: news,
         parent: spawn.parent,
     };
+    let parent = link.clone();
     let started = start_pod(
         shared,
         PodSpec {
@@ -451,6 +488,7 @@ fn launch_child(
         log_arbiter.stop();
         drop(lock);
         let _ = stopped_tx.send(true);
+        parent.tell(agents::News::Stopped);
     });
     Ok(ChildLink {
         sender: to_child,

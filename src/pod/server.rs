@@ -265,7 +265,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             blobs,
             checkpoints,
             hooks: Arc::new(config.hooks.clone()),
-            limits: config.limits.clone(),
+            limits: config.limits,
             tokens,
             probe,
             max_steps: config.max_steps,
@@ -315,8 +315,6 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         actix_rt::spawn(accept_remote(remote_rx, started.hub.clone()));
         actix_rt::spawn(descendants::reap_orphans());
         actix_rt::spawn(signals.stop(started.worker));
-        // The top pod's log thread lives as long as the process.
-        std::mem::forget(started.log_arbiter);
         anyhow::Ok(identity)
     })?;
     let run = system.run().context("the pod's event loop failed");

@@ -345,7 +345,7 @@ async fn commit_input(
     let overlap = {
         let state = env.state.borrow();
         !*env.paused.borrow() && state.notifies.is_empty() && state.model_request.is_none()
-    };
+    } && over_budget(env).is_none();
     let pending: Vec<LogEntry> = std::iter::once(input).chain(instructions).collect();
     let early = if overlap {
         let read = env.read_inputs(conversation, &pending).await;
