@@ -48,6 +48,20 @@ impl fmt::Debug for Remote {
     }
 }
 
+impl Endpoint {
+    /// Where a child pod of the pod here listens: beside its parent's
+    /// socket (`<dir>/<child name>.sock`, protocol.md "Child pods"). Over
+    /// the network a child has no door of its own: `None`.
+    pub fn child(&self, name: &str) -> Option<Endpoint> {
+        match self {
+            Endpoint::Socket(socket) => Some(Endpoint::Socket(
+                socket.with_file_name(format!("{name}.sock")),
+            )),
+            Endpoint::Remote(_) => None,
+        }
+    }
+}
+
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -29,7 +29,7 @@ fn sent(app: &mut App) -> Vec<(Option<String>, Value)> {
         .into_iter()
         .filter_map(|o| match o {
             Outgoing::Request(r) => Some((r.request_id, serde_json::to_value(&r.method).unwrap())),
-            Outgoing::Reconnect => None,
+            Outgoing::Reconnect | Outgoing::Open(_) | Outgoing::Back => None,
         })
         .collect()
 }
@@ -40,6 +40,8 @@ fn methods(app: &mut App) -> Vec<Value> {
         .map(|o| match o {
             Outgoing::Request(r) => serde_json::to_value(&r.method).unwrap(),
             Outgoing::Reconnect => json!("reconnect"),
+            Outgoing::Open(name) => json!({"open": name}),
+            Outgoing::Back => json!("back"),
         })
         .collect()
 }
@@ -119,7 +121,7 @@ fn completion_requests(app: &mut App) -> Vec<(String, String)> {
                     )
                 })
             }
-            Outgoing::Reconnect => None,
+            Outgoing::Reconnect | Outgoing::Open(_) | Outgoing::Back => None,
         })
         .collect()
 }
@@ -818,4 +820,70 @@ fn a_workflow_call_with_refs_is_drawn_spaced_and_named_in_the_rewind_picker() {
     let picker = screen(&mut app, 80, 10);
     assert!(picker.contains("Rewind"), "{picker}");
     assert!(picker.contains("  /review @src/ops.rs #style "), "{picker}");
+}
+
+/// `/agents NAME` (a slug or a full name) switches the connection into
+/// that child of the pod in view, `/agents ..` back; the status line says
+/// whose child the view is. A name the pod does not list goes nowhere.
+#[test]
+fn agents_switches_the_view_into_a_child_and_back() {
+    let status = json!({"state":"running","queued":0,"agents":[
+        {"name":"default.tests","state":"waiting","pending_approvals":["c1"],
+         "session_id":NEW_SESSION,"usage":{"input_tokens":1200,"output_tokens":300}}],
+        "tree_usage":{"input_tokens":1500,"output_tokens":400}});
+    let mut app = attached_with_status(vec![], status.clone());
+    assert_eq!(
+        command(&mut app, "/agents tests"),
+        [json!({"open": "default.tests"})]
+    );
+    assert_eq!(app.viewing(), ["default"]);
+    assert_eq!(
+        app.connection(),
+        ConnectionState::Connecting,
+        "until the child's snapshot"
+    );
+    let text = tui_common::screen(&mut app, 100, 6);
+    assert!(
+        text.contains("child of default · /agents goes back"),
+        "{text}"
+    );
+    assert_eq!(command(&mut app, "/agents .."), [json!("back")]);
+    assert!(app.viewing().is_empty());
+    // Back at the parent, its snapshot rebuilds the view and lists the
+    // children again: a full name opens one too.
+    app.on_connection(ConnEvent::Connected);
+    app.on_pod_event(snapshot_with_status(vec![], Value::Null, status));
+    app.take_outgoing();
+    assert_eq!(
+        command(&mut app, "/agents default.tests"),
+        [json!({"open": "default.tests"})]
+    );
+    command(&mut app, "/agents ..");
+    assert_eq!(command(&mut app, "/agents nope"), Vec::<Value>::new());
+    assert!(app.viewing().is_empty());
+}
+
+/// A child's approval request is in the child's log, not the parent's
+/// view: the parent's status is where it first shows, and a person who
+/// looked away is told, once per request.
+#[test]
+fn a_childs_new_approval_request_alerts_a_person_who_looked_away() {
+    let status = |pending: Value| {
+        event(
+            json!({"type":"status","state":"waiting","queued":0,"agents":[
+            {"name":"default.tests","state":"waiting","pending_approvals":pending,
+             "session_id":NEW_SESSION,"usage":{"input_tokens":0,"output_tokens":0}}],
+            "tree_usage":{"input_tokens":0,"output_tokens":0}}),
+        )
+    };
+    let mut app = attached(vec![]);
+    app.on_terminal(TermEvent::FocusLost);
+    app.on_pod_event(status(json!([])));
+    assert!(app.take_alerts().is_empty());
+    app.on_pod_event(status(json!(["c1"])));
+    let alerts = app.take_alerts();
+    assert_eq!(alerts.len(), 1, "{alerts:?}");
+    assert!(alerts[0].contains("default.tests: call c1"), "{alerts:?}");
+    app.on_pod_event(status(json!(["c1"])));
+    assert!(app.take_alerts().is_empty(), "once per request");
 }

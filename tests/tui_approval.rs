@@ -28,7 +28,7 @@ fn sent(app: &mut App) -> Vec<(Option<String>, Value)> {
         .into_iter()
         .filter_map(|o| match o {
             Outgoing::Request(r) => Some((r.request_id, serde_json::to_value(&r.method).unwrap())),
-            Outgoing::Reconnect => None,
+            Outgoing::Reconnect | Outgoing::Open(_) | Outgoing::Back => None,
         })
         .collect()
 }

@@ -639,3 +639,82 @@ fn a_pasted_image_path_is_a_chip_and_reaches_the_model() {
     assert_eq!(segments[1]["name"], "shot.png");
     assert_eq!(segments[1]["media_type"], "image/png");
 }
+
+/// `/agents` in a real terminal: a parent's turn starts a child, the TUI
+/// shows it, `/agents tests` switches the view into the child's own log,
+/// what is typed there goes to the child (its log has it), and `/agents ..`
+/// comes back to the parent's view.
+#[test]
+fn agents_switches_the_view_into_a_child_and_typing_there_goes_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.jsonl");
+    let lines = [
+        json!({"events":[{"tool_call":{"id":"s1","name":"spawn_agent",
+            "arguments":{"task":"look at the tests","name":"tests","wait":false}}}]}),
+        json!({"events":[{"text":"the parent spawned it"}]}),
+        json!({"agent":"tests","events":[{"text":"child ready"}]}),
+        json!({"agent":"tests","events":[{"text":"child got the message"}]}),
+    ];
+    std::fs::write(&script, lines.map(|l| l.to_string()).join("\n") + "\n").unwrap();
+    let ServedPod {
+        server: _server,
+        socket,
+        data,
+    } = serve(dir.path(), |command| {
+        command
+            .args(["--provider", "script", "--script"])
+            .arg(&script);
+    });
+
+    let mut attach = CommandBuilder::new(POD);
+    attach.args(["attach", "--socket"]);
+    attach.arg(&socket);
+    let (parser, mut child, mut keys) = in_pty(attach);
+    let mut press = |bytes: &[u8]| {
+        keys.write_all(bytes).unwrap();
+        keys.flush().unwrap();
+    };
+    wait_for_screen(&parser, "● connected");
+    press(b"delegate\r");
+    wait_for_screen(&parser, "the parent spawned it");
+    wait_for_screen(&parser, ".tests started · /agents opens it");
+    wait_for_screen(&parser, "Agents 1");
+
+    press(b"/agents tests\r");
+    wait_for_screen(&parser, "/agents goes back");
+    wait_for_screen(&parser, "look at the tests");
+    wait_for_screen(&parser, "child ready");
+    assert!(
+        !flat(&parser).contains("the parent spawned it"),
+        "the child's own view"
+    );
+    press(b"steer it\r");
+    wait_for_screen(&parser, "child got the message");
+    let steered = user_inputs(&data)
+        .into_iter()
+        .filter(|(_, e)| e["segments"][0]["text"] == "steer it")
+        .count();
+    assert_eq!(steered, 1, "typed into the child, once");
+    let parent_log = std::fs::read_to_string(
+        std::fs::read_dir(data.join("sessions"))
+            .unwrap()
+            .flatten()
+            .map(|f| f.path())
+            .find(|p| {
+                std::fs::read_to_string(p)
+                    .unwrap()
+                    .contains("the parent spawned it")
+            })
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(!parent_log.contains("steer it"), "not the parent's input");
+
+    press(b"/agents ..\r");
+    wait_for_screen(&parser, "the parent spawned it");
+    assert!(!flat(&parser).contains("/agents goes back"));
+    press(b"\x04");
+    wait_until("pod attach to exit on Ctrl+D", || {
+        child.try_wait().unwrap().is_some()
+    });
+}

@@ -1068,3 +1068,63 @@ fn the_slash_menu_says_it_scrolls_and_marks_workflows() {
     assert_ne!(buffer[at].fg, Color::Cyan, "a built-in is not");
     assert_snapshot!(text);
 }
+
+fn with_children() -> App {
+    attached_with_status(
+        vec![
+            json!({"kind":"agent_started","name":"default.tests","session_id":NEW_SESSION,
+                "call_id":"s1","task":"run the test suite\nand report what fails","at":"2026-01-01T00:00:01Z"}),
+            json!({"kind":"agent_turn_end","name":"default.docs","session_id":NEW_SESSION,
+                "reason":"completed","usage":{"input_tokens":1200,"output_tokens":300},
+                "text":"Updated the README.\n\n1\n2\n3\n4\n5\n6\n7","at":"2026-01-01T00:00:02Z"}),
+        ],
+        json!({"state":"running","queued":0,"agents":[
+            {"name":"default.tests","state":"waiting","pending_approvals":["c1"],
+             "session_id":NEW_SESSION,"usage":{"input_tokens":1200,"output_tokens":300}},
+            {"name":"default.docs","state":"idle","pending_approvals":[],
+             "session_id":NEW_SESSION,"usage":{"input_tokens":800,"output_tokens":90}}],
+            "tree_usage":{"input_tokens":2500,"output_tokens":500}}),
+    )
+}
+
+/// A parent's view: each child's start and turn end as a block naming it,
+/// and the band above the composer with every child's state, waiting
+/// approvals and usage, and the tree's usage.
+#[test]
+fn child_pods_in_the_parents_view() {
+    let mut app = with_children();
+    let buffer = buffer(&mut app, 70, 24);
+    let at = find(&buffer, "⎇ default.tests waiting for 1 approval").expect("the band");
+    assert_eq!(buffer[at].fg, Color::Yellow);
+    assert_snapshot!(screen(&mut app, 70, 24));
+}
+
+/// `/agents` lists the children to open one.
+#[test]
+fn the_agents_picker() {
+    let mut app = with_children();
+    for c in "/agents".chars() {
+        key(&mut app, KeyCode::Char(c), KeyModifiers::NONE);
+    }
+    key(&mut app, KeyCode::Enter, KeyModifiers::NONE);
+    key(&mut app, KeyCode::Down, KeyModifiers::NONE);
+    let buffer = buffer(&mut app, 70, 14);
+    let chosen = find(&buffer, "⎇ default.docs · idle").expect("the second child");
+    let other = find(&buffer, "⎇ default.tests · waiting").expect("the first child");
+    assert_ne!(
+        buffer[chosen].bg, buffer[other].bg,
+        "the selection stands out"
+    );
+    assert_snapshot!(screen(&mut app, 70, 14));
+    app.take_outgoing();
+    key(&mut app, KeyCode::Enter, KeyModifiers::NONE);
+    let opened: Vec<String> = app
+        .take_outgoing()
+        .into_iter()
+        .filter_map(|o| match o {
+            pod::tui::connection::Outgoing::Open(name) => Some(name),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(opened, ["default.docs"]);
+}

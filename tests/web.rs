@@ -1230,3 +1230,53 @@ async fn a_background_job_is_marked_as_one() {
         ])
     );
 }
+
+/// A parent whose turn started a child that waits for approval, on a
+/// phone: the page lists the child with its state, waiting approval and
+/// usage under the tree's usage, shows its start in the conversation, and
+/// nothing needs sideways scrolling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_phone_lists_the_child_pods_and_what_they_wait_for() {
+    let _one = lock().await;
+    let script = [
+        json!({"events":[{"tool_call":{"id":"s1","name":"spawn_agent",
+            "arguments":{"task":"check the tests","name":"tests","wait":false}}}]}),
+        json!({"events":[{"text":"Delegated."}]}),
+        json!({"agent":"tests","events":[{"tool_call":{"id":"c1","name":"bash",
+            "arguments":{"command":"echo hi"}}},{"usage":{"input_tokens":1200,"output_tokens":300}}]}),
+    ]
+    .map(|l| l.to_string())
+    .join("\n");
+    let (pod, _port) = web_pod(&script, &["--approval", "ask"]);
+    let browser = browser_or_skip!(Screen::Phone);
+    open_page(&browser, &pod, false).await;
+    browser.send_message("delegate").await;
+    let child = format!("{}.tests", pod.name());
+    browser
+        .until(
+            "the child waiting in the list",
+            &format!(
+                "document.querySelector('#agents')?.innerText.includes('{child} waiting for 1 approval')"
+            ),
+        )
+        .await;
+    let listed = browser
+        .js("document.querySelector('#agents').innerText")
+        .await;
+    let listed = listed.as_str().unwrap();
+    assert!(listed.contains("agents · 1 · tree"), "{listed}");
+    assert!(listed.contains("1.2k in · 300 out"), "{listed}");
+    assert!(listed.contains("pod pending / pod approve"), "{listed}");
+    browser
+        .until(
+            "the child's start in the conversation",
+            &format!(
+                "[...document.querySelectorAll('#log .agent-entry')].some(e => e.innerText.includes('⎇ agent {child} started') && e.innerText.includes('check the tests'))"
+            ),
+        )
+        .await;
+    let overflow = browser
+        .js("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        .await;
+    assert_eq!(overflow, json!(0), "the page scrolls sideways");
+}

@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use crate::client::{EventStream, RequestSink};
+use crate::client::{Endpoint, EventStream, RequestSink};
 use crate::protocol::{Decision, Event, LogEntry, Method, Request, Scope, Snapshot};
 
 use super::args::{ApproveArgs, DenyArgs};
@@ -22,15 +22,22 @@ struct Pending {
     /// The rule `--session` would add, from the request entry (the pod
     /// computed it when it asked).
     session_rule: Option<String>,
+    /// The child pod whose call it is (`None`: the pod asked itself). A
+    /// parent lists its children's requests too, and answers them.
+    pod: Option<String>,
 }
 
 impl Pending {
     /// The call as one line, every control character in it (the model
-    /// chose them all) shown as a visible escape.
+    /// chose them all) shown as a visible escape; a child's call names its pod.
     fn line(&self) -> String {
         use crate::safe_text::line;
+        let pod = match &self.pod {
+            Some(pod) => format!("  (pod {})", line(pod)),
+            None => String::new(),
+        };
         format!(
-            "{}  {}: {}",
+            "{}  {}: {}{pod}",
             line(&self.call_id),
             line(&self.tool),
             line(&self.summary)
@@ -38,44 +45,118 @@ impl Pending {
     }
 }
 
-/// The pending approvals of a snapshot, in the order the pod lists them.
-fn pending_of(snapshot: &Snapshot) -> Vec<Pending> {
+/// The request entry of `call_id` in a snapshot, as a [`Pending`].
+fn request_in(snapshot: &Snapshot, call_id: &str, pod: Option<&str>) -> Option<Pending> {
     snapshot
-        .status
-        .pending_approvals
+        .entries
         .iter()
-        .map(|call_id| {
-            let request = snapshot
-                .entries
-                .iter()
-                .rev()
-                .find_map(|line| match &line.entry {
-                    LogEntry::ApprovalRequest {
-                        call_id: id,
-                        tool,
-                        summary,
-                        session_rule,
-                        ..
-                    } if id == call_id => {
-                        Some((tool.clone(), summary.clone(), session_rule.clone()))
-                    }
-                    _ => None,
-                });
-            let (tool, summary, session_rule) = request.unwrap_or_else(|| {
-                (
-                    "?".into(),
-                    "(its request is not in this session)".into(),
-                    None,
-                )
-            });
-            Pending {
-                call_id: call_id.clone(),
+        .rev()
+        .find_map(|line| match &line.entry {
+            LogEntry::ApprovalRequest {
+                call_id: id,
                 tool,
                 summary,
                 session_rule,
-            }
+                ..
+            } if id == call_id => Some(Pending {
+                call_id: call_id.to_owned(),
+                tool: tool.clone(),
+                summary: summary.clone(),
+                session_rule: session_rule.clone(),
+                pod: pod.map(str::to_owned),
+            }),
+            _ => None,
         })
-        .collect()
+}
+
+/// The pending approvals of a snapshot, in the order the pod lists them,
+/// its children's among them (each child's too, should the pod not list
+/// them). A child's request is in the child's log: it is read from the
+/// child's own snapshot, a grandchild's from the grandchild's.
+async fn pending_of(snapshot: &Snapshot, endpoint: &Endpoint) -> Vec<Pending> {
+    let mut ids: Vec<&String> = snapshot.status.pending_approvals.iter().collect();
+    for agent in &snapshot.status.agents {
+        for id in &agent.pending_approvals {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+    }
+    let mut children = Children::default();
+    let mut pending = Vec::new();
+    for id in ids {
+        pending.push(children.find(snapshot, endpoint, id).await);
+    }
+    pending
+}
+
+/// The child pods' snapshots read so far, each once.
+#[derive(Default)]
+struct Children {
+    read: Vec<(String, Endpoint, Option<Snapshot>)>,
+}
+
+impl Children {
+    /// Walks down from the pod to the child whose log holds `call_id`'s
+    /// request (at most a few generations: a pod's `--max-agent-depth`).
+    async fn find(&mut self, top: &Snapshot, endpoint: &Endpoint, call_id: &str) -> Pending {
+        let mut at: Option<usize> = None;
+        for _ in 0..8 {
+            let (snapshot, here, pod) = match at {
+                None => (Some(top), endpoint, None),
+                Some(i) => {
+                    let (name, endpoint, snapshot) = &self.read[i];
+                    (snapshot.as_ref(), endpoint, Some(name.as_str()))
+                }
+            };
+            let Some(snapshot) = snapshot else { break };
+            if let Some(found) = request_in(snapshot, call_id, pod) {
+                return found;
+            }
+            let Some(child) = snapshot
+                .status
+                .agents
+                .iter()
+                .find(|a| a.pending_approvals.iter().any(|id| id == call_id))
+            else {
+                break;
+            };
+            let name = child.name.clone();
+            let Some(child_endpoint) = here.child(&name) else {
+                return unknown(call_id, Some(&name));
+            };
+            at = Some(match self.read.iter().position(|(n, ..)| *n == name) {
+                Some(i) => i,
+                None => {
+                    let snapshot = read_snapshot(&child_endpoint).await;
+                    self.read.push((name, child_endpoint, snapshot));
+                    self.read.len() - 1
+                }
+            });
+        }
+        let pod = at.map(|i| self.read[i].0.as_str());
+        unknown(call_id, pod)
+    }
+}
+
+/// A pending call whose request could not be read.
+fn unknown(call_id: &str, pod: Option<&str>) -> Pending {
+    Pending {
+        call_id: call_id.to_owned(),
+        tool: "?".into(),
+        summary: match pod {
+            Some(pod) => format!("(its request is in pod {pod}'s log: `pod pending --name {pod}`)"),
+            None => "(its request is not in this session)".into(),
+        },
+        session_rule: None,
+        pod: pod.map(str::to_owned),
+    }
+}
+
+/// A pod's snapshot, or `None` when it does not answer.
+async fn read_snapshot(endpoint: &Endpoint) -> Option<Snapshot> {
+    let (mut events, _sink) = crate::client::connect(endpoint).await.ok()?;
+    snapshot(&mut events, endpoint).await.ok()
 }
 
 /// Which pending approval `wanted` (a call id or a unique prefix; `None`:
@@ -128,7 +209,11 @@ pub fn pending(paths: &Paths) -> anyhow::Result<ExitCode> {
             Ok(connection) => connection,
             Err(code) => return Ok(code),
         };
-        let pending = pending_of(&snapshot(&mut events, &paths.endpoint).await?);
+        let pending = pending_of(
+            &snapshot(&mut events, &paths.endpoint).await?,
+            &paths.endpoint,
+        )
+        .await;
         if pending.is_empty() {
             println!("nothing pending");
         }
@@ -175,7 +260,11 @@ async fn decide(paths: &Paths, wanted: Option<&str>, answer: Answer) -> anyhow::
         Ok(connection) => connection,
         Err(code) => return Ok(code),
     };
-    let pending = pending_of(&snapshot(&mut events, &paths.endpoint).await?);
+    let pending = pending_of(
+        &snapshot(&mut events, &paths.endpoint).await?,
+        &paths.endpoint,
+    )
+    .await;
     let chosen = match choose(&pending, wanted) {
         Ok(chosen) => chosen,
         Err(why) => {
@@ -269,6 +358,7 @@ mod tests {
                 tool: "bash".into(),
                 summary: format!("run {id}"),
                 session_rule: None,
+                pod: None,
             })
             .collect()
     }

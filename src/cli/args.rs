@@ -278,6 +278,15 @@ pub enum Command {
         #[command(subcommand)]
         action: Option<JobsAction>,
     },
+    /// List this pod's child pods (subagents): name, state, pending approvals, task;
+    /// `pod agents rm NAME` removes an idle one (its log stays).
+    Agents {
+        /// Print the `list_agents` objects as one JSON array.
+        #[arg(long, env = "POD_JSON", value_parser = BoolishValueParser::new())]
+        json: bool,
+        #[command(subcommand)]
+        action: Option<AgentsAction>,
+    },
     /// Device tokens for remote clients (over the local socket only).
     #[command(subcommand)]
     Token(TokenCommand),
@@ -291,6 +300,18 @@ pub enum RulesAction {
     Revoke {
         /// The rule, as `pod rules` prints it (e.g. `bash:git status *`).
         rule: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentsAction {
+    /// Stop an idle child pod and forget it; its session log stays (`pod log --name NAME`).
+    #[command(alias = "remove")]
+    Rm {
+        /// The child's full name (`calc-3f2a9c.tests`) or its slug (`tests`), as
+        /// `pod agents` lists it.
+        #[arg(value_name = "NAME")]
+        agent: String,
     },
 }
 
@@ -722,16 +743,51 @@ pub struct LogArgs {
 }
 
 /// A `--name`: it names files (`NAME.sock`, `pods/NAME.json`), so only
-/// characters that are safe in a file name, and not too many.
+/// characters that are safe in a file name, and not too many. A child pod's
+/// name is its parent's, a dot and its slug (`calc-3f2a9c.tests`,
+/// protocol.md "Child pods"): the slug may take it past 64 characters, so
+/// each `.SLUG` a child adds is allowed on top; a name that starts or ends
+/// with a dot is neither a pod's nor a child's (a hidden file, an empty slug).
 fn parse_name(s: &str) -> Result<String, String> {
     let fine = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-    if s.is_empty() || s.len() > 64 || !s.chars().all(fine) {
+    if s.is_empty() || !s.chars().all(fine) || !within_length(s) {
         return Err(format!(
             "{s:?} is not a pod name: use 1 to 64 of the characters A-Z a-z 0-9 . _ - \
-             (e.g. `--name calc`), or leave --name out to use the workspace's own name"
+             (e.g. `--name calc`; a child pod adds `.SLUG`, e.g. `--name calc.tests`), or \
+             leave --name out to use the workspace's own name"
+        ));
+    }
+    if s.starts_with('.') {
+        return Err(format!(
+            "{s:?} is not a pod name: it may not start with `.` (e.g. `--name calc`)"
+        ));
+    }
+    if let Some(parent) = s.strip_suffix('.') {
+        return Err(format!(
+            "{s:?} is not a pod name: a child pod's name is its parent's, a dot and its slug \
+             (e.g. `{parent}.tests`); `pod agents --name {parent}` lists that pod's children"
         ));
     }
     Ok(s.to_owned())
+}
+
+/// At most 64 characters, plus the `.SLUG` (`[a-z0-9-]{1,24}`) of each
+/// generation of child pods.
+fn within_length(name: &str) -> bool {
+    const MAX: usize = 64;
+    if name.len() <= MAX {
+        return true;
+    }
+    let is_slug = |slug: &str| {
+        (1..=24).contains(&slug.len())
+            && slug
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    match name.rsplit_once('.') {
+        Some((parent, slug)) if is_slug(slug) && !parent.is_empty() => within_length(parent),
+        _ => false,
+    }
 }
 
 fn parse_fraction(s: &str) -> Result<f64, String> {
@@ -998,6 +1054,34 @@ mod tests {
         assert!(
             matches!(cli.command, Some(Command::Serve(ref a)) if a.model.as_deref() == Some("m"))
         );
+    }
+
+    #[test]
+    fn a_child_pods_full_name_is_a_name_and_a_malformed_one_is_refused_saying_why() {
+        let parent = format!("{}-3f2a9c", "a".repeat(40));
+        let child = format!("{parent}.{}", "t".repeat(24));
+        assert!(child.len() > 64);
+        for good in [
+            "calc-3f2a9c.tests",
+            "my.app-123456",
+            &child,
+            &format!("{child}.x-2"),
+        ] {
+            assert_eq!(parse_name(good).as_deref(), Ok(good), "{good}");
+        }
+        for (bad, says) in [
+            ("calc-3f2a9c.", "`pod agents --name calc-3f2a9c` lists"),
+            (".hidden", "may not start with `.`"),
+            ("..", "may not start with `.`"),
+            ("a/b", "A-Z a-z 0-9 . _ -"),
+            ("", "1 to 64"),
+            (&"a".repeat(65), "1 to 64"),
+            (&format!("{parent}.Tests{}", "x".repeat(20)), "1 to 64"),
+            (&format!("{parent}.{}", "t".repeat(25)), "1 to 64"),
+        ] {
+            let error = parse_name(bad).unwrap_err();
+            assert!(error.contains(says), "{bad}: {error}");
+        }
     }
 
     #[test]

@@ -31,16 +31,34 @@ const SNAPSHOT_WAIT: Duration = Duration::from_secs(10);
 /// code that goes with it.
 pub fn no_pod(endpoint: &Endpoint) -> ExitCode {
     match endpoint {
-        Endpoint::Socket(socket) => eprintln!(
-            "pod: no pod is listening on {}; start one with `pod serve` (or just `pod`)",
-            socket.display()
-        ),
+        Endpoint::Socket(socket) => match running_parent(socket) {
+            Some((parent, slug)) => eprintln!(
+                "pod: pod {parent} runs, but has no child pod {slug:?} (nothing listens on {}); \
+                 `pod agents --name {parent}` lists its children",
+                socket.display()
+            ),
+            None => eprintln!(
+                "pod: no pod is listening on {}; start one with `pod serve` (or just `pod`)",
+                socket.display()
+            ),
+        },
         Endpoint::Remote(remote) => eprintln!(
             "pod: no pod answers at {}; is it started with `pod serve --listen`?",
             remote.url
         ),
     }
     ExitCode::from(exit::NO_POD)
+}
+
+/// For a child pod's socket (`<dir>/<parent>.<slug>.sock`) that no pod
+/// listens on: its parent's name and the slug, when the parent runs — so
+/// that a mistyped or removed child is told apart from a pod that is down.
+fn running_parent(socket: &Path) -> Option<(String, String)> {
+    let name = socket.file_name()?.to_str()?.strip_suffix(".sock")?;
+    let (parent, slug) = name.rsplit_once('.')?;
+    let parent_socket = socket.with_file_name(format!("{parent}.sock"));
+    let listens = std::os::unix::net::UnixStream::connect(parent_socket).is_ok();
+    listens.then(|| (parent.to_owned(), slug.to_owned()))
 }
 
 /// Whether nothing listens on `socket` at all, as opposed to a pod that is

@@ -1,6 +1,7 @@
 //! The `pod` command's front ends: each subcommand in its own module.
 
 mod acp;
+mod agents;
 mod approve;
 pub mod args;
 pub mod config;
@@ -80,6 +81,7 @@ pub fn run(cli: Cli, config: ConfigFile) -> anyhow::Result<ExitCode> {
         Some(Command::List) => status::list(&paths),
         Some(Command::Rules { action }) => rules::run(&paths, action),
         Some(Command::Jobs { action }) => jobs::run(&paths, action),
+        Some(Command::Agents { json, action }) => agents::run(&paths, json, action),
         Some(Command::Log(args)) => log::run(&paths.name, &paths, args),
         Some(Command::Sessions { json, all }) => sessions::run(&paths, json, all),
         Some(Command::Attach { inline, tui }) => {

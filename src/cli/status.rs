@@ -245,8 +245,9 @@ pub fn pause(paths: &Paths, pause: bool) -> anyhow::Result<ExitCode> {
 }
 
 /// Every pod that answers: those whose socket is in the default socket
-/// directory, and those started with `--socket` that recorded their socket
-/// in the data directory.
+/// directory, those started with `--socket` that recorded their socket in
+/// the data directory, and the children each of them lists (beside its
+/// socket, as a parent puts them); children indented under their parent.
 pub fn list(paths: &Paths) -> anyhow::Result<ExitCode> {
     let mut sockets: Vec<PathBuf> = std::fs::read_dir(&paths.socket_dir)
         .into_iter()
@@ -263,31 +264,127 @@ pub fn list(paths: &Paths) -> anyhow::Result<ExitCode> {
     sockets.sort();
     sockets.dedup();
     let rt = super::runtime()?;
-    let live: Vec<(PathBuf, Snapshot)> = sockets
+    let mut live: Vec<(PathBuf, Snapshot)> = sockets
         .into_iter()
         .filter_map(|socket| {
             let snapshot = rt.block_on(probe(&socket))?;
             Some((socket, snapshot))
         })
         .collect();
+    // A child of a pod started with `--socket` listens beside its parent,
+    // where neither directory above may look.
+    let mut next = 0;
+    while next < live.len() {
+        let beside: Vec<PathBuf> = live[next]
+            .1
+            .status
+            .agents
+            .iter()
+            .filter(|a| !live.iter().any(|(_, s)| s.greeting.pod == a.name))
+            .map(|a| live[next].0.with_file_name(format!("{}.sock", a.name)))
+            .collect();
+        for socket in beside {
+            if let Some(snapshot) = rt.block_on(probe(&socket)) {
+                live.push((socket, snapshot));
+            }
+        }
+        next += 1;
+    }
     if live.is_empty() {
         println!("no pod is running; start one with `pod serve` (or just `pod`)");
         return Ok(ExitCode::SUCCESS);
     }
+    let pods: Vec<(String, Vec<String>)> = live
+        .iter()
+        .map(|(_, s)| {
+            let children = s.status.agents.iter().map(|a| a.name.clone()).collect();
+            (s.greeting.pod.clone(), children)
+        })
+        .collect();
+    let rows = tree(&pods);
+    let names: Vec<String> = rows
+        .iter()
+        .map(|&(depth, i)| format!("{}{}", "  ".repeat(depth), live[i].1.greeting.pod))
+        .collect();
+    let width = names.iter().map(String::len).max().unwrap_or(0).max(16);
     println!(
-        "{:<16} {:<10} {:<24} {:<24} SOCKET",
+        "{:<width$} {:<10} {:<24} {:<24} SOCKET",
         "NAME", "STATE", "MODEL", "WORKSPACE"
     );
-    for (socket, s) in live {
+    for (name, &(_, i)) in names.iter().zip(&rows) {
+        let (socket, s) = &live[i];
         let g = &s.greeting;
-        println!(
-            "{:<16} {:<10} {:<24} {:<24} {}",
-            g.pod,
+        let line = format!(
+            "{name:<width$} {:<10} {:<24} {:<24} {}",
             s.status.state.as_str(),
             format!("{}/{}", g.provider, g.model),
             g.workspace,
             socket.display()
         );
+        println!("{}", crate::safe_text::line(&line));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The order `pod list` prints pods in, as `(depth, index into pods)`: each
+/// pod no other lists as its child, in the order given, followed by its
+/// children (in the order their parent lists them), theirs below them. A
+/// pod is printed once, however many list it.
+fn tree(pods: &[(String, Vec<String>)]) -> Vec<(usize, usize)> {
+    fn visit(
+        pods: &[(String, Vec<String>)],
+        at: usize,
+        depth: usize,
+        rows: &mut Vec<(usize, usize)>,
+    ) {
+        if rows.iter().any(|&(_, i)| i == at) {
+            return;
+        }
+        rows.push((depth, at));
+        for child in &pods[at].1 {
+            if let Some(c) = pods.iter().position(|(name, _)| name == child) {
+                visit(pods, c, depth + 1, rows);
+            }
+        }
+    }
+    let is_child = |name: &str| {
+        pods.iter()
+            .any(|(_, children)| children.iter().any(|c| c == name))
+    };
+    let mut rows = Vec::new();
+    for (at, (name, _)) in pods.iter().enumerate() {
+        if !is_child(name) {
+            visit(pods, at, 0, &mut rows);
+        }
+    }
+    // Children whose parent is not among them (a cycle no pod makes).
+    for at in 0..pods.len() {
+        visit(pods, at, 0, &mut rows);
+    }
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn children_follow_their_parent_one_level_deeper() {
+        let pod = |name: &str, children: &[&str]| {
+            (
+                name.to_owned(),
+                children.iter().map(|c| (*c).to_owned()).collect(),
+            )
+        };
+        let pods = vec![
+            pod("b", &[]),
+            pod("calc.tests", &["calc.tests.x"]),
+            pod("calc", &["calc.tests", "calc.docs", "calc.gone"]),
+            pod("calc.docs", &[]),
+            pod("calc.tests.x", &[]),
+        ];
+        assert_eq!(tree(&pods), [(0, 0), (0, 2), (1, 1), (2, 4), (1, 3)]);
+        let cycle = vec![pod("a", &["b"]), pod("b", &["a"])];
+        assert_eq!(tree(&cycle), [(0, 0), (1, 1)]);
+    }
 }

@@ -330,8 +330,6 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         }
         actix_rt::spawn(descendants::reap_orphans());
         actix_rt::spawn(signals.stop(started.worker));
-        // The top pod's log thread lives as long as the process.
-        std::mem::forget(started.log_arbiter);
         anyhow::Ok(identity)
     })?;
     let run = system.run().context("the pod's event loop failed");

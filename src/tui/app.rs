@@ -89,7 +89,10 @@ pub struct App {
     last_spin: Instant,
     last_ctrl_c: Option<Instant>,
     last_esc: Option<Instant>,
-    outbox: Vec<Outgoing>,
+    pub(super) outbox: Vec<Outgoing>,
+    /// The pods this view came from through `/agents`, the one to go back
+    /// to last; empty while the view is the attached pod's own.
+    pub(crate) viewing: Vec<String>,
     quit: bool,
     dirty: bool,
     next_request: u64,
@@ -181,6 +184,7 @@ impl App {
             plan_expanded: true,
             last_esc: None,
             outbox: Vec::new(),
+            viewing: Vec::new(),
             quit: false,
             dirty: true,
             next_request: 0,
@@ -213,6 +217,12 @@ impl App {
 
     pub fn connection(&self) -> ConnectionState {
         self.connection
+    }
+
+    /// The pods the view came from through `/agents` (the one to go back
+    /// to last); empty while the view is the attached pod's own.
+    pub fn viewing(&self) -> &[String] {
+        &self.viewing
     }
 
     pub fn should_quit(&self) -> bool {
@@ -371,10 +381,41 @@ impl App {
                     was_connected,
                 };
             }
+            ConnEvent::CannotOpen(why) => {
+                self.viewing.pop();
+                self.conversation.push_notice(Level::Warn, why);
+                self.viewport.end();
+                // The view was given up for the child's: the pod's own
+                // snapshot brings it back.
+                self.outbox.push(Outgoing::Reconnect);
+            }
             ConnEvent::NotSent(request) => {
                 if let Method::Run { .. } = request.method {
                     self.give_back(request.request_id.as_deref(), "not sent");
                 }
+            }
+        }
+    }
+
+    /// Tells a person who looked away that a child pod asks for approval:
+    /// its request is in the child's log, not in this view, so the
+    /// parent's status is where it first shows (`/agents` opens the child).
+    fn alert_child_requests(&mut self, status: &crate::protocol::Status) {
+        let before = self
+            .status
+            .as_ref()
+            .map(|s| s.agents.as_slice())
+            .unwrap_or_default();
+        for agent in &status.agents {
+            let known = before
+                .iter()
+                .find(|a| a.name == agent.name)
+                .map(|a| a.pending_approvals.as_slice())
+                .unwrap_or_default();
+            if let Some(call) = agent.pending_approvals.iter().find(|c| !known.contains(c)) {
+                let body = format!("{}: call {call} · /agents opens it", agent.name);
+                self.alerts
+                    .extend(self.notifier.alert("a child pod waits for approval", &body));
             }
         }
     }
@@ -470,7 +511,10 @@ impl App {
             return;
         }
         match event {
-            Event::Status(status) => self.status = Some(status),
+            Event::Status(status) => {
+                self.alert_child_requests(&status);
+                self.status = Some(status);
+            }
             Event::Usage(usage) => self.usage = Some(usage),
             Event::Response(response) => {
                 if let Some(id) = &response.request_id {
@@ -743,6 +787,8 @@ impl App {
                             self.overlay = None;
                             self.fork(id);
                         }
+                        overlay::Action::OpenAgent(name) => self.open_agent(name),
+                        overlay::Action::BackToParent => self.back_to_parent(),
                         overlay::Action::Rewind {
                             seq,
                             files,

@@ -83,6 +83,11 @@ pub const BUILTINS: &[Builtin] = &[
         help: "the background jobs, or the last lines one has printed so far",
     },
     Builtin {
+        name: "agents",
+        args: "[NAME]",
+        help: "the child pods: open one (typing there goes to it), and come back",
+    },
+    Builtin {
         name: "pause",
         args: "",
         help: "hold the turn before its next model call or tool run (Ctrl+P)",

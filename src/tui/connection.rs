@@ -34,6 +34,9 @@ pub enum ConnEvent {
     },
     /// A request that could not be sent because the pod is not connected.
     NotSent(Request),
+    /// `Open` could not switch to that child (over `--url`): why. The
+    /// connection stays where it was.
+    CannotOpen(String),
 }
 
 /// What the app asks of the connection task.
@@ -42,6 +45,11 @@ pub enum Outgoing {
     Request(Request),
     /// Drop the connection and reconnect, for a fresh snapshot.
     Reconnect,
+    /// Connect to this child pod (its full name) of the pod in view
+    /// instead: `/agents`.
+    Open(String),
+    /// Connect back to the pod the view came from.
+    Back,
 }
 
 /// The connection as the status bar shows it.
@@ -58,15 +66,19 @@ pub enum ConnectionState {
     },
 }
 
-/// Runs until the app drops its end of `outgoing`.
+/// Runs until the app drops its end of `outgoing`. `Open` and `Back` move
+/// the connection between a pod and its children (each beside its parent's
+/// socket); the endpoints left behind are kept to come back to.
 pub async fn run(
     endpoint: client::Endpoint,
     events: mpsc::Sender<ConnEvent>,
     mut outgoing: mpsc::Receiver<Outgoing>,
 ) {
+    let mut stack = vec![endpoint];
     let mut backoff = BACKOFF_MIN;
     loop {
-        let error = match client::connect(&endpoint).await {
+        let Some(endpoint) = stack.last() else { return };
+        let error = match client::connect(endpoint).await {
             Ok((mut stream, mut sink)) => {
                 backoff = BACKOFF_MIN;
                 if events.send(ConnEvent::Connected).await.is_err() {
@@ -76,7 +88,7 @@ pub async fn run(
                 loop {
                     tokio::select! {
                         event = stream.next() => match event {
-                            None => break "the pod closed the connection".to_owned(),
+                            None => break Some("the pod closed the connection".to_owned()),
                             Some(Ok(event)) => {
                                 bad = 0;
                                 if events.send(ConnEvent::Event(Box::new(event))).await.is_err() {
@@ -86,7 +98,7 @@ pub async fn run(
                             Some(Err(e)) => {
                                 bad += 1;
                                 if bad >= MAX_BAD_FRAMES {
-                                    break e.to_string();
+                                    break Some(e.to_string());
                                 }
                                 if events.send(ConnEvent::BadFrame(e.to_string())).await.is_err() {
                                     return;
@@ -95,19 +107,35 @@ pub async fn run(
                         },
                         out = outgoing.recv() => match out {
                             None => return,
-                            Some(Outgoing::Reconnect) => break "resynchronising".to_owned(),
+                            Some(Outgoing::Reconnect) => break Some("resynchronising".to_owned()),
+                            Some(Outgoing::Open(name)) => match move_to(&mut stack, Some(&name)) {
+                                Ok(()) => break None,
+                                Err(why) => {
+                                    if events.send(ConnEvent::CannotOpen(why)).await.is_err() {
+                                        return;
+                                    }
+                                }
+                            },
+                            Some(Outgoing::Back) => {
+                                if move_to(&mut stack, None).is_ok() {
+                                    break None;
+                                }
+                            }
                             Some(Outgoing::Request(request)) => {
                                 if let Err(e) = sink.send(&request).await {
                                     let _ = events.send(ConnEvent::NotSent(request)).await;
-                                    break e.to_string();
+                                    break Some(e.to_string());
                                 }
                             }
                         },
                     }
                 }
             }
-            Err(e) => e.to_string(),
+            Err(e) => Some(e.to_string()),
         };
+        // A switch to another pod connects at once, without a word of
+        // disconnection: the new snapshot replaces the view.
+        let Some(error) = error else { continue };
         let retry = ConnEvent::Retrying {
             retry_in: backoff,
             error,
@@ -122,6 +150,19 @@ pub async fn run(
                 out = outgoing.recv() => match out {
                     None => return,
                     Some(Outgoing::Reconnect) => {}
+                    Some(Outgoing::Open(name)) => match move_to(&mut stack, Some(&name)) {
+                        Ok(()) => break,
+                        Err(why) => {
+                            if events.send(ConnEvent::CannotOpen(why)).await.is_err() {
+                                return;
+                            }
+                        }
+                    },
+                    Some(Outgoing::Back) => {
+                        if move_to(&mut stack, None).is_ok() {
+                            break;
+                        }
+                    }
                     Some(Outgoing::Request(request)) => {
                         if events.send(ConnEvent::NotSent(request)).await.is_err() {
                             return;
@@ -131,5 +172,28 @@ pub async fn run(
             }
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
+    }
+}
+
+/// Moves the connection's target: into the child `name` of the pod in view,
+/// or (`None`) back to the pod the view came from.
+fn move_to(stack: &mut Vec<client::Endpoint>, child: Option<&str>) -> Result<(), String> {
+    match child {
+        Some(name) => {
+            let here = stack.last().ok_or("no pod in view")?;
+            let there = here.child(name).ok_or_else(|| {
+                format!(
+                    "child pod {name} cannot be opened over --url: attach to it on the pod's \
+                     machine (`pod attach --name {name}`)"
+                )
+            })?;
+            stack.push(there);
+            Ok(())
+        }
+        None if stack.len() > 1 => {
+            stack.pop();
+            Ok(())
+        }
+        None => Err("the view is the attached pod's own".into()),
     }
 }

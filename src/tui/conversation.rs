@@ -121,8 +121,32 @@ pub enum BlockKind {
         /// Why the view switched to this session, when it did.
         switch: Option<SwitchReason>,
     },
+    /// A child pod this pod's turn started (`agent_started`), or one of its
+    /// turns that ended (`agent_turn_end`).
+    Agent(AgentView),
     /// An entry of a kind this build does not know.
     UnknownEntry,
+}
+
+/// A child pod's entry in its parent's view.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentView {
+    /// The child's full name.
+    pub name: String,
+    pub event: AgentEvent,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentEvent {
+    Started {
+        task: String,
+    },
+    TurnEnded {
+        reason: TurnEndReason,
+        usage: Option<crate::protocol::Usage>,
+        /// Its final assistant text (the pod caps it at 4 KiB).
+        text: String,
+    },
 }
 
 /// A tool call and, once it arrives, its result.
@@ -778,13 +802,24 @@ impl Conversation {
                 provider: provider.clone(),
                 model: model.clone(),
             }),
-            LogEntry::AgentStarted { name, task, .. } => {
-                self.push_notice(Level::Info, format!("agent {name} started: {task}"))
-            }
-            LogEntry::AgentTurnEnd { name, reason, .. } => self.push_notice(
-                Level::Info,
-                format!("agent {name}: turn ended ({})", reason.as_str()),
-            ),
+            LogEntry::AgentStarted { name, task, .. } => self.push(BlockKind::Agent(AgentView {
+                name: name.clone(),
+                event: AgentEvent::Started { task: task.clone() },
+            })),
+            LogEntry::AgentTurnEnd {
+                name,
+                reason,
+                usage,
+                text,
+                ..
+            } => self.push(BlockKind::Agent(AgentView {
+                name: name.clone(),
+                event: AgentEvent::TurnEnded {
+                    reason: *reason,
+                    usage: *usage,
+                    text: text.clone(),
+                },
+            })),
             LogEntry::RuleRevoked { rule, client, .. } => self.push_notice(
                 Level::Info,
                 match client {

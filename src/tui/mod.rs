@@ -10,6 +10,7 @@
 //! - [`overlay`]: the screens drawn over the conversation (help, sessions);
 //! - [`approval`]: the approval panel's state and keys;
 //! - [`plan`]: the model's latest `update_plan` checklist;
+//! - [`agents`]: the child pods' band and the `/agents` picker;
 //! - [`app`]: keys, pod events and connection changes applied to them;
 //! - [`connection`]: the socket, with reconnect and backoff;
 //! - [`layout_cache`] and [`viewport`]: wrapped rows per block, and which
@@ -20,6 +21,7 @@
 //! a loop that applies what they send and draws ([`render::draw`]) at most
 //! once per frame.
 
+pub mod agents;
 pub mod app;
 pub mod approval;
 pub mod checkpoints;

@@ -15,6 +15,8 @@ pub enum Overlay {
     },
     Sessions(SessionPicker),
     Rewind(RewindPicker),
+    /// `/agents`: the child pods, and the way back to the parent.
+    Agents(crate::tui::agents::AgentPicker),
 }
 
 /// The session's user messages, newest first (Esc Esc): choose one, then
@@ -67,6 +69,10 @@ pub enum Action {
     Resume(String),
     /// Make this session current, then fork it.
     Fork(String),
+    /// Switch the view into this child pod (its full name).
+    OpenAgent(String),
+    /// Switch the view back to the pod it came from.
+    BackToParent,
     /// Rewind to just before the message at `seq`.
     Rewind {
         seq: u64,
@@ -94,6 +100,22 @@ impl Overlay {
             }
             Overlay::Sessions(picker) => picker.on_key(key),
             Overlay::Rewind(picker) => picker.on_key(key),
+            Overlay::Agents(picker) => {
+                if move_selection(&mut picker.selected, picker.rows.len(), key.code) {
+                    return Action::None;
+                }
+                match key.code {
+                    KeyCode::Esc | KeyCode::Char('q') => Action::Close,
+                    KeyCode::Enter => match picker.rows.get(picker.selected) {
+                        Some(crate::tui::agents::Row::Back(_)) => Action::BackToParent,
+                        Some(crate::tui::agents::Row::Child(agent)) => {
+                            Action::OpenAgent(agent.name.clone())
+                        }
+                        None => Action::Close,
+                    },
+                    _ => Action::None,
+                }
+            }
         }
     }
 }

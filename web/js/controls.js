@@ -141,6 +141,7 @@ export class Controls {
     if (s.jobs) parts.push(h('span', {}, `${s.jobs} jobs`));
     if (s.approval) parts.push(h('span', { title: 'approval mode' }, `mode ${s.approval}`));
     replace($('status'), parts);
+    this.drawAgents(s);
     $('stop').hidden = !this.full || !s.state || s.state === 'idle';
     if (s.approval) $('mode').value = s.approval;
     this.refresh();
@@ -166,6 +167,49 @@ export class Controls {
   refresh() {
     this.drawPlan();
     this.drawApprovals();
+  }
+
+  /**
+   * The child pods (subagents) from the status: each one's state, the
+   * approvals it waits for and its usage, under the tree's usage — so that
+   * what a turn cost is never undercounted.
+   */
+  drawAgents(s) {
+    const agents = Array.isArray(s.agents) ? s.agents : [];
+    const el = $('agents');
+    el.hidden = agents.length === 0;
+    if (el.hidden) return;
+    const usage = (u) => `${compactNumber(u?.input_tokens ?? 0)} in · ${compactNumber(u?.output_tokens ?? 0)} out`;
+    replace(
+      el,
+      h(
+        'details',
+        { open: true },
+        h('summary', {}, `agents · ${agents.length} · tree ${usage(s.tree_usage)}`),
+        h(
+          'ul',
+          {},
+          agents.map((a) => {
+            const waiting = (a?.pending_approvals || []).length;
+            const state = waiting ? `waiting for ${waiting} approval${waiting === 1 ? '' : 's'}` : String(a?.state ?? '?');
+            return h(
+              'li',
+              { class: waiting ? 'agent attention' : 'agent' },
+              h('span', { class: 'agent-name' }, String(a?.name ?? '?')),
+              ' ',
+              h('span', { class: `state state-${a?.state}` }, state),
+              ' ',
+              h('span', { class: 'dim' }, usage(a?.usage)),
+              // Its request is in its own log, which this page cannot open
+              // yet: say where it can be answered with what it asks shown.
+              waiting
+                ? h('div', { class: 'dim' }, `answer it where its request shows: pod pending / pod approve on the pod's machine, or /agents in the TUI`)
+                : null,
+            );
+          }),
+        ),
+      ),
+    );
   }
 
   drawPlan() {

@@ -599,6 +599,29 @@ export class Conversation {
       case 'rewind':
         this.push(h('div', { class: 'meta' }, `rewound: ${(entry.files_restored || []).length} files restored`));
         break;
+      case 'agent_started':
+        this.push(
+          h(
+            'div',
+            { class: 'agent-entry' },
+            h('div', { class: 'agent-head' }, `⎇ agent ${entry.name} started`),
+            h('div', { class: 'agent-text' }, String(entry.task ?? '')),
+          ),
+        );
+        break;
+      case 'agent_turn_end': {
+        const u = entry.usage;
+        const usage = u ? ` · ${u.input_tokens ?? 0} in · ${u.output_tokens ?? 0} out` : '';
+        this.push(
+          h(
+            'div',
+            { class: 'agent-entry' },
+            h('div', { class: 'agent-head' }, `⎇ agent ${entry.name}: turn ${entry.reason}${usage}`),
+            entry.text ? h('div', { class: 'agent-text dim' }, String(entry.text)) : null,
+          ),
+        );
+        break;
+      }
       case 'rule_revoked':
         this.push(h('div', { class: 'meta' }, `rule revoked: ${entry.rule}`));
         break;

@@ -283,6 +283,45 @@ impl App {
                 );
                 self.viewport.end();
             }
+            "agents" if args.is_empty() => {
+                let children = self
+                    .status
+                    .as_ref()
+                    .map(|s| s.agents.clone())
+                    .unwrap_or_default();
+                let picker = crate::tui::agents::AgentPicker::new(
+                    self.viewing.last().map(String::as_str),
+                    &children,
+                );
+                self.overlay = Some(Overlay::Agents(picker));
+            }
+            "agents" if matches!(args, ".." | "back") => {
+                if self.viewing.is_empty() {
+                    self.flash =
+                        Some("this view is not a child pod's: nothing to go back to".into());
+                    return;
+                }
+                self.back_to_parent();
+            }
+            "agents" => {
+                let children = self
+                    .status
+                    .as_ref()
+                    .map(|s| s.agents.as_slice())
+                    .unwrap_or_default();
+                match crate::tui::agents::find(children, args) {
+                    Some(agent) => {
+                        let name = agent.name.clone();
+                        self.open_agent(name);
+                    }
+                    None => {
+                        self.flash = Some(format!(
+                            "this pod has no child pod {args:?}: /agents lists them"
+                        ));
+                        return;
+                    }
+                }
+            }
             "quit" => self.quit = true,
             other => {
                 self.flash = Some(format!("/{other} is not available in this version"));
@@ -498,4 +537,35 @@ pub(super) fn rules_report(rules: &[crate::protocol::RuleInfo]) -> String {
         lines.push("  /permissions revoke RULE takes back a rule an answer added".into());
     }
     lines.join("\n")
+}
+
+impl App {
+    /// Switches the view into a child pod of the one in view: the
+    /// connection goes to the child's socket, and its snapshot rebuilds the
+    /// whole view, as after any reconnect; what is typed then goes to it.
+    pub(crate) fn open_agent(&mut self, name: String) {
+        let here = self
+            .greeting
+            .as_ref()
+            .map_or_else(|| self.pod_name.clone(), |g| g.pod.clone());
+        self.viewing.push(here);
+        self.switch_view(Outgoing::Open(name));
+    }
+
+    /// Switches the view back to the pod it came from.
+    pub(crate) fn back_to_parent(&mut self) {
+        if self.viewing.pop().is_some() {
+            self.switch_view(Outgoing::Back);
+        }
+    }
+
+    fn switch_view(&mut self, to: Outgoing) {
+        self.overlay = None;
+        self.status = None;
+        self.greeting = None;
+        self.queued.clear();
+        self.connection = ConnectionState::Connecting;
+        self.outbox.push(to);
+        self.dirty = true;
+    }
 }

@@ -79,6 +79,7 @@ pub fn layout(kind: &BlockKind, width: u16, selected: bool) -> Vec<Line<'static>
             error,
             duration,
         } => turn_end(*reason, error.as_ref(), *duration, width, &mut out),
+        BlockKind::Agent(agent) => agent_block(agent, width, &mut out),
         BlockKind::UnknownEntry => out.push(Line::styled(
             "[an entry of a kind this version cannot show]",
             DIM,
@@ -603,6 +604,59 @@ fn skip_and_cut(spans: Vec<Span<'static>>, mut skip: usize, max: usize) -> Vec<S
         }
     }
     out
+}
+
+/// The most rows of a child's task or final text shown in its parent's
+/// view: the rest is the child's own (`/agents` opens it).
+const AGENT_TEXT_ROWS: usize = 6;
+
+/// A child pod's start or turn end: a header naming it, then its task or
+/// final text, cut to a few rows. Every word of it is a model's, so it is
+/// shown with visible escapes.
+fn agent_block(
+    agent: &crate::tui::conversation::AgentView,
+    width: usize,
+    out: &mut Vec<Line<'static>>,
+) {
+    use crate::tui::conversation::AgentEvent;
+    let head = Style::new().fg(Color::Magenta).add_modifier(Modifier::BOLD);
+    let dim = Style::new().add_modifier(Modifier::DIM);
+    let name = crate::safe_text::line(&agent.name).into_owned();
+    let (header, body, style) = match &agent.event {
+        AgentEvent::Started { task } => (
+            format!("⎇ agent {name} started · /agents opens it"),
+            task.as_str(),
+            Style::new(),
+        ),
+        AgentEvent::TurnEnded {
+            reason,
+            usage,
+            text,
+        } => {
+            let usage = usage
+                .as_ref()
+                .map(|u| format!(" · {}", crate::tokens::usage_line(u)))
+                .unwrap_or_default();
+            (
+                format!("⎇ agent {name}: turn {}{usage}", reason.as_str()),
+                text.as_str(),
+                dim,
+            )
+        }
+    };
+    wrap_text(&header, head, width, &[], &[], out);
+    let body = crate::safe_text::lines(body.trim_end());
+    let mut rows = Vec::new();
+    let indent = [Span::raw("  ")];
+    wrap_text(&body, style, width, &indent, &indent, &mut rows);
+    let hidden = rows.len().saturating_sub(AGENT_TEXT_ROWS);
+    out.extend(rows.into_iter().take(AGENT_TEXT_ROWS));
+    if hidden > 0 {
+        out.push(Line::styled(
+            format!("  … {hidden} more rows in {name}'s own log"),
+            dim,
+        ));
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! too small for all of them the status bar goes last, then the rule, then
 //! the conversation; nothing panics at any size, zero included.
 
+mod agents;
 mod ansi;
 mod approval;
 pub mod blocks;
@@ -53,11 +54,17 @@ pub fn draw(frame: &mut Frame<'_>, app: &mut App) {
     free -= bottom_height;
     let rule_height = u16::from(free >= 2);
     let mut queued = queued_lines(app, area.width);
-    // The plan sits right above the queued messages, as part of that band.
+    // The plan sits right above the queued messages, as part of that band,
+    // and the child pods above the plan.
     if let Some(items) = super::plan::latest(&app.conversation) {
         let mut plan = super::plan::lines(&items, app.plan_expanded, area.width);
         plan.append(&mut queued);
         queued = plan;
+    }
+    if let Some(status) = &app.status {
+        let mut agents = super::agents::lines(status, area.width);
+        agents.append(&mut queued);
+        queued = agents;
     }
     let queued_height = u16::try_from(queued.len())
         .unwrap_or(0)
@@ -76,6 +83,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &mut App) {
                 sessions::draw(frame, view, picker, std::time::SystemTime::now());
             }
             Some(Overlay::Rewind(picker)) => rewind::draw(frame, view, picker),
+            Some(Overlay::Agents(picker)) => agents::draw(frame, view, picker),
             None => {
                 let mut rows = app.cache.rows(&app.conversation, view.width);
                 let lines = app.viewport.visible(&mut rows, usize::from(view.height));

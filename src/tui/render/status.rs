@@ -32,6 +32,12 @@ pub fn status_line(app: &App) -> Line<'static> {
         spans.push(Span::styled(SEP, BAR));
         spans.push(Span::styled(text, style));
     };
+    if let Some(parent) = app.viewing.last() {
+        part(
+            format!("child of {parent} · /agents goes back"),
+            BAR.fg(Color::LightMagenta),
+        );
+    }
     if let Some(flash) = &app.flash {
         part(flash.clone(), BAR.fg(Color::LightYellow));
     }
