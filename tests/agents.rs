@@ -779,3 +779,34 @@ fn a_compacted_child_keeps_its_parent() {
     .unwrap();
     assert_eq!(state["parent"], NAME, "{state}");
 }
+
+#[test]
+fn a_child_spawned_on_another_model_calls_it_and_says_so_in_its_log() {
+    let pod = named(
+        &[
+            top(json!([call(
+                "s1",
+                "spawn_agent",
+                json!({"task": "t", "name": "w", "model": "small"})
+            )])),
+            top(json!([{"text": "parent done"}])),
+            child("w", json!([{"echo_model": {}}])),
+        ],
+        &[],
+    )
+    .start();
+    let mut parent = client_of(&pod, NAME, "person");
+    parent.run("delegate");
+    parent.until_entry("turn_end");
+    let spawned = result_of(&log_of(&pod, NAME), "s1");
+    let output: Value = serde_json::from_str(spawned["output"].as_str().unwrap()).unwrap();
+    assert_eq!(output["text"], "small", "{spawned}");
+    assert_eq!(output["reason"], "completed", "{spawned}");
+    let log = log_of(&pod, &format!("{NAME}.w"));
+    let changes: Vec<&Value> = log
+        .iter()
+        .filter(|l| l["entry"]["kind"] == "model_change")
+        .collect();
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert_eq!(changes[0]["entry"]["model"], "small");
+}
