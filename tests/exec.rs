@@ -744,3 +744,79 @@ fn replay_into_a_given_directory_and_fork_from_it() {
     );
     assert_eq!(log.last().unwrap()["entry"]["kind"], "turn_end");
 }
+
+/// A private pod that cannot start (here: a provider without its API key)
+/// exits 3 with the pod's own reason, as `pod send` does for a pod it starts.
+#[test]
+fn a_pod_that_cannot_start_exits_3_with_its_reason() {
+    let setup = Setup::git();
+    let output = Command::new(POD)
+        .args(["exec", "--provider", "anthropic", "task"])
+        .arg("--data-dir")
+        .arg(setup.data_dir())
+        .arg("--workspace")
+        .arg(setup.workspace())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env("XDG_RUNTIME_DIR", setup.dir.path().join("run"))
+        .env("XDG_CONFIG_HOME", setup.dir.path().join("config"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("ANTHROPIC_API_KEY"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+/// Ctrl+C stops the run as it stops a pod: the turn is cancelled, the
+/// running command killed, and the exit code is 4.
+#[test]
+fn sigint_cancels_the_run_and_exits_4() {
+    use std::io::{BufRead, BufReader};
+    let setup = Setup::git();
+    let script_path = setup.dir.path().join("script.jsonl");
+    let script =
+        json!({"events": [call("c1", "bash", json!({"command": "echo started; sleep 600"}))]});
+    std::fs::write(&script_path, script.to_string()).unwrap();
+    let mut child = Command::new(POD)
+        .arg("exec")
+        .arg("--data-dir")
+        .arg(setup.data_dir())
+        .arg("--workspace")
+        .arg(setup.workspace())
+        .arg("--script")
+        .arg(&script_path)
+        .args(["--approval", "auto", "--json", "wait"])
+        .env("XDG_RUNTIME_DIR", setup.dir.path().join("run"))
+        .env("XDG_CONFIG_HOME", setup.dir.path().join("config"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // The command's first output is streaming: it runs.
+    for line in lines.by_ref() {
+        if line.unwrap().contains("\"tool_output_delta\"") {
+            break;
+        }
+    }
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, rustix::process::Signal::Int).unwrap();
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(4), "{rest:?}");
+    let result: Value = serde_json::from_str(rest.last().unwrap()).unwrap();
+    assert_eq!(result["reason"], "cancelled");
+    let log = setup.session(result["session_id"].as_str().unwrap());
+    let output = entries(&log, "tool_results")[0]["results"][0]["output"].clone();
+    assert!(
+        output
+            .as_str()
+            .unwrap()
+            .contains("[cancelled: the command was killed]"),
+        "{output}"
+    );
+}
