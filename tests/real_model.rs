@@ -9,9 +9,14 @@
 //!
 //! `POD_REAL_MODEL_CONTEXT` is the server's context size (default 8192);
 //! `POD_REAL_MODEL_ARGS` adds `pod serve` flags (space-separated), e.g.
-//! `--tool-choice auto` for llama-cpp-python.
+//! `--tool-choice auto` for llama-cpp-python. A 135M model on a busy CPU
+//! takes from seconds to minutes a call, so the client waits up to
+//! `POD_REAL_MODEL_WAIT` seconds (default 900) for each frame, and a turn
+//! gets at most [`STEPS`] model calls: such a model calls tools in a loop.
 
 mod harness;
+
+use std::time::Duration;
 
 use harness::{Client, Pod};
 use serde_json::{json, Value};
@@ -19,6 +24,9 @@ use serde_json::{json, Value};
 /// How many turns the model gets to call a tool: a 135M model does not
 /// always do what it is asked.
 const TRIES: usize = 3;
+
+/// Model calls per turn (`--max-steps`).
+const STEPS: &str = "3";
 
 /// Runs one turn, approving every call it asks about; returns its frames
 /// from `turn_start` on.
@@ -74,12 +82,19 @@ fn a_real_model_answers_calls_a_tool_and_the_call_is_approved() {
         "256",
         "--approval",
         "ask",
+        "--max-steps",
+        STEPS,
     ]);
     for arg in extra.split_whitespace() {
         builder = builder.arg(arg);
     }
     let pod = builder.start();
     let mut client = pod.client();
+    let wait = std::env::var("POD_REAL_MODEL_WAIT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(900);
+    client.patient(Duration::from_secs(wait));
     client.until_type("snapshot");
 
     // A plain turn: the model answers something, and the turn ends.
@@ -90,7 +105,9 @@ fn a_real_model_answers_calls_a_tool_and_the_call_is_approved() {
         "the model answered nothing: {end}"
     );
     assert!(
-        end["reason"] == "completed" || end["error"]["code"] == "output_limit",
+        end["reason"] == "completed"
+            || end["reason"] == "max_steps"
+            || end["error"]["code"] == "output_limit",
         "{end}"
     );
 
