@@ -111,26 +111,34 @@ fn a_real_model_answers_calls_a_tool_and_the_call_is_approved() {
         "{end}"
     );
 
-    // A tool call, asked about (bash asks in mode `ask`; reading files
-    // does not) and approved, then run.
-    std::fs::write(pod.workspace.join("notes.txt"), "the answer is 42\n").unwrap();
+    // A tool call, asked about and approved, then run. Reading a file runs
+    // unasked in mode `ask` (and a 135M model asked to `cat` a file reads
+    // it with read_file); writing one and running bash are asked about.
+    let prompts = [
+        "Create a file named hello.txt that contains the word hi.",
+        "Run the shell command `ls -l` with the bash tool.",
+    ];
     for attempt in 1..=TRIES {
-        let frames = turn_approving(
-            &mut client,
-            "Run the shell command `cat notes.txt` with the bash tool and tell me what it prints.",
-        );
+        let frames = turn_approving(&mut client, prompts[(attempt - 1) % prompts.len()]);
         let end = entries(&frames, "turn_end").next().unwrap().clone();
         let approved = entries(&frames, "approval_decision").any(|d| d["decision"] == "allow");
         let asked = entries(&frames, "approval_request").count();
         let ran = entries(&frames, "tool_results")
             .flat_map(|r| r["results"].as_array().cloned().unwrap_or_default())
             .any(|r| r["is_error"] != true);
-        eprintln!("try {attempt}: {asked} approval(s) asked, ran: {ran}; turn_end: {end}");
+        let called: Vec<&Value> = entries(&frames, "assistant_items")
+            .flat_map(|e| e["items"].as_array().into_iter().flatten())
+            .filter(|item| item["type"] == "tool_call")
+            .map(|call| &call["name"])
+            .collect();
+        eprintln!(
+            "try {attempt}: called {called:?}, {asked} approval(s) asked, ran: {ran}; turn_end: {end}"
+        );
         if asked > 0 {
             assert!(approved, "an asked call was not approved: {end}");
             assert!(ran, "an approved call did not run: {end}");
             return;
         }
     }
-    panic!("the model called no tool in {TRIES} turns");
+    panic!("the model called no tool that is asked about in {TRIES} turns");
 }
