@@ -320,8 +320,7 @@ fn a_reply_that_stops_without_a_word_after_tools_were_offered_is_asked_again_who
     );
     let said = frames
         .iter()
-        .filter(|f| f["type"] == "entry" && f["entry"]["kind"] == "assistant_items")
-        .last()
+        .rfind(|f| f["type"] == "entry" && f["entry"]["kind"] == "assistant_items")
         .unwrap();
     assert_eq!(
         said["entry"]["items"][0]["text"], "It says alpha.",

@@ -9,7 +9,8 @@
 //!
 //! `POD_REAL_MODEL_CONTEXT` is the server's context size (default 8192);
 //! `POD_REAL_MODEL_ARGS` adds `pod serve` flags (space-separated), e.g.
-//! `--tool-choice auto` for llama-cpp-python. A 135M model on a busy CPU
+//! `--tool-choice auto` for llama-cpp-python; `POD_REAL_MODEL_KEY` is the
+//! API key the pod sends (LiteLLM's `LITELLM_MASTER_KEY`). A 135M model on a busy CPU
 //! takes from seconds to minutes a call, so the client waits up to
 //! `POD_REAL_MODEL_WAIT` seconds (default 900) for each frame, and a turn
 //! gets at most [`STEPS`] model calls: such a model calls tools in a loop.
@@ -87,6 +88,9 @@ fn a_real_model_answers_calls_a_tool_and_the_call_is_approved() {
     ]);
     for arg in extra.split_whitespace() {
         builder = builder.arg(arg);
+    }
+    if let Ok(key) = std::env::var("POD_REAL_MODEL_KEY") {
+        builder = builder.env("OPENAI_API_KEY", &key);
     }
     let pod = builder.start();
     let mut client = pod.client();
