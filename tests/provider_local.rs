@@ -237,6 +237,97 @@ fn an_empty_stream_after_tools_were_offered_is_asked_again_without_streaming() {
     );
 }
 
+/// LiteLLM 1.108 in front of llama-cpp-python: the empty stream of a tool
+/// call it could not stream arrives as a bare `finish_reason: "stop"`
+/// (these are the bytes it sent).
+const LITELLM_EMPTY: &str = "data: {\"id\":\"chatcmpl-6ed6f342-358e-4d9f-bc8a-7e0c1fb18842\",\"object\":\"chat.completion.chunk\",\"created\":1796667731,\"model\":\"openai/local\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n\
+data: {\"id\":\"chatcmpl-6ed6f342-358e-4d9f-bc8a-7e0c1fb18842\",\"object\":\"chat.completion.chunk\",\"created\":1796667731,\"model\":\"openai/local\",\"choices\":[{\"index\":0,\"delta\":{}}]}\n\n\
+data: [DONE]\n\n";
+
+/// LiteLLM's whole reply with the call (its shape: `provider_specific_fields`,
+/// llama-cpp-python's `function_call` passed on).
+fn litellm_whole_tool_call(name: &str, arguments: &str) -> String {
+    json!({"id":"chatcmpl-c410d4e5-15a3-4b5a-9278-847d43000b7c","created":1796667736,
+        "model":"openai/local","object":"chat.completion","choices":[{"finish_reason":"tool_calls",
+        "index":0,"message":{"role":"assistant","tool_calls":[{"function":{"arguments":arguments,
+        "name":name},"id":format!("call__0_{name}_cmpl-faefa40a"),"type":"function"}],
+        "function_call":{"arguments":arguments,"name":format!("{name}:")},"content":null},
+        "provider_specific_fields":{},"logprobs":null}],
+        "usage":{"completion_tokens":9,"prompt_tokens":211,"total_tokens":220}})
+    .to_string()
+}
+
+/// LiteLLM's stream of a text answer, with the usage it counts itself.
+fn litellm_answer(text: &str) -> String {
+    let id = "chatcmpl-fab5c4af-0144-4759-966d-054f2704b037";
+    data_frames(&[
+        &json!({"id":id,"object":"chat.completion.chunk","created":1796667462,
+            "model":"openai/local","choices":[{"index":0,"delta":{"role":"assistant"}}]})
+        .to_string(),
+        &json!({"id":id,"object":"chat.completion.chunk","created":1796667462,
+            "model":"openai/local","choices":[{"index":0,"delta":{"content":text}}]})
+        .to_string(),
+        &json!({"id":id,"object":"chat.completion.chunk","created":1796667462,
+            "model":"openai/local","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]})
+        .to_string(),
+        &json!({"id":id,"created":1796667462,"model":"openai/local",
+            "object":"chat.completion.chunk","choices":[{"index":0,"delta":{}}],
+            "usage":{"completion_tokens":5,"prompt_tokens":240,"total_tokens":245}})
+        .to_string(),
+        "[DONE]",
+    ])
+}
+
+/// Through LiteLLM, llama-cpp-python's failure to stream a tool call is a
+/// reply that stops without a word, which the pod took for a complete
+/// answer: the turn "completed" having said and done nothing. The pod asks
+/// for such a reply whole (a `retry` says so) and runs the call; since a
+/// model may also mean to say nothing, later requests stream again.
+#[test]
+fn a_reply_that_stops_without_a_word_after_tools_were_offered_is_asked_again_whole() {
+    let (_rt, server) = model_server(vec![
+        Reply::sse(LITELLM_EMPTY),
+        Reply::status(
+            200,
+            &litellm_whole_tool_call("read_file", r#"{"path": "a.txt" }"#),
+        ),
+        Reply::sse(&litellm_answer("It says alpha.")),
+    ]);
+    let pod = openai_pod(
+        &server,
+        &["--model", "openai/local", "--tool-choice", "auto"],
+    );
+    std::fs::write(pod.workspace.join("a.txt"), "alpha\n").unwrap();
+    let (end, frames) = turn(&pod, "what does a.txt say?");
+    assert_eq!(end["reason"], "completed", "{end}");
+    let retry = frames.iter().find(|f| f["type"] == "retry").unwrap();
+    let error = retry["error"].as_str().unwrap();
+    assert!(error.contains("whole, without streaming"), "{error}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let streamed: Vec<Value> = requests
+        .iter()
+        .map(|r| r.json()["stream"].clone())
+        .collect();
+    assert_eq!(streamed, [true, false, true]);
+    let results = harness::first_of(&pod.log_lines(), "tool_results").clone();
+    assert!(
+        results["entry"]["results"][0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("alpha"),
+        "{results}"
+    );
+    let said = frames
+        .iter()
+        .rfind(|f| f["type"] == "entry" && f["entry"]["kind"] == "assistant_items")
+        .unwrap();
+    assert_eq!(
+        said["entry"]["items"][0]["text"], "It says alpha.",
+        "{said}"
+    );
+}
+
 /// llama-cpp-python's 400 for a prompt over its `--n_ctx`, as its server
 /// words `Requested tokens (N) exceed context window of M`.
 fn llama_cpp_python_overflow(window: u64, requested: u64) -> String {

@@ -61,6 +61,12 @@ const EMPTY_REPLY: &str = "the server answered with an empty stream; servers suc
      llama-cpp-python do this when the conversation does not fit the model's context or \
      they cannot use the tools offered (see docs/providers.md, local servers)";
 
+/// The answer [`Endpoint::with_unstreamed`]'s repair is called with for a
+/// stream that ended properly without a word: unlike a stream without any
+/// event, which llama-cpp-python sends only for what it cannot stream, this
+/// is also how a model says nothing, so later requests keep streaming.
+pub(crate) const ENDED_EMPTY: &str = "the reply ended without a word";
+
 /// A fix for a request a server refused because of one of its fields, read
 /// from the error answer. The fixed request is sent at once — not a retry:
 /// the server said exactly what it refused — and the provider writes later
@@ -175,7 +181,11 @@ impl Endpoint {
     /// called with the request body and an empty answer): llama-cpp-python
     /// fails every streamed request in which the model chooses a tool
     /// ("Automatic streaming tool choice is not supported", in its own log
-    /// only) but answers the same request unstreamed with the call.
+    /// only) but answers the same request unstreamed with the call. A
+    /// stream that ends properly but says nothing — no text, reasoning or
+    /// tool call — is asked again the same way, once, with the answer
+    /// [`ENDED_EMPTY`]: LiteLLM in front of llama-cpp-python turns that
+    /// empty stream into a bare `finish_reason: "stop"`.
     pub fn with_unstreamed(mut self, unstream: impl Repair + 'static) -> Self {
         self.unstreamed = Some(Arc::new(unstream));
         self
@@ -346,6 +356,8 @@ impl Endpoint {
         // not waited for as long as one in the middle of a reply.
         let mut quiet_limit = idle;
         let mut any_event = false;
+        // Whether the reply said anything (see `with_unstreamed`).
+        let mut said = false;
         let silence = tokio::time::sleep(idle);
         tokio::pin!(silence);
         loop {
@@ -371,6 +383,10 @@ impl Endpoint {
                 Some(Ok(event)) => {
                     any_event = true;
                     for model_event in decoder.decode(&event)? {
+                        said |= !matches!(
+                            model_event,
+                            ModelEvent::Usage(_) | ModelEvent::BlockEnd | ModelEvent::Retry { .. }
+                        );
                         out.emit(model_event).await;
                     }
                     if decoder.is_complete() {
@@ -431,7 +447,23 @@ impl Endpoint {
         // A reply cut at the output limit has ended all the same: what
         // follows the cut (llama-server's and OpenAI's usage chunk) is read
         // before the call fails, so the turn's usage and the gauge count it.
-        decoder.cut_off().map_or(Ok(()), Err)
+        decoder.cut_off().map_or(Ok(()), Err)?;
+        if !said {
+            let whole = self.unstreamed.as_ref();
+            if let Some(whole) = whole.and_then(|u| u.repair(body, ENDED_EMPTY)) {
+                *body = Bytes::from(whole);
+                return Err(AttemptError {
+                    once: true,
+                    ..AttemptError::retryable(format!(
+                        "{}: {} ended a streamed reply to a request that offered tools without \
+                         a word or a tool call (as LiteLLM passes on llama-cpp-python's failure \
+                         to stream a tool call): asking for the reply whole, without streaming",
+                        self.provider, self.url
+                    ))
+                });
+            }
+        }
+        Ok(())
     }
 
     fn silence(&self, idle: Duration, when: &str) -> String {

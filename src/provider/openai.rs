@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::http::{join, parse_data, Endpoint, Refusable, SseDecoder};
+use super::http::{join, parse_data, Endpoint, Refusable, SseDecoder, ENDED_EMPTY};
 use super::retry::{AttemptError, RetryPolicy};
 use super::wire::{write_messages, State, WireFormat};
 use super::{images, ImageSlot};
@@ -56,15 +56,20 @@ const TOOLS: &[u8] = b",\"tools\":[";
 /// whole reply. llama-cpp-python (0.3, `--chat_format
 /// chatml-function-calling`) cannot stream a tool call the model chose and
 /// ends such a stream without a single event, though it answers the same
-/// request unstreamed with the call. The field bytes cannot occur unescaped
-/// inside a JSON string, so the first match is the field.
+/// request unstreamed with the call. Later requests with tools are asked
+/// whole at once — but not after a reply that ended properly with nothing
+/// in it ([`ENDED_EMPTY`]), which a model may also mean. The field bytes
+/// cannot occur unescaped inside a JSON string, so the first match is the
+/// field.
 struct Unstreamed(Arc<AtomicBool>);
 
 impl super::http::Repair for Unstreamed {
-    fn repair(&self, body: &[u8], _answer: &str) -> Option<Vec<u8>> {
+    fn repair(&self, body: &[u8], answer: &str) -> Option<Vec<u8>> {
         super::http::find(body, TOOLS)?;
         let at = super::http::find(body, STREAM)?;
-        self.0.store(true, Ordering::Relaxed);
+        if answer != ENDED_EMPTY {
+            self.0.store(true, Ordering::Relaxed);
+        }
         let mut whole = Vec::with_capacity(body.len());
         whole.extend_from_slice(&body[..at]);
         whole.extend_from_slice(NO_STREAM);

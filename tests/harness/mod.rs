@@ -291,6 +291,12 @@ impl Client {
         }
     }
 
+    /// Waits up to `timeout` for each frame instead of 20 s: a real model on
+    /// a busy CPU can stay silent for minutes (`tests/real_model.rs`).
+    pub fn patient(&self, timeout: Duration) {
+        self.writer.set_read_timeout(Some(timeout)).unwrap();
+    }
+
     /// Sends a frame; one that is a method must pass the schema.
     pub fn send(&mut self, frame: Value) {
         self.send_raw(format!("{frame}\n").as_bytes());
