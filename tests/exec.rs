@@ -293,12 +293,17 @@ fn emit_patch_applies_to_a_fresh_clone_and_reproduces_the_files() {
     setup.write("old.txt", "going away\n");
     setup.write("run.sh", "echo run\n");
     setup.write("README.md", "# Title\n\ntext\n");
+    // Binary files, changed, added and deleted: git's binary patches.
+    let image: Vec<u8> = (0..=255u8).cycle().take(3000).collect();
+    std::fs::write(setup.workspace().join("logo.bin"), &image).unwrap();
+    std::fs::write(setup.workspace().join("gone.bin"), [0u8, 9, 9]).unwrap();
     setup.commit();
     let script = [
         json!({"events": [
             call("c1", "edit_file", json!({"path": "src/lib.rs", "old_string": "fn b() {}", "new_string": "fn b() { a() }"})),
             call("c2", "write_file", json!({"path": "docs/new/guide.md", "content": "# Guide\n"})),
             call("c3", "bash", json!({"command": "rm old.txt && chmod +x run.sh && printf 'more\\n' >> README.md"})),
+            call("c4", "bash", json!({"command": "printf '\\000\\377new' > new.bin && printf '\\000x' >> logo.bin && rm gone.bin"})),
         ]}),
         json!({"events": [{"text": "Changed."}]}),
     ];
@@ -327,6 +332,11 @@ fn emit_patch_applies_to_a_fresh_clone_and_reproduces_the_files() {
     git(&clone, &["apply", patch.to_str().unwrap()]);
     assert_eq!(tree(&clone), tree(&setup.workspace()));
     assert!(!clone.join("old.txt").exists());
+    assert!(!clone.join("gone.bin").exists());
+    assert_eq!(std::fs::read(clone.join("new.bin")).unwrap(), b"\0\xffnew");
+    assert!(std::fs::read_to_string(&patch)
+        .unwrap()
+        .contains("GIT binary patch"));
 }
 
 /// The files of a directory (without `.git`): path, executable bit, bytes.

@@ -444,7 +444,21 @@ fn a_context_overflow_compacts_learns_the_stated_window_and_retries_once() {
         )),
         Reply::sse(&answer("Done after compacting.")),
     ]);
-    let pod = openai_pod(&server);
+    // A 4,096-token window, as llama.cpp's default: the prompt and tools
+    // without the agent tools (~430 tokens, `--max-agents 0`) and a summary
+    // fit it, as a user of such a model would run pod.
+    let pod = Pod::builder()
+        .args([
+            "--provider",
+            "openai",
+            "--model",
+            "qwen2.5-coder:7b",
+            "--max-agents",
+            "0",
+        ])
+        .arg("--base-url")
+        .arg(format!("{}/v1", server.url))
+        .start();
     let (end, _) = turn(&pod, "explain the code");
     assert_eq!(end["reason"], "completed", "{end}");
     let (end, frames) = turn(&pod, "and now the tests");

@@ -548,7 +548,9 @@ fn with_reported_usage_compaction_goes_by_the_count_the_gauge_shows() {
         Reply::sse(&counted(1559, "Hello!")),
         Reply::sse(&counted(1790, "Read it.")),
     ]);
-    let pod = openai_pod(&server, &["--context-window", "4000"]);
+    // Without the agent tools (their specs are ~430 tokens): the figures
+    // are those of a 4,000-token window with the rest of the prompt.
+    let pod = openai_pod(&server, &["--context-window", "4000", "--max-agents", "0"]);
     let (_, frames) = turn(&pod, "hello");
     assert_eq!(last_status(&frames)["context_tokens"], 1559);
     let (end, frames) = turn(&pod, &"a paragraph to read ".repeat(45));

@@ -144,14 +144,28 @@ pub fn changes(
         .collect()
 }
 
-/// A unified diff as `git diff` writes it (no `index` lines), of the paths
-/// under `prefix`; cut at [`MAX_DIFF_BYTES`] (the bool says so).
+/// How binary files show in a diff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Binary {
+    /// `Binary files a/… and b/… differ`, as `git diff` writes it: for
+    /// people, whose screens a patch of base85 would only fill.
+    #[default]
+    Mention,
+    /// Git's binary patch, as `git diff --binary` writes it: for `git
+    /// apply` (`pod exec --emit-patch`).
+    Patch,
+}
+
+/// A unified diff as `git diff` writes it (no `index` lines but those of
+/// binary patches), of the paths under `prefix`; cut at [`MAX_DIFF_BYTES`]
+/// (the bool says so).
 pub fn unified(
     old: &Manifest,
     new: &Manifest,
     read_old: &Reader<'_>,
     read_new: &Reader<'_>,
     prefix: Option<&str>,
+    binary: Binary,
 ) -> (String, Vec<FileChange>, bool) {
     let mut out = String::new();
     let mut files = Vec::new();
@@ -182,8 +196,8 @@ pub fn unified(
         let mut piece = String::new();
         let counts = if kind == ChangeKind::Type {
             // Git shows a type change as a deletion and an addition.
-            let gone = file_diff(path, a, None, &old_bytes, &[]);
-            let came = file_diff(path, None, b, &[], &new_bytes);
+            let gone = file_diff(path, a, None, &old_bytes, &[], binary);
+            let came = file_diff(path, None, b, &[], &new_bytes, binary);
             piece.push_str(&gone.0);
             piece.push_str(&came.0);
             match (gone.1, came.1) {
@@ -191,7 +205,7 @@ pub fn unified(
                 _ => (None, None),
             }
         } else {
-            let (text, counts) = file_diff(path, a, b, &old_bytes, &new_bytes);
+            let (text, counts) = file_diff(path, a, b, &old_bytes, &new_bytes, binary);
             piece = text;
             counts
         };
@@ -226,6 +240,7 @@ fn file_diff(
     new: Option<&Node>,
     old_bytes: &[u8],
     new_bytes: &[u8],
+    binary: Binary,
 ) -> (String, (Option<u64>, Option<u64>)) {
     let mut out = format!("diff --git a/{path} b/{path}\n");
     match (old, new) {
@@ -256,7 +271,23 @@ fn file_diff(
         "/dev/null".into()
     };
     let (Some(a), Some(b)) = (as_text(old_bytes), as_text(new_bytes)) else {
-        let _ = writeln!(out, "Binary files {a_name} and {b_name} differ");
+        match binary {
+            Binary::Mention => {
+                let _ = writeln!(out, "Binary files {a_name} and {b_name} differ");
+            }
+            Binary::Patch => {
+                let same_mode = match (old, new) {
+                    (Some(o), Some(n)) if o.git_mode() == n.git_mode() => Some(o.git_mode()),
+                    _ => None,
+                };
+                super::binary_patch::write(
+                    &mut out,
+                    old.map(|_| old_bytes),
+                    new.map(|_| new_bytes),
+                    same_mode,
+                );
+            }
+        }
         return (out, (None, None));
     };
     let diff = text_diff(a, b);
@@ -306,7 +337,7 @@ mod tests {
         let read = move |_: &str, n: &Node| -> std::io::Result<Vec<u8>> {
             Ok(contents[&n.digest().unwrap()].clone())
         };
-        let (diff, files, truncated) = unified(&old, &new, &read, &read, None);
+        let (diff, files, truncated) = unified(&old, &new, &read, &read, None, Binary::Mention);
         assert!(!truncated);
         assert_eq!(
             diff,

@@ -10,6 +10,7 @@
 //! Everything here is plain synchronous file code: the pod calls it on the
 //! blocking pool (`pod/checkpoint.rs`), never on an actor's thread.
 
+mod binary_patch;
 pub mod diff;
 pub mod manifest;
 pub mod notes;

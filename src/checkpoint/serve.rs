@@ -139,6 +139,7 @@ impl Handle {
         from: &str,
         to: Option<&str>,
         path: Option<&str>,
+        binary: diff::Binary,
     ) -> Result<(String, Vec<FileChange>, bool), Refusal> {
         let store = self.opened()?;
         if let Some(p) = path {
@@ -150,7 +151,7 @@ impl Handle {
         let result = match to {
             Some(to) => {
                 let new = self.manifest(&store, to)?;
-                diff::unified(&old, &new, &stored, &stored, path)
+                diff::unified(&old, &new, &stored, &stored, path, binary)
             }
             None => {
                 let new = store.look().map_err(|e| {
@@ -159,7 +160,7 @@ impl Handle {
                         format!("cannot read the workspace: {e}"),
                     )
                 })?;
-                diff::unified(&old, &new, &stored, &current, path)
+                diff::unified(&old, &new, &stored, &current, path, binary)
             }
         };
         Ok(result)

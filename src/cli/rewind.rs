@@ -393,6 +393,7 @@ pub fn diff(
             from,
             to,
             path: None,
+            binary: false,
         };
         match call(events, sink, method).await? {
             Ok(r) => {

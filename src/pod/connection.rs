@@ -342,7 +342,12 @@ impl Connection {
                     abort_on_conflict: abort_on_conflict.unwrap_or(false),
                 },
             )),
-            Method::GetDiff { from, to, path } => {
+            Method::GetDiff {
+                from,
+                to,
+                path,
+                binary,
+            } => {
                 let checkpoints = self.hub.checkpoints.clone();
                 if let Err(why) = self
                     .access
@@ -353,7 +358,12 @@ impl Connection {
                 // A walk of the workspace and reads of the store: on the
                 // blocking pool.
                 tokio::task::spawn_blocking(move || {
-                    checkpoints.get_diff(&from, to.as_deref(), path.as_deref())
+                    let binary = if binary {
+                        crate::checkpoint::diff::Binary::Patch
+                    } else {
+                        crate::checkpoint::diff::Binary::Mention
+                    };
+                    checkpoints.get_diff(&from, to.as_deref(), path.as_deref(), binary)
                 })
                 .into_actor(self)
                 .map(move |result, _, _| match result {

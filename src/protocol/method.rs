@@ -121,6 +121,10 @@ pub enum Method {
         to: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         path: Option<String>,
+        /// Binary files as git's binary patch (`git diff --binary`), so
+        /// that `git apply` takes the diff whole; else only named.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        binary: bool,
     },
     /// One path's content in a checkpoint.
     GetFile {

@@ -11,8 +11,8 @@ use super::super::connect::exit;
 use super::{Limit, Options, Ran, CLIENT};
 use crate::client::{EventStream, RequestSink};
 use crate::protocol::{
-    AssistantItem, DecidedBy, Decision, Event, FileChange, LogEntry, Method, Request, Segment,
-    TurnEndReason, TurnError, Usage,
+    AssistantItem, DecidedBy, Decision, Event, LogEntry, Method, Request, Segment, TurnEndReason,
+    TurnError, Usage,
 };
 use crate::safe_text;
 
@@ -415,33 +415,15 @@ impl<'a> Follow<'a> {
                 file.display()
             );
         }
-        let binary: Vec<&str> = diff
-            .files
-            .iter()
-            .filter(|f| f.added.is_none() && f.removed.is_none() && f.change != mode_only())
-            .map(|f| f.path.as_str())
-            .collect();
-        if !binary.is_empty() {
-            eprintln!(
-                "pod: --emit-patch: binary files appear as `Binary files … differ`, which `git \
-                 apply` cannot apply (this pod does not write git's binary patch format): {}",
-                safe_text::line(&binary.join(", "))
-            );
-        }
         std::fs::write(file, diff.text.as_bytes())
             .with_context(|| format!("--emit-patch: cannot write {}", file.display()))?;
         Ok(Some(file.to_path_buf()))
     }
 }
 
-fn mode_only() -> crate::protocol::ChangeKind {
-    crate::protocol::ChangeKind::Mode
-}
-
 #[derive(Default)]
 struct Diff {
     text: String,
-    files: Vec<FileChange>,
     truncated: bool,
 }
 
@@ -459,6 +441,7 @@ async fn get_diff(
             from: from.to_owned(),
             to: Some(to.to_owned()),
             path: None,
+            binary: true,
         },
         id,
     ))
@@ -468,7 +451,6 @@ async fn get_diff(
             Some(Ok(Event::Response(r))) if r.request_id.as_deref() == Some(id) => {
                 return Ok(Ok(Diff {
                     text: r.diff.unwrap_or_default(),
-                    files: r.files.unwrap_or_default(),
                     truncated: r.truncated.unwrap_or(false),
                 }))
             }

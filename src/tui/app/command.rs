@@ -200,6 +200,7 @@ impl App {
                         from,
                         to,
                         path: None,
+                        binary: false,
                     });
                 }
                 None => {
