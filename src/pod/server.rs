@@ -180,6 +180,10 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         );
     }
 
+    let leftovers = descendants::leftovers_warning(workspace.root());
+    if let Some(warning) = &leftovers {
+        eprintln!("warning: {warning}");
+    }
     descendants::become_subreaper();
     let socket = config.socket.clone();
     let mcp_servers_at_start = mcp.servers();
@@ -249,6 +253,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
                 .chain(toolbox.sandbox().unavailable_reason().map(|reason| {
                     format!("{reason}: bash commands are not confined as --sandbox asks")
                 }))
+                .chain(leftovers)
                 .collect(),
         };
         let broadcaster = Broadcaster::new(greeting).start();
