@@ -1,7 +1,7 @@
 //! `pod serve`, and `pod` / `pod attach`, which start one when needed.
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -55,9 +55,19 @@ pub fn run(
     let remote = match args.listen {
         Some(listen) => {
             let tls = args.tls_cert.zip(args.tls_key);
-            if let Err(why) =
-                crate::remote::check_plaintext(&listen, tls.is_some(), args.allow_plaintext)
-            {
+            // Where the sandbox lets tools write (it is built later).
+            let tool_writable: Vec<PathBuf> = [Some(workspace_root.clone()), Some("/tmp".into())]
+                .into_iter()
+                .chain([std::env::var_os("TMPDIR").map(PathBuf::from)])
+                .flatten()
+                .filter_map(|dir| std::fs::canonicalize(dir).ok())
+                .collect();
+            if let Err(why) = crate::remote::check_listen(
+                &listen,
+                tls.is_some(),
+                args.allow_plaintext,
+                &tool_writable,
+            ) {
                 eprintln!("pod: {why}");
                 return Ok(ExitCode::from(super::connect::exit::USAGE));
             }

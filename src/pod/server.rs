@@ -222,11 +222,11 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
                     config.limits.max_frame_bytes,
                     blobs.clone(),
                 )?;
-                let scheme = if listening.tls { "https" } else { "http" };
                 eprintln!(
-                    "pod {:?}: listening on {scheme}://{} (WebSocket /v1/ws); `pod url` prints a \
-                     link for a browser or phone, `pod token create` a device token",
-                    config.name, listening.address
+                    "pod {:?}: listening on {}; `pod url` prints a link for a browser or \
+                     phone, `pod token create` a device token",
+                    config.name,
+                    listening.describe()
                 );
                 Some(listening)
             }

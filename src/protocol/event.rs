@@ -178,7 +178,8 @@ pub enum AccessReason {
 /// The pod's network listener, as the greeting tells it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ListenInfo {
-    /// `HOST:PORT` as bound (IPv6 in brackets).
+    /// `HOST:PORT` as bound (IPv6 in brackets), or `unix:PATH` for a Unix
+    /// socket a reverse proxy on the pod's machine forwards to.
     pub address: String,
     pub tls: bool,
 }
