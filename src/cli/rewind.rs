@@ -326,6 +326,16 @@ async fn rewind_with(
 /// follows each conflict, when a command can still restore it.
 fn rewind_report(r: &Response, conflict_hint: Option<&str>) -> String {
     let mut out = String::new();
+    if let Some(pids) = r.processes_stopped.as_deref().filter(|p| !p.is_empty()) {
+        let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+        out.push_str(&format!(
+            "stopped {} process{} a tool left running (pid {}), so that none writes over the \
+             restored files\n",
+            pids.len(),
+            if pids.len() == 1 { "" } else { "es" },
+            pids.join(", ")
+        ));
+    }
     let restored = r.files_restored.as_deref().unwrap_or_default();
     if restored.is_empty() {
         out.push_str("no file restored\n");

@@ -140,12 +140,33 @@ fn kill_orphans(pod: Pid) {
     }
     let Some(adopter) = getppid() else { return };
     let adopters = [pod.as_raw_nonzero().get(), adopter.as_raw_nonzero().get()];
+    kill_all_orphans(&adopters, &[]);
+}
+
+/// Kills the tool processes a live pod (this process) adopted — daemons its
+/// commands left, which would go on writing the workspace — sparing the
+/// processes in `spare` (its MCP servers) and everything below them; the
+/// pids killed. Blocking: call it on the blocking pool. A `rewind` calls it
+/// before it puts files back, so that nothing a tool left writes over them.
+pub fn stop_adopted(spare: &[u32]) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let spare: Vec<i32> = spare
+        .iter()
+        .filter_map(|p| i32::try_from(*p).ok())
+        .collect();
+    kill_all_orphans(&[me], &spare)
+}
+
+/// Kills, pass after pass, every orphan of `adopters` (see [`is_orphan`])
+/// not in or below `spare`, until two passes in a row find none; returns
+/// them.
+fn kill_all_orphans(adopters: &[i32], spare: &[i32]) -> Vec<i32> {
     let own = own_filters();
     let mut killed = HashSet::new();
     let mut quiet_passes = 0;
     let mut pause = Duration::ZERO;
     while quiet_passes < 2 {
-        let Some(pid) = kill_one(&adopters, own) else {
+        let Some(pid) = kill_one(adopters, spare, own) else {
             quiet_passes += 1;
             std::thread::sleep(Duration::from_millis(5));
             continue;
@@ -160,12 +181,16 @@ fn kill_orphans(pod: Pid) {
         };
         std::thread::sleep(pause);
     }
+    let mut killed: Vec<i32> = killed.into_iter().collect();
+    killed.sort_unstable();
+    killed
 }
 
 /// One pass over `/proc`, newest process first: kills the first marked
-/// process found whose nearest unmarked ancestor is one of `adopters`, and
-/// returns it; `None` when there is none.
-fn kill_one(adopters: &[i32], own: u32) -> Option<i32> {
+/// process found whose nearest unmarked ancestor is one of `adopters` (and
+/// that is not in or below `spare`), and returns it; `None` when there is
+/// none.
+fn kill_one(adopters: &[i32], spare: &[i32], own: u32) -> Option<i32> {
     let me = std::process::id() as i32;
     let mut pids: Vec<i32> = std::fs::read_dir("/proc")
         .ok()?
@@ -175,7 +200,7 @@ fn kill_one(adopters: &[i32], own: u32) -> Option<i32> {
     pids.sort_unstable_by(|a, b| b.cmp(a));
     let pid = pids
         .into_iter()
-        .find(|&pid| is_orphan(pid, adopters, own))?;
+        .find(|&pid| is_orphan(pid, adopters, spare, own))?;
     if let Some(target) = Pid::from_raw(pid) {
         let _ = kill_process(target, Signal::Kill);
     }
@@ -183,10 +208,11 @@ fn kill_one(adopters: &[i32], own: u32) -> Option<i32> {
 }
 
 /// Whether `pid` is a live marked process whose nearest unmarked ancestor
-/// is one of `adopters`. An ancestor that vanishes between two reads has
-/// handed its children on: the walk starts again from `pid`, which by then
-/// names its new parent. Only `pid` itself vanishing ends it.
-fn is_orphan(pid: i32, adopters: &[i32], own: u32) -> bool {
+/// is one of `adopters`, with neither it nor a marked ancestor in `spare`.
+/// An ancestor that vanishes between two reads has handed its children on:
+/// the walk starts again from `pid`, which by then names its new parent.
+/// Only `pid` itself vanishing ends it.
+fn is_orphan(pid: i32, adopters: &[i32], spare: &[i32], own: u32) -> bool {
     match status(pid) {
         // A zombie is dead already; its parent's `wait` is what it needs.
         Some(Status { zombie: true, .. }) | None => return false,
@@ -195,6 +221,9 @@ fn is_orphan(pid: i32, adopters: &[i32], own: u32) -> bool {
     }
     let mut current = pid;
     for _ in 0..4096 {
+        if spare.contains(&current) {
+            return false;
+        }
         let Some(Status { parent, .. }) = status(current) else {
             if current == pid {
                 return false;
