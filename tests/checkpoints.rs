@@ -319,6 +319,22 @@ fn an_undo_with_a_conflict_changes_nothing_and_its_force_hint_undoes_that_turn()
     assert_eq!(fs::read_to_string(ws.join("a.txt")).unwrap(), "by hand\n");
     assert_eq!(fs::read_to_string(ws.join("b.txt")).unwrap(), "turn\n");
     assert_eq!(pod.log_lines(), before, "nothing committed, no fork");
+    // The hint names the command that shows the change made by hand
+    // (`pod diff` alone shows only the turn's), and it does.
+    assert!(!said.contains("`pod diff` shows them"), "{said}");
+    let hinted = said
+        .split('`')
+        .find(|part| part.starts_with("pod diff --since "))
+        .unwrap_or_else(|| panic!("no `pod diff --since` hint: {said}"))
+        .to_owned();
+    let mut words = hinted.split_whitespace().skip(1);
+    let shown = succeeded(
+        pod.command(words.next().unwrap())
+            .args(words)
+            .output()
+            .unwrap(),
+    );
+    assert!(shown.contains("+by hand"), "{hinted}: {shown}");
 
     let out = succeeded(pod.command("undo").arg("--force").output().unwrap());
     assert!(out.contains("written  a.txt"), "{out}");
