@@ -38,6 +38,7 @@ pub fn run(
             max_output_tokens: args.max_output_tokens,
             tool_choice: args.tool_choice,
         },
+        pod_name: paths.name_given.then(|| paths.name.clone()),
     };
     if provider_config.kind.is_none() {
         eprintln!("pod: no --provider given: {}", why_chosen(&provider_config));
