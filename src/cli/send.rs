@@ -227,7 +227,12 @@ fn local_file(path: &str, workspace: &std::path::Path) -> Option<String> {
     };
     let here = std::path::Path::new(path);
     if inside(here) {
-        return here.canonicalize().ok().map(|p| p.display().to_string());
+        // Relative to the workspace, as the TUI sends a completed `@path`:
+        // every client draws the message as typed, not as an absolute path
+        // of this machine.
+        let real = here.canonicalize().ok()?;
+        let relative = real.strip_prefix(&workspace).ok()?;
+        return Some(relative.display().to_string());
     }
     inside(&workspace.join(here)).then(|| path.to_owned())
 }
