@@ -319,6 +319,22 @@ fn an_undo_with_a_conflict_changes_nothing_and_its_force_hint_undoes_that_turn()
     assert_eq!(fs::read_to_string(ws.join("a.txt")).unwrap(), "by hand\n");
     assert_eq!(fs::read_to_string(ws.join("b.txt")).unwrap(), "turn\n");
     assert_eq!(pod.log_lines(), before, "nothing committed, no fork");
+    // The hint names the command that shows the change made by hand
+    // (`pod diff` alone shows only the turn's), and it does.
+    assert!(!said.contains("`pod diff` shows them"), "{said}");
+    let hinted = said
+        .split('`')
+        .find(|part| part.starts_with("pod diff --since "))
+        .unwrap_or_else(|| panic!("no `pod diff --since` hint: {said}"))
+        .to_owned();
+    let mut words = hinted.split_whitespace().skip(1);
+    let shown = succeeded(
+        pod.command(words.next().unwrap())
+            .args(words)
+            .output()
+            .unwrap(),
+    );
+    assert!(shown.contains("+by hand"), "{hinted}: {shown}");
 
     let out = succeeded(pod.command("undo").arg("--force").output().unwrap());
     assert!(out.contains("written  a.txt"), "{out}");
@@ -567,4 +583,41 @@ fn a_pod_killed_mid_checkpoint_commits_no_checkpoint_and_leaves_no_torn_object()
     let checkpoints = entries_of(&pod, "checkpoint");
     assert_eq!(checkpoints.len(), 2, "{:?}", pod.log_lines());
     assert!(checkpoints[0]["entry"]["checkpoint"].is_string());
+}
+
+/// A daemon a command left (a setsid'd loop the pod adopted) keeps writing
+/// a file: `pod undo` kills it before putting the file back, says so, and
+/// the file stays as restored.
+#[test]
+fn undo_stops_a_daemon_that_rewrites_a_file_before_restoring_it() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join("ws")).unwrap();
+    fs::write(dir.path().join("ws/notes.txt"), "original\n").unwrap();
+    let command = "echo model > notes.txt; \
+        setsid bash -c 'while :; do echo tampered > notes.txt; sleep 0.02; done' \
+        </dev/null >/dev/null 2>&1 & \
+        while ! grep -q tampered notes.txt; do sleep 0.02; done; echo started";
+    let script = [
+        call("c1", "bash", json!({ "command": command })),
+        text("done"),
+    ]
+    .join("\n");
+    let pod = Pod::builder().in_dir(dir).script(&script).start();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.run("start the writer");
+    c.until_entry("turn_end");
+    let notes = pod.workspace.join("notes.txt");
+    assert_eq!(fs::read_to_string(&notes).unwrap(), "tampered\n");
+
+    // `--force`: the checkpoint at the turn's end may have caught the
+    // file between the loop's truncate and its write, which would read as
+    // a change made outside the turn.
+    let out = succeeded(pod.command("undo").arg("--force").output().unwrap());
+    assert!(out.contains("written  notes.txt"), "{out}");
+    // The loop, and its `sleep` if one ran at that instant.
+    assert!(out.starts_with("stopped "), "{out}");
+    assert!(out.contains("a tool left running (pid "), "{out}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(fs::read_to_string(&notes).unwrap(), "original\n");
 }

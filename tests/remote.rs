@@ -848,3 +848,147 @@ fn a_websocket_client_that_stops_reading_is_cut_off_with_lagged() {
     assert!(lagged, "no lagged error after {bytes} bytes");
     assert!(bytes < 12_000_000, "the stuck client got everything");
 }
+
+/// What a tool that reaches the Unix-socket door sees: it connects with
+/// the full token planted for it and prints the access its greeting gives.
+const TOOL_AT_THE_DOOR: &str = r#"
+import base64, os, re, socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(10)
+token = open(sys.argv[2]).read().strip()
+key = base64.b64encode(os.urandom(16)).decode()
+s.sendall(("GET /v1/ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+           "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
+           "Authorization: Bearer %s\r\n\r\n" % (key, token)).encode())
+data = b""
+while b'"access":' not in data:
+    chunk = s.recv(65536)
+    if not chunk: break
+    data += chunk
+print("status:", data.split(b"\r\n")[0].decode())
+for field in ("access", "access_reason"):
+    m = re.search(rb'"%s":"(\w+)"' % field.encode(), data)
+    print(field + ":", m.group(1).decode() if m else None)
+"#;
+
+/// `--listen unix:PATH`: the same protocol, for a reverse proxy on this
+/// machine, on a Unix socket only this user may open (0600). A real
+/// WebSocket client over it — the proxy's place — passes the same `Host`
+/// and token checks and gets full access with a full token; a process a
+/// pod started (here with Unix sockets opened to it) gets read-only access
+/// whatever token it holds, as on the pod's own socket; the pairing link
+/// names the proxy's origin.
+#[test]
+fn the_unix_socket_door_serves_a_proxy_and_keeps_tools_read_only() {
+    use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
+    // Not under /tmp, where the sandbox lets tools write (refused, below).
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let door = dir.path().join("web.sock");
+    let planted = dir.path().join("planted-token");
+    let command = format!(
+        "python3 - '{}' '{}' <<'EOF'\n{TOOL_AT_THE_DOOR}\nEOF",
+        door.display(),
+        planted.display()
+    );
+    let pod = Pod::builder()
+        .in_dir(dir)
+        .script(&harness::bash_step(&[("b1", &command)]))
+        .arg(format!("--listen=unix:{}", door.display()))
+        .args(["--allow-host", "pod.example.org"])
+        .args(["--allow-origin", "https://pod.example.org"])
+        .args(["--sandbox-unix-sockets", "on"])
+        .start();
+    let mut local = pod.client();
+    let snapshot = local.until_type("snapshot");
+    let meta = std::fs::symlink_metadata(&door).unwrap();
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        snapshot["greeting"]["listen"]["address"],
+        format!("unix:{}", door.display())
+    );
+
+    let token = token(&pod, &[]);
+    let url = "ws://pod.example.org/v1/ws";
+    let auth = bearer(&token);
+    let mut ws = harness::ws::open_unix(&door, url, &[("authorization", &auth)])
+        .expect("the proxy's request is accepted");
+    let Message::Text(first) = ws.read().unwrap() else {
+        panic!("the first message is not text");
+    };
+    let first: Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(first["type"], "snapshot");
+    assert_eq!(first["greeting"]["access"], "full", "{first}");
+
+    let (status, body) = harness::ws::open_unix(&door, url, &[]).unwrap_err();
+    assert_eq!((status, body["code"].as_str()), (401, Some("unauthorized")));
+    let (status, _) = harness::ws::open_unix(
+        &door,
+        "ws://evil.example/v1/ws",
+        &[("authorization", &auth)],
+    )
+    .unwrap_err();
+    assert_eq!(status, 421, "a Host nobody allowed is refused");
+
+    let link = succeeded(pod.command("url").output().unwrap());
+    assert!(
+        link.trim().starts_with("https://pod.example.org/#pair="),
+        "{link}"
+    );
+
+    std::fs::write(&planted, &token).unwrap();
+    local.run("go");
+    let results = local.until_entry("tool_results").to_string();
+    assert!(results.contains("status: HTTP/1.1 101"), "{results}");
+    assert!(results.contains("access: read"), "{results}");
+    assert!(results.contains("access_reason: descendant"), "{results}");
+}
+
+/// A door where the pod's tools may write would let one put its own socket
+/// there and take what the proxy forwards: refused at start, as TLS on it
+/// is (the proxy terminates TLS).
+#[test]
+fn a_unix_socket_door_where_tools_write_or_with_tls_is_refused_at_start() {
+    for (listen, extra, says) in [
+        (
+            "unix:/tmp/pod-door.sock",
+            &[][..],
+            "where the pod's tools may write",
+        ),
+        (
+            "unix:WORKSPACE/door.sock",
+            &[][..],
+            "where the pod's tools may write",
+        ),
+        (
+            "unix:TARGET/door.sock",
+            &["--tls-cert", "c.pem", "--tls-key", "k.pem"][..],
+            "leave out --tls-cert",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = dir.path().join("ws");
+        std::fs::create_dir_all(&workspace).unwrap();
+        let script = dir.path().join("script.jsonl");
+        std::fs::write(&script, "").unwrap();
+        let listen = listen
+            .replace("WORKSPACE", &workspace.display().to_string())
+            .replace("TARGET", env!("CARGO_TARGET_TMPDIR"));
+        let out = std::process::Command::new(harness::POD)
+            .args(["serve", "--provider", "script", "--script"])
+            .arg(&script)
+            .arg("--workspace")
+            .arg(&workspace)
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .arg("--socket")
+            .arg(dir.path().join("pod.sock"))
+            .arg(format!("--listen={listen}"))
+            .args(extra)
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{listen}: {err}");
+        assert!(err.contains(says), "{listen}: {err}");
+    }
+}

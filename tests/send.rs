@@ -583,3 +583,35 @@ fn an_at_path_in_the_text_is_a_file_ref() {
         ])
     );
 }
+
+/// `pod send "@README.md"` from the workspace (or `@a.rs` from one of its
+/// directories) sends the path relative to the workspace, as the TUI does,
+/// so every client draws it as typed, not as this machine's absolute path
+/// (issue 36).
+#[test]
+fn an_at_path_from_inside_the_workspace_is_sent_relative_to_it() {
+    let pod = Pod::builder()
+        .script(&reply(json!([{"text": "ok"}])))
+        .start();
+    std::fs::write(pod.workspace.join("README.md"), "# hi\n").unwrap();
+    std::fs::create_dir_all(pod.workspace.join("src")).unwrap();
+    std::fs::write(pod.workspace.join("src/a.rs"), "fn a() {}\n").unwrap();
+    let output = pod
+        .command("send")
+        .args(["--text", "read @README.md and @a.rs"])
+        .current_dir(pod.workspace.join("src"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let segments = first_message(&pod);
+    // README.md is not in src/: it resolves against the workspace, as given.
+    assert_eq!(
+        segments,
+        json!([
+            {"type":"text","text":"read "},
+            {"type":"file_ref","path":"README.md"},
+            {"type":"text","text":" and "},
+            {"type":"file_ref","path":"src/a.rs"},
+        ])
+    );
+}

@@ -350,3 +350,228 @@ fn no_cli_prints_a_tools_or_the_models_control_characters() {
     assert_inert("pod sessions", &sessions);
     assert!(sessions.contains("go\\e[31m red"), "{sessions}");
 }
+
+/// This pod's reaper: the child of `pod` run as `pod __reaper`.
+fn reaper_of(pod: u32) -> i32 {
+    let mut found = 0;
+    eventually("the reaper runs", Duration::from_secs(10), || {
+        found = command_lines()
+            .into_iter()
+            .find(|(pid, line)| line.contains("__reaper") && parent_of(*pid) == Some(pod as i32))
+            .map_or(0, |(pid, _)| pid);
+        found != 0
+    });
+    found
+}
+
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+fn kill9_all(pids: &[i32]) {
+    for pid in pids {
+        if let Some(pid) = rustix::process::Pid::from_raw(*pid) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::Kill);
+        }
+    }
+}
+
+/// A sandboxed command cannot stop (or kill) the pod or its reaper — the
+/// first step of taking over the pod's port — while it still signals what
+/// it started itself. Each `STOP` that got through is undone at once, so
+/// on a pod without the scope the test fails on its assertions, not by
+/// hanging.
+#[test]
+fn a_command_cannot_stop_the_pod_or_its_reaper() {
+    let command = "pod=$(cat pod.pid); reaper=$(cat reaper.pid); \
+         kill -STOP $pod; echo \"stop pod: $?\"; kill -CONT $pod; \
+         kill -STOP $reaper; echo \"stop reaper: $?\"; kill -CONT $reaper; \
+         kill -0 $pod; echo \"probe pod: $?\"; \
+         sleep 30 & kill $!; wait $!; echo \"own child: $?\"";
+    let pod = Pod::builder()
+        .script(
+            &[
+                bash_call("c1", command),
+                text("done"),
+                text("still answering"),
+            ]
+            .join("\n"),
+        )
+        .start();
+    let mut client = pod.client();
+    let snapshot = client.until_type("snapshot");
+    let pid = snapshot["greeting"]["pid"].as_u64().unwrap() as u32;
+    assert_eq!(pid, pod.pid());
+    std::fs::write(pod.workspace.join("pod.pid"), pid.to_string()).unwrap();
+    let reaper = reaper_of(pid);
+    std::fs::write(pod.workspace.join("reaper.pid"), reaper.to_string()).unwrap();
+    client.run("go");
+    let results = client.until_entry("tool_results");
+    client.until_entry("turn_end");
+    let out = results["entry"]["results"][0]["output"].as_str().unwrap();
+    assert!(out.contains("stop pod: 1"), "{out}");
+    assert!(out.contains("stop reaper: 1"), "{out}");
+    assert!(out.contains("probe pod: 1"), "{out}");
+    assert!(out.contains("Operation not permitted"), "{out}");
+    assert!(out.contains("own child: 143"), "{out}");
+    assert!(
+        out.contains("may signal only processes it started"),
+        "{out}"
+    );
+    client.run("again");
+    let reply = client.until_entry("assistant_items");
+    assert!(reply.to_string().contains("still answering"), "{reply}");
+    assert!(
+        parent_of(reaper) == Some(pid as i32),
+        "the reaper still runs beside the pod"
+    );
+}
+
+/// A daemon that keeps forking — each link forks the next and exits, in a
+/// session of its own — is gone once the pod stops: the reaper keeps
+/// passing over `/proc` until none is left, killing each link as it finds
+/// it.
+#[test]
+fn a_forking_daemon_chain_is_gone_once_the_pod_stops() {
+    let tag = format!("pod-chain-{}", uuid::Uuid::new_v4().simple());
+    // Every link is a fork of the `exec -a`-named bash, so it carries the
+    // tag, and truncates `beat` (a builtin: no process of its own), so the
+    // test sees it live without catching one; `stop-chain` in the
+    // workspace ends a chain the pod failed to.
+    let command = format!(
+        "setsid bash -c 'exec -a {tag} bash -c \"step() {{ [ -e stop-chain ] && exit; \
+         : > beat; ( step ) & exit; }}; touch ready; step\"' </dev/null >/dev/null 2>&1 & \
+         while [ ! -e ready ]; do sleep 0.05; done; echo started"
+    );
+    let mut pod = Pod::builder()
+        .script(&[bash_call("c1", &command), text("done")].join("\n"))
+        .start();
+    let out = turn(&pod);
+    assert!(out.contains("started"), "{out}");
+    let beat = pod.workspace.join("beat");
+    let beating = |over: Duration| {
+        let before = std::fs::metadata(&beat).and_then(|m| m.modified()).ok();
+        std::thread::sleep(over);
+        std::fs::metadata(&beat).and_then(|m| m.modified()).ok() != before
+    };
+    // Still running well after the command ended: it is a daemon.
+    assert!(
+        beating(Duration::from_millis(300)),
+        "the chain ended by itself"
+    );
+    harness::succeeded(pod.command("stop").output().unwrap());
+    pod.wait_exit(Duration::from_secs(20));
+    let gone = (0..50).any(|_| !beating(Duration::from_millis(200)));
+    std::fs::write(pod.workspace.join("stop-chain"), "").unwrap();
+    eventually("the chain stops", Duration::from_secs(10), || {
+        !beating(Duration::from_millis(200))
+    });
+    assert!(gone, "a forking chain outlived the pod by 10 s");
+}
+
+/// Starts `pod serve` in `dir` (`ws`, `data`, `run/pod.sock`, as the
+/// harness lays it out) under a Python process that makes itself a child
+/// subreaper: what the pod leaves when it dies is handed to that process,
+/// not to init, so no other test's reaper (which kills the orphans handed
+/// to its own adopter) takes it.
+fn serve_under_a_subreaper(dir: &std::path::Path, script: &str) -> std::process::Child {
+    std::fs::create_dir_all(dir.join("ws")).unwrap();
+    std::fs::write(dir.join("script.jsonl"), script).unwrap();
+    let wrapper = r#"
+import ctypes, os, subprocess, sys
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
+subprocess.Popen(sys.argv[1:])
+while True:
+    try: os.wait()
+    except ChildProcessError: break
+"#;
+    let child = std::process::Command::new("python3")
+        .args(["-c", wrapper, harness::POD, "serve", "--approval", "auto"])
+        .args(["--provider", "script", "--script"])
+        .arg(dir.join("script.jsonl"))
+        .arg("--socket")
+        .arg(dir.join("run/pod.sock"))
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .arg("--workspace")
+        .arg(dir.join("ws"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    eventually("the pod listens", Duration::from_secs(20), || {
+        std::os::unix::net::UnixStream::connect(dir.join("run/pod.sock")).is_ok()
+    });
+    child
+}
+
+/// A pod that starts while tool processes of a dead pod still run in its
+/// workspace (here: its reaper was killed before the pod) says so, with
+/// their pids and how to stop them.
+#[test]
+fn a_pod_warns_of_tool_processes_a_dead_pod_left_in_its_workspace() {
+    let tag = format!("pod-leftover-{}", uuid::Uuid::new_v4().simple());
+    let command = format!(
+        "setsid bash -c 'touch ready; exec -a {tag} sleep 300' </dev/null >/dev/null 2>&1 & \
+         while [ ! -e ready ]; do sleep 0.05; done; echo started"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut subreaper = serve_under_a_subreaper(
+        dir.path(),
+        &[bash_call("c1", &command), text("done")].join("\n"),
+    );
+    let mut client = Client::connect(&dir.path().join("run/pod.sock"));
+    let pid = client.until_type("snapshot")["greeting"]["pid"]
+        .as_u64()
+        .unwrap() as i32;
+    client.run("go");
+    let out = client.until_entry("tool_results").to_string();
+    client.until_entry("turn_end");
+    assert!(out.contains("started"), "{out}");
+    eventually("the daemon runs", Duration::from_secs(10), || {
+        daemons(&tag).len() == 1
+    });
+    let daemon = daemons(&tag)[0];
+    kill9_all(&[reaper_of(pid as u32)]);
+    kill9_all(&[pid]);
+    eventually("the pod is gone", Duration::from_secs(10), || {
+        parent_of(pid).is_none()
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(daemons(&tag), [daemon], "nothing killed the daemon");
+
+    let mut again = Pod::builder().in_dir(dir).start();
+    let stderr = again.child.stderr.take().unwrap();
+    let (lines, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let warning = std::iter::from_fn(|| rx.recv_timeout(Duration::from_secs(10)).ok())
+        .find(|line| line.starts_with("warning:") && line.contains("still run"));
+    let snapshot = again.client().until_type("snapshot");
+    kill9_all(&[daemon]);
+    let warning = warning.expect("no warning of the leftover process");
+    assert!(warning.contains(&format!("{daemon} (sleep)")), "{warning}");
+    assert!(warning.contains(&format!("kill -9 {daemon}")), "{warning}");
+    let _ = subreaper.kill();
+    let _ = subreaper.wait();
+    let warnings = snapshot["greeting"]["warnings"].to_string();
+    assert!(
+        warnings.contains(&format!("kill -9 {daemon}")),
+        "{warnings}"
+    );
+}

@@ -564,7 +564,8 @@ pub struct ServeArgs {
     )]
     pub pass_env: Vec<String>,
     /// Also serve the protocol over a WebSocket and the web client on ADDR
-    /// (e.g. 127.0.0.1:7878, [::]:7878); see docs/remote.md.
+    /// (e.g. 127.0.0.1:7878, [::]:7878), or on a Unix socket for a reverse proxy on this
+    /// machine (unix:PATH, mode 0600); see docs/remote.md.
     #[arg(long, env = "POD_LISTEN", value_name = "ADDR")]
     pub listen: Option<String>,
     /// The TLS certificate (PEM) for --listen: serve https:// and wss://.

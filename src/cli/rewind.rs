@@ -173,9 +173,11 @@ pub struct Forcing {
 /// longer remembers, and move `pod undo --force` to the message before.
 pub fn undo(paths: &Paths, forcing: Forcing) -> anyhow::Result<ExitCode> {
     with_pod(paths, async |events, sink, snap| {
-        let Some(last) = turns(&snap.entries).last().map(|t| t.seq) else {
+        let all = turns(&snap.entries);
+        let Some(last) = all.last().map(|t| t.seq) else {
             return Ok(failed("nothing to undo: this session has no message yet"));
         };
+        let last_turn = all.last().and_then(|t| t.turn_id.clone());
         let method = rewind_method(Some(last), None, true, true, forcing, true);
         let response = match call(events, sink, method).await? {
             Ok(r) => r,
@@ -197,9 +199,17 @@ pub fn undo(paths: &Paths, forcing: Forcing) -> anyhow::Result<ExitCode> {
         }
         said.push_str(
             "The files and the conversation are as they were. `pod undo --force` undoes the \
-             same turn, putting those files back as they were before it (the changes made \
-             outside the turn are lost; `pod diff` shows them first).",
+             same turn, putting those files back as they were before it: the changes made \
+             outside the turn are lost, so copy a file aside to keep your version.",
         );
+        // `pod diff` alone shows only what the turn changed; from the
+        // turn's start to the files as they are now shows both.
+        if let Some(id) = last_turn {
+            said.push_str(&format!(
+                " `pod diff --since {id}` shows what the turn and the later changes did \
+                 together, against the files as they are now."
+            ));
+        }
         eprintln!("{}", crate::safe_text::lines(&said));
         Ok(ExitCode::from(exit::FAILED))
     })
@@ -326,6 +336,16 @@ async fn rewind_with(
 /// follows each conflict, when a command can still restore it.
 fn rewind_report(r: &Response, conflict_hint: Option<&str>) -> String {
     let mut out = String::new();
+    if let Some(pids) = r.processes_stopped.as_deref().filter(|p| !p.is_empty()) {
+        let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+        out.push_str(&format!(
+            "stopped {} process{} a tool left running (pid {}), so that none writes over the \
+             restored files\n",
+            pids.len(),
+            if pids.len() == 1 { "" } else { "es" },
+            pids.join(", ")
+        ));
+    }
     let restored = r.files_restored.as_deref().unwrap_or_default();
     if restored.is_empty() {
         out.push_str("no file restored\n");

@@ -98,16 +98,17 @@ pub fn run(paths: &Paths, args: SendArgs, starting: Starting) -> anyhow::Result<
         && !starting.socket_given
         && !paths.is_remote()
         && !crate::tools::process::under_a_pod();
+    // A pod with a `--name` is stopped by that name.
+    let name_flag = if paths.name_given {
+        format!(" --name {}", paths.name)
+    } else {
+        String::new()
+    };
     if may_start && super::connect::nobody_listens(&paths.socket) {
         if let Err(e) = super::serve::start_background(paths, starting.config, starting.given) {
             eprintln!("pod: no pod was running for this workspace, and starting one failed: {e:#}");
             return Ok(ExitCode::from(exit::NO_POD));
         }
-        let name_flag = if paths.name_given {
-            format!(" --name {}", paths.name)
-        } else {
-            String::new()
-        };
         eprintln!(
             "pod: started the pod {:?} for {} (it keeps running; `pod{name_flag} stop` stops it)",
             paths.name,
@@ -124,7 +125,8 @@ pub fn run(paths: &Paths, args: SendArgs, starting: Starting) -> anyhow::Result<
             .collect();
         eprintln!(
             "pod: a pod is already running, so {} set nothing: they are for a pod `pod send` \
-             starts (`pod stop` first to start one with them; `pod status` shows what it runs)",
+             starts (`pod{name_flag} stop` first to start one with them; `pod{name_flag} \
+             status` shows what it runs)",
             safe_text::line(&flags.join(" "))
         );
     }
@@ -225,7 +227,12 @@ fn local_file(path: &str, workspace: &std::path::Path) -> Option<String> {
     };
     let here = std::path::Path::new(path);
     if inside(here) {
-        return here.canonicalize().ok().map(|p| p.display().to_string());
+        // Relative to the workspace, as the TUI sends a completed `@path`:
+        // every client draws the message as typed, not as an absolute path
+        // of this machine.
+        let real = here.canonicalize().ok()?;
+        let relative = real.strip_prefix(&workspace).ok()?;
+        return Some(relative.display().to_string());
     }
     inside(&workspace.join(here)).then(|| path.to_owned())
 }

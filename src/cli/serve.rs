@@ -1,7 +1,7 @@
 //! `pod serve`, and `pod` / `pod attach`, which start one when needed.
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -75,6 +75,7 @@ pub(super) fn serve_config(
             max_output_tokens: args.max_output_tokens,
             tool_choice: args.tool_choice,
         },
+        pod_name: paths.name_given.then(|| paths.name.clone()),
     };
     if provider_config.kind.is_none() {
         eprintln!("pod: no --provider given: {}", why_chosen(&provider_config));
@@ -92,9 +93,19 @@ pub(super) fn serve_config(
     let remote = match args.listen {
         Some(listen) => {
             let tls = args.tls_cert.zip(args.tls_key);
-            if let Err(why) =
-                crate::remote::check_plaintext(&listen, tls.is_some(), args.allow_plaintext)
-            {
+            // Where the sandbox lets tools write (it is built later).
+            let tool_writable: Vec<PathBuf> = [Some(workspace_root.clone()), Some("/tmp".into())]
+                .into_iter()
+                .chain([std::env::var_os("TMPDIR").map(PathBuf::from)])
+                .flatten()
+                .filter_map(|dir| std::fs::canonicalize(dir).ok())
+                .collect();
+            if let Err(why) = crate::remote::check_listen(
+                &listen,
+                tls.is_some(),
+                args.allow_plaintext,
+                &tool_writable,
+            ) {
                 eprintln!("pod: {why}");
                 return Ok(Err(ExitCode::from(super::connect::exit::USAGE)));
             }

@@ -103,6 +103,11 @@ impl ProcessSlot {
         *self.lock() = pid;
     }
 
+    /// The pid of the server's process, leaving it in place.
+    pub fn get(&self) -> Option<u32> {
+        *self.lock()
+    }
+
     /// Takes the pid: the caller is now the one to end the group.
     pub fn take(&self) -> Option<u32> {
         self.lock().take()

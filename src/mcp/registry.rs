@@ -300,6 +300,15 @@ impl McpRegistry {
         })
     }
 
+    /// The pids of the server processes running now: tool processes the
+    /// pod keeps on purpose, which a rewind's clean-up spares.
+    pub fn pids(&self) -> Vec<u32> {
+        self.servers
+            .iter()
+            .filter_map(|s| s.process.get())
+            .collect()
+    }
+
     /// Ends every server process the supervisors left, for when the pod
     /// stops (its actors are gone by then, their clean-up not guaranteed):
     /// SIGTERM to each process group, up to [`STOP_GRACE`] for them to exit,

@@ -256,6 +256,8 @@ pub struct Rewound {
     pub files_restored: Vec<RestoredFile>,
     pub conflicts: Vec<String>,
     pub not_restored: Vec<NotRestored>,
+    /// Processes tools left running, killed before any file was restored.
+    pub processes_stopped: Vec<u32>,
     /// The conversation moved to this session (with its entries).
     pub switched: Option<super::session_log::switch::NewSession>,
 }
@@ -399,6 +401,19 @@ pub async fn rewind(
         }
         env.toolbox.jobs().kill_all().await;
     }
+    // So does a daemon a command left (the pod adopted it): it may be
+    // rewriting a file in a loop, or swapping a directory for a link.
+    let mut processes_stopped = Vec::new();
+    if request.files && plan.target.is_some() {
+        let spare = env.toolbox.mcp_server_pids();
+        processes_stopped =
+            tokio::task::spawn_blocking(move || crate::tools::reaper::stop_adopted(&spare))
+                .await
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|pid| u32::try_from(pid).ok())
+                .collect();
+    }
     let mut before = None;
     let mut outcome = restore::Outcome::default();
     let mut conflicts = Vec::new();
@@ -466,6 +481,7 @@ pub async fn rewind(
                     files_restored: Vec::new(),
                     conflicts: left,
                     not_restored: Vec::new(),
+                    processes_stopped,
                     switched: None,
                 })
             }
@@ -520,6 +536,7 @@ pub async fn rewind(
         files_restored: outcome.restored,
         conflicts,
         not_restored: outcome.not_restored,
+        processes_stopped,
         switched,
     })
 }

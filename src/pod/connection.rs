@@ -530,8 +530,11 @@ fn token_answer(
                 ));
             };
             let code = tokens.issue_pairing(read_only);
+            let url = listening
+                .pairing_url(host.as_deref(), &code)
+                .map_err(|why| (ErrorCode::InvalidParams, why))?;
             Response {
-                url: Some(listening.pairing_url(host.as_deref(), &code)),
+                url: Some(url),
                 ..Response::default()
             }
         }

@@ -23,6 +23,7 @@
 //!   as a tool too: the safe mistake, said in docs/approvals.md.
 
 use std::collections::HashSet;
+use std::path::Path;
 use std::time::Duration;
 
 use rustix::process::{getpid, Pid, WaitOptions};
@@ -84,6 +85,82 @@ fn stat(pid: u32) -> Option<(char, u32)> {
 
 fn parent_of(pid: u32) -> Option<u32> {
     stat(pid).map(|(_, parent)| parent)
+}
+
+/// The tool processes a dead pod left running in `workspace`: processes
+/// carrying the marker whose working directory is in the workspace and
+/// whose nearest unmarked ancestor is not a pod (a live pod's tools have
+/// that pod there: it is their subreaper). The reaper kills these when a pod
+/// dies; any found as a pod starts outlived it — a reaper that was killed
+/// first, or one of a pod built before it looped without limit — and may
+/// still change the workspace or wait for the user's next client. Blocking:
+/// reads `/proc`.
+pub fn leftovers(workspace: &Path) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let own = own_filters();
+    let marked = |pid: u32| crate::tools::process::seccomp_filters(pid).is_some_and(|n| n > own);
+    let pod_comm = comm(getpid().as_raw_nonzero().get() as u32);
+    let mut found: Vec<u32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| matches!(stat(pid), Some((state, _)) if state != 'Z'))
+        .filter(|&pid| marked(pid))
+        .filter(|&pid| {
+            std::fs::read_link(format!("/proc/{pid}/cwd"))
+                .is_ok_and(|cwd| cwd.starts_with(workspace))
+        })
+        .filter(|&pid| {
+            let mut current = pid;
+            for _ in 0..4096 {
+                match parent_of(current) {
+                    Some(parent) if marked(parent) => current = parent,
+                    Some(parent) => return pod_comm.is_some() && comm(parent) != pod_comm,
+                    None => return false,
+                }
+            }
+            false
+        })
+        .collect();
+    found.sort_unstable();
+    found
+}
+
+/// The warning a starting pod prints for [`leftovers`], `None` when there
+/// are none.
+pub fn leftovers_warning(workspace: &Path) -> Option<String> {
+    let pids = leftovers(workspace);
+    if pids.is_empty() {
+        return None;
+    }
+    let listed: Vec<String> = pids
+        .iter()
+        .map(|pid| match comm(*pid) {
+            Some(name) => format!("{pid} ({name})"),
+            None => pid.to_string(),
+        })
+        .collect();
+    let numbers: Vec<String> = pids.iter().map(u32::to_string).collect();
+    Some(format!(
+        "{} process{} started by the tools of a pod that is gone still run{} in this workspace:          {}. They may go on changing files, or wait for this pod's port or socket; stop them          with `kill -9 {}` unless you started them yourself (see docs/sandbox.md)",
+        pids.len(),
+        if pids.len() == 1 { "" } else { "es" },
+        if pids.len() == 1 { "s" } else { "" },
+        listed.join(", "),
+        numbers.join(" ")
+    ))
+}
+
+/// How many seccomp filters this pod runs under.
+fn own_filters() -> u32 {
+    crate::tools::process::seccomp_filters(std::process::id()).unwrap_or(0)
+}
+
+/// A process's name (`/proc/PID/comm`), as `ps` shows it.
+fn comm(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|name| name.trim_end().to_owned())
 }
 
 /// The pod's zombie children.

@@ -190,6 +190,10 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         );
     }
 
+    let leftovers = descendants::leftovers_warning(workspace.root());
+    if let Some(warning) = &leftovers {
+        eprintln!("warning: {warning}");
+    }
     descendants::become_subreaper();
     let socket = config.socket.clone();
     let bound = system.block_on(async move {
@@ -227,11 +231,11 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
                     config.limits.max_frame_bytes,
                     blobs.clone(),
                 )?;
-                let scheme = if listening.tls { "https" } else { "http" };
                 eprintln!(
-                    "pod {:?}: listening on {scheme}://{} (WebSocket /v1/ws); `pod url` prints a \
-                     link for a browser or phone, `pod token create` a device token",
-                    config.name, listening.address
+                    "pod {:?}: listening on {}; `pod url` prints a link for a browser or \
+                     phone, `pod token create` a device token",
+                    config.name,
+                    listening.describe()
                 );
                 Some(listening)
             }
@@ -287,7 +291,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             allow_remote_always: config.allow_remote_always,
             max_context_images: config.max_context_images,
             agents: config.agents,
-            warnings: config.warnings.clone(),
+            warnings: config.warnings.iter().cloned().chain(leftovers).collect(),
         });
         let started = start_pod(
             &shared,

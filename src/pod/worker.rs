@@ -453,6 +453,8 @@ impl Worker {
                             files_restored: Some(done.files_restored),
                             conflicts: Some(done.conflicts),
                             not_restored: Some(done.not_restored),
+                            processes_stopped: (!done.processes_stopped.is_empty())
+                                .then_some(done.processes_stopped),
                             ..Response::default()
                         });
                         if switched {

@@ -178,7 +178,8 @@ pub enum AccessReason {
 /// The pod's network listener, as the greeting tells it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ListenInfo {
-    /// `HOST:PORT` as bound (IPv6 in brackets).
+    /// `HOST:PORT` as bound (IPv6 in brackets), or `unix:PATH` for a Unix
+    /// socket a reverse proxy on the pod's machine forwards to.
     pub address: String,
     pub tls: bool,
 }
@@ -524,6 +525,11 @@ pub struct Response {
     pub conflicts: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_restored: Option<Vec<crate::protocol::NotRestored>>,
+    /// `rewind`: the pids of processes tools left running (daemons the pod
+    /// adopted) that it killed before putting files back, so that none
+    /// writes over them. Absent when there were none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes_stopped: Option<Vec<u32>>,
     /// `get_diff`: the unified diff, the files it covers, whether it was cut.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,

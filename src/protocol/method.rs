@@ -494,6 +494,7 @@ mod tests {
                 from: "ab".into(),
                 to: None,
                 path: Some("src".into()),
+                binary: true,
             },
             Method::GetFile {
                 checkpoint: "ab".into(),

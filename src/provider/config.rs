@@ -33,6 +33,9 @@ pub struct ProviderConfig {
     pub anthropic_api_key: Option<String>,
     pub retry: RetryPolicy,
     pub output: OutputOptions,
+    /// `--name`, when the pod was given one: the offline model's reply
+    /// names it in the commands it suggests.
+    pub pod_name: Option<String>,
 }
 
 impl ProviderConfig {
@@ -66,6 +69,7 @@ pub fn build(config: &ProviderConfig) -> Result<Arc<dyn Provider>, BuildError> {
     Ok(match config.resolve_kind() {
         ProviderKind::Offline => Arc::new(Offline {
             model: model(offline::NAME),
+            pod_name: config.pod_name.clone(),
             ..Offline::default()
         }),
         ProviderKind::Script => {

@@ -20,6 +20,9 @@ pub struct Offline {
     /// pod started with `--model` says that model everywhere, as with any
     /// other provider, so scripts and clients can be tried offline.
     pub model: String,
+    /// The pod's `--name`, when it was given one: the commands the reply
+    /// suggests must reach this pod, not the workspace's default one.
+    pub pod_name: Option<String>,
 }
 
 impl Default for Offline {
@@ -27,6 +30,7 @@ impl Default for Offline {
         Self {
             word_delay: Duration::from_millis(4),
             model: NAME.to_owned(),
+            pod_name: None,
         }
     }
 }
@@ -45,7 +49,7 @@ impl Provider for Offline {
     }
 
     fn stream(&self, request: &ModelRequest<'_>) -> ModelStream {
-        let reply = reply_for(request);
+        let reply = reply_for(request, self.pod_name.as_deref());
         let input_tokens = crate::tokens::estimate_request_for(NAME, request);
         let output_tokens = crate::tokens::estimate(&reply);
         let delay = self.word_delay;
@@ -71,7 +75,7 @@ impl Provider for Offline {
 
 /// The reply: honest about what answered, useful about what was received
 /// and how to get a real model.
-fn reply_for(request: &ModelRequest<'_>) -> String {
+fn reply_for(request: &ModelRequest<'_>, pod_name: Option<&str>) -> String {
     // The user's own last input, past what the pod added after it (the
     // project's instructions follow a session's first input).
     let last = request.messages.iter().rev().find_map(|m| match m {
@@ -118,16 +122,22 @@ fn reply_for(request: &ModelRequest<'_>) -> String {
     }
     // Said to every client alike — the TUI, `pod send`, a phone — so it
     // names no key of one of them: the way out is a pod started again.
-    reply.push_str(
+    // A pod with a `--name` is reached by that name: `pod stop` would stop
+    // (or find no) other pod.
+    let pod = match pod_name {
+        Some(name) => format!("pod --name {name}"),
+        None => "pod".to_owned(),
+    };
+    reply.push_str(&format!(
         "\n\nTo talk to a real model, start this project's pod again with one of these, in \
-         its directory (plain `pod` offers to restart the running pod as asked; or `pod stop` \
-         it first):\n\
-         - `ANTHROPIC_API_KEY=... pod` (Anthropic)\n\
-         - `OPENAI_API_KEY=... pod` (OpenAI)\n\
-         - `pod --base-url http://localhost:11434/v1 --model llama3.2` (Ollama, \
+         its directory (plain `{pod}` offers to restart the running pod as asked; or `{pod} \
+         stop` it first):\n\
+         - `ANTHROPIC_API_KEY=... {pod}` (Anthropic)\n\
+         - `OPENAI_API_KEY=... {pod}` (OpenAI)\n\
+         - `{pod} --base-url http://localhost:11434/v1 --model llama3.2` (Ollama, \
          llama.cpp, vLLM or any OpenAI-compatible server)\n\n\
-         `--provider` and `--model` choose explicitly; docs/providers.md has the details.",
-    );
+         `--provider` and `--model` choose explicitly; docs/providers.md has the details."
+    ));
     reply
 }
 
@@ -254,7 +264,7 @@ mod tests {
             max_output_tokens: None,
             images: Vec::new(),
         };
-        let reply = reply_for(&request);
+        let reply = reply_for(&request, None);
         assert!(reply.contains("offline model"), "{reply}");
         assert!(!reply.contains("asked for model"), "{reply}");
         assert!(reply.contains("in 6 line(s)"), "{reply}");
@@ -278,6 +288,13 @@ mod tests {
             model: Some("gpt-4.1".into()),
             ..request
         };
-        assert!(reply_for(&other).contains("asked for model `gpt-4.1`"));
+        assert!(reply_for(&other, None).contains("asked for model `gpt-4.1`"));
+        // A pod with a name is stopped by that name (issue 36).
+        let named = reply_for(&other, Some("shared"));
+        assert!(named.contains("`pod --name shared stop`"), "{named}");
+        assert!(
+            named.contains("`ANTHROPIC_API_KEY=... pod --name shared`"),
+            "{named}"
+        );
     }
 }

@@ -16,7 +16,7 @@ mod server;
 pub mod tokens;
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -38,40 +38,133 @@ pub struct RemoteConfig {
     pub max_remote_clients: usize,
 }
 
+/// Where `--listen` serves.
+#[derive(Debug, Clone)]
+pub enum Door {
+    /// A TCP address, as bound.
+    Tcp(SocketAddr),
+    /// `unix:PATH`: a Unix socket (mode 0600) for a reverse proxy on this
+    /// machine — a door the pod's tools cannot reach while the sandbox
+    /// refuses them Unix sockets, where a proxy's TCP port is one they can.
+    Unix(PathBuf),
+}
+
+/// The prefix of `--listen` that names a Unix socket.
+const UNIX_PREFIX: &str = "unix:";
+
+/// The socket path of `--listen unix:PATH`, `None` for a TCP address.
+pub fn unix_path(listen: &str) -> Option<&Path> {
+    listen.strip_prefix(UNIX_PREFIX).map(Path::new)
+}
+
 /// Where the pod listens, for the greeting and for pairing links.
 #[derive(Debug, Clone)]
 pub struct Listening {
-    pub address: SocketAddr,
+    pub door: Door,
     pub tls: bool,
-    /// The host a pairing link names unless told otherwise: the
-    /// certificate's first DNS name, else this machine's name when
-    /// listening on a wildcard address, else the listen address.
+    /// Where a pairing link points unless told otherwise. Over TCP, the
+    /// host: the certificate's first DNS name, else this machine's name
+    /// when listening on a wildcard address, else the listen address.
+    /// Behind a Unix socket, the proxy's origin: the first
+    /// `--allow-origin`, if any.
     pub link_host: String,
 }
 
 impl Listening {
     pub fn info(&self) -> ListenInfo {
         ListenInfo {
-            address: self.address.to_string(),
+            address: match &self.door {
+                Door::Tcp(address) => address.to_string(),
+                Door::Unix(path) => format!("{UNIX_PREFIX}{}", path.display()),
+            },
             tls: self.tls,
         }
     }
 
+    /// What `pod serve` prints once it listens.
+    pub fn describe(&self) -> String {
+        match &self.door {
+            Door::Tcp(address) => {
+                let scheme = if self.tls { "https" } else { "http" };
+                format!("{scheme}://{address} (WebSocket /v1/ws)")
+            }
+            Door::Unix(path) => format!(
+                "{UNIX_PREFIX}{} (WebSocket /v1/ws), for a reverse proxy on this machine",
+                path.display()
+            ),
+        }
+    }
+
     /// The web client's URL with a one-time pairing code in its fragment.
-    pub fn pairing_url(&self, host: Option<&str>, code: &str) -> String {
-        let scheme = if self.tls { "https" } else { "http" };
-        let host = host.unwrap_or(&self.link_host);
-        let host = match host.parse::<std::net::Ipv6Addr>() {
+    /// Behind a Unix socket the link is the proxy's: `https://HOST/` for
+    /// `host`, else the proxy's origin; with neither, why there is none.
+    pub fn pairing_url(&self, host: Option<&str>, code: &str) -> Result<String, String> {
+        let bracketed = |host: &str| match host.parse::<std::net::Ipv6Addr>() {
             Ok(v6) => format!("[{v6}]"),
             Err(_) => host.to_owned(),
         };
-        format!("{scheme}://{host}:{}/#pair={code}", self.address.port())
+        match &self.door {
+            Door::Tcp(address) => {
+                let scheme = if self.tls { "https" } else { "http" };
+                let host = bracketed(host.unwrap_or(&self.link_host));
+                Ok(format!("{scheme}://{host}:{}/#pair={code}", address.port()))
+            }
+            Door::Unix(_) => match (host, self.link_host.as_str()) {
+                (Some(host), _) => Ok(format!("https://{}/#pair={code}", bracketed(host))),
+                (None, "") => Err("this pod listens on a Unix socket for a reverse proxy, so                                    it does not know the address a browser uses: give it as                                    `pod url --host NAME`, or start the pod with                                    --allow-origin https://NAME"
+                    .into()),
+                (None, origin) => Ok(format!("{origin}/#pair={code}")),
+            },
+        }
     }
 }
 
 /// Refuses plaintext on an address that is not loopback, unless
-/// `--allow-plaintext` says the network is already encrypted (a VPN).
-pub fn check_plaintext(listen: &str, tls: bool, allow_plaintext: bool) -> Result<(), String> {
+/// `--allow-plaintext` says the network is already encrypted (a VPN); and
+/// for `unix:PATH`, TLS (the proxy terminates it) and a path where the
+/// pod's tools may write (`tool_writable`: the workspace and the temp
+/// directories), where a tool could put a socket of its own in the door's
+/// place and receive what the proxy forwards, tokens included.
+pub fn check_listen(
+    listen: &str,
+    tls: bool,
+    allow_plaintext: bool,
+    tool_writable: &[PathBuf],
+) -> Result<(), String> {
+    if let Some(path) = unix_path(listen) {
+        if path.as_os_str().is_empty() {
+            return Err(format!(
+                "--listen {listen}: name the socket's path after `unix:` (e.g. \
+                 unix:$XDG_RUNTIME_DIR/pod/web.sock)"
+            ));
+        }
+        if tls {
+            return Err(format!(
+                "--listen {listen} serves a reverse proxy on this machine, which terminates \
+                 TLS itself: leave out --tls-cert and --tls-key"
+            ));
+        }
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let dir = std::fs::canonicalize(dir).map_err(|e| {
+            format!(
+                "--listen {listen}: cannot use the directory {}: {e}",
+                dir.display()
+            )
+        })?;
+        if let Some(writable) = tool_writable.iter().find(|w| dir.starts_with(w)) {
+            return Err(format!(
+                "--listen {listen} is under {}, where the pod's tools may write: one could put \
+                 a socket of its own in the door's place and receive what the proxy forwards, \
+                 device tokens included. Put it where only you write, e.g. \
+                 unix:$XDG_RUNTIME_DIR/pod/web.sock",
+                writable.display()
+            ));
+        }
+        return Ok(());
+    }
     if tls || allow_plaintext {
         return Ok(());
     }
@@ -84,9 +177,9 @@ pub fn check_plaintext(listen: &str, tls: bool, allow_plaintext: bool) -> Result
         Some(address) => Err(format!(
             "--listen {listen} ({address}) is reachable from other machines, and without TLS \
              anyone on the network could read the conversation and the device tokens. Give \
-             --tls-cert and --tls-key, listen on 127.0.0.1 and forward the port over SSH, or \
-             add --allow-plaintext if the network is already encrypted (a VPN); see \
-             docs/remote.md"
+             --tls-cert and --tls-key, listen on 127.0.0.1 and forward the port over SSH, \
+             listen on unix:PATH behind a reverse proxy, or add --allow-plaintext if the \
+             network is already encrypted (a VPN); see docs/remote.md"
         )),
     }
 }
@@ -100,6 +193,33 @@ pub fn start(
     max_frame_bytes: usize,
     blobs: Option<crate::blobs::Blobs>,
 ) -> anyhow::Result<Listening> {
+    if let Some(path) = unix_path(&config.listen) {
+        let listener = bind_unix(path)?;
+        // No address to name: a proxy forwards the browser's `Host`, which
+        // must be a loopback name, this machine's or an `--allow-host`.
+        let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+        let checks = checks::Checks::new(
+            loopback,
+            false,
+            config.allow_hosts.clone(),
+            config.allow_origins.clone(),
+        );
+        let listening = Listening {
+            door: Door::Unix(path.to_path_buf()),
+            tls: false,
+            link_host: config
+                .allow_origins
+                .first()
+                .map(|o| o.trim_end_matches('/').to_owned())
+                .unwrap_or_default(),
+        };
+        server::start(
+            server::Listener::Unix(listener),
+            None,
+            state(&config, tokens, checks, accept, max_frame_bytes, blobs),
+        )?;
+        return Ok(listening);
+    }
     let listener = std::net::TcpListener::bind(config.listen.as_str())
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     listener.set_nonblocking(true)?;
@@ -123,23 +243,89 @@ pub fn start(
     names.extend(config.allow_hosts.iter().cloned());
     let checks = checks::Checks::new(address, tls.is_some(), names, config.allow_origins.clone());
     let listening = Listening {
-        address,
+        door: Door::Tcp(address),
         tls: tls.is_some(),
         link_host,
     };
     server::start(
-        listener,
+        server::Listener::Tcp(listener),
         tls,
-        server::State {
-            tokens,
-            checks: Arc::new(checks),
-            accept,
-            active: Arc::default(),
-            active_read: Arc::default(),
-            max_clients: config.max_remote_clients,
-            max_frame_bytes,
-            blobs,
-        },
+        state(&config, tokens, checks, accept, max_frame_bytes, blobs),
     )?;
     Ok(listening)
+}
+
+/// The server's state, whichever door it listens on.
+fn state(
+    config: &RemoteConfig,
+    tokens: Arc<Tokens>,
+    checks: checks::Checks,
+    accept: mpsc::UnboundedSender<RemoteClient>,
+    max_frame_bytes: usize,
+    blobs: Option<crate::blobs::Blobs>,
+) -> server::State {
+    server::State {
+        tokens,
+        checks: Arc::new(checks),
+        accept,
+        active: Arc::default(),
+        active_read: Arc::default(),
+        max_clients: config.max_remote_clients,
+        max_frame_bytes,
+        blobs,
+    }
+}
+
+/// Binds the Unix socket of `--listen unix:PATH`, mode 0600 (only this
+/// user, and so the proxy only when it runs as this user). A socket left by
+/// a pod that died is replaced; a live one, or any other file, is not.
+fn bind_unix(path: &Path) -> anyhow::Result<std::os::unix::net::UnixListener> {
+    use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
+    use std::os::unix::net::{UnixListener, UnixStream};
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        anyhow::ensure!(
+            meta.file_type().is_socket(),
+            "--listen unix:{}: that path is a file, not a socket; choose another path",
+            path.display()
+        );
+        anyhow::ensure!(
+            UnixStream::connect(path).is_err(),
+            "--listen unix:{}: another process listens there (another pod?); stop it or \
+             choose another path",
+            path.display()
+        );
+        std::fs::remove_file(path)
+            .with_context(|| format!("cannot remove the stale socket {}", path.display()))?;
+    }
+    let listener = UnixListener::bind(path)
+        .with_context(|| format!("cannot listen on unix:{}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("cannot restrict unix:{}", path.display()))?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pairing_link_behind_a_unix_socket_is_the_proxys() {
+        let door = |origin: &str| Listening {
+            door: Door::Unix(PathBuf::from("/run/user/1000/pod/web.sock")),
+            tls: false,
+            link_host: origin.into(),
+        };
+        assert_eq!(
+            door("https://pod.example.org").pairing_url(None, "c0de"),
+            Ok("https://pod.example.org/#pair=c0de".into())
+        );
+        assert_eq!(
+            door("").pairing_url(Some("devbox"), "c0de"),
+            Ok("https://devbox/#pair=c0de".into())
+        );
+        let refused = door("").pairing_url(None, "c0de").unwrap_err();
+        assert!(refused.contains("pod url --host NAME"), "{refused}");
+        assert_eq!(door("").info().address, "unix:/run/user/1000/pod/web.sock");
+    }
 }

@@ -139,9 +139,34 @@ pub fn tls_config(cert: &Path, key: &Path) -> anyhow::Result<(rustls::ServerConf
     Ok((config, names))
 }
 
+/// The socket the server accepts on.
+pub enum Listener {
+    Tcp(std::net::TcpListener),
+    /// `--listen unix:PATH`.
+    Unix(std::os::unix::net::UnixListener),
+}
+
+/// The process that connected to the Unix-socket door, as the kernel
+/// recorded it (`SO_PEERCRED`) when the connection was made; `None` when it
+/// does not say. Kept with the connection ([`HttpRequest::conn_data`]).
+struct UnixPeer(Option<u32>);
+
+/// Records the peer of a connection to the Unix-socket door; nothing for
+/// TCP, whose peer is looked up by address ([`peer::held_by_a_tool`]).
+fn remember_unix_peer(io: &dyn std::any::Any, data: &mut actix_web::dev::Extensions) {
+    if let Some(stream) = io.downcast_ref::<tokio::net::UnixStream>() {
+        let pid = stream
+            .peer_cred()
+            .ok()
+            .and_then(|cred| cred.pid())
+            .and_then(|pid| u32::try_from(pid).ok());
+        data.insert(UnixPeer(pid));
+    }
+}
+
 /// Serves on `listener` from now on (on the running actix system).
 pub fn start(
-    listener: std::net::TcpListener,
+    listener: Listener,
     tls: Option<rustls::ServerConfig>,
     state: State,
 ) -> anyhow::Result<()> {
@@ -173,10 +198,15 @@ pub fn start(
     .disable_signals()
     .shutdown_timeout(1)
     .client_request_timeout(HEADERS_WITHIN)
-    .client_disconnect_timeout(Duration::from_secs(1));
-    let server = match tls {
-        Some(config) => server.listen_rustls_0_23(listener, config)?,
-        None => server.listen(listener)?,
+    .client_disconnect_timeout(Duration::from_secs(1))
+    .on_connect(remember_unix_peer);
+    let server = match (listener, tls) {
+        (Listener::Tcp(listener), Some(config)) => server.listen_rustls_0_23(listener, config)?,
+        (Listener::Tcp(listener), None) => server.listen(listener)?,
+        (Listener::Unix(listener), None) => server.listen_uds(listener)?,
+        (Listener::Unix(_), Some(_)) => {
+            anyhow::bail!("--listen unix:PATH serves no TLS (the proxy terminates it)")
+        }
     };
     actix_rt::spawn(server.run());
     Ok(())
@@ -204,8 +234,17 @@ fn client_ip(req: &HttpRequest) -> IpAddr {
 /// Whether the request's client socket is held by a tool (a pod or a
 /// pod's descendant), or is on this machine and held by no process that
 /// can be found: such a client may only read, whatever its token.
-/// Asked of every client, whatever its address.
+/// Asked of every client, whatever its address; on the Unix-socket door,
+/// of the process that connected, as on the pod's own socket.
 async fn held_by_a_tool(req: &HttpRequest) -> bool {
+    if let Some(UnixPeer(pid)) = req.conn_data::<UnixPeer>() {
+        let Some(pid) = *pid else {
+            return true;
+        };
+        return web::block(move || crate::pod::descendants::is_tool_process(pid))
+            .await
+            .unwrap_or(true);
+    }
     let Some(from) = req.peer_addr() else {
         return true;
     };

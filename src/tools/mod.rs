@@ -165,6 +165,11 @@ impl Toolbox {
         self
     }
 
+    /// The pids of the MCP servers running now.
+    pub fn mcp_server_pids(&self) -> Vec<u32> {
+        self.mcp.as_ref().map(McpRegistry::pids).unwrap_or_default()
+    }
+
     /// The MCP registry, for a name that is an MCP tool's.
     fn mcp_for(&self, name: &str) -> Option<&McpRegistry> {
         self.mcp.as_ref().filter(|_| name.starts_with(MCP_PREFIX))

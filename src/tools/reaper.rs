@@ -19,7 +19,7 @@
 //! (sent to the foreground group) does not take it down with the pod: it
 //! outlives the pod by design, just long enough to clean up after it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io::{BufRead, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{ChildStdin, Command, ExitCode, Stdio};
@@ -108,6 +108,11 @@ pub fn run() -> ExitCode {
 /// How long the reaper waits to be handed to the pod's adopter.
 const ADOPTION_WAIT: Duration = Duration::from_secs(2);
 
+/// The longest pause between two passes over `/proc` while a marked
+/// process that was killed already is still there (one stuck in an
+/// uninterruptible wait dies when that wait ends).
+const STUCK_PAUSE: Duration = Duration::from_secs(1);
+
 /// Kills what the pod's tool processes left behind: a daemon that called
 /// `setsid` and forked twice is in no registered group. The pod is a child
 /// subreaper, so while it lived every such orphan became its child; when it
@@ -116,8 +121,18 @@ const ADOPTION_WAIT: Duration = Duration::from_secs(2);
 /// orphans are the processes carrying the tool marker (more seccomp filters
 /// than this reaper, which is not a tool process) whose nearest unmarked
 /// ancestor is that adopter (or the dying pod itself): they and everything
-/// below them are killed, round after round, until none is left — each
-/// killed process's children are handed to the adopter in turn.
+/// below them are killed, pass after pass, until two passes in a row find
+/// none — there is no limit on the passes, so a daemon that keeps forking
+/// cannot outlast it.
+///
+/// A chain of processes that each fork the next and exit lives about a
+/// millisecond per link, less than one look at every process takes. So a
+/// pass looks at the newest processes first (the highest pids: a child gets
+/// a higher pid than its parent until pids wrap), kills an orphan the
+/// moment it finds one, and then starts over from a fresh listing — the
+/// link that forked before the kill landed left a child that is now the
+/// newest process. A link killed before it forks forks no more: `fork`
+/// fails while a fatal signal is pending.
 fn kill_orphans(pod: Pid) {
     let started = Instant::now();
     while getppid() == Some(pod) && started.elapsed() < ADOPTION_WAIT {
@@ -125,58 +140,108 @@ fn kill_orphans(pod: Pid) {
     }
     let Some(adopter) = getppid() else { return };
     let adopters = [pod.as_raw_nonzero().get(), adopter.as_raw_nonzero().get()];
-    for _ in 0..100 {
-        let orphans = orphans_of(&adopters);
-        if orphans.is_empty() {
-            return;
-        }
-        for pid in orphans {
-            if let Some(pid) = Pid::from_raw(pid) {
-                let _ = kill_process(pid, Signal::Kill);
-            }
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    kill_all_orphans(&adopters, &[]);
 }
 
-/// The marked processes whose nearest unmarked ancestor is one of
-/// `adopters`, from one pass over `/proc`.
-fn orphans_of(adopters: &[i32]) -> Vec<i32> {
+/// Kills the tool processes a live pod (this process) adopted — daemons its
+/// commands left, which would go on writing the workspace — sparing the
+/// processes in `spare` (its MCP servers) and everything below them; the
+/// pids killed. Blocking: call it on the blocking pool. A `rewind` calls it
+/// before it puts files back, so that nothing a tool left writes over them.
+pub fn stop_adopted(spare: &[u32]) -> Vec<i32> {
     let me = std::process::id() as i32;
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    // pid → (parent, marked)
-    let table: HashMap<i32, (i32, bool)> = dir
+    let spare: Vec<i32> = spare
+        .iter()
+        .filter_map(|p| i32::try_from(*p).ok())
+        .collect();
+    kill_all_orphans(&[me], &spare)
+}
+
+/// Kills, pass after pass, every orphan of `adopters` (see [`is_orphan`])
+/// not in or below `spare`, until two passes in a row find none; returns
+/// them.
+fn kill_all_orphans(adopters: &[i32], spare: &[i32]) -> Vec<i32> {
+    let own = own_filters();
+    let mut killed = HashSet::new();
+    let mut quiet_passes = 0;
+    let mut pause = Duration::ZERO;
+    while quiet_passes < 2 {
+        let Some(pid) = kill_one(adopters, spare, own) else {
+            quiet_passes += 1;
+            std::thread::sleep(Duration::from_millis(5));
+            continue;
+        };
+        quiet_passes = 0;
+        // Found again, once killed: it is dying, or stuck where a signal
+        // cannot reach it yet; look again, more and more slowly.
+        pause = if killed.insert(pid) {
+            Duration::ZERO
+        } else {
+            (pause * 2).clamp(Duration::from_millis(5), STUCK_PAUSE)
+        };
+        std::thread::sleep(pause);
+    }
+    let mut killed: Vec<i32> = killed.into_iter().collect();
+    killed.sort_unstable();
+    killed
+}
+
+/// One pass over `/proc`, newest process first: kills the first marked
+/// process found whose nearest unmarked ancestor is one of `adopters` (and
+/// that is not in or below `spare`), and returns it; `None` when there is
+/// none.
+fn kill_one(adopters: &[i32], spare: &[i32], own: u32) -> Option<i32> {
+    let me = std::process::id() as i32;
+    let mut pids: Vec<i32> = std::fs::read_dir("/proc")
+        .ok()?
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&pid| pid != me)
-        .filter_map(|pid| {
-            let (state, parent) = stat(pid)?;
-            // A zombie is dead already; its parent's `wait` is what it needs.
-            if state == 'Z' {
-                return None;
-            }
-            let marked =
-                super::process::seccomp_filters(pid as u32).is_some_and(|n| n > own_filters());
-            Some((pid, (parent, marked)))
-        })
         .collect();
-    let is_orphan = |pid: i32| {
-        let mut current = pid;
-        for _ in 0..4096 {
-            match table.get(&current) {
-                Some(&(parent, true)) => current = parent,
-                _ => return adopters.contains(&current),
-            }
+    pids.sort_unstable_by(|a, b| b.cmp(a));
+    let pid = pids
+        .into_iter()
+        .find(|&pid| is_orphan(pid, adopters, spare, own))?;
+    if let Some(target) = Pid::from_raw(pid) {
+        let _ = kill_process(target, Signal::Kill);
+    }
+    Some(pid)
+}
+
+/// Whether `pid` is a live marked process whose nearest unmarked ancestor
+/// is one of `adopters`, with neither it nor a marked ancestor in `spare`.
+/// An ancestor that vanishes between two reads has handed its children on:
+/// the walk starts again from `pid`, which by then names its new parent.
+/// Only `pid` itself vanishing ends it.
+fn is_orphan(pid: i32, adopters: &[i32], spare: &[i32], own: u32) -> bool {
+    match status(pid) {
+        // A zombie is dead already; its parent's `wait` is what it needs.
+        Some(Status { zombie: true, .. }) | None => return false,
+        Some(Status { filters, .. }) if filters <= own => return false,
+        Some(_) => {}
+    }
+    let mut current = pid;
+    for _ in 0..4096 {
+        if spare.contains(&current) {
+            return false;
         }
-        false
-    };
-    table
-        .iter()
-        .filter(|(_, &(_, marked))| marked)
-        .map(|(&pid, _)| pid)
-        .filter(|&pid| is_orphan(pid))
-        .collect()
+        let Some(Status { parent, .. }) = status(current) else {
+            if current == pid {
+                return false;
+            }
+            current = pid;
+            continue;
+        };
+        if parent <= 0 {
+            return false;
+        }
+        match status(parent) {
+            Some(Status { filters, .. }) if filters > own => current = parent,
+            Some(_) => return adopters.contains(&parent),
+            // The parent is gone: `current` is being handed on.
+            None => current = pid,
+        }
+    }
+    false
 }
 
 /// How many seccomp filters the reaper runs under: as many as the pod.
@@ -184,11 +249,34 @@ fn own_filters() -> u32 {
     super::process::seccomp_filters(std::process::id()).unwrap_or(0)
 }
 
-/// The state and parent pid from `/proc/PID/stat`, read after the command
-/// name's last `)` (the name may hold spaces and parentheses).
-fn stat(pid: i32) -> Option<(char, i32)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let mut fields = text[text.rfind(')')? + 1..].split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    Some((state, fields.next()?.parse().ok()?))
+/// What the reaper reads of a process, all from `/proc/PID/status` in one
+/// read: cheap enough to keep up with a chain of forks.
+struct Status {
+    zombie: bool,
+    parent: i32,
+    /// `Seccomp_filters` (Linux 5.9+; before that, one for mode 2).
+    filters: u32,
+}
+
+fn status(pid: i32) -> Option<Status> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let (mut zombie, mut parent, mut filters, mut mode) = (None, None, None, None);
+    for line in text.lines() {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        match name {
+            "State" => zombie = Some(value.starts_with('Z')),
+            "PPid" => parent = value.parse().ok(),
+            "Seccomp" => mode = value.parse::<u32>().ok(),
+            "Seccomp_filters" => filters = value.parse().ok(),
+            _ => {}
+        }
+    }
+    Some(Status {
+        zombie: zombie?,
+        parent: parent?,
+        filters: filters.or(mode.map(|mode| u32::from(mode == 2)))?,
+    })
 }

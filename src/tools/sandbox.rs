@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use landlock::{
     AccessFs, AccessNet, BitFlags, LandlockStatus, PathBeneath, PathFd, RestrictionStatus, Ruleset,
-    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus, ABI,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope, ABI,
 };
 
 use super::process::Confinement;
@@ -109,9 +109,12 @@ impl SandboxPolicy {
                 Some(unique)
             }
         };
+        let confined = self.mode != SandboxMode::Off;
         Rules {
             writable,
             deny_tcp: !self.network,
+            scope_signals: confined,
+            scope_abstract_sockets: confined && !self.unix_sockets,
         }
     }
 }
@@ -125,11 +128,31 @@ pub struct Rules {
     pub writable: Option<Vec<PathBuf>>,
     /// Whether TCP `connect` and `bind` are refused.
     pub deny_tcp: bool,
+    /// Whether signals may reach only processes of the command's own
+    /// Landlock domain (what it started): never the pod, its reaper, or
+    /// any other process of the user's. Whenever the sandbox is on.
+    pub scope_signals: bool,
+    /// Whether connecting to an abstract Unix socket made outside the
+    /// command's domain is refused: a second lock on the door the seccomp
+    /// filter already shuts while `--sandbox-unix-sockets` is off.
+    pub scope_abstract_sockets: bool,
 }
 
 impl Rules {
     fn is_empty(&self) -> bool {
-        self.writable.is_none() && !self.deny_tcp
+        self.writable.is_none() && !self.deny_tcp && self.scopes().is_empty()
+    }
+
+    /// The Landlock scopes these rules ask for (ABI 6).
+    fn scopes(&self) -> BitFlags<Scope> {
+        let mut scopes = BitFlags::EMPTY;
+        if self.scope_signals {
+            scopes |= Scope::Signal;
+        }
+        if self.scope_abstract_sockets {
+            scopes |= Scope::AbstractUnixSocket;
+        }
+        scopes
     }
 }
 
@@ -140,16 +163,23 @@ fn write_access() -> BitFlags<AccessFs> {
     AccessFs::from_write(ABI::V3)
 }
 
-/// Builds the Landlock ruleset for `writable` (if any) and TCP (if denied).
-/// A directory that does not exist or cannot be opened gets no rule, so it
-/// stays unwritable — the safe side.
-fn build(writable: Option<&[PathBuf]>, deny_tcp: bool) -> Result<RulesetCreated, RulesetError> {
+/// Builds the Landlock ruleset for `writable` (if any), TCP (if denied)
+/// and `scopes`. A directory that does not exist or cannot be opened gets
+/// no rule, so it stays unwritable — the safe side.
+fn build(
+    writable: Option<&[PathBuf]>,
+    deny_tcp: bool,
+    scopes: BitFlags<Scope>,
+) -> Result<RulesetCreated, RulesetError> {
     let mut ruleset = Ruleset::default();
     if writable.is_some() {
         ruleset = ruleset.handle_access(write_access())?;
     }
     if deny_tcp {
         ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
+    }
+    if !scopes.is_empty() {
+        ruleset = ruleset.scope(scopes)?;
     }
     let mut created = ruleset.create()?;
     for dir in writable.unwrap_or_default() {
@@ -188,6 +218,8 @@ pub struct Sandbox {
     info: SandboxInfo,
     /// Writes are confined and the kernel enforces it.
     writes_confined: bool,
+    /// Signals are scoped and the kernel enforces it (Landlock ABI 6).
+    signals_scoped: bool,
     unavailable: Option<String>,
 }
 
@@ -203,6 +235,7 @@ impl Sandbox {
             Enforced {
                 writes: true,
                 network: true,
+                signals: false,
                 landlock: None,
             }
         } else {
@@ -232,6 +265,7 @@ impl Sandbox {
         });
         Self {
             policy,
+            signals_scoped: rules.scope_signals && enforced.signals,
             rules,
             info,
             writes_confined: rules_confine_writes && enforced.writes,
@@ -277,8 +311,13 @@ impl Sandbox {
         } else {
             "off"
         };
+        let signals = match (self.rules.scope_signals, self.signals_scoped) {
+            (false, _) => "",
+            (true, true) => ", signals confined",
+            (true, false) => ", signals NOT confined: needs Landlock ABI 6, Linux 6.12",
+        };
         format!(
-            "sandbox {} ({state}, network {network}, unix sockets {sockets})",
+            "sandbox {} ({state}, network {network}, unix sockets {sockets}{signals})",
             self.policy.mode.as_str()
         )
     }
@@ -291,12 +330,16 @@ impl Sandbox {
         let landlock = if self.rules.is_empty() {
             None
         } else {
-            let ruleset =
-                build(self.rules.writable.as_deref(), self.rules.deny_tcp).map_err(|e| {
-                    std::io::Error::other(format!(
-                        "cannot prepare the sandbox: {e} (--sandbox off runs commands unconfined)"
-                    ))
-                })?;
+            let ruleset = build(
+                self.rules.writable.as_deref(),
+                self.rules.deny_tcp,
+                self.rules.scopes(),
+            )
+            .map_err(|e| {
+                std::io::Error::other(format!(
+                    "cannot prepare the sandbox: {e} (--sandbox off runs commands unconfined)"
+                ))
+            })?;
             Some(Prepared(ruleset))
         };
         Confinement::new(landlock, self.policy.allows_unix_sockets())
@@ -326,12 +369,18 @@ impl Sandbox {
             _ => None,
         };
         let net = (!self.info.network).then_some("network connections are refused too");
-        let said = match (what, net) {
+        let mut said = match (what, net) {
             (Some(w), Some(n)) => format!("{w}; {n}"),
             (Some(w), None) => w.to_owned(),
             (None, Some(_)) => "the pod's sandbox refuses network connections".to_owned(),
             (None, None) => return None,
         };
+        if self.signals_scoped {
+            said.push_str(
+                "; it may signal only processes it started itself (job_kill stops a background \
+                 job)",
+            );
+        }
         Some(format!(
             "[sandbox: {said}. A permission error above may be the sandbox: retrying will not \
              help; tell the user, who can change --sandbox / --sandbox-network]"
@@ -343,10 +392,13 @@ impl Sandbox {
 struct Enforced {
     writes: bool,
     network: bool,
+    /// Signals are scoped (the abstract-socket scope comes with the same
+    /// ABI).
+    signals: bool,
     landlock: Option<LandlockStatus>,
 }
 
-/// Applies the rules' two parts, one after the other, to a throwaway
+/// Applies the rules' three parts, one after the other, to a throwaway
 /// thread: Landlock restricts only the calling thread, and each ruleset
 /// reports its own enforcement, so the pod learns exactly what its children
 /// will get without being confined itself.
@@ -355,26 +407,28 @@ fn probe(rules: &Rules) -> Enforced {
     let probe = std::thread::Builder::new()
         .name("sandbox-probe".into())
         .spawn(move || {
-            let apply = |writable: Option<&[PathBuf]>, deny_tcp| {
-                build(writable, deny_tcp).and_then(RulesetCreated::restrict_self)
+            let apply = |writable: Option<&[PathBuf]>, deny_tcp, scopes| {
+                build(writable, deny_tcp, scopes).and_then(RulesetCreated::restrict_self)
             };
             let full = |status: &Result<RestrictionStatus, RulesetError>| {
                 matches!(status, Ok(s) if s.ruleset == RulesetStatus::FullyEnforced)
             };
             let mut landlock = None;
             let writes = rules.writable.as_deref().is_some_and(|writable| {
-                let status = apply(Some(writable), false);
+                let status = apply(Some(writable), false, BitFlags::EMPTY);
                 landlock = status.as_ref().ok().map(|s| s.landlock);
                 full(&status)
             });
             let network = rules.deny_tcp && {
-                let status = apply(None, true);
+                let status = apply(None, true, BitFlags::EMPTY);
                 landlock = landlock.or(status.as_ref().ok().map(|s| s.landlock));
                 full(&status)
             };
+            let signals = rules.scope_signals && full(&apply(None, false, rules.scopes()));
             Enforced {
                 writes,
                 network,
+                signals,
                 landlock,
             }
         });
@@ -383,6 +437,7 @@ fn probe(rules: &Rules) -> Enforced {
         _ => Enforced {
             writes: false,
             network: false,
+            signals: false,
             landlock: None,
         },
     }
@@ -430,6 +485,8 @@ mod tests {
             Rules {
                 writable: paths(&["/home/u/project", "/tmp", "/dev"]),
                 deny_tcp: false,
+                scope_signals: true,
+                scope_abstract_sockets: true,
             }
         );
         assert_eq!(
@@ -437,6 +494,8 @@ mod tests {
             Rules {
                 writable: paths(&["/home/u/project", "/tmp", "/var/tmp/u", "/dev"]),
                 deny_tcp: true,
+                scope_signals: true,
+                scope_abstract_sockets: true,
             }
         );
         assert_eq!(
@@ -453,9 +512,24 @@ mod tests {
             Rules {
                 writable: paths(&["/dev"]),
                 deny_tcp: false,
+                scope_signals: true,
+                scope_abstract_sockets: true,
             }
         );
         assert!(rules(SandboxMode::ReadOnly, false, None).deny_tcp);
+    }
+
+    #[test]
+    fn opened_unix_sockets_lift_the_abstract_socket_scope_but_never_the_signal_one() {
+        let opened = SandboxPolicy {
+            mode: SandboxMode::WorkspaceWrite,
+            network: true,
+            unix_sockets: true,
+        }
+        .rules(Path::new("/home/u/project"), None);
+        assert!(opened.scope_signals);
+        assert!(!opened.scope_abstract_sockets);
+        assert_eq!(opened.scopes(), BitFlags::from(Scope::Signal));
     }
 
     #[test]
@@ -466,6 +540,8 @@ mod tests {
             Rules {
                 writable: None,
                 deny_tcp: false,
+                scope_signals: false,
+                scope_abstract_sockets: false,
             }
         );
         assert!(off.is_empty());
@@ -474,6 +550,8 @@ mod tests {
             Rules {
                 writable: None,
                 deny_tcp: true,
+                scope_signals: false,
+                scope_abstract_sockets: false,
             }
         );
     }
