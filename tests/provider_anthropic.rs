@@ -13,7 +13,7 @@ use pod::provider::{
     RetryPolicy, ToolSpec,
 };
 use serde_json::json;
-use support::{collect, refused_url, split_retries, typed_frames, Reply, Server};
+use support::{assert_retries, collect, refused_url, split_retries, typed_frames, Reply, Server};
 
 fn provider(base_url: &str) -> Arc<dyn Provider> {
     build(&ProviderConfig {
@@ -293,16 +293,16 @@ async fn overloaded_status_and_server_error_are_retried() {
     let (events, error) = collect(provider(&server.url).stream(&hello())).await;
     assert_eq!(error, None);
     let (retries, reply) = split_retries(events);
-    assert_eq!(
-        retries,
-        vec![
-            (1, 1, "anthropic: HTTP 529: Overloaded".into()),
+    assert_retries(
+        &retries,
+        &[
+            (1, 1, "anthropic: HTTP 529: Overloaded"),
             (
                 2,
                 2,
-                "anthropic: HTTP 500 Internal Server Error: Internal server error".into()
-            )
-        ]
+                "anthropic: HTTP 500 Internal Server Error: Internal server error",
+            ),
+        ],
     );
     assert_eq!(reply, text_events());
     assert_eq!(server.requests().len(), 3);

@@ -14,7 +14,7 @@ use pod::provider::{
     RetryPolicy, ToolSpec,
 };
 use serde_json::json;
-use support::{collect, data_frames, refused_url, split_retries, Reply, Server};
+use support::{assert_retries, collect, data_frames, refused_url, split_retries, Reply, Server};
 
 fn provider(base_url: &str, key: Option<&str>) -> Arc<dyn Provider> {
     build(&ProviderConfig {
@@ -334,17 +334,17 @@ async fn server_errors_and_timeouts_are_retried_then_succeed() {
     let (events, error) = collect(provider.stream(&hello())).await;
     assert_eq!(error, None);
     let (retries, reply) = split_retries(events);
-    assert_eq!(
-        retries,
-        vec![
-            (1, 1, "openai: HTTP 500 Internal Server Error: boom".into()),
+    assert_retries(
+        &retries,
+        &[
+            (1, 1, "openai: HTTP 500 Internal Server Error: boom"),
             (
                 2,
                 2,
-                "openai: HTTP 503 Service Unavailable: upstream unavailable".into()
+                "openai: HTTP 503 Service Unavailable: upstream unavailable",
             ),
-            (3, 4, "openai: HTTP 408 Request Timeout".into()),
-        ]
+            (3, 4, "openai: HTTP 408 Request Timeout"),
+        ],
     );
     assert_eq!(reply, text_events());
     assert_eq!(server.requests().len(), 4);
@@ -1018,13 +1018,13 @@ async fn an_error_chunk_with_a_passing_status_before_any_token_is_retried() {
     let (events, error) = collect(provider.stream(&hello())).await;
     assert_eq!(error, None);
     let (retries, reply) = split_retries(events);
-    assert_eq!(
-        retries,
-        vec![(
+    assert_retries(
+        &retries,
+        &[(
             1,
             1,
-            "openai: the server reported an error during the reply: Provider returned error".into()
-        )]
+            "openai: the server reported an error during the reply: Provider returned error",
+        )],
     );
     assert_eq!(reply, text_events());
 }

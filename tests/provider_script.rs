@@ -11,7 +11,7 @@ use pod::provider::{
     build, ChatMessage, ModelEvent, ModelRequest, Provider, ProviderConfig, ProviderKind,
     RetryPolicy, Script,
 };
-use support::{collect, split_retries};
+use support::{assert_retries, collect, split_retries};
 
 fn request() -> ModelRequest<'static> {
     ModelRequest {
@@ -160,12 +160,12 @@ async fn retryable_http_error_goes_through_the_retry_policy() {
     let (events, error) = collect(script.stream(&request())).await;
     assert_eq!(error, None);
     let (retries, reply) = split_retries(events);
-    assert_eq!(
-        retries,
-        vec![
-            (1, 1, "script: HTTP 429 Too Many Requests: slow down".into()),
-            (2, 2, "script: HTTP 503 Service Unavailable".into())
-        ]
+    assert_retries(
+        &retries,
+        &[
+            (1, 1, "script: HTTP 429 Too Many Requests: slow down"),
+            (2, 2, "script: HTTP 503 Service Unavailable"),
+        ],
     );
     assert_eq!(reply, vec![text("finally"), ModelEvent::BlockEnd]);
 }

@@ -74,7 +74,7 @@ impl Shared {
     fn worker_config(&self) -> WorkerConfig {
         WorkerConfig {
             max_steps: self.max_steps,
-            system_prompt: crate::prompt::render(self.toolbox.limits()),
+            system_prompt: crate::prompt::render(self.toolbox.limits(), self.agents.max_agents > 0),
             compaction: self.thresholds,
             configured_rules: self.configured_rules.clone(),
             config_path: self.config_path.clone(),

@@ -258,6 +258,21 @@ pub async fn collect(mut stream: ModelStream) -> (Vec<ModelEvent>, Option<ModelE
 
 /// The `Retry` announcements of a stream as `(attempt, delay_ms, error)`,
 /// and the other events (the reply), apart.
+/// Checks retries against `(attempt, backoff_ms, error)`: a wait is its
+/// backoff with jitter, between half of it and all of it (in whole ms).
+pub fn assert_retries(retries: &[(u32, u64, String)], expected: &[(u32, u64, &str)]) {
+    assert_eq!(retries.len(), expected.len(), "{retries:?}");
+    for ((attempt, delay, error), (want_attempt, backoff, want_error)) in
+        retries.iter().zip(expected)
+    {
+        assert_eq!((*attempt, error.as_str()), (*want_attempt, *want_error));
+        assert!(
+            (backoff / 2..=*backoff).contains(delay),
+            "retry {attempt} waited {delay} ms, not within its backoff {backoff} ms with jitter"
+        );
+    }
+}
+
 pub fn split_retries(events: Vec<ModelEvent>) -> (Vec<(u32, u64, String)>, Vec<ModelEvent>) {
     let mut retries = Vec::new();
     let mut reply = Vec::new();
