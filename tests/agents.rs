@@ -740,3 +740,73 @@ fn a_child_shut_down_at_its_own_socket_does_not_hang_its_parents_turn() {
         "{snapshot}"
     );
 }
+
+#[test]
+fn a_compacted_child_keeps_its_parent() {
+    let pod = named(
+        &[
+            // A long task, so that a summary makes the child's context smaller.
+            top(json!([call(
+                "s1",
+                "spawn_agent",
+                json!({"task": "word ".repeat(2000), "name": "w"})
+            )])),
+            top(json!([{"text": "parent done"}])),
+            child("w", json!([{"text": "child done"}])),
+            child("w", json!([{"text": "sum"}])),
+        ],
+        &[],
+    )
+    .start();
+    let child = format!("{NAME}.w");
+    let mut parent = client_of(&pod, NAME, "person");
+    parent.run("delegate");
+    parent.until_entry("turn_end");
+    let first = log_of(&pod, &child)[0]["entry"]["parent"].clone();
+    assert_eq!(first["call_id"], "s1", "{first}");
+    let mut at_child = client_of(&pod, &child, "person");
+    at_child.send(json!({"type": "compact"}));
+    let done = at_child.until_with("compaction", |v| {
+        v["type"] == "compact_done" || v["type"] == "compact_failed"
+    });
+    assert_eq!(done["type"], "compact_done", "{done}");
+    let log = log_of(&pod, &child);
+    assert_eq!(log[0]["entry"]["session_id"], done["new_session_id"]);
+    assert_eq!(log[0]["entry"]["parent"], first, "{}", log[0]);
+    let state: Value = serde_json::from_slice(
+        &std::fs::read(pod.data_dir.join(format!("pods/{child}.json"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(state["parent"], NAME, "{state}");
+}
+
+#[test]
+fn a_child_spawned_on_another_model_calls_it_and_says_so_in_its_log() {
+    let pod = named(
+        &[
+            top(json!([call(
+                "s1",
+                "spawn_agent",
+                json!({"task": "t", "name": "w", "model": "small"})
+            )])),
+            top(json!([{"text": "parent done"}])),
+            child("w", json!([{"echo_model": {}}])),
+        ],
+        &[],
+    )
+    .start();
+    let mut parent = client_of(&pod, NAME, "person");
+    parent.run("delegate");
+    parent.until_entry("turn_end");
+    let spawned = result_of(&log_of(&pod, NAME), "s1");
+    let output: Value = serde_json::from_str(spawned["output"].as_str().unwrap()).unwrap();
+    assert_eq!(output["text"], "small", "{spawned}");
+    assert_eq!(output["reason"], "completed", "{spawned}");
+    let log = log_of(&pod, &format!("{NAME}.w"));
+    let changes: Vec<&Value> = log
+        .iter()
+        .filter(|l| l["entry"]["kind"] == "model_change")
+        .collect();
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert_eq!(changes[0]["entry"]["model"], "small");
+}

@@ -418,10 +418,9 @@ fn launch_child(
         session: None,
         force: false,
         provider: shared.provider.name().into(),
-        model: spawn
-            .model
-            .clone()
-            .unwrap_or_else(|| shared.provider.model().into()),
+        // The configured model: another one given to `spawn_agent` is a
+        // `model_change` the child commits before its first call.
+        model: shared.provider.model().into(),
         workspace: shared.workspace.root().to_path_buf(),
         parent: Some(spawn.parent.clone()),
         fresh_id: Some(spawn.session_id),
