@@ -20,9 +20,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use tokio::sync::mpsc;
 
-use crate::pod::RemoteClient;
+use crate::pod::Doors;
 use crate::protocol::ListenInfo;
 pub use tokens::Tokens;
 
@@ -96,7 +95,8 @@ pub fn check_plaintext(listen: &str, tls: bool, allow_plaintext: bool) -> Result
 pub fn start(
     config: RemoteConfig,
     tokens: Arc<Tokens>,
-    accept: mpsc::UnboundedSender<RemoteClient>,
+    doors: Doors,
+    pod: String,
     max_frame_bytes: usize,
     blobs: Option<crate::blobs::Blobs>,
 ) -> anyhow::Result<Listening> {
@@ -133,7 +133,8 @@ pub fn start(
         server::State {
             tokens,
             checks: Arc::new(checks),
-            accept,
+            doors,
+            pod,
             active: Arc::default(),
             active_read: Arc::default(),
             max_clients: config.max_remote_clients,
