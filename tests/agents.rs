@@ -947,6 +947,25 @@ fn a_remote_client_opens_a_child_with_agent_and_answers_its_approval() {
         "{decision}"
     );
     assert!(pod.workspace.join("one").exists());
+    // The client commands reach it the same way: `--url …/v1/ws?agent=NAME`.
+    let token_file = pod.dir.path().join("laptop.token");
+    std::fs::write(&token_file, full.trim_start_matches("Bearer ")).unwrap();
+    let log = harness::succeeded(
+        std::process::Command::new(harness::POD)
+            .args(["log", "--json", "--url"])
+            .arg(format!("http://127.0.0.1:{port}/v1/ws?agent={child}"))
+            .arg("--token-file")
+            .arg(&token_file)
+            .env_remove("POD_TOKEN")
+            .env_remove("POD_SOCKET")
+            .env_remove("POD_DATA_DIR")
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        log.contains("\"approval_decision\"") && log.contains("\"c1\""),
+        "the child's log over the network: {log}"
+    );
     // Once removed, the child's door is closed.
     parent.send(json!({"type": "remove_agent", "request_id": "rm", "name": child}));
     let removed = parent.until_with("removed", |v| v["request_id"] == "rm");
