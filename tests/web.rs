@@ -1277,6 +1277,13 @@ async fn a_phone_lists_the_child_pods_opens_a_waiting_one_and_answers_it() {
             ),
         )
         .await;
+    // The entry names the child with a link to its view, as the panel does.
+    assert_eq!(
+        browser
+            .js("document.querySelector('#log .agent-entry a')?.getAttribute('href')")
+            .await,
+        json!(format!("/?agent={child}"))
+    );
     let overflow = browser
         .js("document.documentElement.scrollWidth - document.documentElement.clientWidth")
         .await;
