@@ -810,3 +810,174 @@ fn a_child_spawned_on_another_model_calls_it_and_says_so_in_its_log() {
     assert_eq!(changes.len(), 1, "{changes:?}");
     assert_eq!(changes[0]["entry"]["model"], "small");
 }
+
+/// Reads a WebSocket's frames until one this predicate accepts.
+fn ws_until(ws: &mut harness::ws::Ws, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    use tokio_tungstenite::tungstenite::Message;
+    loop {
+        match ws.read() {
+            Ok(Message::Text(text)) => {
+                let frame: Value = serde_json::from_str(text.as_str()).unwrap();
+                if pred(&frame) {
+                    return frame;
+                }
+            }
+            Ok(Message::Close(_)) | Err(_) => panic!("closed while waiting for {what}"),
+            Ok(_) => {}
+        }
+    }
+}
+
+#[test]
+fn a_remote_client_opens_a_child_with_agent_and_answers_its_approval() {
+    let pod = named(
+        &[
+            top(json!([call(
+                "s1",
+                "spawn_agent",
+                json!({"task": "build", "name": "w"})
+            )])),
+            top(json!([{"text": "parent done"}])),
+            child("w", json!([bash("c1", "touch one")])),
+            child("w", json!([{"text": "child done"}])),
+        ],
+        &["--approval", "ask", "--listen", "127.0.0.1:0"],
+    )
+    .start();
+    let child = format!("{NAME}.w");
+    let mut parent = client_of(&pod, NAME, "parent-screen");
+    let port: u16 = {
+        let mut local = pod.client();
+        let snapshot = local.until_type("snapshot");
+        let address = snapshot["greeting"]["listen"]["address"].as_str().unwrap();
+        address.rsplit(':').next().unwrap().parse().unwrap()
+    };
+    let token = |args: &[&str]| {
+        let out = harness::succeeded(
+            pod.command("token")
+                .arg("create")
+                .args(args)
+                .output()
+                .unwrap(),
+        );
+        format!("Bearer {}", out.trim())
+    };
+    let (full, read) = (token(&[]), token(&["--read-only"]));
+    // Before the child exists, and for a name that is none: 404, before any upgrade.
+    for name in [child.as_str(), "calc.nobody", ""] {
+        let refused =
+            harness::ws::open(port, &format!("?agent={name}"), &[("authorization", &full)])
+                .map(|_| ())
+                .expect_err("an unknown agent is refused");
+        assert_eq!(refused.0, 404, "{name}: {refused:?}");
+        assert_eq!(refused.1["code"], "unknown_agent", "{refused:?}");
+        assert!(
+            refused.1["message"]
+                .as_str()
+                .unwrap()
+                .contains("pod agents"),
+            "{refused:?}"
+        );
+    }
+    // Without a token the name is not even looked at.
+    let anonymous = harness::ws::open(port, "?agent=calc.w", &[]).map(|_| ());
+    assert_eq!(anonymous.expect_err("no token").0, 401);
+    parent.run("delegate");
+    parent.until_with("the child's request at the parent", |v| {
+        v["type"] == "status" && v["pending_approvals"] == json!(["c1"])
+    });
+    // A read-only token reaches the child and may only read there.
+    let mut reader = harness::ws::open(
+        port,
+        &format!("?agent={child}"),
+        &[("authorization", &read)],
+    )
+    .expect("the child is open to a read-only token");
+    let snapshot = ws_until(&mut reader, "the child's snapshot", |v| {
+        v["type"] == "snapshot"
+    });
+    assert_eq!(snapshot["greeting"]["pod"], child.as_str(), "{snapshot}");
+    assert_eq!(snapshot["greeting"]["access"], "read");
+    use tokio_tungstenite::tungstenite::Message;
+    let approve = |id: &str| {
+        Message::text(
+            json!({"type": "approve", "request_id": id, "call_id": "c1", "decision": "allow"})
+                .to_string(),
+        )
+    };
+    reader.send(approve("r1")).unwrap();
+    let refused = ws_until(&mut reader, "the read-only refusal", |v| {
+        v["request_id"] == "r1"
+    });
+    assert_eq!(refused["code"], "forbidden", "{refused}");
+    // A full token sees the child's own log and answers its request there.
+    let mut phone = harness::ws::open(
+        port,
+        &format!("?agent={child}&tail=50"),
+        &[("authorization", &full)],
+    )
+    .expect("the child is open to a full token");
+    let snapshot = ws_until(&mut phone, "the child's snapshot", |v| {
+        v["type"] == "snapshot"
+    });
+    assert_eq!(snapshot["greeting"]["pod"], child.as_str(), "{snapshot}");
+    assert_eq!(snapshot["greeting"]["access"], "full");
+    let entries = snapshot["entries"].as_array().unwrap();
+    assert_eq!(
+        entries[0]["entry"]["parent"]["pod"], NAME,
+        "the child's own log: {snapshot}"
+    );
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["entry"]["kind"] == "approval_request" && e["entry"]["call_id"] == "c1"),
+        "{snapshot}"
+    );
+    phone.send(approve("p1")).unwrap();
+    let answer = ws_until(&mut phone, "the answer", |v| v["request_id"] == "p1");
+    assert_eq!(answer["ok"], true, "{answer}");
+    parent.until_entry("turn_end");
+    let decision = approval_decision(&log_of(&pod, &child), "c1");
+    assert_eq!(decision["by"], "user", "{decision}");
+    assert_eq!(
+        decision["remote"]
+            .as_str()
+            .map(|r| r.starts_with("127.0.0.1")),
+        Some(true),
+        "{decision}"
+    );
+    assert!(pod.workspace.join("one").exists());
+    // The client commands reach it the same way: `--url …/v1/ws?agent=NAME`.
+    let token_file = pod.dir.path().join("laptop.token");
+    std::fs::write(&token_file, full.trim_start_matches("Bearer ")).unwrap();
+    let log = harness::succeeded(
+        std::process::Command::new(harness::POD)
+            .args(["log", "--json", "--url"])
+            .arg(format!("http://127.0.0.1:{port}/v1/ws?agent={child}"))
+            .arg("--token-file")
+            .arg(&token_file)
+            .env_remove("POD_TOKEN")
+            .env_remove("POD_SOCKET")
+            .env_remove("POD_DATA_DIR")
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        log.contains("\"approval_decision\"") && log.contains("\"c1\""),
+        "the child's log over the network: {log}"
+    );
+    // Once removed, the child's door is closed.
+    parent.send(json!({"type": "remove_agent", "request_id": "rm", "name": child}));
+    let removed = parent.until_with("removed", |v| v["request_id"] == "rm");
+    assert_eq!(removed["type"], "response", "{removed}");
+    eventually("the child's door closes", Duration::from_secs(20), || {
+        matches!(
+            harness::ws::open(
+                port,
+                &format!("?agent={child}"),
+                &[("authorization", &full)]
+            ),
+            Err((404, _))
+        )
+    });
+}

@@ -1234,16 +1234,18 @@ async fn a_background_job_is_marked_as_one() {
 /// A parent whose turn started a child that waits for approval, on a
 /// phone: the page lists the child with its state, waiting approval and
 /// usage under the tree's usage, shows its start in the conversation, and
-/// nothing needs sideways scrolling.
+/// nothing needs sideways scrolling; the child's row opens the child's own
+/// view (`?agent=`), whose approval panel answers it, and a link leads back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_phone_lists_the_child_pods_and_what_they_wait_for() {
+async fn a_phone_lists_the_child_pods_opens_a_waiting_one_and_answers_it() {
     let _one = lock().await;
     let script = [
         json!({"events":[{"tool_call":{"id":"s1","name":"spawn_agent",
             "arguments":{"task":"check the tests","name":"tests","wait":false}}}]}),
         json!({"events":[{"text":"Delegated."}]}),
         json!({"agent":"tests","events":[{"tool_call":{"id":"c1","name":"bash",
-            "arguments":{"command":"echo hi"}}},{"usage":{"input_tokens":1200,"output_tokens":300}}]}),
+            "arguments":{"command":"echo child-ran"}}},{"usage":{"input_tokens":1200,"output_tokens":300}}]}),
+        json!({"agent":"tests","events":[{"text":"Checked."}]}),
     ]
     .map(|l| l.to_string())
     .join("\n");
@@ -1266,7 +1268,7 @@ async fn a_phone_lists_the_child_pods_and_what_they_wait_for() {
     let listed = listed.as_str().unwrap();
     assert!(listed.contains("agents · 1 · tree"), "{listed}");
     assert!(listed.contains("1.2k in · 300 out"), "{listed}");
-    assert!(listed.contains("pod pending / pod approve"), "{listed}");
+    assert!(listed.contains("open it to answer"), "{listed}");
     browser
         .until(
             "the child's start in the conversation",
@@ -1275,8 +1277,107 @@ async fn a_phone_lists_the_child_pods_and_what_they_wait_for() {
             ),
         )
         .await;
+    // The entry names the child with a link to its view, as the panel does.
+    assert_eq!(
+        browser
+            .js("document.querySelector('#log .agent-entry a')?.getAttribute('href')")
+            .await,
+        json!(format!("/?agent={child}"))
+    );
     let overflow = browser
         .js("document.documentElement.scrollWidth - document.documentElement.clientWidth")
         .await;
     assert_eq!(overflow, json!(0), "the page scrolls sideways");
+
+    // The child's row opens its own view: its log, its approval panel.
+    browser
+        .c()
+        .find(Locator::LinkText(&child))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .until(
+            "the child's view",
+            &format!("document.querySelector('#pod-name').innerText === 'pod {child}'"),
+        )
+        .await;
+    assert_eq!(
+        browser
+            .js("new URLSearchParams(location.search).get('agent')")
+            .await,
+        json!(child)
+    );
+    browser
+        .until(
+            "the child's approval panel",
+            "document.querySelector('#approvals .approval')?.innerText.includes('echo child-ran')",
+        )
+        .await;
+    browser
+        .until(
+            "the child's task as its first input",
+            "[...document.querySelectorAll('#log .user')].some(e => e.innerText.includes('check the tests'))",
+        )
+        .await;
+    let overflow = browser
+        .js("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        .await;
+    assert_eq!(overflow, json!(0), "the child's view scrolls sideways");
+    browser.button("Allow").await.click().await.unwrap();
+    browser
+        .until(
+            "the child's tool output",
+            "document.querySelector('#log .tool .output')?.innerText.includes('child-ran')",
+        )
+        .await;
+    browser
+        .until(
+            "the child's answer",
+            "[...document.querySelectorAll('#log .assistant')].some(e => e.innerText.includes('Checked.'))",
+        )
+        .await;
+    // Committed in the child's log, with the phone's address.
+    let pointer: Value = serde_json::from_slice(
+        &std::fs::read(pod.data_dir.join(format!("pods/{child}.json"))).unwrap(),
+    )
+    .unwrap();
+    let decision = pod
+        .session_lines(pointer["session_id"].as_str().unwrap())
+        .into_iter()
+        .find(|l| l["entry"]["kind"] == "approval_decision")
+        .expect("the child's log holds the decision");
+    assert_eq!(decision["entry"]["call_id"], "c1", "{decision}");
+    assert_eq!(decision["entry"]["decision"], "allow", "{decision}");
+    assert_eq!(decision["entry"]["remote"], "127.0.0.1", "{decision}");
+    assert!(entries_of_kind(&pod, "approval_decision").is_empty());
+
+    // And back to the parent, which sees the child's turn end.
+    browser
+        .c()
+        .find(Locator::Id("back"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .until(
+            "the parent's view again",
+            &format!(
+                "document.querySelector('#pod-name').innerText === 'pod {}' && location.search === ''",
+                pod.name()
+            ),
+        )
+        .await;
+    browser
+        .until(
+            "the child's turn end at the parent",
+            &format!(
+                "[...document.querySelectorAll('#log .agent-entry')].some(e => e.innerText.includes('⎇ agent {child}: turn'))"
+            ),
+        )
+        .await;
 }

@@ -4,6 +4,7 @@
 //! every scenario and records a run.
 
 mod acp;
+mod agents;
 mod attach;
 mod caching;
 mod checkpoint;
@@ -37,7 +38,7 @@ pub struct Config {
     quick: bool,
     /// Run only these scenarios: durable, attach, fanout, startup, turn,
     /// later, stream, sessions, checkpoint, images, hooks, remote, page,
-    /// jobs, oneshot, caching, acp.
+    /// jobs, oneshot, caching, acp, agents.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Run this program's `serve` (another build of the bench) as the pod,
@@ -52,7 +53,7 @@ pub struct Config {
 
 type Scenario = fn(&Config) -> anyhow::Result<Vec<util::Row>>;
 
-const SCENARIOS: [(&str, Scenario); 17] = [
+const SCENARIOS: [(&str, Scenario); 18] = [
     ("durable", durable::run),
     ("attach", attach::run),
     ("fanout", fanout::run),
@@ -70,6 +71,7 @@ const SCENARIOS: [(&str, Scenario); 17] = [
     ("oneshot", oneshot::run),
     ("caching", caching::run),
     ("acp", acp::run),
+    ("agents", agents::run),
 ];
 
 fn main() -> ExitCode {

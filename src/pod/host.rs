@@ -10,10 +10,11 @@
 //! its queue, approvals, policy and background jobs. A child is therefore
 //! one more call of [`start_pod`], not a copy of the code and not a process.
 
+use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use actix::prelude::*;
 use anyhow::{bail, Context as _};
@@ -59,6 +60,8 @@ pub(super) struct Shared {
     pub hooks: Arc<crate::hooks::Hooks>,
     pub limits: ConnectionLimits,
     pub tokens: Arc<crate::remote::Tokens>,
+    /// Where the network server finds each running pod's clients.
+    pub doors: Doors,
     pub probe: Rc<super::probe::Probe>,
     pub max_steps: usize,
     pub thresholds: Thresholds,
@@ -480,8 +483,15 @@ fn launch_child(
         hub,
         ..
     } = started;
+    // Its door for the network server (`/v1/ws?agent=NAME`), open while it runs.
+    let (door, remote_clients) = mpsc::unbounded_channel();
+    actix_rt::spawn(accept_remote(remote_clients, hub.clone()));
+    shared.doors.open(&spawn.name, door);
+    let doors = shared.doors.clone();
+    let name = spawn.name.clone();
     actix_rt::spawn(async move {
         let _ = worker_done.wait_for(|s| *s).await;
+        doors.close(&name);
         accept.abort();
         drop(hub);
         remove_own_socket(&socket, identity);
@@ -511,6 +521,63 @@ where
 async fn forward_job_events(mut events: mpsc::UnboundedReceiver<JobEvent>, worker: Addr<Worker>) {
     while let Some(event) = events.recv().await {
         worker.do_send(JobChanged(event));
+    }
+}
+
+/// A client the network server accepted and authenticated, which becomes a
+/// `Connection` like any other: its messages arrive on one end of a socket
+/// pair (the bridge writes them to the other), its frames go to `feed`.
+pub struct RemoteClient {
+    pub socket: std::os::unix::net::UnixStream,
+    pub feed: std::sync::Arc<super::outbox::Feed>,
+    pub access: Access,
+    /// `GET /v1/ws?tail=N`: a tail snapshot of the last N entries.
+    pub tail: Option<usize>,
+}
+
+/// The clients the network server hands over (see `crate::remote`).
+pub(super) async fn accept_remote(mut clients: mpsc::UnboundedReceiver<RemoteClient>, hub: Hub) {
+    while let Some(client) = clients.recv().await {
+        let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
+        let started = Connection::start_remote(
+            id,
+            client.socket,
+            client.feed,
+            hub.clone(),
+            client.access,
+            client.tail,
+        );
+        if let Err(e) = started {
+            tracing::warn!("cannot set up a remote connection: {e}");
+        }
+    }
+}
+
+/// Where the network server takes a client of each pod this process runs:
+/// a pod's full name (the top pod's, or a child's such as `calc.tests`) →
+/// the channel its [`accept_remote`] reads. A child's door opens when it
+/// starts and closes when it stops, so `GET /v1/ws?agent=NAME` reaches a
+/// running pod or is refused before the upgrade. The HTTP worker runs on
+/// its own thread, hence the lock.
+#[derive(Clone, Default)]
+pub struct Doors(Arc<RwLock<HashMap<String, mpsc::UnboundedSender<RemoteClient>>>>);
+
+impl Doors {
+    /// The door of the pod named `name`, while it runs.
+    pub fn door(&self, name: &str) -> Option<mpsc::UnboundedSender<RemoteClient>> {
+        let doors = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        doors.get(name).cloned()
+    }
+
+    pub(super) fn open(&self, name: &str, door: mpsc::UnboundedSender<RemoteClient>) {
+        let mut doors = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        doors.insert(name.to_owned(), door);
+    }
+
+    /// Closes a stopped pod's door: its [`accept_remote`] then ends.
+    pub(super) fn close(&self, name: &str) {
+        let mut doors = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        doors.remove(name);
     }
 }
 

@@ -50,7 +50,8 @@ pub use connection::ConnectionLimits;
 /// For the fuzz targets in `fuzz/`: the frame decoder every connection reads with.
 #[doc(hidden)]
 pub use connection::{FrameDecoder, Inbound};
+pub use host::{Doors, RemoteClient};
 pub use job::Thresholds;
 pub use outbox::{lagged_frame, Feed};
-pub use server::{serve, RemoteClient, ServeConfig};
+pub use server::{serve, ServeConfig};
 pub use turn::new_turn_id;

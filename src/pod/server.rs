@@ -17,8 +17,8 @@ use super::connection::{Connection, ConnectionLimits, Hub};
 use super::descendants;
 use super::fault::Faults;
 use super::host::{
-    bind, open_session, prepare_socket_path, remove_own_socket, start_pod, PodSpec, Shared, Start,
-    NEXT_CONN_ID,
+    accept_remote, bind, open_session, prepare_socket_path, remove_own_socket, start_pod, Doors,
+    PodSpec, Shared, Start, NEXT_CONN_ID,
 };
 use super::job::Thresholds;
 use super::worker::{Exit, Stop, Worker};
@@ -91,17 +91,6 @@ pub struct ServeConfig {
     /// The new session re-runs this recorded one (`pod replay`): its
     /// `session_start` says so.
     pub replay_of: Option<uuid::Uuid>,
-}
-
-/// A client the network server accepted and authenticated, which becomes a
-/// `Connection` like any other: its messages arrive on one end of a socket
-/// pair (the bridge writes them to the other), its frames go to `feed`.
-pub struct RemoteClient {
-    pub socket: std::os::unix::net::UnixStream,
-    pub feed: std::sync::Arc<super::outbox::Feed>,
-    pub access: Access,
-    /// `GET /v1/ws?tail=N`: a tail snapshot of the last N entries.
-    pub tail: Option<usize>,
 }
 
 /// Runs the pod until it is told to stop. Blocks the calling thread.
@@ -209,6 +198,8 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         crate::tools::reaper::start();
         let mcp_changes = mcp_supervisors.start();
         let (remote_tx, remote_rx) = mpsc::unbounded_channel();
+        let doors = Doors::default();
+        doors.open(&config.name, remote_tx);
         let blobs = match crate::blobs::Blobs::open(&config.data_dir, config.blobs) {
             Ok(blobs) => {
                 actix_rt::spawn(collect_blobs(
@@ -227,7 +218,8 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
                 let listening = crate::remote::start(
                     remote,
                     tokens.clone(),
-                    remote_tx,
+                    doors.clone(),
+                    config.name.clone(),
                     config.limits.max_frame_bytes,
                     blobs.clone(),
                 )?;
@@ -283,6 +275,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             hooks: Arc::new(config.hooks.clone()),
             limits: config.limits,
             tokens,
+            doors,
             probe,
             max_steps: config.max_steps,
             thresholds: config.thresholds,
@@ -374,24 +367,6 @@ fn catch_file_size_signal() -> anyhow::Result<()> {
         }
     });
     Ok(())
-}
-
-/// The clients the network server hands over (see `crate::remote`).
-async fn accept_remote(mut clients: mpsc::UnboundedReceiver<RemoteClient>, hub: Hub) {
-    while let Some(client) = clients.recv().await {
-        let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
-        let started = Connection::start_remote(
-            id,
-            client.socket,
-            client.feed,
-            hub.clone(),
-            client.access,
-            client.tail,
-        );
-        if let Err(e) = started {
-            tracing::warn!("cannot set up a remote connection: {e}");
-        }
-    }
 }
 
 /// The hosting process's own clients ([`ServeConfig::host_clients`]).

@@ -20,9 +20,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use tokio::sync::mpsc;
 
-use crate::pod::RemoteClient;
+use crate::pod::Doors;
 use crate::protocol::ListenInfo;
 pub use tokens::Tokens;
 
@@ -185,11 +184,13 @@ pub fn check_listen(
 }
 
 /// Binds `--listen` and starts the HTTP server on the running actix system;
-/// each authenticated WebSocket is handed to the pod through `accept`.
+/// each authenticated WebSocket is handed to the pod it names through its
+/// door in `doors` (the top pod `pod`, or a child by `?agent=`).
 pub fn start(
     config: RemoteConfig,
     tokens: Arc<Tokens>,
-    accept: mpsc::UnboundedSender<RemoteClient>,
+    doors: Doors,
+    pod: String,
     max_frame_bytes: usize,
     blobs: Option<crate::blobs::Blobs>,
 ) -> anyhow::Result<Listening> {
@@ -216,7 +217,7 @@ pub fn start(
         server::start(
             server::Listener::Unix(listener),
             None,
-            state(&config, tokens, checks, accept, max_frame_bytes, blobs),
+            state(&config, tokens, checks, doors, pod, max_frame_bytes, blobs),
         )?;
         return Ok(listening);
     }
@@ -250,7 +251,7 @@ pub fn start(
     server::start(
         server::Listener::Tcp(listener),
         tls,
-        state(&config, tokens, checks, accept, max_frame_bytes, blobs),
+        state(&config, tokens, checks, doors, pod, max_frame_bytes, blobs),
     )?;
     Ok(listening)
 }
@@ -260,14 +261,16 @@ fn state(
     config: &RemoteConfig,
     tokens: Arc<Tokens>,
     checks: checks::Checks,
-    accept: mpsc::UnboundedSender<RemoteClient>,
+    doors: Doors,
+    pod: String,
     max_frame_bytes: usize,
     blobs: Option<crate::blobs::Blobs>,
 ) -> server::State {
     server::State {
         tokens,
         checks: Arc::new(checks),
-        accept,
+        doors,
+        pod,
         active: Arc::default(),
         active_read: Arc::default(),
         max_clients: config.max_remote_clients,

@@ -1,7 +1,8 @@
 //! The HTTP routes: `/v1/health`, `/v1/pair`, `/v1/ws`, `/v1/blobs` and the
 //! web client's files. Every refusal happens before any upgrade, in the
 //! contract's order: `Host` (421), `Origin` (403), then the token (401, or
-//! 429 for a locked-out address), then a bad `/v1/ws?tail=` (400), then
+//! 429 for a locked-out address), then a bad `/v1/ws?tail=` (400), then a
+//! `/v1/ws?agent=` that names no running pod of this process (404), then
 //! `--max-remote-clients` (503).
 
 use std::net::{IpAddr, SocketAddr};
@@ -15,7 +16,6 @@ use actix_web::http::StatusCode;
 use actix_web::middleware::DefaultHeaders;
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 use anyhow::Context as _;
-use tokio::sync::mpsc;
 
 use super::checks::Checks;
 use super::peer;
@@ -38,7 +38,10 @@ const TOKEN_SUBPROTOCOL: &str = "pod.token.";
 pub struct State {
     pub tokens: Arc<Tokens>,
     pub checks: Arc<Checks>,
-    pub accept: mpsc::UnboundedSender<RemoteClient>,
+    /// Each running pod's clients go through its door: the top pod's
+    /// (named `pod`) without `?agent=`, a child's with it.
+    pub doors: crate::pod::Doors,
+    pub pod: String,
     /// Authenticated WebSocket connections now, and how many of them may
     /// only read.
     pub active: Arc<AtomicUsize>,
@@ -561,29 +564,43 @@ async fn asset(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
 /// The most entries a tail snapshot may ask for (the contract's bound).
 pub const MAX_TAIL: usize = 10_000;
 
-/// `?tail=N` of `/v1/ws`: `None` without one (a full snapshot), else N
-/// when it is a whole number from 1 to [`MAX_TAIL`], else why not.
-fn tail_asked(query: &str) -> Result<Option<usize>, String> {
+/// What a `/v1/ws` query asks: `?tail=N` and `?agent=NAME`.
+struct Asked {
+    /// `None` without `tail` (a full snapshot), else N, a whole number
+    /// from 1 to [`MAX_TAIL`].
+    tail: Option<usize>,
+    /// The pod to connect to, when not the top pod: a child's full name.
+    agent: Option<String>,
+}
+
+/// Reads the query of `/v1/ws`, or says what is wrong with it.
+fn asked(query: &str) -> Result<Asked, String> {
     #[derive(serde::Deserialize)]
     struct Query {
         tail: Option<String>,
+        agent: Option<String>,
     }
-    let asked = web::Query::<Query>::from_query(query)
+    let query = web::Query::<Query>::from_query(query)
         .map_err(|e| format!("cannot read the query {query:?}: {e}"))?
-        .into_inner()
-        .tail;
-    let Some(text) = asked else {
-        return Ok(None);
+        .into_inner();
+    let tail = match query.tail {
+        None => None,
+        Some(text) => match text.parse::<usize>() {
+            Ok(n) if (1..=MAX_TAIL).contains(&n) && text.bytes().all(|b| b.is_ascii_digit()) => {
+                Some(n)
+            }
+            _ => {
+                return Err(format!(
+                    "`tail` must be a whole number of entries from 1 to {MAX_TAIL}, not \
+                     {text:?}; leave it out for the whole session"
+                ))
+            }
+        },
     };
-    match text.parse::<usize>() {
-        Ok(n) if (1..=MAX_TAIL).contains(&n) && text.bytes().all(|b| b.is_ascii_digit()) => {
-            Ok(Some(n))
-        }
-        _ => Err(format!(
-            "`tail` must be a whole number of entries from 1 to {MAX_TAIL}, not {text:?}; \
-             leave it out for the whole session"
-        )),
-    }
+    Ok(Asked {
+        tail,
+        agent: query.agent,
+    })
 }
 
 /// Upgrades an authenticated request and bridges it to a pod connection.
@@ -597,9 +614,21 @@ async fn websocket(req: HttpRequest, body: web::Payload, state: web::Data<State>
     let Some(revoked) = state.tokens.watch(&granted.id) else {
         return failed_check(&req, &state, "that device token was revoked");
     };
-    let tail = match tail_asked(req.query_string()) {
-        Ok(tail) => tail,
+    let Asked { tail, agent } = match asked(req.query_string()) {
+        Ok(asked) => asked,
         Err(why) => return refusal(StatusCode::BAD_REQUEST, "invalid_params", &why),
+    };
+    let Some(door) = state.doors.door(agent.as_deref().unwrap_or(&state.pod)) else {
+        return refusal(
+            StatusCode::NOT_FOUND,
+            "unknown_agent",
+            &format!(
+                "no pod named {:?} runs here: `agent` takes the full name of a running child \
+                 of {:?} (its status lists them; `pod agents` on the pod's machine too)",
+                agent.unwrap_or_default(),
+                state.pod
+            ),
+        );
     };
     let ip = client_ip(&req);
     let descendant = held_by_a_tool(&req).await;
@@ -642,8 +671,7 @@ async fn websocket(req: HttpRequest, body: web::Payload, state: web::Data<State>
         }
     };
     let feed = Feed::new();
-    if state
-        .accept
+    if door
         .send(RemoteClient {
             socket: theirs,
             feed: feed.clone(),

@@ -70,6 +70,23 @@ export async function pairFromAddress() {
   return { token: body.token };
 }
 
+/**
+ * The child pod this page shows (`?agent=<full name>` in its address), or
+ * null for the pod serving it. The page is the same either way: it only
+ * connects to `/v1/ws?agent=…`, and the pod routes it to that child.
+ */
+export function shownAgent() {
+  return new URLSearchParams(location.search).get('agent') || null;
+}
+
+/**
+ * The address of a pod's view: the serving pod's without `agent` (its own
+ * name or null), a child's with `?agent=`.
+ */
+export function viewAddress(agent) {
+  return agent ? `${location.pathname}?agent=${encodeURIComponent(agent)}` : location.pathname;
+}
+
 /** `fetch` with the device token as a bearer token. */
 export function authorizedFetch(token, url, options = {}) {
   const headers = new Headers(options.headers || {});
@@ -115,7 +132,9 @@ export class Connection {
     // For the bench and the curious: where a connection's time starts.
     performance.mark('pod:connect');
     try {
-      ws = new WebSocket(`${scheme}//${location.host}/v1/ws?tail=${TAIL_ENTRIES}`, [
+      const agent = shownAgent();
+      const query = `tail=${TAIL_ENTRIES}${agent ? `&agent=${encodeURIComponent(agent)}` : ''}`;
+      ws = new WebSocket(`${scheme}//${location.host}/v1/ws?${query}`, [
         'pod.v1',
         `pod.token.${this.token}`,
       ]);

@@ -5,6 +5,7 @@
 
 import { h, replace } from './dom.js';
 import { pasteLabel, previewPre, shortId } from './view.js';
+import { shownAgent, viewAddress } from './connection.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -121,6 +122,7 @@ export class Controls {
       : `read-only${this.greeting.access_reason === 'descendant' ? ' (a tool of this pod)' : ''}`;
     $('pod-name').textContent = this.greeting.pod ? `pod ${this.greeting.pod}` : 'pod';
     $('pod-name').title = this.greeting.workspace || '';
+    this.drawBack();
     this.status(frame.status || {});
     if ($('sessions-open').open) this.loadSessions();
   }
@@ -170,6 +172,22 @@ export class Controls {
   }
 
   /**
+   * On a child's view, a link back to its parent's: a child's name is its
+   * parent's plus `.slug`, and the top pod is the one serving the page.
+   */
+  drawBack() {
+    const agent = shownAgent();
+    const back = $('back');
+    back.hidden = !agent;
+    if (!agent) return;
+    const parent = agent.includes('.') ? agent.slice(0, agent.lastIndexOf('.')) : null;
+    const top = !parent || !parent.includes('.');
+    back.href = viewAddress(top ? null : parent);
+    back.textContent = `← ${parent ?? 'back'}`;
+    back.setAttribute('aria-label', `Back to ${parent ?? 'the parent pod'}`);
+  }
+
+  /**
    * The child pods (subagents) from the status: each one's state, the
    * approvals it waits for and its usage, under the tree's usage — so that
    * what a turn cost is never undercounted.
@@ -195,16 +213,14 @@ export class Controls {
             return h(
               'li',
               { class: waiting ? 'agent attention' : 'agent' },
-              h('span', { class: 'agent-name' }, String(a?.name ?? '?')),
+              // Opens the child's own view: its log live, its composer, and
+              // its approval panel, which answers its requests.
+              h('a', { class: 'agent-name', href: viewAddress(String(a?.name ?? '')) }, String(a?.name ?? '?')),
               ' ',
               h('span', { class: `state state-${a?.state}` }, state),
               ' ',
               h('span', { class: 'dim' }, usage(a?.usage)),
-              // Its request is in its own log, which this page cannot open
-              // yet: say where it can be answered with what it asks shown.
-              waiting
-                ? h('div', { class: 'dim' }, `answer it where its request shows: pod pending / pod approve on the pod's machine, or /agents in the TUI`)
-                : null,
+              waiting ? h('div', { class: 'dim' }, 'open it to answer') : null,
             );
           }),
         ),

@@ -9,6 +9,7 @@
 
 import { h, replace } from './dom.js';
 import { renderMarkdown } from './markdown.js';
+import { viewAddress } from './connection.js';
 
 /** Output lines of a running tool shown under its call. */
 const OUTPUT_TAIL_LINES = 8;
@@ -604,7 +605,7 @@ export class Conversation {
           h(
             'div',
             { class: 'agent-entry' },
-            h('div', { class: 'agent-head' }, `⎇ agent ${entry.name} started`),
+            h('div', { class: 'agent-head' }, '⎇ agent ', agentLink(entry.name), ' started'),
             h('div', { class: 'agent-text' }, String(entry.task ?? '')),
           ),
         );
@@ -616,7 +617,7 @@ export class Conversation {
           h(
             'div',
             { class: 'agent-entry' },
-            h('div', { class: 'agent-head' }, `⎇ agent ${entry.name}: turn ${entry.reason}${usage}`),
+            h('div', { class: 'agent-head' }, '⎇ agent ', agentLink(entry.name), `: turn ${entry.reason}${usage}`),
             entry.text ? h('div', { class: 'agent-text dim' }, String(entry.text)) : null,
           ),
         );
@@ -937,3 +938,10 @@ function relabel(fragment, reason) {
 function fold(folded, summary, body, cls) {
   return h('details', { class: cls || 'fold', open: !folded }, h('summary', {}, summary), body);
 }
+
+/** A child pod's name as a link to its own view (`?agent=`). */
+function agentLink(name) {
+  const text = String(name ?? '?');
+  return h('a', { href: viewAddress(text) }, text);
+}
+
