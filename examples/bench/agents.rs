@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _};
-use pod::protocol::{LogEntry, LogLine, ParentRef};
+use pod::protocol::{LogEntry, ParentRef};
 use pod::store::{pointer, LogFile};
 use serde_json::json;
 use uuid::Uuid;
@@ -269,19 +269,11 @@ fn write_child(data: &Path, workspace: &Path) -> anyhow::Result<()> {
         replay_of: None,
     };
     let path = LogFile::path_for(&sessions, session_id);
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&path)?);
-    let entries = (0..CHILD_ENTRIES).map(|i| realistic_entry(i, 200));
-    for (seq, entry) in std::iter::once(start).chain(entries).enumerate() {
-        serde_json::to_writer(
-            &mut out,
-            &LogLine {
-                seq: seq as u64,
-                entry,
-            },
-        )?;
-        out.write_all(b"\n")?;
-    }
-    out.into_inner()?.sync_all()?;
+    crate::util::write_log(
+        &path,
+        start,
+        (0..CHILD_ENTRIES).map(|i| realistic_entry(i, 200)),
+    )?;
     pointer::write(
         &pointer::path(&pods, &format!("{PARENT}.w")),
         pointer::Pointer {

@@ -97,7 +97,6 @@ pub fn write_session(
     std::fs::create_dir_all(&pods)?;
     let session_id = Uuid::new_v4();
     let path = pod::store::LogFile::path_for(&sessions, session_id);
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&path)?);
     let start = LogEntry::SessionStart {
         session_id,
         created_at: LogEntry::now(),
@@ -109,17 +108,7 @@ pub fn write_session(
         parent: None,
         replay_of: None,
     };
-    for (seq, entry) in std::iter::once(start).chain(entries).enumerate() {
-        serde_json::to_writer(
-            &mut out,
-            &LogLine {
-                seq: seq as u64,
-                entry,
-            },
-        )?;
-        out.write_all(b"\n")?;
-    }
-    out.into_inner()?.sync_all()?;
+    write_log(&path, start, entries)?;
     pointer::write(
         &pointer::path(&pods, "default"),
         pointer::Pointer {
@@ -135,6 +124,27 @@ pub fn write_session(
 /// The program `PodProcess` runs as `… serve`: this one unless the run
 /// was told otherwise (`--serve-with`).
 static SERVE_WITH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Writes a session log at `path`: `start` at seq 0, then `entries`, synced.
+pub fn write_log(
+    path: &Path,
+    start: LogEntry,
+    entries: impl Iterator<Item = LogEntry>,
+) -> anyhow::Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for (seq, entry) in std::iter::once(start).chain(entries).enumerate() {
+        serde_json::to_writer(
+            &mut out,
+            &LogLine {
+                seq: seq as u64,
+                entry,
+            },
+        )?;
+        out.write_all(b"\n")?;
+    }
+    out.into_inner()?.sync_all()?;
+    Ok(())
+}
 
 pub fn serve_with(program: PathBuf) {
     let _ = SERVE_WITH.set(program);
