@@ -280,6 +280,17 @@ fn without_json_stdout_is_the_final_text_alone() {
         "{}",
         stderr(&output)
     );
+    // The hint names the data directory the run was given, so it works.
+    let hint = stderr(&output);
+    let command = hint
+        .split('`')
+        .find(|part| part.starts_with("pod log "))
+        .unwrap_or_else(|| panic!("no `pod log` hint in {hint}"));
+    let args: Vec<&str> = command.split(' ').skip(1).collect();
+    assert!(args.contains(&"--data-dir"), "{command}");
+    let log = Command::new(POD).args(&args).output().unwrap();
+    assert_eq!(log.status.code(), Some(0), "{}", stderr(&log));
+    assert!(String::from_utf8_lossy(&log.stdout).contains("The answer is 42."));
 }
 
 /// Every kind of change a run makes — an edit, a new file in a new

@@ -84,7 +84,16 @@ pub fn run(paths: &Paths, args: ExecArgs, config: ConfigFile) -> anyhow::Result<
         }
         (Err(e), Ok(())) => return Err(e),
     };
-    run.report(&options, &name)
+    // The command that prints the log, with the data directory when it is
+    // not the default one: a harness gives its own, and the hint must work.
+    let log_command = match dirs::data_dir() {
+        Some(default) if default.join("pod") == paths.data_dir => format!("pod log --name {name}"),
+        _ => format!(
+            "pod log --data-dir {} --name {name}",
+            paths.data_dir.display()
+        ),
+    };
+    run.report(&options, &log_command)
 }
 
 /// A pod that failed to start: bad usage when it refused the flags' name or
@@ -221,7 +230,8 @@ impl Ran {
         }
     }
 
-    fn report(self, options: &Options, pod: &str) -> anyhow::Result<ExitCode> {
+    /// Prints the outcome; `log_command` is the command that prints the run's log.
+    fn report(self, options: &Options, log_command: &str) -> anyhow::Result<ExitCode> {
         let mut stdout = std::io::stdout().lock();
         let written = if options.json {
             let line = ExecResult {
@@ -258,7 +268,7 @@ impl Ran {
             eprintln!("pod: the run ended {}", reason.as_str());
         }
         eprintln!(
-            "pod: the run's log is session {} (`pod log --name {pod}` prints it)",
+            "pod: the run's log is session {} (`{log_command}` prints it)",
             self.session_id
         );
         Ok(ExitCode::from(self.exit_code()))
