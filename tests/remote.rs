@@ -880,8 +880,18 @@ for field in ("access", "access_reason"):
 #[test]
 fn the_unix_socket_door_serves_a_proxy_and_keeps_tools_read_only() {
     use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
-    // Not under /tmp, where the sandbox lets tools write (refused, below).
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // Not under /tmp or $TMPDIR, where the sandbox lets tools write
+    // (refused, below) — nor under the target directory, which is there when
+    // the checkout is: the runtime directory, else the home directory.
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(std::path::PathBuf::from)
+        .filter(|dir| dir.is_dir())
+        .or_else(|| std::env::var_os("HOME").map(std::path::PathBuf::from))
+        .expect("XDG_RUNTIME_DIR or HOME is set");
+    let dir = tempfile::Builder::new()
+        .prefix("pod-door-test")
+        .tempdir_in(base)
+        .unwrap();
     let door = dir.path().join("web.sock");
     let planted = dir.path().join("planted-token");
     let command = format!(
