@@ -784,10 +784,12 @@ async fn scrolled_up_stays_put_with_newer_below(screen: Screen) {
         after[1], before[1],
         "the same message at the top of the view"
     );
-    for i in [0, 2] {
-        let (b, a) = (before[i].as_f64().unwrap(), after[i].as_f64().unwrap());
-        assert!((a - b).abs() <= 2.0, "the view moved: {before} → {after}");
-    }
+    // Where that message is on the screen is what the reader sees; the
+    // scroll offset may change with it when something above the view
+    // changes height (the browser keeps the view anchored), so it is not
+    // what is compared.
+    let (b, a) = (before[2].as_f64().unwrap(), after[2].as_f64().unwrap());
+    assert!((a - b).abs() <= 2.0, "the view moved: {before} → {after}");
     assert_eq!(
         browser.js("document.getElementById('newer').hidden").await,
         json!(false)
