@@ -228,28 +228,35 @@ fn args(json: &str) -> Value {
     serde_json::from_str(json).unwrap_or_else(|e| panic!("{json}: {e}"))
 }
 
+/// What a policy built from one table row decides for the row's call.
+fn decide(row: &Row, never_ask: bool) -> Verdict {
+    let &(mode, (tool, json), allow, deny, session, sandbox, _) = row;
+    let policy = Policy {
+        mode,
+        allow: rules(allow),
+        deny: rules(deny),
+        sandbox,
+        workspace_root: ROOT.into(),
+        protected: Vec::new(),
+        never_ask,
+    };
+    let arguments = args(json);
+    policy.decide(
+        &Call {
+            tool,
+            arguments: &arguments,
+        },
+        &rules(session),
+    )
+}
+
 #[test]
 fn policy_table() {
     let mut failures = Vec::new();
-    for (i, &(mode, (tool, json), allow, deny, session, sandbox, want)) in TABLE.iter().enumerate()
+    for (i, row @ &(mode, (tool, json), allow, deny, session, sandbox, want)) in
+        TABLE.iter().enumerate()
     {
-        let policy = Policy {
-            mode,
-            allow: rules(allow),
-            deny: rules(deny),
-            sandbox,
-            workspace_root: ROOT.into(),
-            protected: Vec::new(),
-            never_ask: false,
-        };
-        let arguments = args(json);
-        let got = policy.decide(
-            &Call {
-                tool,
-                arguments: &arguments,
-            },
-            &rules(session),
-        );
+        let got = decide(row, false);
         let expected = match want {
             Runs => Verdict::Run,
             Asks(reason) => Verdict::Ask {
@@ -272,25 +279,8 @@ fn policy_table() {
 /// denied is still denied by the same rule.
 #[test]
 fn never_ask_denies_exactly_what_would_ask() {
-    for (i, &(mode, (tool, json), allow, deny, session, sandbox, want)) in TABLE.iter().enumerate()
-    {
-        let policy = Policy {
-            mode,
-            allow: rules(allow),
-            deny: rules(deny),
-            sandbox,
-            workspace_root: ROOT.into(),
-            protected: Vec::new(),
-            never_ask: true,
-        };
-        let arguments = args(json);
-        let got = policy.decide(
-            &Call {
-                tool,
-                arguments: &arguments,
-            },
-            &rules(session),
-        );
+    for (i, row @ &(mode, (tool, json), .., want)) in TABLE.iter().enumerate() {
+        let got = decide(row, true);
         let expected = match want {
             Runs => Verdict::Run,
             Asks(_) => Verdict::Deny {
