@@ -7,6 +7,7 @@ use crate::protocol::{ApprovalMode, CompletionKind, Level, Method, Request, Segm
 use crate::tui::commands::{self, Builtin};
 use crate::tui::composer::{MenuItem, TokenKind};
 use crate::tui::connection::{ConnectionState, Outgoing};
+use crate::tui::conversation::Conversation;
 use crate::tui::overlay::Overlay;
 
 impl App {
@@ -560,7 +561,12 @@ impl App {
         }
     }
 
+    /// Nothing of the pod left behind stays on screen while the other
+    /// pod's snapshot is on its way: a reader must never take the old
+    /// view's lines for the new pod's.
     fn switch_view(&mut self, to: Outgoing) {
+        self.conversation = Conversation::new();
+        self.viewport.end();
         self.overlay = None;
         self.status = None;
         self.greeting = None;
