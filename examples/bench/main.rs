@@ -10,6 +10,7 @@ mod caching;
 mod checkpoint;
 mod clients;
 mod durable;
+mod exec;
 mod fanout;
 mod hooks;
 mod images;
@@ -38,7 +39,7 @@ pub struct Config {
     quick: bool,
     /// Run only these scenarios: durable, attach, fanout, startup, turn,
     /// later, stream, sessions, checkpoint, images, hooks, remote, page,
-    /// jobs, oneshot, caching, acp, agents.
+    /// jobs, oneshot, caching, acp, agents, exec.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Run this program's `serve` (another build of the bench) as the pod,
@@ -53,7 +54,7 @@ pub struct Config {
 
 type Scenario = fn(&Config) -> anyhow::Result<Vec<util::Row>>;
 
-const SCENARIOS: [(&str, Scenario); 18] = [
+const SCENARIOS: [(&str, Scenario); 19] = [
     ("durable", durable::run),
     ("attach", attach::run),
     ("fanout", fanout::run),
@@ -72,6 +73,7 @@ const SCENARIOS: [(&str, Scenario); 18] = [
     ("caching", caching::run),
     ("acp", acp::run),
     ("agents", agents::run),
+    ("exec", exec::run),
 ];
 
 fn main() -> ExitCode {
@@ -79,8 +81,8 @@ fn main() -> ExitCode {
     // `util::PodProcess`).
     match std::env::args().nth(1).as_deref() {
         // `send` too: the one-shot scenario runs `pod send` as a user does;
-        // `acp` for scenario 17's editor.
-        Some("serve" | "send" | "acp") => return serve(),
+        // `acp` for scenario 17's editor; `exec` and `replay` for 19.
+        Some("serve" | "send" | "acp" | "exec" | "replay") => return serve(),
         Some(pod::tools::reaper::SUBCOMMAND) => return pod::tools::reaper::run(),
         Some("bare-read") => return stream::bare_read(),
         _ => {}

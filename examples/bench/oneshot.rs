@@ -101,15 +101,15 @@ pub fn run(config: &Config) -> anyhow::Result<Vec<Row>> {
     ])
 }
 
-struct Shot {
-    total: Duration,
+pub struct Shot {
+    pub total: Duration,
     /// The pod's peak RSS (VmHWM) once the turn had ended.
-    peak: u64,
+    pub peak: u64,
 }
 
 /// `pod serve` on `dir`, one `pod send` once it listens, then a stop; timed
 /// from the spawn to the server's exit.
-fn one_shot(dir: &std::path::Path, args: &[&str]) -> anyhow::Result<Shot> {
+pub fn one_shot(dir: &std::path::Path, args: &[&str]) -> anyhow::Result<Shot> {
     let t = Instant::now();
     let mut pod = PodProcess::spawn(dir, args)?;
     pod.wait_listening(t)?;
