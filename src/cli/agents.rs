@@ -7,8 +7,7 @@ use crate::protocol::{AgentInfo, Method, Request};
 use crate::safe_text;
 
 use super::args::AgentsAction;
-use super::connect::{connect, exit, snapshot};
-use super::rules::ask;
+use super::connect::{ask, connect, exit, snapshot};
 use super::Paths;
 
 pub fn run(paths: &Paths, json: bool, action: Option<AgentsAction>) -> anyhow::Result<ExitCode> {
@@ -54,8 +53,8 @@ pub fn run(paths: &Paths, json: bool, action: Option<AgentsAction>) -> anyhow::R
     })
 }
 
-fn refused(why: &str) -> anyhow::Result<ExitCode> {
-    eprintln!("pod: {}", safe_text::line(why));
+fn refused(why: &crate::client::Refusal) -> anyhow::Result<ExitCode> {
+    eprintln!("pod: {}", safe_text::line(&why.to_string()));
     Ok(ExitCode::from(exit::FAILED))
 }
 

@@ -7,8 +7,7 @@ use crate::protocol::{JobInfo, Method, Request};
 use crate::safe_text;
 
 use super::args::JobsAction;
-use super::connect::{connect, exit, snapshot};
-use super::rules::ask;
+use super::connect::{ask, connect, exit, snapshot};
 use super::Paths;
 
 pub fn run(paths: &Paths, action: Option<JobsAction>) -> anyhow::Result<ExitCode> {

@@ -9,36 +9,26 @@ use base64::Engine as _;
 
 use super::connect::{connect, exit, snapshot};
 use super::Paths;
-use crate::client::{EventStream, RequestSink};
+use crate::client::{self, EventStream, Refusal, RequestSink};
 use crate::protocol::{
-    CheckpointReason, ErrorCode, Event, LogEntry, Method, Request, Response, Segment, SegmentView,
+    CheckpointReason, ErrorCode, LogEntry, Method, Response, Segment, SegmentView,
 };
 
 /// A refused request: its code and message.
 struct Refused(ErrorCode, String);
 
-/// Sends `method` and waits for its answer, skipping every other frame.
+/// [`client::call`]: the pod's refusal is for the command to say; a
+/// connection that ended or failed first ends the command.
 async fn call(
     events: &mut EventStream,
     sink: &mut RequestSink,
     method: Method,
 ) -> anyhow::Result<Result<Response, Refused>> {
-    let id = format!("cli-{}", uuid::Uuid::new_v4().simple());
-    sink.send(&Request::with_id(method, id.clone())).await?;
-    while let Some(event) = events.next().await {
-        match event? {
-            Event::Response(r) if r.request_id.as_deref() == Some(id.as_str()) => return Ok(Ok(r)),
-            Event::Error {
-                code,
-                message,
-                request_id,
-            } if request_id.as_deref() == Some(id.as_str()) => {
-                return Ok(Err(Refused(code, message)))
-            }
-            _ => {}
-        }
+    match client::call(events, sink, method).await {
+        Ok(response) => Ok(Ok(response)),
+        Err(Refusal::Refused { code, message }) => Ok(Err(Refused(code, message))),
+        Err(other) => Err(other.into()),
     }
-    anyhow::bail!("the pod closed the connection before it answered")
 }
 
 /// One turn of the session, as the log shows it.

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use super::args::{TokenCommand, UrlArgs};
 use super::connect::{connect, exit, snapshot};
 use super::Paths;
-use crate::client::Endpoint;
-use crate::protocol::{AccessLevel, Event, Method, Request, Response};
+use crate::client::{Endpoint, Refusal};
+use crate::protocol::{AccessLevel, Method, Response};
 
 pub fn run(paths: &Paths, command: TokenCommand) -> anyhow::Result<ExitCode> {
     let method = match &command {
@@ -116,24 +116,13 @@ fn ask(paths: &Paths, method: Method) -> anyhow::Result<Result<Response, ExitCod
             Err(code) => return Ok(Err(code)),
         };
         snapshot(&mut events, &endpoint).await?;
-        let id = format!("token-{}", uuid::Uuid::new_v4().simple());
-        sink.send(&Request::with_id(method, id.clone())).await?;
-        while let Some(event) = events.next().await {
-            match event? {
-                Event::Response(r) if r.request_id.as_deref() == Some(id.as_str()) => {
-                    return Ok(Ok(r))
-                }
-                Event::Error {
-                    message,
-                    request_id,
-                    ..
-                } if request_id.as_deref() == Some(id.as_str()) => {
-                    eprintln!("pod: {message}");
-                    return Ok(Err(ExitCode::from(exit::FAILED)));
-                }
-                _ => {}
+        match super::connect::ask(&mut events, &mut sink, method).await? {
+            Ok(response) => Ok(Ok(response)),
+            Err(Refusal::Refused { message, .. }) => {
+                eprintln!("pod: {message}");
+                Ok(Err(ExitCode::from(exit::FAILED)))
             }
+            Err(other) => Err(other.into()),
         }
-        anyhow::bail!("the pod closed the connection before it answered")
     })
 }
