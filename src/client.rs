@@ -17,7 +17,8 @@ use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest as _, Messa
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tokio_util::codec::{FramedRead, FramedWrite, LinesCodec};
 
-use crate::protocol::{ErrorCode, Event, Method, Request, Response};
+use crate::protocol::answer::{Answer, Missing};
+use crate::protocol::{ErrorCode, Event, Method, Request};
 
 /// Where a pod is reached.
 #[derive(Debug, Clone)]
@@ -473,13 +474,19 @@ pub enum Refusal {
     /// The connection closed before the answer came.
     #[error("the pod closed the connection before it answered")]
     Closed,
+    /// The `response` is not the asked method's answer (a field it must
+    /// have is missing).
+    #[error(transparent)]
+    Unexpected(#[from] Missing),
     /// Sending the method or reading a frame failed.
     #[error(transparent)]
     Connection(#[from] ClientError),
 }
 
 /// Sends `method` with a fresh `request_id` and waits for the pod's answer
-/// to it: the `response`, or the `error` that names that `request_id`.
+/// to it: the `response`, read as the answer `A` the caller asked for
+/// ([`crate::protocol::answer`]: `Rules` for `list_rules`, `Ack` for
+/// `pause`, …), or the `error` that names that `request_id`.
 ///
 /// One rule for every client that asks, so that none decides it anew:
 ///
@@ -501,30 +508,30 @@ pub enum Refusal {
 /// A `run`'s answer says only that the run was taken (`queued`); its turn
 /// is followed through its frames, which is not a call's job (`pod send`,
 /// `pod exec`).
-pub async fn call(
+pub async fn call<A: Answer>(
     events: &mut EventStream,
     sink: &mut RequestSink,
     method: Method,
-) -> Result<Response, Refusal> {
+) -> Result<A, Refusal> {
     call_seeing(events, sink, method, |_, _| {}).await
 }
 
 /// [`call`], handing every frame that is not the answer to `other` (with
 /// the line it was parsed from) instead of skipping it: for a client that
 /// asks in the middle of following the conversation.
-pub async fn call_seeing(
+pub async fn call_seeing<A: Answer>(
     events: &mut EventStream,
     sink: &mut RequestSink,
     method: Method,
     mut other: impl FnMut(String, Event),
-) -> Result<Response, Refusal> {
+) -> Result<A, Refusal> {
     let id = format!("call-{}", uuid::Uuid::new_v4().simple());
     sink.send(&Request::with_id(method, id.clone())).await?;
     while let Some(frame) = events.next_frame().await {
         let (line, event) = frame?;
         match event {
             Event::Response(response) if response.request_id.as_deref() == Some(&id) => {
-                return Ok(response)
+                return Ok(A::read(response)?);
             }
             Event::Error {
                 code,
@@ -541,6 +548,7 @@ pub async fn call_seeing(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::answer::Rules;
 
     #[test]
     fn urls_become_websocket_urls_with_the_default_path() {
@@ -555,7 +563,7 @@ mod tests {
     /// A pod on the far end of a socket pair: reads the call's request,
     /// then writes `frames`, each with `{id}` replaced by the request's
     /// `request_id`, and closes.
-    async fn pod_answering(frames: &'static [&'static str]) -> Result<Response, Refusal> {
+    async fn pod_answering(frames: &'static [&'static str]) -> Result<Rules, Refusal> {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         let (mut events, mut sink) = over(ours).unwrap();
         let pod = std::thread::spawn(move || {
@@ -586,7 +594,7 @@ mod tests {
         ])
         .await
         .unwrap();
-        assert_eq!(answer.rules, Some(Vec::new()));
+        assert_eq!(answer.rules, Vec::new());
     }
 
     #[tokio::test]
@@ -606,6 +614,11 @@ mod tests {
         );
         let closed = pod_answering(&[r#"{"type":"status","state":"idle","queued":0}"#]).await;
         assert!(matches!(closed, Err(Refusal::Closed)), "{closed:?}");
+        let other = pod_answering(&[r#"{"type":"response","request_id":"{id}","ok":true}"#]).await;
+        assert!(
+            matches!(other, Err(Refusal::Unexpected(Missing("rules")))),
+            "{other:?}"
+        );
         let bad = pod_answering(&["not json"]).await;
         assert!(
             matches!(bad, Err(Refusal::Connection(ClientError::BadEvent(_)))),

@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 
+use crate::protocol::answer::{Ack, Agents};
 use crate::protocol::{AgentInfo, Method, Request};
 use crate::safe_text;
 
@@ -17,8 +18,8 @@ pub fn run(paths: &Paths, json: bool, action: Option<AgentsAction>) -> anyhow::R
             Err(code) => return Ok(code),
         };
         let pod = snapshot(&mut events, &paths.endpoint).await?.greeting.pod;
-        let listed = match ask(&mut events, &mut sink, Method::ListAgents).await? {
-            Ok(response) => response.agents.unwrap_or_default(),
+        let listed = match ask::<Agents>(&mut events, &mut sink, Method::ListAgents).await? {
+            Ok(answer) => answer.agents,
             Err(why) => return refused(&why),
         };
         let Some(AgentsAction::Rm { agent }) = action else {
@@ -34,7 +35,7 @@ pub fn run(paths: &Paths, json: bool, action: Option<AgentsAction>) -> anyhow::R
             client: "pod agents".into(),
         }))
         .await?;
-        match ask(
+        match ask::<Ack>(
             &mut events,
             &mut sink,
             Method::RemoveAgent { name: name.clone() },

@@ -7,6 +7,7 @@
 use std::process::ExitCode;
 
 use crate::client::{Endpoint, EventStream, RequestSink};
+use crate::protocol::answer::Ack;
 use crate::protocol::{Decision, LogEntry, Method, Request, Scope, Snapshot};
 
 use super::args::{ApproveArgs, DenyArgs};
@@ -321,11 +322,10 @@ async fn send_decision(
         scope: answer.scope,
         message: answer.message,
     };
-    Ok(match ask(events, sink, method).await? {
-        Ok(r) if r.ok == Some(false) => Err("it answered not ok".into()),
-        Ok(_) => Ok(()),
-        Err(refusal) => Err(refusal.to_string()),
-    })
+    Ok(ask::<Ack>(events, sink, method)
+        .await?
+        .map(|Ack| ())
+        .map_err(|refusal| refusal.to_string()))
 }
 
 #[cfg(test)]

@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::client::{self, ClientError, Endpoint, EventStream, Refusal, RequestSink};
-use crate::protocol::{Event, Method, Response, Snapshot};
+use crate::protocol::answer::Answer;
+use crate::protocol::{Event, Method, Snapshot};
 
 /// Exit codes of the client commands (`cli.md`); 0 and clap's 2 aside.
 pub mod exit {
@@ -115,11 +116,11 @@ pub async fn snapshot(events: &mut EventStream, socket: &Endpoint) -> anyhow::Re
 /// [`client::call`] for a command: a connection that failed is the
 /// command's error (`?` reports it); any other refusal is for the command
 /// to say in its own words.
-pub async fn ask(
+pub async fn ask<A: Answer>(
     events: &mut EventStream,
     sink: &mut RequestSink,
     method: Method,
-) -> anyhow::Result<Result<Response, Refusal>> {
+) -> anyhow::Result<Result<A, Refusal>> {
     match client::call(events, sink, method).await {
         Err(Refusal::Connection(e)) => Err(e.into()),
         answer => Ok(answer),

@@ -47,7 +47,7 @@ pub fn run(name: &str, paths: &Paths, args: LogArgs) -> anyhow::Result<ExitCode>
 /// `pod log --url` or `--socket`: the sessions as the pod serves them.
 async fn through_pod(paths: &Paths, args: LogArgs) -> anyhow::Result<ExitCode> {
     use crate::client::Refusal;
-    use crate::protocol::Method;
+    use crate::protocol::{answer::Lines, Method};
     let (mut events, mut sink) = match super::connect::connect(&paths.endpoint).await? {
         Ok(connection) => connection,
         Err(code) => return Ok(code),
@@ -65,17 +65,15 @@ async fn through_pod(paths: &Paths, args: LogArgs) -> anyhow::Result<ExitCode> {
     loop {
         if let Some(query) = next.take() {
             let method = Method::GetSession { session_id: query };
-            let (id, lines) = match super::connect::ask(&mut events, &mut sink, method).await? {
-                Ok(r) => (
-                    r.session_id.unwrap_or_default(),
-                    r.entries.unwrap_or_default(),
-                ),
-                Err(Refusal::Refused { message, .. }) => {
-                    eprintln!("pod: {message}");
-                    return Ok(ExitCode::from(super::connect::exit::FAILED));
-                }
-                Err(other) => return Err(other.into()),
-            };
+            let (id, lines) =
+                match super::connect::ask::<Lines>(&mut events, &mut sink, method).await? {
+                    Ok(answer) => (answer.session_id, answer.entries),
+                    Err(Refusal::Refused { message, .. }) => {
+                        eprintln!("pod: {message}");
+                        return Ok(ExitCode::from(super::connect::exit::FAILED));
+                    }
+                    Err(other) => return Err(other.into()),
+                };
             chain.push((id, lines));
         }
         let earlier = match chain.last().and_then(|(_, lines)| lines.first()) {

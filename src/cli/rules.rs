@@ -4,6 +4,7 @@
 
 use std::process::ExitCode;
 
+use crate::protocol::answer::{Ack, Rules};
 use crate::protocol::{Method, Request, RuleInfo};
 
 use super::args::RulesAction;
@@ -18,9 +19,9 @@ pub fn run(paths: &Paths, action: Option<RulesAction>) -> anyhow::Result<ExitCod
         };
         snapshot(&mut events, &paths.endpoint).await?;
         match action {
-            None => match ask(&mut events, &mut sink, Method::ListRules).await? {
-                Ok(response) => {
-                    print!("{}", table(&response.rules.unwrap_or_default()));
+            None => match ask::<Rules>(&mut events, &mut sink, Method::ListRules).await? {
+                Ok(answer) => {
+                    print!("{}", table(&answer.rules));
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(why) => refused(&why),
@@ -30,7 +31,7 @@ pub fn run(paths: &Paths, action: Option<RulesAction>) -> anyhow::Result<ExitCod
                     client: "pod rules".into(),
                 }))
                 .await?;
-                match ask(
+                match ask::<Ack>(
                     &mut events,
                     &mut sink,
                     Method::RevokeRule { rule: rule.clone() },

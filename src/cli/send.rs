@@ -17,6 +17,7 @@ use super::connect::{connect, exit};
 use super::transcript::Transcript;
 use super::Paths;
 use crate::client::{self, EventStream, Refusal};
+use crate::protocol::answer::BlobStored;
 use crate::protocol::{
     AssistantItem, DecidedBy, Decision, ErrorCode, Event, Level, LogEntry, Method, PodState,
     Request, Segment, TurnEndReason, TurnError,
@@ -291,8 +292,7 @@ async fn send(
             return Err(e.into());
         }
         match answer {
-            Ok(r) => {
-                let blob = r.blob.unwrap_or_default();
+            Ok(BlobStored { blob, .. }) => {
                 segments.push(Segment::image(blob, image.media_type, Some(image.name)));
             }
             Err(Refusal::Refused { message, .. }) => {
@@ -303,7 +303,7 @@ async fn send(
                 );
                 return Ok(ExitCode::from(exit::FAILED));
             }
-            Err(Refusal::Connection(e)) => return Err(e.into()),
+            Err(e @ (Refusal::Connection(_) | Refusal::Unexpected(_))) => return Err(e.into()),
             Err(Refusal::Closed | Refusal::ShutDown { .. }) => {
                 anyhow::bail!("the connection to the pod was lost while sending an image")
             }

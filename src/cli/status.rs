@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use crate::protocol::answer::Ack;
 use crate::protocol::{Method, PodState, Request, Snapshot};
 use crate::store::pod_socket;
 
@@ -146,7 +147,7 @@ pub fn stop(paths: &Paths) -> anyhow::Result<ExitCode> {
         // The pod answers, says `shutdown` to everyone, then closes: wait
         // for either of the last two — or for its refusal (a read-only
         // token, a tool's connection).
-        match client::call(&mut events, &mut sink, Method::Shutdown).await {
+        match client::call::<Ack>(&mut events, &mut sink, Method::Shutdown).await {
             Err(Refusal::Refused { message, .. }) => {
                 eprintln!(
                     "pod: the pod refused to stop: {}",
@@ -205,7 +206,7 @@ pub fn pause(paths: &Paths, pause: bool) -> anyhow::Result<ExitCode> {
         }))
         .await?;
         let method = if pause { Method::Pause } else { Method::Resume };
-        if let Err(refusal) = super::connect::ask(&mut events, &mut sink, method).await? {
+        if let Err(refusal) = super::connect::ask::<Ack>(&mut events, &mut sink, method).await? {
             eprintln!("pod: {refusal}");
             return Ok(ExitCode::from(super::connect::exit::FAILED));
         }

@@ -10,6 +10,7 @@ use anyhow::Context as _;
 use super::super::connect::exit;
 use super::{Limit, Options, Ran, CLIENT};
 use crate::client::{EventStream, RequestSink};
+use crate::protocol::answer;
 use crate::protocol::{
     AssistantItem, DecidedBy, Decision, Event, LogEntry, Method, Request, Segment, TurnEndReason,
     TurnError, Usage,
@@ -441,11 +442,13 @@ async fn get_diff(
         path: None,
         binary: true,
     };
-    Ok(match crate::client::call(events, sink, method).await {
-        Ok(r) => Ok(Diff {
-            text: r.diff.unwrap_or_default(),
-            truncated: r.truncated.unwrap_or(false),
-        }),
-        Err(refusal) => Err(refusal.to_string()),
-    })
+    Ok(
+        match crate::client::call::<answer::Diff>(events, sink, method).await {
+            Ok(answer) => Ok(Diff {
+                text: answer.diff,
+                truncated: answer.truncated,
+            }),
+            Err(refusal) => Err(refusal.to_string()),
+        },
+    )
 }

@@ -227,7 +227,7 @@ impl App {
             }
             "jobs" => match args.parse::<u64>() {
                 Ok(job) => {
-                    self.ask(Method::GetJobOutput { job }, Then::Jobs);
+                    self.ask(Method::GetJobOutput { job }, Then::JobOutput);
                 }
                 Err(_) => {
                     self.flash = Some(format!(

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 
 use super::{App, QueuedRun};
+use crate::protocol::answer::{self, Answer};
 use crate::protocol::{ErrorCode, Event, Level, Method, Response};
 use crate::tui::composer::{Atom, MenuItem};
 use crate::tui::overlay::{Overlay, SessionPicker};
@@ -43,8 +44,10 @@ pub(super) enum Then {
     Resolve { path: String },
     /// `/permissions`: the rules, as a notice.
     Rules,
-    /// `/jobs`, `/jobs N`: the jobs, or one job's output, as a notice.
+    /// `/jobs`: the jobs, as a notice.
     Jobs,
+    /// `/jobs N`: what that job printed, as a notice.
+    JobOutput,
     /// `/sessions`: the session picker.
     Sessions,
     /// `/diff`: the diff, as a notice.
@@ -147,17 +150,18 @@ impl App {
             Then::TakeBack { run } => self.took_back(&run, response.removed == Some(true)),
             Then::Approve { .. } => {}
             Then::Rules => {
-                if let Some(rules) = &response.rules {
-                    let text = super::command::rules_report(rules);
-                    self.notice(text);
+                if let Ok(answer) = answer::Rules::read(response) {
+                    self.notice(super::command::rules_report(&answer.rules));
                 }
             }
             Then::Jobs => {
-                if let Some(jobs) = &response.jobs {
-                    let text = match &response.output {
-                        Some(output) => super::command::job_output_report(jobs, output),
-                        None => super::command::jobs_report(jobs),
-                    };
+                if let Ok(answer) = answer::Jobs::read(response) {
+                    self.notice(super::command::jobs_report(&answer.jobs));
+                }
+            }
+            Then::JobOutput => {
+                if let Ok(answer) = answer::JobOutput::read(response) {
+                    let text = super::command::job_output_report(&answer.jobs, &answer.output);
                     self.notice(text);
                 }
             }
@@ -167,7 +171,7 @@ impl App {
                 }
             }
             Then::Sessions => {
-                if let Some(sessions) = response.sessions {
+                if let Ok(answer::Sessions { sessions }) = answer::Sessions::read(response) {
                     let workspace = self.greeting.as_ref().map(|g| g.workspace.clone());
                     self.overlay = Some(Overlay::Sessions(SessionPicker::new(sessions, workspace)));
                 }
@@ -228,27 +232,11 @@ impl App {
 
 /// A `list_completions` answer as menu items.
 fn menu_items(response: Response) -> Option<Vec<MenuItem>> {
-    let items = response.items.map(|items| {
-        items
-            .into_iter()
-            .map(|i| MenuItem {
-                value: i.value,
-                detail: i.detail,
-                builtin: false,
-            })
-            .collect::<Vec<_>>()
+    let answer = answer::Completions::read(response).ok()?;
+    let items = answer.items.into_iter().map(|i| MenuItem {
+        value: i.value,
+        detail: i.detail,
+        builtin: false,
     });
-    // A pod that predates `items` sends the bare values.
-    items.or_else(|| {
-        response.completions.map(|values| {
-            values
-                .into_iter()
-                .map(|value| MenuItem {
-                    value,
-                    detail: None,
-                    builtin: false,
-                })
-                .collect()
-        })
-    })
+    Some(items.collect())
 }
