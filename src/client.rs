@@ -467,8 +467,9 @@ pub enum Refusal {
     /// The pod answered with an `error` frame carrying this call's `request_id`.
     #[error("{message}")]
     Refused { code: ErrorCode, message: String },
-    /// The pod said `shutdown` before it answered: it answers nothing after
-    /// that frame, so waiting on would only wait for the socket to close.
+    /// The pod said `shutdown` before it answered: it is closing, an answer
+    /// not sent by then may never come, and waiting on would only wait for
+    /// the socket to close.
     #[error("the pod shut down ({reason})")]
     ShutDown { reason: String },
     /// The connection closed before the answer came.
@@ -495,7 +496,8 @@ pub enum Refusal {
 ///   [`call_seeing`] hands them to the caller instead.
 /// - `shutdown` ends the wait with [`Refusal::ShutDown`], also for the
 ///   `shutdown` method itself when its `response` did not come first: the
-///   pod answers nothing after saying it.
+///   pod is closing, and an answer it has not sent by then may never come
+///   (`pod stop` takes `shutdown` as done; other commands say it).
 /// - A closed connection ends it with [`Refusal::Closed`], a failed one
 ///   with [`Refusal::Connection`].
 /// - There is no timeout of its own: the pod answers every method it
