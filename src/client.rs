@@ -17,7 +17,8 @@ use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest as _, Messa
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tokio_util::codec::{FramedRead, FramedWrite, LinesCodec};
 
-use crate::protocol::{Event, Request};
+use crate::protocol::answer::{Answer, Missing};
+use crate::protocol::{ErrorCode, Event, Method, Request};
 
 /// Where a pod is reached.
 #[derive(Debug, Clone)]
@@ -431,6 +432,17 @@ impl EventStream {
             Err(e) => Err(ClientError::BadEvent(format!("{e}: {line:.200}"))),
         })
     }
+
+    /// Waits until the pod says `shutdown` or the connection ends, skipping
+    /// every other frame: what a client that asked the pod to stop waits
+    /// for once [`call`] has its answer.
+    pub async fn until_shutdown(&mut self) {
+        while let Some(event) = self.next().await {
+            if let Ok(Event::Shutdown { .. }) = event {
+                return;
+            }
+        }
+    }
 }
 
 impl RequestSink {
@@ -448,9 +460,97 @@ impl RequestSink {
     }
 }
 
+/// Why [`call`] has no answer: the pod refused the method, or the
+/// connection ended or failed before it answered.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// The pod answered with an `error` frame carrying this call's `request_id`.
+    #[error("{message}")]
+    Refused { code: ErrorCode, message: String },
+    /// The pod said `shutdown` before it answered: it is closing, an answer
+    /// not sent by then may never come, and waiting on would only wait for
+    /// the socket to close.
+    #[error("the pod shut down ({reason})")]
+    ShutDown { reason: String },
+    /// The connection closed before the answer came.
+    #[error("the pod closed the connection before it answered")]
+    Closed,
+    /// The `response` is not the asked method's answer (a field it must
+    /// have is missing).
+    #[error(transparent)]
+    Unexpected(#[from] Missing),
+    /// Sending the method or reading a frame failed.
+    #[error(transparent)]
+    Connection(#[from] ClientError),
+}
+
+/// Sends `method` with a fresh `request_id` and waits for the pod's answer
+/// to it: the `response`, read as the answer `A` the caller asked for
+/// ([`crate::protocol::answer`]: `Rules` for `list_rules`, `Ack` for
+/// `pause`, …), or the `error` that names that `request_id`.
+///
+/// One rule for every client that asks, so that none decides it anew:
+///
+/// - Every other frame (the snapshot, entries, deltas, `status`, other
+///   clients' answers, errors for no request or another one) is skipped;
+///   [`call_seeing`] hands them to the caller instead.
+/// - `shutdown` ends the wait with [`Refusal::ShutDown`], also for the
+///   `shutdown` method itself when its `response` did not come first: the
+///   pod is closing, and an answer it has not sent by then may never come
+///   (`pod stop` takes `shutdown` as done; other commands say it).
+/// - A closed connection ends it with [`Refusal::Closed`], a failed one
+///   with [`Refusal::Connection`].
+/// - There is no timeout of its own: the pod answers every method it
+///   reads, one client's in order, so an answer that does not come means
+///   the connection is gone, which the rules above report. A caller that
+///   must bound the wait wraps the call in `tokio::time::timeout`; dropping
+///   the call is safe (no frame is half read), and its late answer, under
+///   a `request_id` nobody else uses, is skipped by the next call.
+///
+/// A `run`'s answer says only that the run was taken (`queued`); its turn
+/// is followed through its frames, which is not a call's job (`pod send`,
+/// `pod exec`).
+pub async fn call<A: Answer>(
+    events: &mut EventStream,
+    sink: &mut RequestSink,
+    method: Method,
+) -> Result<A, Refusal> {
+    call_seeing(events, sink, method, |_, _| {}).await
+}
+
+/// [`call`], handing every frame that is not the answer to `other` (with
+/// the line it was parsed from) instead of skipping it: for a client that
+/// asks in the middle of following the conversation.
+pub async fn call_seeing<A: Answer>(
+    events: &mut EventStream,
+    sink: &mut RequestSink,
+    method: Method,
+    mut other: impl FnMut(String, Event),
+) -> Result<A, Refusal> {
+    let id = format!("call-{}", uuid::Uuid::new_v4().simple());
+    sink.send(&Request::with_id(method, id.clone())).await?;
+    while let Some(frame) = events.next_frame().await {
+        let (line, event) = frame?;
+        match event {
+            Event::Response(response) if response.request_id.as_deref() == Some(&id) => {
+                return Ok(A::read(response)?);
+            }
+            Event::Error {
+                code,
+                message,
+                request_id: Some(answered),
+            } if answered == id => return Err(Refusal::Refused { code, message }),
+            Event::Shutdown { reason } => return Err(Refusal::ShutDown { reason }),
+            event => other(line, event),
+        }
+    }
+    Err(Refusal::Closed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::answer::Rules;
 
     #[test]
     fn urls_become_websocket_urls_with_the_default_path() {
@@ -460,5 +560,71 @@ mod tests {
         assert_eq!(websocket_url("https://h/#pair=x").unwrap(), "wss://h/v1/ws");
         assert!(websocket_url("ftp://h").is_err());
         assert!(websocket_url("h:1").is_err());
+    }
+
+    /// A pod on the far end of a socket pair: reads the call's request,
+    /// then writes `frames`, each with `{id}` replaced by the request's
+    /// `request_id`, and closes.
+    async fn pod_answering(frames: &'static [&'static str]) -> Result<Rules, Refusal> {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (mut events, mut sink) = over(ours).unwrap();
+        let pod = std::thread::spawn(move || {
+            use std::io::{BufRead, Write};
+            let mut reader = std::io::BufReader::new(&theirs);
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            let request: serde_json::Value = serde_json::from_str(&line).unwrap();
+            let id = request["request_id"].as_str().unwrap().to_owned();
+            let mut writer = &theirs;
+            for frame in frames {
+                writeln!(writer, "{}", frame.replace("{id}", &id)).unwrap();
+            }
+        });
+        let answer = call(&mut events, &mut sink, Method::ListRules).await;
+        pod.join().unwrap();
+        answer
+    }
+
+    #[tokio::test]
+    async fn a_call_skips_other_frames_and_returns_its_own_answer() {
+        let answer = pod_answering(&[
+            r#"{"type":"text_delta","text":"x"}"#,
+            r#"{"type":"response","request_id":"other","rules":[]}"#,
+            r#"{"type":"error","code":"lagged","message":"not ours"}"#,
+            r#"{"type":"error","code":"busy","message":"not ours","request_id":"other"}"#,
+            r#"{"type":"response","request_id":"{id}","rules":[]}"#,
+        ])
+        .await
+        .unwrap();
+        assert_eq!(answer.rules, Vec::new());
+    }
+
+    #[tokio::test]
+    async fn a_call_ends_with_the_error_for_it_with_shutdown_or_with_the_connection() {
+        let refused = pod_answering(&[
+            r#"{"type":"error","code":"forbidden","message":"read only","request_id":"{id}"}"#,
+        ])
+        .await;
+        assert!(
+            matches!(&refused, Err(Refusal::Refused { code: ErrorCode::Forbidden, message }) if message == "read only"),
+            "{refused:?}"
+        );
+        let shut = pod_answering(&[r#"{"type":"shutdown","reason":"requested"}"#]).await;
+        assert!(
+            matches!(&shut, Err(Refusal::ShutDown { reason }) if reason == "requested"),
+            "{shut:?}"
+        );
+        let closed = pod_answering(&[r#"{"type":"status","state":"idle","queued":0}"#]).await;
+        assert!(matches!(closed, Err(Refusal::Closed)), "{closed:?}");
+        let other = pod_answering(&[r#"{"type":"response","request_id":"{id}","ok":true}"#]).await;
+        assert!(
+            matches!(other, Err(Refusal::Unexpected(Missing("rules")))),
+            "{other:?}"
+        );
+        let bad = pod_answering(&["not json"]).await;
+        assert!(
+            matches!(bad, Err(Refusal::Connection(ClientError::BadEvent(_)))),
+            "{bad:?}"
+        );
     }
 }

@@ -3,12 +3,12 @@
 
 use std::process::ExitCode;
 
+use crate::protocol::answer::{Ack, Agents};
 use crate::protocol::{AgentInfo, Method, Request};
 use crate::safe_text;
 
 use super::args::AgentsAction;
-use super::connect::{connect, exit, snapshot};
-use super::rules::ask;
+use super::connect::{ask, connect, exit, snapshot};
 use super::Paths;
 
 pub fn run(paths: &Paths, json: bool, action: Option<AgentsAction>) -> anyhow::Result<ExitCode> {
@@ -18,8 +18,8 @@ pub fn run(paths: &Paths, json: bool, action: Option<AgentsAction>) -> anyhow::R
             Err(code) => return Ok(code),
         };
         let pod = snapshot(&mut events, &paths.endpoint).await?.greeting.pod;
-        let listed = match ask(&mut events, &mut sink, Method::ListAgents).await? {
-            Ok(response) => response.agents.unwrap_or_default(),
+        let listed = match ask::<Agents>(&mut events, &mut sink, Method::ListAgents).await? {
+            Ok(answer) => answer.agents,
             Err(why) => return refused(&why),
         };
         let Some(AgentsAction::Rm { agent }) = action else {
@@ -35,7 +35,7 @@ pub fn run(paths: &Paths, json: bool, action: Option<AgentsAction>) -> anyhow::R
             client: "pod agents".into(),
         }))
         .await?;
-        match ask(
+        match ask::<Ack>(
             &mut events,
             &mut sink,
             Method::RemoveAgent { name: name.clone() },
@@ -54,8 +54,8 @@ pub fn run(paths: &Paths, json: bool, action: Option<AgentsAction>) -> anyhow::R
     })
 }
 
-fn refused(why: &str) -> anyhow::Result<ExitCode> {
-    eprintln!("pod: {}", safe_text::line(why));
+fn refused(why: &crate::client::Refusal) -> anyhow::Result<ExitCode> {
+    eprintln!("pod: {}", safe_text::line(&why.to_string()));
     Ok(ExitCode::from(exit::FAILED))
 }
 

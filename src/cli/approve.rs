@@ -7,10 +7,11 @@
 use std::process::ExitCode;
 
 use crate::client::{Endpoint, EventStream, RequestSink};
-use crate::protocol::{Decision, Event, LogEntry, Method, Request, Scope, Snapshot};
+use crate::protocol::answer::Ack;
+use crate::protocol::{Decision, LogEntry, Method, Request, Scope, Snapshot};
 
 use super::args::{ApproveArgs, DenyArgs};
-use super::connect::{connect, exit, snapshot};
+use super::connect::{ask, connect, exit, snapshot};
 use super::Paths;
 
 /// One approval the pod waits for.
@@ -305,7 +306,6 @@ async fn send_decision(
     call_id: &str,
     answer: Answer,
 ) -> anyhow::Result<Result<(), String>> {
-    let request_id = format!("approve-{}", uuid::Uuid::new_v4().simple());
     // The label of the connection (`approval_decision.client`): the
     // command that answered.
     let client = match answer.decision {
@@ -316,35 +316,16 @@ async fn send_decision(
         client: client.into(),
     }))
     .await?;
-    sink.send(&Request::with_id(
-        Method::Approve {
-            call_id: call_id.to_owned(),
-            decision: answer.decision,
-            scope: answer.scope,
-            message: answer.message,
-        },
-        request_id.clone(),
-    ))
-    .await?;
-    while let Some(event) = events.next().await {
-        match event? {
-            Event::Response(r) if r.request_id.as_deref() == Some(&request_id) => {
-                return Ok(if r.ok == Some(false) {
-                    Err("it answered not ok".into())
-                } else {
-                    Ok(())
-                });
-            }
-            Event::Error {
-                request_id: Some(id),
-                message,
-                ..
-            } if id == request_id => return Ok(Err(message)),
-            Event::Shutdown { reason } => return Ok(Err(format!("the pod shut down ({reason})"))),
-            _ => {}
-        }
-    }
-    Ok(Err("the pod closed the connection before answering".into()))
+    let method = Method::Approve {
+        call_id: call_id.to_owned(),
+        decision: answer.decision,
+        scope: answer.scope,
+        message: answer.message,
+    };
+    Ok(ask::<Ack>(events, sink, method)
+        .await?
+        .map(|Ack| ())
+        .map_err(|refusal| refusal.to_string()))
 }
 
 #[cfg(test)]

@@ -6,8 +6,9 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::client::{self, ClientError, Endpoint, EventStream, RequestSink};
-use crate::protocol::{Event, Snapshot};
+use crate::client::{self, ClientError, Endpoint, EventStream, Refusal, RequestSink};
+use crate::protocol::answer::Answer;
+use crate::protocol::{Event, Method, Snapshot};
 
 /// Exit codes of the client commands (`cli.md`); 0 and clap's 2 aside.
 pub mod exit {
@@ -109,5 +110,19 @@ pub async fn snapshot(events: &mut EventStream, socket: &Endpoint) -> anyhow::Re
             "the pod at {socket} did not answer within {} s",
             SNAPSHOT_WAIT.as_secs()
         ),
+    }
+}
+
+/// [`client::call`] for a command: a connection that failed is the
+/// command's error (`?` reports it); any other refusal is for the command
+/// to say in its own words.
+pub async fn ask<A: Answer>(
+    events: &mut EventStream,
+    sink: &mut RequestSink,
+    method: Method,
+) -> anyhow::Result<Result<A, Refusal>> {
+    match client::call(events, sink, method).await {
+        Err(Refusal::Connection(e)) => Err(e.into()),
+        answer => Ok(answer),
     }
 }

@@ -3,12 +3,12 @@
 
 use std::process::ExitCode;
 
+use crate::protocol::answer::{Ack, JobOutput, Jobs};
 use crate::protocol::{JobInfo, Method, Request};
 use crate::safe_text;
 
 use super::args::JobsAction;
-use super::connect::{connect, exit, snapshot};
-use super::rules::ask;
+use super::connect::{ask, connect, exit, snapshot};
 use super::Paths;
 
 pub fn run(paths: &Paths, action: Option<JobsAction>) -> anyhow::Result<ExitCode> {
@@ -19,27 +19,22 @@ pub fn run(paths: &Paths, action: Option<JobsAction>) -> anyhow::Result<ExitCode
         };
         snapshot(&mut events, &paths.endpoint).await?;
         let answer = match action {
-            None => ask(&mut events, &mut sink, Method::ListJobs)
+            None => ask::<Jobs>(&mut events, &mut sink, Method::ListJobs)
                 .await?
-                .map(|response| table(&response.jobs.unwrap_or_default())),
+                .map(|answer| table(&answer.jobs)),
             Some(JobsAction::Kill { job }) => {
                 sink.send(&Request::new(Method::Hello {
                     client: "pod jobs".into(),
                 }))
                 .await?;
-                ask(&mut events, &mut sink, Method::KillJob { job })
+                ask::<Ack>(&mut events, &mut sink, Method::KillJob { job })
                     .await?
                     .map(|_| format!("killed job {job}\n"))
             }
             Some(JobsAction::Output { job }) => {
-                ask(&mut events, &mut sink, Method::GetJobOutput { job })
+                ask::<JobOutput>(&mut events, &mut sink, Method::GetJobOutput { job })
                     .await?
-                    .map(|response| {
-                        output(
-                            response.output.as_deref().unwrap_or_default(),
-                            response.jobs.as_deref().unwrap_or_default(),
-                        )
-                    })
+                    .map(|answer| output(&answer.output, &answer.jobs))
             }
         };
         match answer {

@@ -46,7 +46,8 @@ pub fn run(name: &str, paths: &Paths, args: LogArgs) -> anyhow::Result<ExitCode>
 
 /// `pod log --url` or `--socket`: the sessions as the pod serves them.
 async fn through_pod(paths: &Paths, args: LogArgs) -> anyhow::Result<ExitCode> {
-    use crate::protocol::{Event, Method, Request};
+    use crate::client::Refusal;
+    use crate::protocol::{answer::Lines, Method};
     let (mut events, mut sink) = match super::connect::connect(&paths.endpoint).await? {
         Ok(connection) => connection,
         Err(code) => return Ok(code),
@@ -63,32 +64,16 @@ async fn through_pod(paths: &Paths, args: LogArgs) -> anyhow::Result<ExitCode> {
     };
     loop {
         if let Some(query) = next.take() {
-            sink.send(&Request::with_id(
-                Method::GetSession { session_id: query },
-                "log",
-            ))
-            .await?;
-            let (id, lines) = loop {
-                match events.next().await {
-                    Some(Ok(Event::Response(r))) if r.request_id.as_deref() == Some("log") => {
-                        break (
-                            r.session_id.unwrap_or_default(),
-                            r.entries.unwrap_or_default(),
-                        )
-                    }
-                    Some(Ok(Event::Error {
-                        message,
-                        request_id: Some(id),
-                        ..
-                    })) if id == "log" => {
+            let method = Method::GetSession { session_id: query };
+            let (id, lines) =
+                match super::connect::ask::<Lines>(&mut events, &mut sink, method).await? {
+                    Ok(answer) => (answer.session_id, answer.entries),
+                    Err(Refusal::Refused { message, .. }) => {
                         eprintln!("pod: {message}");
                         return Ok(ExitCode::from(super::connect::exit::FAILED));
                     }
-                    Some(Ok(_)) => {}
-                    Some(Err(e)) => return Err(e.into()),
-                    None => anyhow::bail!("the pod closed the connection before it answered"),
-                }
-            };
+                    Err(other) => return Err(other.into()),
+                };
             chain.push((id, lines));
         }
         let earlier = match chain.last().and_then(|(_, lines)| lines.first()) {

@@ -9,36 +9,27 @@ use base64::Engine as _;
 
 use super::connect::{connect, exit, snapshot};
 use super::Paths;
-use crate::client::{EventStream, RequestSink};
+use crate::client::{self, EventStream, Refusal, RequestSink};
+use crate::protocol::answer::{self, Answer};
 use crate::protocol::{
-    CheckpointReason, ErrorCode, Event, LogEntry, Method, Request, Response, Segment, SegmentView,
+    CheckpointReason, ErrorCode, LogEntry, Method, Response, Segment, SegmentView,
 };
 
 /// A refused request: its code and message.
 struct Refused(ErrorCode, String);
 
-/// Sends `method` and waits for its answer, skipping every other frame.
-async fn call(
+/// [`client::call`]: the pod's refusal is for the command to say; a
+/// connection that ended or failed first ends the command.
+async fn call<A: Answer>(
     events: &mut EventStream,
     sink: &mut RequestSink,
     method: Method,
-) -> anyhow::Result<Result<Response, Refused>> {
-    let id = format!("cli-{}", uuid::Uuid::new_v4().simple());
-    sink.send(&Request::with_id(method, id.clone())).await?;
-    while let Some(event) = events.next().await {
-        match event? {
-            Event::Response(r) if r.request_id.as_deref() == Some(id.as_str()) => return Ok(Ok(r)),
-            Event::Error {
-                code,
-                message,
-                request_id,
-            } if request_id.as_deref() == Some(id.as_str()) => {
-                return Ok(Err(Refused(code, message)))
-            }
-            _ => {}
-        }
+) -> anyhow::Result<Result<A, Refused>> {
+    match client::call(events, sink, method).await {
+        Ok(response) => Ok(Ok(response)),
+        Err(Refusal::Refused { code, message }) => Ok(Err(Refused(code, message))),
+        Err(other) => Err(other.into()),
     }
-    anyhow::bail!("the pod closed the connection before it answered")
 }
 
 /// One turn of the session, as the log shows it.
@@ -179,7 +170,7 @@ pub fn undo(paths: &Paths, forcing: Forcing) -> anyhow::Result<ExitCode> {
         };
         let last_turn = all.last().and_then(|t| t.turn_id.clone());
         let method = rewind_method(Some(last), None, true, true, forcing, true);
-        let response = match call(events, sink, method).await? {
+        let response = match call::<Response>(events, sink, method).await? {
             Ok(r) => r,
             Err(Refused(code, message)) => {
                 return Ok(failed(format!("{message} ({})", code_name(code))))
@@ -319,7 +310,7 @@ async fn rewind_with(
     forcing: Forcing,
 ) -> anyhow::Result<ExitCode> {
     let method = rewind_method(before_seq, checkpoint, files, conversation, forcing, false);
-    let response = match call(events, sink, method).await? {
+    let response = match call::<Response>(events, sink, method).await? {
         Ok(r) => r,
         Err(Refused(code, message)) => {
             return Ok(failed(format!("{message} ({})", code_name(code))))
@@ -415,16 +406,16 @@ pub fn diff(
             path: None,
             binary: false,
         };
-        match call(events, sink, method).await? {
+        match call::<answer::Diff>(events, sink, method).await? {
             Ok(r) => {
-                let diff = r.diff.unwrap_or_default();
+                let diff = r.diff;
                 if diff.is_empty() {
                     // Said, so that an empty output is not taken for a
                     // failure to show one.
                     eprintln!("pod: no file differs: the files are as they were then");
                 }
                 print!("{diff}");
-                if r.truncated == Some(true) {
+                if r.truncated {
                     eprintln!("pod: the diff was cut at 4 MiB");
                 }
                 Ok(ExitCode::SUCCESS)
@@ -474,7 +465,7 @@ pub fn blame(paths: &Paths, file: std::path::PathBuf) -> anyhow::Result<ExitCode
                     reason,
                     ..
                 } => {
-                    let content = match call(
+                    let content = match call::<answer::File>(
                         events,
                         sink,
                         Method::GetFile {
@@ -485,7 +476,7 @@ pub fn blame(paths: &Paths, file: std::path::PathBuf) -> anyhow::Result<ExitCode
                     .await?
                     {
                         Ok(r) => base64::engine::general_purpose::STANDARD
-                            .decode(r.content.unwrap_or_default())
+                            .decode(r.content)
                             .map(|b| String::from_utf8_lossy(&b).into_owned())
                             .unwrap_or_default(),
                         Err(_) => String::new(),

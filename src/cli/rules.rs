@@ -4,11 +4,11 @@
 
 use std::process::ExitCode;
 
-use crate::client::{EventStream, RequestSink};
-use crate::protocol::{Event, Method, Request, Response, RuleInfo};
+use crate::protocol::answer::{Ack, Rules};
+use crate::protocol::{Method, Request, RuleInfo};
 
 use super::args::RulesAction;
-use super::connect::{connect, exit, snapshot};
+use super::connect::{ask, connect, exit, snapshot};
 use super::Paths;
 
 pub fn run(paths: &Paths, action: Option<RulesAction>) -> anyhow::Result<ExitCode> {
@@ -19,9 +19,9 @@ pub fn run(paths: &Paths, action: Option<RulesAction>) -> anyhow::Result<ExitCod
         };
         snapshot(&mut events, &paths.endpoint).await?;
         match action {
-            None => match ask(&mut events, &mut sink, Method::ListRules).await? {
-                Ok(response) => {
-                    print!("{}", table(&response.rules.unwrap_or_default()));
+            None => match ask::<Rules>(&mut events, &mut sink, Method::ListRules).await? {
+                Ok(answer) => {
+                    print!("{}", table(&answer.rules));
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(why) => refused(&why),
@@ -31,7 +31,7 @@ pub fn run(paths: &Paths, action: Option<RulesAction>) -> anyhow::Result<ExitCod
                     client: "pod rules".into(),
                 }))
                 .await?;
-                match ask(
+                match ask::<Ack>(
                     &mut events,
                     &mut sink,
                     Method::RevokeRule { rule: rule.clone() },
@@ -49,33 +49,9 @@ pub fn run(paths: &Paths, action: Option<RulesAction>) -> anyhow::Result<ExitCod
     })
 }
 
-fn refused(why: &str) -> anyhow::Result<ExitCode> {
+fn refused(why: &crate::client::Refusal) -> anyhow::Result<ExitCode> {
     eprintln!("pod: {why}");
     Ok(ExitCode::from(exit::FAILED))
-}
-
-/// Sends `method` and waits for its answer: the response, or the error's message.
-pub(super) async fn ask(
-    events: &mut EventStream,
-    sink: &mut RequestSink,
-    method: Method,
-) -> anyhow::Result<Result<Response, String>> {
-    let request_id = format!("rules-{}", uuid::Uuid::new_v4().simple());
-    sink.send(&Request::with_id(method, request_id.clone()))
-        .await?;
-    while let Some(event) = events.next().await {
-        match event? {
-            Event::Response(r) if r.request_id.as_deref() == Some(&request_id) => return Ok(Ok(r)),
-            Event::Error {
-                request_id: Some(id),
-                message,
-                ..
-            } if id == request_id => return Ok(Err(message)),
-            Event::Shutdown { reason } => return Ok(Err(format!("the pod shut down ({reason})"))),
-            _ => {}
-        }
-    }
-    Ok(Err("the pod closed the connection before answering".into()))
 }
 
 /// One line a rule: kind, source, the rule (a decision's also says where

@@ -16,7 +16,8 @@ use super::args::SendArgs;
 use super::connect::{connect, exit};
 use super::transcript::Transcript;
 use super::Paths;
-use crate::client::EventStream;
+use crate::client::{self, EventStream, Refusal};
+use crate::protocol::answer::BlobStored;
 use crate::protocol::{
     AssistantItem, DecidedBy, Decision, ErrorCode, Event, Level, LogEntry, Method, PodState,
     Request, Segment, TurnEndReason, TurnError,
@@ -272,44 +273,39 @@ async fn send(
     let tools_inline = stdout.is_terminal();
     let transcript = Transcript::new(stdout.lock(), std::io::stderr(), tools_inline);
     let mut turn = Turn::new(request_id.clone(), options, transcript);
-    for (i, image) in images.into_iter().enumerate() {
-        let id = format!("{request_id}-image-{i}");
-        sink.send(&Request::with_id(
-            Method::PutBlob {
-                media_type: image.media_type.into(),
-                data: image.data,
-            },
-            id.clone(),
-        ))
-        .await?;
+    for image in images {
+        let method = Method::PutBlob {
+            media_type: image.media_type.into(),
+            data: image.data,
+        };
         // Frames before the answer (the snapshot, other clients' turns)
-        // go where they would have gone.
-        loop {
-            let Some(frame) = events.next_frame().await else {
-                anyhow::bail!("the connection to the pod was lost while sending an image");
-            };
-            let (line, event) = frame?;
-            match &event {
-                Event::Response(r) if r.request_id.as_deref() == Some(&id) => {
-                    let blob = r.blob.clone().unwrap_or_default();
-                    segments.push(Segment::image(blob, image.media_type, Some(image.name)));
-                    break;
-                }
-                Event::Error {
-                    request_id: Some(rid),
-                    message,
-                    ..
-                } if *rid == id => {
-                    eprintln!(
-                        "pod: the pod refused the image {}: {}",
-                        safe_text::line(&image.name),
-                        safe_text::line(message)
-                    );
-                    return Ok(ExitCode::from(exit::FAILED));
-                }
-                _ => {
-                    turn.on_frame(&line, event)?;
-                }
+        // go where they would have gone; the first failure to print one
+        // ends the command once the answer is in.
+        let mut unprinted = None;
+        let answer = client::call_seeing(&mut events, &mut sink, method, |line, event| {
+            if unprinted.is_none() {
+                unprinted = turn.on_frame(&line, event).err();
+            }
+        })
+        .await;
+        if let Some(e) = unprinted {
+            return Err(e.into());
+        }
+        match answer {
+            Ok(BlobStored { blob, .. }) => {
+                segments.push(Segment::image(blob, image.media_type, Some(image.name)));
+            }
+            Err(Refusal::Refused { message, .. }) => {
+                eprintln!(
+                    "pod: the pod refused the image {}: {}",
+                    safe_text::line(&image.name),
+                    safe_text::line(&message)
+                );
+                return Ok(ExitCode::from(exit::FAILED));
+            }
+            Err(e @ (Refusal::Connection(_) | Refusal::Unexpected(_))) => return Err(e.into()),
+            Err(Refusal::Closed | Refusal::ShutDown { .. }) => {
+                anyhow::bail!("the connection to the pod was lost while sending an image")
             }
         }
     }

@@ -4,12 +4,13 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::protocol::{Event, Method, PodState, Request, Snapshot};
+use crate::protocol::answer::Ack;
+use crate::protocol::{Method, PodState, Request, Snapshot};
 use crate::store::pod_socket;
 
 use super::connect::{connect, snapshot};
 use super::Paths;
-use crate::client::Endpoint;
+use crate::client::{self, Endpoint, Refusal};
 
 /// Connects to the socket and returns the snapshot quietly, or `None`
 /// when no pod answers there (for `pod list`).
@@ -143,26 +144,20 @@ pub fn stop(paths: &Paths) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        sink.send(&Request::with_id(Method::Shutdown, "stop"))
-            .await?;
-        // The pod says `shutdown` to everyone, then closes: wait for either
-        // — or for its refusal (a read-only token, a tool's connection).
-        while let Some(event) = events.next().await {
-            match event {
-                Ok(Event::Shutdown { .. }) => break,
-                Ok(Event::Error {
-                    message,
-                    request_id,
-                    ..
-                }) if request_id.as_deref() == Some("stop") => {
-                    eprintln!(
-                        "pod: the pod refused to stop: {}",
-                        crate::safe_text::line(&message)
-                    );
-                    return Ok(ExitCode::from(super::connect::exit::FAILED));
-                }
-                _ => {}
+        // The pod answers, says `shutdown` to everyone, then closes: wait
+        // for either of the last two — or for its refusal (a read-only
+        // token, a tool's connection).
+        match client::call::<Ack>(&mut events, &mut sink, Method::Shutdown).await {
+            Err(Refusal::Refused { message, .. }) => {
+                eprintln!(
+                    "pod: the pod refused to stop: {}",
+                    crate::safe_text::line(&message)
+                );
+                return Ok(ExitCode::from(super::connect::exit::FAILED));
             }
+            Ok(_) => events.until_shutdown().await,
+            // Stopping already, or gone.
+            Err(_) => {}
         }
         println!("stopped the pod at {}", paths.endpoint);
         Ok(ExitCode::SUCCESS)
@@ -206,30 +201,14 @@ pub fn pause(paths: &Paths, pause: bool) -> anyhow::Result<ExitCode> {
         };
         let busy = snapshot(&mut events, &paths.endpoint).await?.status.state != PodState::Idle;
         let client = if pause { "pod pause" } else { "pod resume" };
-        sink.send(&Request::new(if pause {
-            Method::Pause
-        } else {
-            Method::Resume
+        sink.send(&Request::new(Method::Hello {
+            client: client.into(),
         }))
         .await?;
-        // Answered after the pause itself: the pod handles one client's
-        // frames in order, so its answer means the pause was taken.
-        sink.send(&Request::with_id(
-            Method::Hello {
-                client: client.into(),
-            },
-            "control",
-        ))
-        .await?;
-        while let Some(event) = events.next().await {
-            match event? {
-                Event::Error { message, .. } => {
-                    eprintln!("pod: {message}");
-                    return Ok(ExitCode::from(super::connect::exit::FAILED));
-                }
-                Event::Response(r) if r.request_id.as_deref() == Some("control") => break,
-                _ => {}
-            }
+        let method = if pause { Method::Pause } else { Method::Resume };
+        if let Err(refusal) = super::connect::ask::<Ack>(&mut events, &mut sink, method).await? {
+            eprintln!("pod: {refusal}");
+            return Ok(ExitCode::from(super::connect::exit::FAILED));
         }
         println!(
             "{}",

@@ -7,36 +7,31 @@ use std::process::ExitCode;
 use super::args::{TokenCommand, UrlArgs};
 use super::connect::{connect, exit, snapshot};
 use super::Paths;
-use crate::client::Endpoint;
-use crate::protocol::{AccessLevel, Event, Method, Request, Response};
+use crate::client::{Endpoint, Refusal};
+use crate::protocol::answer::{Ack, Answer, Pairing, Token, Tokens};
+use crate::protocol::{AccessLevel, Method};
 
 pub fn run(paths: &Paths, command: TokenCommand) -> anyhow::Result<ExitCode> {
-    let method = match &command {
-        TokenCommand::Create { read_only, label } => Method::IssueToken {
-            read_only: *read_only,
-            label: label.clone(),
-        },
-        TokenCommand::List { .. } => Method::ListTokens,
-        TokenCommand::Revoke { id } => Method::RevokeToken { id: id.clone() },
-    };
-    let response = match ask(paths, method)? {
-        Ok(response) => response,
-        Err(code) => return Ok(code),
-    };
     match command {
         // Alone on stdout, so `pod token create > file` is the whole file.
-        TokenCommand::Create { .. } => {
-            println!("{}", response.token.unwrap_or_default());
-            if let Some(id) = response.id {
-                eprintln!(
-                    "pod: device token {id} ({}); it is not shown again. Revoke it with `pod \
-                     token revoke {id}`",
-                    scope(response.scope.unwrap_or_default())
-                );
-            }
+        TokenCommand::Create { read_only, label } => {
+            let issued = match ask::<Token>(paths, Method::IssueToken { read_only, label })? {
+                Ok(issued) => issued,
+                Err(code) => return Ok(code),
+            };
+            println!("{}", issued.token);
+            let id = issued.id;
+            eprintln!(
+                "pod: device token {id} ({}); it is not shown again. Revoke it with `pod \
+                 token revoke {id}`",
+                scope(issued.scope)
+            );
         }
         TokenCommand::List { json } => {
-            let tokens = response.tokens.unwrap_or_default();
+            let tokens = match ask::<Tokens>(paths, Method::ListTokens)? {
+                Ok(listed) => listed.tokens,
+                Err(code) => return Ok(code),
+            };
             if json {
                 println!("{}", serde_json::to_string(&tokens)?);
             } else if tokens.is_empty() {
@@ -58,7 +53,13 @@ pub fn run(paths: &Paths, command: TokenCommand) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        TokenCommand::Revoke { id } => println!("revoked device token {id}"),
+        TokenCommand::Revoke { id } => {
+            let method = Method::RevokeToken { id: id.clone() };
+            if let Err(code) = ask::<Ack>(paths, method)? {
+                return Ok(code);
+            }
+            println!("revoked device token {id}");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -68,12 +69,11 @@ pub fn url(paths: &Paths, args: UrlArgs) -> anyhow::Result<ExitCode> {
         read_only: args.read_only,
         host: args.host,
     };
-    let response = match ask(paths, method)? {
-        Ok(response) => response,
+    let url = match ask::<Pairing>(paths, method)? {
+        Ok(pairing) => pairing.url,
         // No pod of this workspace listens: 1, as the contract says.
         Err(_) => return Ok(ExitCode::from(exit::FAILED)),
     };
-    let url = response.url.unwrap_or_default();
     println!("{url}");
     if args.qr {
         match qrcode::QrCode::new(url.as_bytes()) {
@@ -101,7 +101,7 @@ fn scope(scope: AccessLevel) -> &'static str {
 
 /// Sends `method` over the local socket and waits for its answer; `Err`
 /// with the exit code once the reason is said.
-fn ask(paths: &Paths, method: Method) -> anyhow::Result<Result<Response, ExitCode>> {
+fn ask<A: Answer>(paths: &Paths, method: Method) -> anyhow::Result<Result<A, ExitCode>> {
     if paths.is_remote() {
         eprintln!(
             "pod: device tokens and pairing links are made over the pod's local socket only: \
@@ -116,24 +116,13 @@ fn ask(paths: &Paths, method: Method) -> anyhow::Result<Result<Response, ExitCod
             Err(code) => return Ok(Err(code)),
         };
         snapshot(&mut events, &endpoint).await?;
-        let id = format!("token-{}", uuid::Uuid::new_v4().simple());
-        sink.send(&Request::with_id(method, id.clone())).await?;
-        while let Some(event) = events.next().await {
-            match event? {
-                Event::Response(r) if r.request_id.as_deref() == Some(id.as_str()) => {
-                    return Ok(Ok(r))
-                }
-                Event::Error {
-                    message,
-                    request_id,
-                    ..
-                } if request_id.as_deref() == Some(id.as_str()) => {
-                    eprintln!("pod: {message}");
-                    return Ok(Err(ExitCode::from(exit::FAILED)));
-                }
-                _ => {}
+        match super::connect::ask(&mut events, &mut sink, method).await? {
+            Ok(response) => Ok(Ok(response)),
+            Err(Refusal::Refused { message, .. }) => {
+                eprintln!("pod: {message}");
+                Ok(Err(ExitCode::from(exit::FAILED)))
             }
+            Err(other) => Err(other.into()),
         }
-        anyhow::bail!("the pod closed the connection before it answered")
     })
 }

@@ -29,7 +29,7 @@ use super::session_log::{
 };
 use super::worker;
 use crate::input;
-use crate::protocol::{ErrorCode, Event, Method, Request, Response};
+use crate::protocol::{answer, ErrorCode, Event, Method, Request, Response};
 use crate::workspace::Workspace;
 
 /// The refusal when the blob store could not be opened at start.
@@ -240,29 +240,20 @@ impl Connection {
             Method::ListCompletions { .. } if self.access.sees_only_the_conversation() => {
                 // A read-only link cannot send input to complete, and a
                 // listing would show files the conversation never did.
-                client.respond(Response {
-                    completions: Some(Vec::new()),
-                    items: Some(Vec::new()),
-                    ..Response::default()
-                });
+                client.respond(answer::Completions { items: Vec::new() });
             }
             Method::ListCompletions { kind, prefix } => {
                 // A directory walk: on the blocking pool, never on the
                 // thread every client shares.
                 let workspace = self.hub.workspace.clone();
-                let outbox = self.outbox.clone();
                 tokio::task::spawn_blocking(move || {
                     crate::completion::completions(&workspace, kind, &prefix, 200)
                 })
                 .into_actor(self)
                 .map(move |items, _, _| {
-                    let items = items.unwrap_or_default();
-                    outbox.push_event(&Event::Response(Response {
-                        request_id,
-                        completions: Some(items.iter().map(|i| i.value.clone()).collect()),
-                        items: Some(items),
-                        ..Response::default()
-                    }));
+                    client.respond(answer::Completions {
+                        items: items.unwrap_or_default(),
+                    });
                 })
                 .spawn(ctx);
             }
@@ -306,8 +297,7 @@ impl Connection {
                         let event = match result {
                             Ok(Ok(sessions)) => Event::Response(Response {
                                 request_id,
-                                sessions: Some(sessions),
-                                ..Response::default()
+                                ..answer::Sessions { sessions }.into()
                             }),
                             Ok(Err(e)) => Event::error(ErrorCode::StorageError, e, request_id),
                             Err(e) => Event::error(
@@ -367,11 +357,10 @@ impl Connection {
                 })
                 .into_actor(self)
                 .map(move |result, _, _| match result {
-                    Ok(Ok((diff, files, truncated))) => client.respond(Response {
-                        diff: Some(diff),
-                        files: Some(files),
-                        truncated: Some(truncated),
-                        ..Response::default()
+                    Ok(Ok((diff, files, truncated))) => client.respond(answer::Diff {
+                        diff,
+                        files,
+                        truncated,
                     }),
                     Ok(Err(refusal)) => client.error(refusal.code, refusal.message),
                     Err(e) => client.error(ErrorCode::StorageError, e.to_string()),
@@ -389,13 +378,12 @@ impl Connection {
                 tokio::task::spawn_blocking(move || checkpoints.get_file(&checkpoint, &path))
                     .into_actor(self)
                     .map(move |result, _, _| match result {
-                        Ok(Ok((bytes, kind))) => client.respond(Response {
-                            content: Some(base64::Engine::encode(
+                        Ok(Ok((bytes, kind))) => client.respond(answer::File {
+                            content: base64::Engine::encode(
                                 &base64::engine::general_purpose::STANDARD,
                                 bytes,
-                            )),
-                            file_type: Some(kind.into()),
-                            ..Response::default()
+                            ),
+                            file_type: kind.into(),
                         }),
                         Ok(Err(refusal)) => client.error(refusal.code, refusal.message),
                         Err(e) => client.error(ErrorCode::StorageError, e.to_string()),
@@ -411,11 +399,10 @@ impl Connection {
                 })
                 .into_actor(self)
                 .map(move |result, _, _| match result {
-                    Ok(Ok(info)) => client.respond(Response {
-                        blob: Some(info.digest.id()),
-                        size: Some(info.size),
-                        media_type: Some(info.media_type.into()),
-                        ..Response::default()
+                    Ok(Ok(info)) => client.respond(answer::BlobStored {
+                        blob: info.digest.id(),
+                        size: info.size,
+                        media_type: info.media_type.into(),
                     }),
                     Ok(Err(e)) => client.error(e.code(), e.to_string()),
                     Err(e) => client.error(ErrorCode::StorageError, e.to_string()),
@@ -433,11 +420,10 @@ impl Connection {
                 })
                 .into_actor(self)
                 .map(move |result, _, _| match result {
-                    Ok(Ok((info, data))) => client.respond(Response {
-                        blob: Some(info.digest.id()),
-                        media_type: Some(info.media_type.into()),
-                        data: Some(data),
-                        ..Response::default()
+                    Ok(Ok((info, data))) => client.respond(answer::Blob {
+                        blob: info.digest.id(),
+                        media_type: info.media_type.into(),
+                        data,
                     }),
                     Ok(Err(e)) => client.error(e.code(), e.to_string()),
                     Err(e) => client.error(ErrorCode::StorageError, e.to_string()),
@@ -513,12 +499,12 @@ fn token_answer(
     Ok(match method {
         Method::IssueToken { read_only, label } => {
             let issued = tokens.issue(read_only, label).map_err(storage)?;
-            Response {
-                token: Some(issued.token),
-                id: Some(issued.info.id),
-                scope: Some(issued.info.scope),
-                ..Response::default()
+            answer::Token {
+                token: issued.token,
+                id: issued.info.id,
+                scope: issued.info.scope,
             }
+            .into()
         }
         Method::IssuePairing { read_only, host } => {
             let Some(listening) = listening else {
@@ -533,15 +519,12 @@ fn token_answer(
             let url = listening
                 .pairing_url(host.as_deref(), &code)
                 .map_err(|why| (ErrorCode::InvalidParams, why))?;
-            Response {
-                url: Some(url),
-                ..Response::default()
-            }
+            answer::Pairing { url }.into()
         }
-        Method::ListTokens => Response {
-            tokens: Some(tokens.list()),
-            ..Response::default()
-        },
+        Method::ListTokens => answer::Tokens {
+            tokens: tokens.list(),
+        }
+        .into(),
         Method::RevokeToken { id } => {
             if !tokens.revoke(&id).map_err(storage)? {
                 return Err((
@@ -549,10 +532,7 @@ fn token_answer(
                     format!("no device token has the id {id:?}"),
                 ));
             }
-            Response {
-                ok: Some(true),
-                ..Response::default()
-            }
+            answer::Ack.into()
         }
         _ => Response::default(),
     })

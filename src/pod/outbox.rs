@@ -166,10 +166,12 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn respond(&self, response: Response) {
+    /// Sends the method's answer ([`crate::protocol::answer`]: its type
+    /// says what the method answers), under the method's `request_id`.
+    pub fn respond(&self, answer: impl Into<Response>) {
         self.outbox.push_event(&Event::Response(Response {
             request_id: self.request_id.clone(),
-            ..response
+            ..answer.into()
         }));
     }
 
@@ -177,10 +179,7 @@ impl Client {
     /// asked (sent a `request_id`) get one.
     pub fn ack(&self) {
         if self.request_id.is_some() {
-            self.respond(Response {
-                ok: Some(true),
-                ..Response::default()
-            });
+            self.respond(crate::protocol::answer::Ack);
         }
     }
 

@@ -16,7 +16,7 @@ use super::outbox::Client;
 use super::session_log::StorageError;
 use crate::approval::{self, Rule};
 use crate::context::Conversation;
-use crate::protocol::{DecidedBy, Decision, ErrorCode, Level, LogEntry, Response, RuleInfo, Scope};
+use crate::protocol::{DecidedBy, Decision, ErrorCode, Level, LogEntry, RuleInfo, Scope};
 
 /// Applies one session's entries, in order, to the rules built so far.
 pub fn replay(session_id: Uuid, entries: &[LogEntry], rules: &mut Vec<SessionRule>) {
@@ -125,10 +125,7 @@ pub async fn commit_revocations(
             }
             return Err(e);
         }
-        revocation.client.respond(Response {
-            ok: Some(true),
-            ..Response::default()
-        });
+        revocation.client.respond(crate::protocol::answer::Ack);
     }
     Ok(())
 }

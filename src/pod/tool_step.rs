@@ -24,7 +24,7 @@ use super::checkpoint;
 use super::job::{commit, Answer, JobEnv};
 use crate::approval::{self, Verdict};
 use crate::context::{Conversation, StepCall, STOPPED_MARK as STOPPED};
-use crate::protocol::{DecidedBy, Decision, Event, LogEntry, Response, Scope, ToolResult};
+use crate::protocol::{DecidedBy, Decision, Event, LogEntry, Scope, ToolResult};
 use crate::tools::{ToolOutcome, KILLED};
 
 /// How a step ended.
@@ -546,10 +546,7 @@ async fn record(
         _ => Plan::Denied(denied_by_user(answer.message.as_deref())),
     };
     if let Some(client) = &answer.client {
-        client.respond(Response {
-            ok: Some(true),
-            ..Response::default()
-        });
+        client.respond(crate::protocol::answer::Ack);
     }
     env.publish_status();
     Ok(())

@@ -32,7 +32,7 @@ use super::session_log::{Switch, SwitchTo};
 use super::turn;
 use crate::context::Conversation;
 use crate::protocol::{
-    ApprovalMode, CompactReason, DecidedBy, Decision, ErrorCode, Response, Scope, Segment, TurnRef,
+    answer, ApprovalMode, CompactReason, DecidedBy, Decision, ErrorCode, Scope, Segment, TurnRef,
 };
 
 /// A run whose segments were checked (file refs resolve and are readable).
@@ -410,10 +410,8 @@ impl Worker {
                         // frame: after the `session_switched` and snapshot
                         // `SessionLog` published before it answered.
                         if client.request_id.is_some() {
-                            client.respond(Response {
-                                ok: Some(true),
-                                session_id: Some(new.session_id),
-                                ..Response::default()
+                            client.respond(answer::Switched {
+                                session_id: new.session_id,
                             });
                         }
                         recovery::settle(&env, &mut conversation).await;
@@ -447,15 +445,12 @@ impl Worker {
                         if let Some(new) = done.switched {
                             conversation = Conversation::new(new.session_id, new.entries);
                         }
-                        client.respond(Response {
-                            ok: Some(true),
-                            session_id: Some(done.session_id),
-                            files_restored: Some(done.files_restored),
-                            conflicts: Some(done.conflicts),
-                            not_restored: Some(done.not_restored),
-                            processes_stopped: (!done.processes_stopped.is_empty())
-                                .then_some(done.processes_stopped),
-                            ..Response::default()
+                        client.respond(answer::Rewound {
+                            session_id: done.session_id,
+                            files_restored: done.files_restored,
+                            conflicts: done.conflicts,
+                            not_restored: done.not_restored,
+                            processes_stopped: done.processes_stopped,
                         });
                         if switched {
                             recovery::settle(&env, &mut conversation).await;
@@ -523,10 +518,7 @@ impl Handler<Run> for Worker {
         // meanwhile starts as soon as it ends, and is not queued behind it.
         let turn_running = self.state().turn.is_some();
         let ahead = self.queue.len() + usize::from(turn_running);
-        msg.client.respond(Response {
-            queued: Some(ahead),
-            ..Response::default()
-        });
+        msg.client.respond(answer::Queued { queued: ahead });
         self.queue.push_back(QueuedRun {
             segments: msg.segments,
             resolved: msg.resolved,
@@ -727,19 +719,13 @@ impl Handler<Control> for Worker {
                     .is_some_and(|t| t.request_id.as_deref() == Some(run.as_str()));
                 if let Some(index) = queued {
                     self.queue.remove(index);
-                    client.respond(Response {
-                        removed: Some(true),
-                        ..Response::default()
-                    });
+                    client.respond(answer::Cancelled { removed: true });
                     self.publish_status();
                 } else if running {
                     if let Some(cancel) = &self.running {
                         cancel.cancel();
                     }
-                    client.respond(Response {
-                        ok: Some(true),
-                        ..Response::default()
-                    });
+                    client.respond(answer::Cancelled { removed: false });
                 } else {
                     client.error(
                         ErrorCode::NotRunning,
@@ -784,10 +770,7 @@ impl Handler<Control> for Worker {
                 }
                 self.state().policy.mode = mode;
                 self.publish_status();
-                client.respond(Response {
-                    ok: Some(true),
-                    ..Response::default()
-                });
+                client.respond(answer::Ack);
             }
             Control::Switch(client, to) => {
                 if self.idle_for(&client) {
@@ -795,28 +778,24 @@ impl Handler<Control> for Worker {
                     self.pump(ctx);
                 }
             }
-            Control::ListRules(client) => client.respond(Response {
-                rules: Some(rules::list(&self.env)),
-                ..Response::default()
+            Control::ListRules(client) => client.respond(answer::Rules {
+                rules: rules::list(&self.env),
             }),
-            Control::ListJobs(client) => client.respond(Response {
-                jobs: Some(self.env.toolbox.jobs().list()),
-                ..Response::default()
+            Control::ListJobs(client) => client.respond(answer::Jobs {
+                jobs: self.env.toolbox.jobs().list(),
             }),
             Control::GetJobOutput(client, job) => match self.env.toolbox.jobs().peek(job) {
-                Some((info, output)) => client.respond(Response {
-                    jobs: Some(vec![info]),
-                    output: Some(output),
-                    ..Response::default()
+                Some((info, output)) => client.respond(answer::JobOutput {
+                    jobs: vec![info],
+                    output,
                 }),
                 None => client.error(
                     crate::protocol::ErrorCode::JobNotFound,
                     format!("no background job {job}: `pod jobs` lists them"),
                 ),
             },
-            Control::ListAgents(client) => client.respond(Response {
-                agents: Some(self.env.agents.borrow().infos()),
-                ..Response::default()
+            Control::ListAgents(client) => client.respond(answer::Agents {
+                agents: self.env.agents.borrow().infos(),
             }),
             Control::RemoveAgent(client, name) => self.remove_agent(ctx, client, &name),
             Control::KillJob(client, job) => match self.env.toolbox.jobs().kill(job) {
@@ -849,10 +828,7 @@ impl Handler<Control> for Worker {
                 }
                 // Committed at the next step boundary, or at once when idle.
                 self.state().model_request = Some(model);
-                client.respond(Response {
-                    ok: Some(true),
-                    ..Response::default()
-                });
+                client.respond(answer::Ack);
                 self.pump(ctx);
             }
         }

@@ -1,6 +1,7 @@
 //! The wire protocol, version 1: every type that crosses the socket or lands
 //! in a session log. `docs/protocol.md` is the prose version of this module.
 
+pub mod answer;
 mod entry;
 mod event;
 mod headless;

@@ -5,7 +5,6 @@
 //! requests leave through an outbox, and drawing reads the state. That is
 //! what makes the whole UI testable with a `TestBackend`.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::approval::{self, ApprovalPanel, PanelAction};
@@ -15,16 +14,17 @@ use super::connection::{ConnEvent, ConnectionState, Outgoing};
 use super::conversation::{Applied, Conversation, PendingApproval};
 use super::layout_cache::LayoutCache;
 use super::notify::{Notifier, NotifyMode};
-use super::overlay::{self, Overlay, RewindPicker, SessionPicker};
+use super::overlay::{self, Overlay, RewindPicker};
 use super::viewport::Viewport;
 use crate::protocol::{
-    CompletionKind, ErrorCode, Event, Greeting, Level, LogEntry, Method, PodState, Request,
-    Response, Status, Usage,
+    CompletionKind, ErrorCode, Event, Greeting, Level, LogEntry, Method, PodState, Request, Status,
+    Usage,
 };
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use crossterm::event::{MouseEvent, MouseEventKind};
 
 mod command;
+mod pending;
 
 /// Two Ctrl+C within this long quit.
 const DOUBLE_CTRL_C: Duration = Duration::from_secs(1);
@@ -58,19 +58,8 @@ pub struct App {
     /// The workspace's workflows as the pod last listed them: what a
     /// `/name` may call besides the built-in commands.
     pub(crate) workflows: Vec<MenuItem>,
-    /// The `list_completions` asking for every workflow, sent on each
-    /// snapshot (the workspace may have changed while we were away).
-    workflows_request: Option<String>,
-    /// The `list_sessions` whose answer opens the session picker.
-    sessions_request: Option<String>,
-    /// The `list_rules` that `/permissions` sent.
-    rules_request: Option<String>,
-    /// The `list_jobs` or `get_job_output` that `/jobs` sent.
-    jobs_request: Option<String>,
-    /// The `/` commands sent and not yet answered: request id → `/name`,
-    /// so that a refusal says which command it refuses, where the user is
-    /// looking (the status line), not above a streaming answer.
-    commands_sent: HashMap<String, String>,
+    /// This client's requests in flight and what to do with each answer.
+    pending: pending::Requests,
     /// Bell and desktop notifications for a person who looked away.
     notifier: Notifier,
     /// Escapes to write to the terminal beside the next frame.
@@ -96,16 +85,10 @@ pub struct App {
     quit: bool,
     dirty: bool,
     next_request: u64,
-    /// Messages sent but not yet accepted by the pod, by `request_id`: if
-    /// the pod refuses one (or it cannot be sent), it goes back into the
-    /// input box instead of being lost.
-    unconfirmed: HashMap<String, Vec<Atom>>,
     /// This client's messages the pod queued behind a running turn, oldest
     /// first, until their turn starts: listed under the conversation, and
     /// the last can be taken back (Esc on an empty input box).
     pub(crate) queued: Vec<QueuedRun>,
-    /// `cancel` requests taking back a queued message: request → run.
-    taking_back: HashMap<String, String>,
     /// The approval panel shown in the input box's place while a tool call
     /// waits for an answer.
     pub(crate) approval: ApprovalPanel,
@@ -123,22 +106,15 @@ pub struct App {
     /// The pod's start warnings were shown (once per TUI, not per reconnect).
     warned: bool,
     /// A message whose typed `@path`s the pod is asked about before it is
-    /// sent (Enter came before the menu could answer).
-    resolving: Option<Resolving>,
+    /// sent (Enter came before the menu could answer): past this, it goes
+    /// as typed (the pod did not answer).
+    resolving: Option<Instant>,
     /// Keys that came while `resolving`: they belong after the message, so
     /// they wait and are replayed once it is sent.
     deferred_keys: Vec<KeyEvent>,
     /// Tab came before the menu had candidates: the first is taken when they
     /// arrive, so a Tab typed in the same burst as the letters is not lost.
     tab_pending: bool,
-}
-
-/// The `list_completions` asked for the typed `@path`s of a message about
-/// to be sent: request id → path.
-struct Resolving {
-    waiting: HashMap<String, String>,
-    /// Past this, the message goes as typed (the pod did not answer).
-    deadline: Instant,
 }
 
 /// How long a message waits for the pod to say which typed `@path`s are
@@ -168,11 +144,7 @@ impl App {
             flash: None,
             overlay: None,
             workflows: Vec::new(),
-            workflows_request: None,
-            sessions_request: None,
-            rules_request: None,
-            jobs_request: None,
-            commands_sent: HashMap::new(),
+            pending: pending::Requests::new(),
             notifier: Notifier::new(NotifyMode::Desktop),
             alerts: Vec::new(),
             clipboard_wanted: false,
@@ -188,9 +160,7 @@ impl App {
             quit: false,
             dirty: true,
             next_request: 0,
-            unconfirmed: HashMap::new(),
             queued: Vec::new(),
-            taking_back: HashMap::new(),
             approval: ApprovalPanel::default(),
             approval_shown: None,
             last_typed: None,
@@ -296,10 +266,7 @@ impl App {
 
     /// Puts a refused message back into the input box, unless the user has
     /// started typing another one (it stays in the history then).
-    fn give_back(&mut self, request_id: Option<&str>, why: &str) {
-        let Some(atoms) = request_id.and_then(|id| self.unconfirmed.remove(id)) else {
-            return;
-        };
+    fn give_back(&mut self, atoms: Vec<Atom>, why: &str) {
         if self.composer.is_empty() {
             self.composer.restore(atoms);
             self.flash = Some(format!("{why}: your message is back in the input box"));
@@ -312,7 +279,7 @@ impl App {
     pub fn on_tick(&mut self, now: Instant) {
         let before = self.now;
         self.now = now;
-        if self.resolving.as_ref().is_some_and(|r| now >= r.deadline) {
+        if self.resolving.is_some_and(|deadline| now >= deadline) {
             self.finish_resolving();
         }
         if self.busy() && now.duration_since(self.last_spin) >= SPINNER_STEP {
@@ -391,7 +358,14 @@ impl App {
             }
             ConnEvent::NotSent(request) => {
                 if let Method::Run { .. } = request.method {
-                    self.give_back(request.request_id.as_deref(), "not sent");
+                    let unsent = request.request_id.and_then(|id| self.pending.remove(&id));
+                    if let Some(pending::Pending {
+                        then: pending::Then::Run(atoms),
+                        ..
+                    }) = unsent
+                    {
+                        self.give_back(atoms, "not sent");
+                    }
                 }
             }
         }
@@ -487,6 +461,7 @@ impl App {
             });
             self.conversation.load_snapshot(snapshot, self.now);
             self.approval.reset();
+            self.forget_answers();
             // Whatever the last hint said about the connection is over.
             self.flash = None;
             // The pod's start warnings (a misspelt config key, say) are
@@ -498,8 +473,13 @@ impl App {
                 }
             }
             self.viewport.end();
-            let id = self.list(CompletionKind::Workflow, String::new());
-            self.workflows_request = Some(id);
+            self.ask(
+                Method::ListCompletions {
+                    kind: CompletionKind::Workflow,
+                    prefix: String::new(),
+                },
+                pending::Then::Workflows,
+            );
             if let Some(fork) = self.fork_after_resume.take() {
                 if fork == snapshot.session_id.to_string() {
                     self.send(Method::Fork { at_seq: None });
@@ -516,55 +496,16 @@ impl App {
                 self.status = Some(status);
             }
             Event::Usage(usage) => self.usage = Some(usage),
-            Event::Response(response) => {
-                if let Some(id) = &response.request_id {
-                    self.commands_sent.remove(id);
-                }
-                self.on_response(response)
-            }
-            Event::Error {
-                request_id: Some(ref id),
-                ..
-            } if self.unconfirmed.contains_key(id) => {
-                self.conversation.apply(&event, self.now);
-                self.give_back(Some(id), "refused");
-            }
+            Event::Response(response) => self.on_response(response),
             Event::Error {
                 code,
                 ref message,
                 request_id: Some(ref id),
-            } if self.commands_sent.contains_key(id) => {
-                let command = self.commands_sent.remove(id).unwrap_or_default();
-                // What to do first: the status line cuts what does not fit.
-                let hint = if code == ErrorCode::Busy {
-                    " (Esc cancels the running turn)"
-                } else {
-                    ""
-                };
-                self.flash = Some(format!(
-                    "{command} refused{hint}: {}",
-                    crate::safe_text::line(message)
-                ));
+            } if self.says_refusal(id) => {
+                let id = id.clone();
+                let message = message.clone();
+                self.on_refused(&id, code, &message, &event);
             }
-            Event::Error {
-                code,
-                ref message,
-                request_id: Some(ref id),
-            } if self.taking_back.contains_key(id) => {
-                self.flash = Some(format!("could not take the message back: {message}"));
-                if let (Some(run), ErrorCode::NotRunning) = (self.taking_back.remove(id), code) {
-                    // Neither queued nor running: it is over, nothing to list.
-                    self.queued.retain(|q| q.request_id != run);
-                }
-            }
-            Event::Error {
-                code,
-                ref message,
-                request_id: Some(ref id),
-            } if self.approval.answered_by(id).is_some_and(|call| {
-                self.on_refused_answer(&call, code, message);
-                true
-            }) => {}
             Event::Shutdown { reason } => self
                 .conversation
                 .push_notice(Level::Warn, format!("[pod shut down] {reason}")),
@@ -625,88 +566,6 @@ impl App {
         }
     }
 
-    fn on_response(&mut self, response: Response) {
-        if let Some(id) = &response.request_id {
-            self.approval.answered_by(id);
-            if let Some(atoms) = self.unconfirmed.remove(id) {
-                if response.queued.is_some_and(|n| n > 0) {
-                    self.queued.push(QueuedRun {
-                        request_id: id.clone(),
-                        atoms,
-                    });
-                }
-            }
-            if let Some(run) = self.taking_back.remove(id) {
-                self.took_back(&run, response.removed == Some(true));
-            }
-        }
-        if let (Some(id), Some(rules)) = (&response.request_id, &response.rules) {
-            if self.rules_request.as_deref() == Some(id) {
-                self.rules_request = None;
-                let text = command::rules_report(rules);
-                self.conversation.push_notice(Level::Info, text);
-                self.viewport.end();
-                return;
-            }
-        }
-        if let (Some(id), Some(jobs)) = (&response.request_id, &response.jobs) {
-            if self.jobs_request.as_deref() == Some(id) {
-                self.jobs_request = None;
-                let text = match &response.output {
-                    Some(output) => command::job_output_report(jobs, output),
-                    None => command::jobs_report(jobs),
-                };
-                self.conversation.push_notice(Level::Info, text);
-                self.viewport.end();
-                return;
-            }
-        }
-        if let Some(text) = super::checkpoints::response_text(&response) {
-            self.conversation.push_notice(Level::Info, text);
-            self.viewport.end();
-            return;
-        }
-        if let (Some(id), Some(sessions)) = (&response.request_id, response.sessions) {
-            if self.sessions_request.as_deref() == Some(id) {
-                self.sessions_request = None;
-                let workspace = self.greeting.as_ref().map(|g| g.workspace.clone());
-                self.overlay = Some(Overlay::Sessions(SessionPicker::new(sessions, workspace)));
-            }
-            return;
-        }
-        if let Some(id) = &response.request_id {
-            let items = response.items.map(|items| {
-                items
-                    .into_iter()
-                    .map(|i| MenuItem {
-                        value: i.value,
-                        detail: i.detail,
-                        builtin: false,
-                    })
-                    .collect::<Vec<_>>()
-            });
-            // A pod that predates `items` sends the bare values.
-            let items = items.or_else(|| {
-                response.completions.map(|values| {
-                    values
-                        .into_iter()
-                        .map(|value| MenuItem {
-                            value,
-                            detail: None,
-                            builtin: false,
-                        })
-                        .collect()
-                })
-            });
-            if let Some(items) = items {
-                self.on_completions(id, items);
-            }
-        }
-        if let (Some(queued), Some(status)) = (response.queued, &mut self.status) {
-            status.queued = status.queued.max(queued);
-        }
-    }
-
     pub fn on_terminal(&mut self, event: TermEvent) {
         self.dirty = true;
         match event {
@@ -756,6 +615,7 @@ impl App {
     /// meanwhile.
     pub(super) fn finish_resolving(&mut self) {
         if self.resolving.take().is_some() {
+            self.forget_resolving();
             self.submit_resolved();
             for key in std::mem::take(&mut self.deferred_keys) {
                 self.on_key(key);
@@ -815,8 +675,13 @@ impl App {
                     _ => {
                         let esc = key.code == KeyCode::Esc && self.approval.message.is_none();
                         if let PanelAction::Answer(method) = self.approval.on_key(key, &request) {
-                            let id = self.send(method);
-                            self.approval.sent(id, request.call_id);
+                            self.ask(
+                                method,
+                                pending::Then::Approve {
+                                    call_id: request.call_id.clone(),
+                                },
+                            );
+                            self.approval.sent(request.call_id);
                             // The next call's panel follows the user's own
                             // answer: it is theirs to answer at once.
                             self.approval_shown =
@@ -930,13 +795,15 @@ impl App {
         let Some(run) = self.queued.last().map(|q| q.request_id.clone()) else {
             return;
         };
-        if self.taking_back.values().any(|r| *r == run) {
+        if self.taking_back(&run) {
             return;
         }
-        let id = self.send(Method::Cancel {
-            run: Some(run.clone()),
-        });
-        self.taking_back.insert(id, run);
+        self.ask(
+            Method::Cancel {
+                run: Some(run.clone()),
+            },
+            pending::Then::TakeBack { run },
+        );
     }
 
     fn took_back(&mut self, run: &str, removed: bool) {

@@ -7,7 +7,7 @@
 //! it, so every attached client shows the same requests and one answered
 //! anywhere disappears everywhere when its `approval_decision` arrives.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use crossterm::event::{KeyCode, KeyEvent};
 
@@ -28,8 +28,6 @@ pub struct ApprovalPanel {
     /// Calls this client answered whose decision has not arrived yet:
     /// hidden, so the next request shows at once.
     answered: HashSet<String>,
-    /// `approve` requests in flight, by `request_id`, with their call.
-    requests: HashMap<String, String>,
 }
 
 /// What a key did in the panel.
@@ -59,10 +57,10 @@ impl ApprovalPanel {
         *self = Self::default();
     }
 
-    /// Remembers an answer sent as `request_id`.
-    pub fn sent(&mut self, request_id: String, call_id: String) {
-        self.answered.insert(call_id.clone());
-        self.requests.insert(request_id, call_id);
+    /// Remembers that `call_id` was answered (the client waits for the
+    /// pod's answer to that `approve`).
+    pub fn sent(&mut self, call_id: String) {
+        self.answered.insert(call_id);
         self.scroll = 0;
         self.message = None;
     }
@@ -74,11 +72,6 @@ impl ApprovalPanel {
     pub fn forget_settled(&mut self, pending: &[PendingApproval]) {
         self.answered
             .retain(|call_id| pending.iter().any(|p| &p.call_id == call_id));
-    }
-
-    /// The call an `approve` request was about, once its answer arrives.
-    pub fn answered_by(&mut self, request_id: &str) -> Option<String> {
-        self.requests.remove(request_id)
     }
 
     /// Shows a call again whose answer the pod refused for a reason other

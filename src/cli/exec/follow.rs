@@ -10,6 +10,7 @@ use anyhow::Context as _;
 use super::super::connect::exit;
 use super::{Limit, Options, Ran, CLIENT};
 use crate::client::{EventStream, RequestSink};
+use crate::protocol::answer;
 use crate::protocol::{
     AssistantItem, DecidedBy, Decision, Event, LogEntry, Method, Request, Segment, TurnEndReason,
     TurnError, Usage,
@@ -435,33 +436,19 @@ async fn get_diff(
     from: &str,
     to: &str,
 ) -> anyhow::Result<Result<Diff, String>> {
-    let id = "exec-patch";
-    sink.send(&Request::with_id(
-        Method::GetDiff {
-            from: from.to_owned(),
-            to: Some(to.to_owned()),
-            path: None,
-            binary: true,
+    let method = Method::GetDiff {
+        from: from.to_owned(),
+        to: Some(to.to_owned()),
+        path: None,
+        binary: true,
+    };
+    Ok(
+        match crate::client::call::<answer::Diff>(events, sink, method).await {
+            Ok(answer) => Ok(Diff {
+                text: answer.diff,
+                truncated: answer.truncated,
+            }),
+            Err(refusal) => Err(refusal.to_string()),
         },
-        id,
-    ))
-    .await?;
-    loop {
-        match events.next().await {
-            Some(Ok(Event::Response(r))) if r.request_id.as_deref() == Some(id) => {
-                return Ok(Ok(Diff {
-                    text: r.diff.unwrap_or_default(),
-                    truncated: r.truncated.unwrap_or(false),
-                }))
-            }
-            Some(Ok(Event::Error {
-                request_id: Some(rid),
-                message,
-                ..
-            })) if rid == id => return Ok(Err(message)),
-            Some(Ok(_)) => {}
-            Some(Err(e)) => return Ok(Err(e.to_string())),
-            None => return Ok(Err("the pod closed the connection".into())),
-        }
-    }
+    )
 }

@@ -2,6 +2,7 @@
 //! starts with `/name`, and the `list_completions` behind the `/`, `@` and
 //! `#` menus.
 
+use super::pending::Then;
 use super::App;
 use crate::protocol::{ApprovalMode, CompletionKind, Level, Method, Request, Segment, SegmentView};
 use crate::tui::commands::{self, Builtin};
@@ -11,26 +12,10 @@ use crate::tui::conversation::Conversation;
 use crate::tui::overlay::Overlay;
 
 impl App {
-    /// Candidates for the menu, or the workflow list asked for on attach.
-    /// Workflows a `/` menu lists are remembered too, so that a workflow
-    /// created since the attach can be called at once.
+    /// Candidates for the menu. Workflows a `/` menu lists are remembered
+    /// too, so that a workflow created since the attach can be called at
+    /// once.
     pub(super) fn on_completions(&mut self, id: &str, items: Vec<MenuItem>) {
-        if let Some(resolving) = &mut self.resolving {
-            if let Some(path) = resolving.waiting.remove(id) {
-                if items.iter().any(|i| i.value == path) {
-                    self.composer.make_file_ref(&path);
-                }
-                if resolving.waiting.is_empty() {
-                    self.finish_resolving();
-                }
-                return;
-            }
-        }
-        if self.workflows_request.as_deref() == Some(id) {
-            self.workflows_request = None;
-            self.workflows = items;
-            return;
-        }
         let is_command_menu = self
             .composer
             .completion()
@@ -73,11 +58,6 @@ impl App {
         }
     }
 
-    /// Sends a `list_completions` and returns its `request_id`.
-    pub(super) fn list(&mut self, kind: CompletionKind, prefix: String) -> String {
-        self.send(Method::ListCompletions { kind, prefix })
-    }
-
     /// Sends the message, or runs the command it is.
     ///
     /// A message starting with `/name` is a built-in command (run here,
@@ -90,14 +70,14 @@ impl App {
             && !refs.is_empty()
             && self.connection == ConnectionState::Connected
         {
-            let waiting = refs
-                .into_iter()
-                .map(|path| (self.list(CompletionKind::File, path.clone()), path))
-                .collect();
-            self.resolving = Some(super::Resolving {
-                waiting,
-                deadline: self.now + super::RESOLVE_WAIT,
-            });
+            for path in refs {
+                let method = Method::ListCompletions {
+                    kind: CompletionKind::File,
+                    prefix: path.clone(),
+                };
+                self.ask(method, Then::Resolve { path });
+            }
+            self.resolving = Some(self.now + super::RESOLVE_WAIT);
             return;
         }
         self.submit_resolved();
@@ -147,8 +127,7 @@ impl App {
             self.send(upload);
         }
         let atoms = self.composer.atoms().to_vec();
-        let id = self.send(Method::Run { segments });
-        self.unconfirmed.insert(id, atoms);
+        self.ask(Method::Run { segments }, Then::Run(atoms));
         self.composer.finish_submit();
         self.viewport.end();
     }
@@ -161,7 +140,7 @@ impl App {
         self.run_builtin_command(builtin, args);
         if self.next_request != before {
             let id = format!("tui-{}", self.next_request);
-            self.commands_sent.insert(id, format!("/{}", builtin.name));
+            self.pending.entry(id).or_default().command = Some(format!("/{}", builtin.name));
         }
     }
 
@@ -197,12 +176,13 @@ impl App {
             },
             "diff" => match self.conversation.last_changed.clone() {
                 Some((from, to)) => {
-                    self.send(Method::GetDiff {
+                    let method = Method::GetDiff {
                         from,
                         to,
                         path: None,
                         binary: false,
-                    });
+                    };
+                    self.ask(method, Then::Diff);
                 }
                 None => {
                     self.flash = Some("no turn of this session changed files".into());
@@ -210,8 +190,7 @@ impl App {
                 }
             },
             "sessions" => {
-                let id = self.send(Method::ListSessions);
-                self.sessions_request = Some(id);
+                self.ask(Method::ListSessions, Then::Sessions);
             }
             "model" if args.is_empty() => {
                 let model = self.current_model();
@@ -241,17 +220,14 @@ impl App {
                 self.send(Method::SetApproval { mode });
             }
             "permissions" if args.is_empty() => {
-                let id = self.send(Method::ListRules);
-                self.rules_request = Some(id);
+                self.ask(Method::ListRules, Then::Rules);
             }
             "jobs" if args.is_empty() => {
-                let id = self.send(Method::ListJobs);
-                self.jobs_request = Some(id);
+                self.ask(Method::ListJobs, Then::Jobs);
             }
             "jobs" => match args.parse::<u64>() {
                 Ok(job) => {
-                    let id = self.send(Method::GetJobOutput { job });
-                    self.jobs_request = Some(id);
+                    self.ask(Method::GetJobOutput { job }, Then::JobOutput);
                 }
                 Err(_) => {
                     self.flash = Some(format!(
