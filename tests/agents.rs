@@ -1230,3 +1230,38 @@ fn a_worktree_outside_a_git_workspace_is_refused_with_a_reason() {
     assert!(output.contains("not in a git repository"), "{output}");
     assert!(!kinds(&log).contains(&"agent_started".to_owned()));
 }
+
+#[test]
+fn a_child_only_a_compacted_session_of_its_parent_names_comes_back_with_its_task() {
+    let lines = vec![
+        top(json!([call(
+            "s1",
+            "spawn_agent",
+            json!({"task": "the task", "name": "w"})
+        )])),
+        top(json!([{"text": "parent done"}])),
+        // The parent's summary.
+        top(json!([{"text": "sum"}])),
+        child("w", json!([{"text": "w done"}])),
+    ];
+    let pod = named(&lines, &[]).start();
+    let mut parent = client_of(&pod, NAME, "person");
+    // A long input, so that a summary makes the parent's context smaller.
+    parent.run(&"word ".repeat(2000));
+    parent.until_entry("turn_end");
+    parent.send(json!({"type": "compact"}));
+    let done = parent.until_with("compaction", |v| {
+        v["type"] == "compact_done" || v["type"] == "compact_failed"
+    });
+    assert_eq!(done["type"], "compact_done", "{done}");
+    assert!(!kinds(&log_of(&pod, NAME)).contains(&"agent_started".to_owned()));
+    parent.send(json!({"type": "shutdown"}));
+    let mut pod = pod;
+    assert!(pod.wait_exit(Duration::from_secs(20)).success());
+    let pod = named(&lines, &[]).in_dir(pod.into_dir()).start();
+    let mut parent = client_of(&pod, NAME, "person");
+    parent.send(json!({"type": "list_agents", "request_id": "l1"}));
+    let listed = parent.until_with("the list", |v| v["request_id"] == "l1");
+    assert_eq!(listed["agents"][0]["name"], "calc.w", "{listed}");
+    assert_eq!(listed["agents"][0]["task"], "the task", "{listed}");
+}

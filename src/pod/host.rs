@@ -365,10 +365,10 @@ fn children_to_start(shared: &Shared, name: &str, entries: &[LogEntry]) -> Vec<R
             continue;
         };
         children.push(Restart {
+            task: task_in_logs(&shared.sessions_dir, current.session_id),
             name: child,
             session_id: current.session_id,
             workspace: current.workspace,
-            task: String::new(),
             parent: ParentRef {
                 pod: name.to_owned(),
                 session_id: session_id.unwrap_or(current.session_id),
@@ -377,6 +377,45 @@ fn children_to_start(shared: &Shared, name: &str, entries: &[LogEntry]) -> Vec<R
         });
     }
     children
+}
+
+/// A child's task as its own logs record it, for a child its parent's
+/// current log does not name: the first `user_input` of its first
+/// session, found by following each compacted session to the one it came
+/// from (as far as those logs are still there).
+fn task_in_logs(sessions_dir: &Path, session_id: Uuid) -> String {
+    let mut task = String::new();
+    let mut next = Some(session_id);
+    // A chain of compactions is short; the bound only stops a loop a
+    // corrupted log could make.
+    for _ in 0..1000 {
+        let Some(session_id) = next.take() else { break };
+        let Ok(recovered) =
+            crate::store::log_file::read_lines(&LogFile::path_for(sessions_dir, session_id))
+        else {
+            break;
+        };
+        let first_input = recovered.entries.iter().find_map(|e| match e {
+            LogEntry::UserInput { segments, .. } => Some(segments),
+            _ => None,
+        });
+        if let Some(segments) = first_input {
+            task = segments
+                .iter()
+                .filter_map(|s| match s.view() {
+                    crate::protocol::SegmentView::Text { text }
+                    | crate::protocol::SegmentView::Paste { text, .. } => Some(text),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join("");
+        }
+        next = match recovered.entries.first() {
+            Some(LogEntry::SessionStart { compacted_from, .. }) => *compacted_from,
+            _ => None,
+        };
+    }
+    task
 }
 
 fn restart_children(
