@@ -981,3 +981,287 @@ fn a_remote_client_opens_a_child_with_agent_and_answers_its_approval() {
         )
     });
 }
+
+/// Runs git in `dir` for a test, and returns what it printed.
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A test directory whose workspace `ws` is a git repository with one commit.
+fn repository() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    git(&ws, &["init", "--quiet"]);
+    std::fs::write(ws.join("README"), "the parent's\n").unwrap();
+    git(&ws, &["add", "README"]);
+    git(&ws, &["commit", "--quiet", "-m", "first"]);
+    dir
+}
+
+#[test]
+fn a_child_in_a_worktree_writes_and_commits_there_only_and_its_removal_keeps_the_branch() {
+    let dir = repository();
+    let ws = dir.path().join("ws");
+    let escape = ws.join("escape.txt");
+    let lines = vec![
+        top(json!([
+            call("s1", "spawn_agent", json!({"task": "work", "name": "w", "worktree": true, "wait": false})),
+            call("s2", "spawn_agent", json!({"task": "mess", "name": "d", "worktree": true, "wait": false})),
+        ])),
+        top(json!([call("w1", "wait_agents", json!({"names": ["w", "d"]}))])),
+        top(json!([{"text": "both done"}])),
+        // The second turn: the name `w` again, whose branch is kept.
+        top(json!([call("s3", "spawn_agent", json!({"task": "again", "name": "w", "worktree": true}))])),
+        top(json!([{"text": "again done"}])),
+        child("w", json!([call("c1", "write_file", json!({"path": "new.txt", "content": "new\n"}))])),
+        child("w", json!([bash("c2", "echo made > made.txt && git add -A && git -c user.name=t -c user.email=t@example.com commit -qm work && git log --format=%s -1")])),
+        child("w", json!([bash("c3", &format!("mktemp; echo x > {}", escape.display()))])),
+        child("w", json!([bash("c4", "touch /tmp/pod-worktree-test-$$ && echo tmp-writable")])),
+        child("w", json!([{"text": "w done"}])),
+        child("d", json!([call("c1", "write_file", json!({"path": "scratch.txt", "content": "x\n"}))])),
+        child("d", json!([{"text": "d done"}])),
+        child("w-2", json!([{"text": "w-2 done"}])),
+    ];
+    let pod = named(&lines, &[]).in_dir(dir).start();
+    let mut parent = Client::connect(&pod.socket);
+    let snapshot = parent.until_type("snapshot");
+    let confined = snapshot["greeting"]["sandbox"]["available"] == true;
+    assert!(
+        confined || std::env::var_os("CI").is_none(),
+        "CI is set, so the sandbox part may not be skipped: {}",
+        snapshot["greeting"]["sandbox"]
+    );
+    parent.send(json!({"type": "hello", "client": "person"}));
+    parent.run("delegate");
+    parent.until_entry("turn_end");
+    let log = log_of(&pod, NAME);
+    let spawned: Value =
+        serde_json::from_str(result_of(&log, "s1")["output"].as_str().unwrap()).unwrap();
+    assert_eq!(spawned["branch"], "pod/calc.w", "{spawned}");
+    let waited = result_of(&log, "w1");
+    assert!(
+        waited["output"].as_str().unwrap().contains("pod/calc.d"),
+        "{waited}"
+    );
+
+    // The child's files are in its worktree, not in the parent's tree.
+    let worktree = pod.data_dir.join("worktrees/calc.w");
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("new.txt")).unwrap(),
+        "new\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("README")).unwrap(),
+        "the parent's\n"
+    );
+    assert!(!ws.join("new.txt").exists() && !ws.join("made.txt").exists());
+    // Its commit is on its branch of the parent's repository.
+    let child = log_of(&pod, "calc.w");
+    let committed = result_of(&child, "c2");
+    assert!(
+        committed["output"].as_str().unwrap().contains("work"),
+        "{committed}"
+    );
+    assert_eq!(
+        git(&ws, &["log", "--format=%s", "-1", "pod/calc.w"]).trim(),
+        "work"
+    );
+    assert_eq!(
+        git(&ws, &["log", "--format=%s", "-1", "HEAD"]).trim(),
+        "first"
+    );
+    // The parent's workspace and /tmp are read-only to it; its $TMPDIR is its own.
+    let recorded = child[0]["entry"]["workspace"].clone();
+    assert_eq!(
+        std::path::Path::new(recorded.as_str().unwrap()),
+        worktree.canonicalize().unwrap(),
+        "the child's session names its worktree: {recorded}"
+    );
+    let escaped = result_of(&child, "c3");
+    let out = escaped["output"].as_str().unwrap();
+    assert!(
+        out.contains("worktrees/calc.w.tmp/"),
+        "mktemp uses its own $TMPDIR: {escaped}"
+    );
+    if confined {
+        assert!(
+            !escape.exists(),
+            "the child wrote into the parent's workspace: {escaped}"
+        );
+        assert!(out.contains("Permission denied"), "{escaped}");
+        let tmp = result_of(&child, "c4");
+        assert!(
+            !tmp["output"].as_str().unwrap().contains("tmp-writable"),
+            "{tmp}"
+        );
+    }
+
+    // Removal: the clean worktree goes, the one with an untracked file stays;
+    // both branches stay.
+    parent.send(json!({"type": "remove_agent", "request_id": "r1", "name": "calc.w"}));
+    let removed = parent.until_with("removed", |v| v["request_id"] == "r1");
+    assert_eq!(removed["ok"], true, "{removed}");
+    assert_eq!(removed["worktree"]["removed"], true, "{removed}");
+    assert_eq!(removed["worktree"]["branch"], "pod/calc.w", "{removed}");
+    assert!(!worktree.exists(), "a clean worktree is removed");
+    parent.send(json!({"type": "remove_agent", "request_id": "r2", "name": "calc.d"}));
+    let kept = parent.until_with("kept", |v| v["request_id"] == "r2");
+    assert_eq!(kept["ok"], true, "{kept}");
+    assert_eq!(kept["worktree"]["removed"], false, "{kept}");
+    assert!(
+        kept["worktree"]["note"].as_str().unwrap().contains("kept"),
+        "{kept}"
+    );
+    assert!(pod.data_dir.join("worktrees/calc.d/scratch.txt").exists());
+    let branches = git(&ws, &["branch", "--list", "pod/*"]);
+    assert!(
+        branches.contains("pod/calc.w") && branches.contains("pod/calc.d"),
+        "{branches}"
+    );
+
+    // The name again: its branch exists, so the child is `w-2`.
+    parent.run("again");
+    parent.until_entry("turn_end");
+    let again = result_of(&log_of(&pod, NAME), "s3");
+    let again: Value = serde_json::from_str(again["output"].as_str().unwrap()).unwrap();
+    assert_eq!(again["name"], "calc.w-2", "{again}");
+    assert_eq!(again["branch"], "pod/calc.w-2", "{again}");
+    assert_eq!(again["text"], "w-2 done", "{again}");
+}
+
+#[test]
+fn a_child_in_a_worktree_comes_back_in_it_after_a_restart() {
+    let lines = vec![
+        top(json!([call(
+            "s1",
+            "spawn_agent",
+            json!({"task": "where", "name": "w", "worktree": true})
+        )])),
+        top(json!([{"text": "parent done"}])),
+        child("w", json!([bash("c1", "pwd")])),
+        child("w", json!([{"text": "w done"}])),
+    ];
+    let pod = named(&lines, &[]).in_dir(repository()).start();
+    let mut parent = client_of(&pod, NAME, "person");
+    parent.run("delegate");
+    parent.until_entry("turn_end");
+    let worktree = pod
+        .data_dir
+        .join("worktrees/calc.w")
+        .canonicalize()
+        .unwrap();
+    let pwd = result_of(&log_of(&pod, "calc.w"), "c1");
+    assert_eq!(
+        pwd["output"].as_str().unwrap().lines().next(),
+        worktree.to_str()
+    );
+    parent.send(json!({"type": "shutdown"}));
+    let mut pod = pod;
+    assert!(pod.wait_exit(Duration::from_secs(20)).success());
+    let pod = named(&lines, &[]).in_dir(pod.into_dir()).start();
+    eventually("the child's socket", Duration::from_secs(20), || {
+        socket_of(&pod, "calc.w").exists()
+    });
+    let mut parent = client_of(&pod, NAME, "person");
+    parent.send(json!({"type": "list_agents", "request_id": "l1"}));
+    let listed = parent.until_with("the list", |v| v["request_id"] == "l1");
+    assert_eq!(
+        listed["agents"][0]["worktree"]["branch"], "pod/calc.w",
+        "{listed}"
+    );
+    let mut at_child = Client::connect(&socket_of(&pod, "calc.w"));
+    let snapshot = at_child.until_type("snapshot");
+    assert_eq!(
+        snapshot["greeting"]["workspace"],
+        worktree.to_str().unwrap(),
+        "{}",
+        snapshot["greeting"]
+    );
+    at_child.send(json!({"type": "hello", "client": "person"}));
+    at_child.run("where now?");
+    at_child.until_entry("turn_end");
+    let pwds: Vec<String> = log_of(&pod, "calc.w")
+        .iter()
+        .filter(|l| l["entry"]["kind"] == "tool_results")
+        .map(|l| {
+            l["entry"]["results"][0]["output"]
+                .as_str()
+                .unwrap()
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(pwds.len(), 2, "{pwds:?}");
+    assert_eq!(pwds[1], worktree.to_str().unwrap(), "{pwds:?}");
+}
+
+#[test]
+fn a_worktree_outside_a_git_workspace_is_refused_with_a_reason() {
+    let pod = named(
+        &[
+            top(json!([call(
+                "s1",
+                "spawn_agent",
+                json!({"task": "t", "worktree": true})
+            )])),
+            top(json!([{"text": "done"}])),
+        ],
+        &[],
+    )
+    .start();
+    let mut parent = client_of(&pod, NAME, "person");
+    parent.run("delegate");
+    parent.until_entry("turn_end");
+    let log = log_of(&pod, NAME);
+    let refused = result_of(&log, "s1");
+    assert_eq!(refused["is_error"], true, "{refused}");
+    let output = refused["output"].as_str().unwrap();
+    assert!(output.contains("not in a git repository"), "{output}");
+    assert!(!kinds(&log).contains(&"agent_started".to_owned()));
+}
+
+#[test]
+fn a_child_only_a_compacted_session_of_its_parent_names_comes_back_with_its_task() {
+    let lines = vec![
+        top(json!([call(
+            "s1",
+            "spawn_agent",
+            json!({"task": "the task", "name": "w"})
+        )])),
+        top(json!([{"text": "parent done"}])),
+        // The parent's summary.
+        top(json!([{"text": "sum"}])),
+        child("w", json!([{"text": "w done"}])),
+    ];
+    let pod = named(&lines, &[]).start();
+    let mut parent = client_of(&pod, NAME, "person");
+    // A long input, so that a summary makes the parent's context smaller.
+    parent.run(&"word ".repeat(2000));
+    parent.until_entry("turn_end");
+    parent.send(json!({"type": "compact"}));
+    let done = parent.until_with("compaction", |v| {
+        v["type"] == "compact_done" || v["type"] == "compact_failed"
+    });
+    assert_eq!(done["type"], "compact_done", "{done}");
+    assert!(!kinds(&log_of(&pod, NAME)).contains(&"agent_started".to_owned()));
+    parent.send(json!({"type": "shutdown"}));
+    let mut pod = pod;
+    assert!(pod.wait_exit(Duration::from_secs(20)).success());
+    let pod = named(&lines, &[]).in_dir(pod.into_dir()).start();
+    let mut parent = client_of(&pod, NAME, "person");
+    parent.send(json!({"type": "list_agents", "request_id": "l1"}));
+    let listed = parent.until_with("the list", |v| v["request_id"] == "l1");
+    assert_eq!(listed["agents"][0]["name"], "calc.w", "{listed}");
+    assert_eq!(listed["agents"][0]["task"], "the task", "{listed}");
+}

@@ -280,6 +280,18 @@ fn without_json_stdout_is_the_final_text_alone() {
         "{}",
         stderr(&output)
     );
+    // The private pod leaves only its state file, which the hint's
+    // `pod log --name` reads: no lock, socket record or job ids.
+    let mut left: Vec<String> = std::fs::read_dir(setup.data_dir().join("pods"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(
+        left[0].ends_with(".json") && left[0].contains(".exec-"),
+        "{left:?}"
+    );
     // The hint names the data directory the run was given, so it works.
     let hint = stderr(&output);
     let command = hint

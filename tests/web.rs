@@ -1356,6 +1356,22 @@ async fn a_phone_lists_the_child_pods_opens_a_waiting_one_and_answers_it() {
     assert_eq!(decision["entry"]["remote"], "127.0.0.1", "{decision}");
     assert!(entries_of_kind(&pod, "approval_decision").is_empty());
 
+    // Removed while its view is open: the page cannot see the door's 404
+    // for its next upgrade, so it asks over HTTP, says so, and stops.
+    let mut person = harness::Client::connect(&pod.socket);
+    person.until_type("snapshot");
+    person.send(json!({"type": "hello", "client": "person"}));
+    harness::eventually("the child removed", Duration::from_secs(20), || {
+        person.send(json!({"type": "remove_agent", "request_id": "r", "name": child}));
+        person.until_with("the answer", |v| v["request_id"] == "r")["ok"] == true
+    });
+    browser
+        .until(
+            "the removed child's banner",
+            "document.querySelector('#conn')?.className === 'banner gone' && document.querySelector('#conn').innerText.includes('was removed')",
+        )
+        .await;
+
     // And back to the parent, which sees the child's turn end.
     browser
         .c()

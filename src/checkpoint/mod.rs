@@ -103,6 +103,36 @@ impl Checkpoints {
         crate::private::create_dir(&base, true)?;
         let objects = ContentStore::open(base.join("objects"))?;
         objects.sweep_temporaries()?;
+        Ok(Self::on(
+            objects,
+            data_dir,
+            root,
+            max_file_bytes,
+            store_bytes,
+        ))
+    }
+
+    /// The same store (its objects shared) for another workspace: a child
+    /// pod's git worktree. Opening the store again would sweep temporary
+    /// files a `put` of this process may be writing.
+    pub fn for_root(&self, data_dir: &Path, root: &Path) -> Self {
+        Self::on(
+            self.objects.clone(),
+            data_dir,
+            root,
+            self.max_file_bytes,
+            self.store_bytes,
+        )
+    }
+
+    fn on(
+        objects: ContentStore,
+        data_dir: &Path,
+        root: &Path,
+        max_file_bytes: u64,
+        store_bytes: u64,
+    ) -> Self {
+        let base = data_dir.join("checkpoints");
         let tag = &Digest::of(root.as_os_str().as_encoded_bytes()).hex()[..16];
         // The JSON cache of earlier versions is replaced by a binary one.
         let _ = std::fs::remove_file(base.join(format!("stat-{tag}.json")));
@@ -119,7 +149,7 @@ impl Checkpoints {
             .filter_map(|d| d.canonicalize().ok())
             .filter(|d| d.starts_with(root) && d != root)
             .collect();
-        Ok(Self {
+        Self {
             objects,
             root: root.to_path_buf(),
             cache_path,
@@ -131,7 +161,7 @@ impl Checkpoints {
             store_bytes,
             exclude,
             total: Mutex::new(None),
-        })
+        }
     }
 
     pub fn root(&self) -> &Path {

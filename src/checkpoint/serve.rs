@@ -48,6 +48,21 @@ impl Handle {
         }
     }
 
+    /// A handle for a child pod working in its own git worktree at
+    /// `root`: the same store, that workspace's files, its own
+    /// conversation's checkpoints.
+    pub fn for_root(&self, data_dir: &std::path::Path, root: &std::path::Path) -> Self {
+        Self {
+            store: self
+                .store
+                .as_ref()
+                .map(|store| Arc::new(store.for_root(data_dir, root)))
+                .map_err(Clone::clone),
+            known: Arc::default(),
+            shown: Arc::default(),
+        }
+    }
+
     pub fn store(&self) -> Result<Arc<Checkpoints>, String> {
         self.store.clone()
     }

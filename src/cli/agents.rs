@@ -42,11 +42,23 @@ pub fn run(paths: &Paths, json: bool, action: Option<AgentsAction>) -> anyhow::R
         )
         .await?
         {
-            Ok(_) => {
+            Ok(response) => {
                 println!(
                     "removed {}; its log stays (`pod log --name {0}`)",
                     safe_text::line(&name)
                 );
+                match response.worktree {
+                    Some(w) if w.removed == Some(true) => println!(
+                        "its worktree {} was removed; its branch {} stays",
+                        safe_text::line(&w.path),
+                        safe_text::line(&w.branch)
+                    ),
+                    Some(w) => println!(
+                        "{}",
+                        safe_text::line(w.note.as_deref().unwrap_or("its worktree was kept"))
+                    ),
+                    None => {}
+                }
                 Ok(ExitCode::SUCCESS)
             }
             Err(why) => refused(&why),
@@ -119,6 +131,7 @@ mod tests {
             },
             task: task.into(),
             created_at: "2026-12-07T17:00:00Z".into(),
+            worktree: None,
         }
     }
 

@@ -18,6 +18,7 @@ use super::agents::{self, AgentsError, Child, Spawn, ToChild};
 use super::assembly::Call;
 use super::job::{commit, JobEnv};
 use super::session_log::StorageError;
+use super::worktree;
 use crate::context::Conversation;
 use crate::protocol::{LogEntry, ParentRef, Segment};
 use crate::tools::ToolOutcome;
@@ -140,15 +141,18 @@ async fn spawn(
     call_id: &str,
     args: SpawnArgs,
 ) -> ToolOutcome {
-    if args.worktree == Some(true) {
-        return ToolOutcome::error(
-            "spawn_agent refused: worktree isolation is not available in this pod yet; spawn \
-             the agent without `worktree` (it then works in this workspace)",
-        );
-    }
     if args.task.trim().is_empty() {
         return ToolOutcome::error("spawn_agent refused: `task` is empty");
     }
+    let data_dir = env.agents.borrow().data_dir.clone();
+    let repo = if args.worktree == Some(true) {
+        match worktree::repo(env.workspace.root()).await {
+            Ok(repo) => Some(repo),
+            Err(why) => return ToolOutcome::error(format!("spawn_agent refused: {why}")),
+        }
+    } else {
+        None
+    };
     let (launcher, slug, name, parent_name) = {
         let registry = env.agents.borrow();
         let Some(launcher) = registry.launcher.clone() else {
@@ -165,12 +169,27 @@ async fn spawn(
                 registry.limits.max_agents
             ));
         }
-        let slug = match registry.slug_for(args.name.as_deref()) {
+        // A worktree's branch or directory left by an earlier child of
+        // the same name (removing a child keeps its branch) makes the
+        // name unique with a suffix, as a running sibling's does.
+        let slug = registry.slug_for(args.name.as_deref(), |slug| {
+            repo.as_ref().is_some_and(|repo| {
+                worktree::taken(repo, &data_dir, &format!("{}.{slug}", registry.name))
+            })
+        });
+        let slug = match slug {
             Ok(slug) => slug,
             Err(why) => return ToolOutcome::error(format!("spawn_agent refused: {why}")),
         };
         let name = format!("{}.{slug}", registry.name);
         (launcher, slug, name, registry.name.clone())
+    };
+    let worktree = match &repo {
+        Some(repo) => match worktree::create(repo, &data_dir, &name).await {
+            Ok(worktree) => Some(worktree),
+            Err(why) => return ToolOutcome::error(format!("spawn_agent failed: {why}")),
+        },
+        None => None,
     };
     let session_id = uuid::Uuid::new_v4();
     let started = LogEntry::AgentStarted {
@@ -198,23 +217,28 @@ async fn spawn(
         model: args.model,
         max_tokens,
         policy: env.state.borrow().policy.clone(),
+        worktree: worktree.clone(),
     };
     let link = match launcher.launch(spawned) {
         Ok(link) => link,
         Err(why) => return ToolOutcome::error(format!("spawn_agent failed: {why}")),
     };
     link.tell(ToChild::Run(vec![Segment::text(args.task.clone())]));
+    let branch = worktree.as_ref().map(|w| w.branch.clone());
     {
         let mut registry = env.agents.borrow_mut();
-        let child = Child::new(&name, &slug, &args.task, session_id, link, 1);
+        let mut child = Child::new(&name, &slug, &args.task, session_id, link, 1);
+        child.worktree = worktree;
         registry.children.push(child);
         registry.touch();
     }
     env.publish_status();
     if args.wait == Some(false) {
-        return ToolOutcome::ok(
-            json!({"name": name, "session_id": session_id, "state": "running"}).to_string(),
-        );
+        let mut started = json!({"name": name, "session_id": session_id, "state": "running"});
+        if let Some(branch) = branch {
+            started["branch"] = json!(branch);
+        }
+        return ToolOutcome::ok(started.to_string());
     }
     match wait_for_end(env, cancel, &name, 0).await {
         Waited::Ended => ended(env, &name),
@@ -278,6 +302,10 @@ fn describe_end(child: &Child, cap: usize) -> Value {
         "reason": reason,
         "text": agents::cap_text(text, cap),
     });
+    if let Some(worktree) = &child.worktree {
+        value["branch"] = json!(worktree.branch);
+        value["worktree"] = json!(worktree.root);
+    }
     if text.len() > cap {
         value["note"] = json!(format!(
             "the text was cut; read_agent {{\"name\": \"{}\"}} reads the whole transcript",
@@ -452,9 +480,15 @@ fn socket_of(env: &JobEnv, name: &str) -> Result<std::path::PathBuf, AgentsError
         crate::store::pointer::read(&crate::store::pointer::path(&registry.pods_dir, name))
             .ok()
             .flatten();
-    let same_workspace = pointer
-        .and_then(|p| p.workspace)
-        .is_some_and(|w| w == env.workspace.root());
+    // A pod of this tree is of this workspace wherever it works (a child
+    // in a worktree of its own records that worktree).
+    let same_tree = name
+        .strip_prefix(registry.tree.as_str())
+        .is_some_and(|rest| rest.starts_with('.'));
+    let same_workspace = same_tree
+        || pointer
+            .and_then(|p| p.workspace)
+            .is_some_and(|w| w == registry.home);
     if !same_workspace {
         return Err(AgentsError::NotInWorkspace(name.to_owned()));
     }

@@ -19,9 +19,10 @@ use tokio::sync::{mpsc, watch};
 use uuid::Uuid;
 
 use super::outbox::Client;
+use super::worktree::Worktree;
 use crate::protocol::{
-    AgentInfo, AgentStatus, Decision, LogEntry, ParentRef, PodState, Scope, Segment, TurnEndReason,
-    Usage,
+    AgentInfo, AgentStatus, AgentWorktree, Decision, LogEntry, ParentRef, PodState, Scope, Segment,
+    TurnEndReason, Usage,
 };
 use crate::provider::ToolSpec;
 
@@ -156,6 +157,9 @@ pub struct Spawn {
     pub max_tokens: u64,
     /// The parent's approval policy as it is now: the child's ceiling.
     pub policy: crate::approval::Policy,
+    /// Its own git worktree, made (or found again) by the parent; `None`:
+    /// it works where the parent does.
+    pub worktree: Option<Worktree>,
 }
 
 /// Starts child pods in this process; `host.rs` implements it.
@@ -180,6 +184,8 @@ pub struct Child {
     pub last_end: Option<(TurnEndReason, String)>,
     /// It stopped (see [`News::Stopped`]): nothing waits for it any more.
     pub stopped: bool,
+    /// The git worktree it works in, if it has its own.
+    pub worktree: Option<Worktree>,
 }
 
 impl Child {
@@ -213,6 +219,7 @@ impl Child {
             ends: 0,
             last_end: None,
             stopped: false,
+            worktree: None,
         }
     }
 
@@ -241,6 +248,13 @@ pub struct Registry {
     pub pods_dir: std::path::PathBuf,
     /// This pod's own socket.
     pub socket: std::path::PathBuf,
+    /// `<data-dir>`: children's worktrees go under its `worktrees/`.
+    pub data_dir: std::path::PathBuf,
+    /// The top pod's workspace: "this workspace" for `read_agent`, even
+    /// for a pod that works in a worktree of its own.
+    pub home: std::path::PathBuf,
+    /// The top pod's name: its pods are all of this workspace.
+    pub tree: String,
 }
 
 impl Registry {
@@ -255,6 +269,9 @@ impl Registry {
             socket_dir: Default::default(),
             pods_dir: Default::default(),
             socket: Default::default(),
+            data_dir: Default::default(),
+            home: Default::default(),
+            tree: Default::default(),
         }
     }
 
@@ -345,6 +362,12 @@ impl Registry {
                 status: c.status.clone(),
                 task: c.task.clone(),
                 created_at: c.created_at.clone(),
+                worktree: c.worktree.as_ref().map(|w| AgentWorktree {
+                    path: w.root.display().to_string(),
+                    branch: w.branch.clone(),
+                    removed: None,
+                    note: None,
+                }),
             })
             .collect()
     }
@@ -356,8 +379,14 @@ impl Registry {
             .find(|c| c.status.pending_approvals.iter().any(|id| id == call_id))
     }
 
-    /// A unique slug for a child: the model's `name` checked, else `agent-N`.
-    pub fn slug_for(&self, wanted: Option<&str>) -> Result<String, String> {
+    /// A unique slug for a child: the model's `name` checked, else
+    /// `agent-N`; passing over its siblings' slugs and those
+    /// `taken_elsewhere` refuses (a worktree's branch that exists already).
+    pub fn slug_for(
+        &self,
+        wanted: Option<&str>,
+        taken_elsewhere: impl Fn(&str) -> bool,
+    ) -> Result<String, String> {
         let base = match wanted {
             Some(name) => {
                 let slug = name.trim().to_lowercase();
@@ -374,7 +403,8 @@ impl Registry {
             }
             None => format!("agent-{}", self.children.len() + 1),
         };
-        let taken = |slug: &str| self.children.iter().any(|c| c.slug == slug);
+        let taken =
+            |slug: &str| self.children.iter().any(|c| c.slug == slug) || taken_elsewhere(slug);
         if !taken(&base) {
             return Ok(base);
         }
@@ -429,7 +459,7 @@ pub fn specs(registry: &Registry) -> Vec<ToolSpec> {
                     "model": {"type": "string", "description": "A model of the current provider."},
                     "wait": {"type": "boolean", "description": "Wait for the child's turn to end (default true)."},
                     "max_tokens": {"type": "integer", "minimum": 1, "description": "The child's token budget."},
-                    "worktree": {"type": "boolean", "description": "Work in a git worktree of its own (default false)."}
+                    "worktree": {"type": "boolean", "description": "Work in a git worktree of its own, on branch pod/<its name> (default false): it can write only there, and the result names the branch."}
                 },
                 "required": ["task"]
             }),
@@ -496,10 +526,13 @@ mod tests {
     #[test]
     fn slugs_are_checked_lowercased_and_made_unique() {
         let mut registry = Registry::new("calc".into(), Limits::default(), None);
-        assert_eq!(registry.slug_for(Some("Tests")).unwrap(), "tests");
-        assert_eq!(registry.slug_for(None).unwrap(), "agent-1");
+        assert_eq!(
+            registry.slug_for(Some("Tests"), |_| false).unwrap(),
+            "tests"
+        );
+        assert_eq!(registry.slug_for(None, |_| false).unwrap(), "agent-1");
         for bad in ["", "a b", "x.y", "../up", &"a".repeat(25)] {
-            let why = registry.slug_for(Some(bad)).unwrap_err();
+            let why = registry.slug_for(Some(bad), |_| false).unwrap_err();
             assert!(why.contains("not a usable agent name"), "{why}");
         }
         let id = Uuid::new_v4();
@@ -509,7 +542,10 @@ mod tests {
         registry
             .children
             .push(Child::new("calc.tests-2", "tests-2", "t", id, link(), 0));
-        assert_eq!(registry.slug_for(Some("tests")).unwrap(), "tests-3");
+        assert_eq!(
+            registry.slug_for(Some("tests"), |_| false).unwrap(),
+            "tests-3"
+        );
     }
 
     #[test]

@@ -34,6 +34,7 @@ use super::fault::Faults;
 use super::job::{JobEnv, JobState, Thresholds, WorkerConfig};
 use super::session_log::{Dirs, SessionLog};
 use super::worker::{Exit, JobChanged, Worker};
+use super::worktree::{self, Worktree};
 use crate::approval::Policy;
 use crate::context::Conversation;
 use crate::input::Resolvers;
@@ -86,9 +87,23 @@ impl Shared {
     }
 }
 
+/// Where a pod works: the top pod's workspace, or a child's git worktree
+/// (`spawn_agent` with `worktree: true`). A child without a worktree of
+/// its own works where its parent does, under the same sandbox.
+#[derive(Clone)]
+pub(super) struct Place {
+    pub workspace: Workspace,
+    /// The toolbox whose workspace and sandbox these are; a child's has
+    /// jobs of its own, made from this one.
+    pub toolbox: Arc<Toolbox>,
+    pub checkpoints: crate::checkpoint::serve::Handle,
+    pub probe: Rc<super::probe::Probe>,
+}
+
 /// One pod to start: what is its own.
 pub(super) struct PodSpec {
     pub name: String,
+    pub place: Place,
     /// The shared provider, or a child's view of it (`Provider::for_agent`).
     pub provider: Arc<dyn Provider>,
     pub socket: PathBuf,
@@ -96,7 +111,6 @@ pub(super) struct PodSpec {
     pub session: (LogFile, Uuid, crate::store::Recovered),
     pub policy: Policy,
     pub model_typed: bool,
-    pub toolbox: Arc<Toolbox>,
     pub job_events: mpsc::UnboundedReceiver<JobEvent>,
     /// Notes of jobs a dead pod left running, for the worker's first job.
     pub orphaned_jobs: Vec<String>,
@@ -123,8 +137,9 @@ pub(super) struct Started {
 /// Starts one pod's actors on the running System and its accept loop.
 pub(super) fn start_pod(shared: &Rc<Shared>, spec: PodSpec) -> Started {
     let (file, session_id, recovered) = spec.session;
-    let toolbox = spec.toolbox;
-    let workspace = shared.workspace.clone();
+    let place = spec.place;
+    let toolbox = place.toolbox.clone();
+    let workspace = place.workspace.clone();
     let greeting = Greeting {
         pod: spec.name.clone(),
         version: env!("CARGO_PKG_VERSION").into(),
@@ -179,6 +194,7 @@ pub(super) fn start_pod(shared: &Rc<Shared>, spec: PodSpec) -> Started {
         (shared.agents.max_agents > 0 && spec.depth < shared.agents.max_depth).then(|| {
             Rc::new(Launcher {
                 shared: shared.clone(),
+                place: place.clone(),
                 depth: spec.depth + 1,
                 news: from_children,
             }) as Rc<dyn Launch>
@@ -191,9 +207,18 @@ pub(super) fn start_pod(shared: &Rc<Shared>, spec: PodSpec) -> Started {
         Some((link, budget)) => (Some(link), Some(budget)),
         None => (None, None),
     };
+    registry.data_dir = shared.data_dir.clone();
+    registry.home = shared.workspace.root().to_path_buf();
+    // A child's name is its top pod's and one `.slug` per level.
+    registry.tree = spec
+        .name
+        .rsplitn(spec.depth + 1, '.')
+        .last()
+        .unwrap_or(&spec.name)
+        .to_owned();
     let env = JobEnv {
-        probe: shared.probe.clone(),
-        checkpoints: shared.checkpoints.clone(),
+        probe: place.probe.clone(),
+        checkpoints: place.checkpoints.clone(),
         session_log: session_log.clone(),
         broadcaster: broadcaster.clone(),
         compactor,
@@ -241,7 +266,7 @@ pub(super) fn start_pod(shared: &Rc<Shared>, spec: PodSpec) -> Started {
         worker: worker.clone(),
         workspace,
         config: shared.limits,
-        checkpoints: shared.checkpoints.clone(),
+        checkpoints: place.checkpoints.clone(),
         tokens: shared.tokens.clone(),
         listening: spec.listening,
         blobs: shared.blobs.clone(),
@@ -275,6 +300,8 @@ struct Restart {
     session_id: Uuid,
     task: String,
     parent: ParentRef,
+    /// Where its state file says it works: a worktree of its own or not.
+    workspace: Option<PathBuf>,
 }
 
 /// The children of `name` that were not removed: those its log's
@@ -307,6 +334,7 @@ fn children_to_start(shared: &Shared, name: &str, entries: &[LogEntry]) -> Vec<R
             Some(Restart {
                 name: child.clone(),
                 session_id: current.session_id,
+                workspace: current.workspace,
                 task: task.clone(),
                 parent: ParentRef {
                     pod: name.to_owned(),
@@ -337,9 +365,10 @@ fn children_to_start(shared: &Shared, name: &str, entries: &[LogEntry]) -> Vec<R
             continue;
         };
         children.push(Restart {
+            task: task_in_logs(&shared.sessions_dir, current.session_id),
             name: child,
             session_id: current.session_id,
-            task: String::new(),
+            workspace: current.workspace,
             parent: ParentRef {
                 pod: name.to_owned(),
                 session_id: session_id.unwrap_or(current.session_id),
@@ -350,6 +379,45 @@ fn children_to_start(shared: &Shared, name: &str, entries: &[LogEntry]) -> Vec<R
     children
 }
 
+/// A child's task as its own logs record it, for a child its parent's
+/// current log does not name: the first `user_input` of its first
+/// session, found by following each compacted session to the one it came
+/// from (as far as those logs are still there).
+fn task_in_logs(sessions_dir: &Path, session_id: Uuid) -> String {
+    let mut task = String::new();
+    let mut next = Some(session_id);
+    // A chain of compactions is short; the bound only stops a loop a
+    // corrupted log could make.
+    for _ in 0..1000 {
+        let Some(session_id) = next.take() else { break };
+        let Ok(recovered) =
+            crate::store::log_file::read_lines(&LogFile::path_for(sessions_dir, session_id))
+        else {
+            break;
+        };
+        let first_input = recovered.entries.iter().find_map(|e| match e {
+            LogEntry::UserInput { segments, .. } => Some(segments),
+            _ => None,
+        });
+        if let Some(segments) = first_input {
+            task = segments
+                .iter()
+                .filter_map(|s| match s.view() {
+                    crate::protocol::SegmentView::Text { text }
+                    | crate::protocol::SegmentView::Paste { text, .. } => Some(text),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join("");
+        }
+        next = match recovered.entries.first() {
+            Some(LogEntry::SessionStart { compacted_from, .. }) => *compacted_from,
+            _ => None,
+        };
+    }
+    task
+}
+
 fn restart_children(
     launcher: &Rc<dyn Launch>,
     agents: &Rc<RefCell<Registry>>,
@@ -357,9 +425,28 @@ fn restart_children(
     children: Vec<Restart>,
     policy: &Policy,
 ) {
-    let max_tokens = agents.borrow().limits.max_tokens;
+    let (max_tokens, data_dir) = {
+        let registry = agents.borrow();
+        (registry.limits.max_tokens, registry.data_dir.clone())
+    };
     for child in children {
+        // A child that worked in its own worktree comes back in it, or
+        // not at all: never in its parent's workspace.
+        let worktree = match child
+            .workspace
+            .as_deref()
+            .and_then(|w| worktree::open(&data_dir, &child.name, w))
+        {
+            Some(Ok(worktree)) => Some(worktree),
+            Some(Err(e)) => {
+                tracing::warn!("cannot start child pod {} again: {e}", child.name);
+                eprintln!("warning: cannot start child pod {} again: {e}", child.name);
+                continue;
+            }
+            None => None,
+        };
         let spawn = Spawn {
+            worktree: worktree.clone(),
             name: child.name.clone(),
             session_id: child.session_id,
             resume: true,
@@ -376,14 +463,10 @@ fn restart_children(
                     .unwrap_or(&child.name)
                     .to_owned();
                 let mut registry = agents.borrow_mut();
-                registry.children.push(agents::Child::new(
-                    &child.name,
-                    &slug,
-                    &child.task,
-                    child.session_id,
-                    link,
-                    0,
-                ));
+                let mut started =
+                    agents::Child::new(&child.name, &slug, &child.task, child.session_id, link, 0);
+                started.worktree = worktree;
+                registry.children.push(started);
                 registry.touch();
             }
             Err(e) => tracing::warn!("cannot start child pod {} again: {e}", child.name),
@@ -394,6 +477,9 @@ fn restart_children(
 /// Starts children in this process, as [`start_pod`] starts the top pod.
 struct Launcher {
     shared: Rc<Shared>,
+    /// Where the parent works: where its children work unless they get a
+    /// worktree of their own.
+    place: Place,
     /// The depth of the children it starts.
     depth: usize,
     /// Where its children's news go: the parent's worker.
@@ -402,18 +488,78 @@ struct Launcher {
 
 impl Launch for Launcher {
     fn launch(&self, spawn: Spawn) -> Result<ChildLink, String> {
-        launch_child(&self.shared, self.depth, self.news.clone(), spawn)
-            .map_err(|e| format!("{e:#}"))
+        launch_child(
+            &self.shared,
+            &self.place,
+            self.depth,
+            self.news.clone(),
+            spawn,
+        )
+        .map_err(|e| format!("{e:#}"))
     }
+}
+
+/// A child's place: its worktree's, made from its parent's (the toolbox's
+/// jobs are the child's own either way).
+fn child_place(
+    shared: &Shared,
+    parent: &Place,
+    worktree: Option<&Worktree>,
+    jobs: Jobs,
+) -> anyhow::Result<Place> {
+    let toolbox = parent.toolbox.for_child(jobs);
+    let Some(worktree) = worktree else {
+        return Ok(Place {
+            toolbox: Arc::new(toolbox),
+            ..parent.clone()
+        });
+    };
+    let workspace = Workspace::new(&worktree.workspace).with_context(|| {
+        format!(
+            "the agent's worktree {} is not a usable directory",
+            worktree.workspace.display()
+        )
+    })?;
+    let sandbox = toolbox
+        .sandbox()
+        .confined_to(&worktree.writable, &worktree.tmp);
+    let toolbox = Arc::new(toolbox.placed(workspace.clone(), sandbox));
+    let probe = super::probe::Probe::new(workspace.root().to_path_buf(), toolbox.clone());
+    probe.start();
+    Ok(Place {
+        checkpoints: parent
+            .checkpoints
+            .for_root(&shared.data_dir, workspace.root()),
+        workspace,
+        toolbox,
+        probe,
+    })
 }
 
 fn launch_child(
     shared: &Rc<Shared>,
+    parent_place: &Place,
     depth: usize,
     news: mpsc::UnboundedSender<FromChild>,
     spawn: Spawn,
 ) -> anyhow::Result<ChildLink> {
     let lock = PodLock::acquire(&shared.data_dir, &shared.pods_dir, &spawn.name)?;
+    let (job_events, job_events_rx) = mpsc::unbounded_channel();
+    let jobs = Jobs::new(
+        Some(shared.pods_dir.join(format!("{}.jobs", spawn.name))),
+        shared.toolbox.limits().max_jobs,
+        Some(job_events),
+    );
+    let place = child_place(shared, parent_place, spawn.worktree.as_ref(), jobs)?;
+    let mut policy = spawn.policy;
+    if spawn.worktree.is_some() {
+        // Its own workspace is what its edits are judged against; the data
+        // directory stays protected but for the worktree inside it (a
+        // path in the workspace can name nothing else of it).
+        let root = place.workspace.root();
+        policy.workspace_root = root.to_path_buf();
+        policy.protected.retain(|p| !root.starts_with(p));
+    }
     let socket = shared.socket_dir.join(format!("{}.sock", spawn.name));
     prepare_socket_path(&socket, false)?;
     let start = Start {
@@ -424,7 +570,7 @@ fn launch_child(
         // The configured model: another one given to `spawn_agent` is a
         // `model_change` the child commits before its first call.
         model: shared.provider.model().into(),
-        workspace: shared.workspace.root().to_path_buf(),
+        workspace: place.workspace.root().to_path_buf(),
         parent: Some(spawn.parent.clone()),
         fresh_id: Some(spawn.session_id),
         replay_of: None,
@@ -435,14 +581,7 @@ fn launch_child(
     if let Err(e) = pod_socket::record(&shared.pods_dir, &spawn.name, &socket) {
         tracing::warn!("cannot record the socket path for `pod list`: {e}");
     }
-    let (job_events, job_events_rx) = mpsc::unbounded_channel();
-    let jobs = Jobs::new(
-        Some(shared.pods_dir.join(format!("{}.jobs", spawn.name))),
-        shared.toolbox.limits().max_jobs,
-        Some(job_events),
-    );
-    let orphaned_jobs = jobs.recover();
-    let toolbox = Arc::new(shared.toolbox.for_child(jobs));
+    let orphaned_jobs = place.toolbox.jobs().recover();
     let (worker_stopped, mut worker_done) = watch::channel(false);
     let link = ParentLink {
         name: spawn.name.clone(),
@@ -458,12 +597,12 @@ fn launch_child(
                 .for_agent(spawn.name.rsplit('.').next().unwrap_or(&spawn.name))
                 .unwrap_or_else(|| shared.provider.clone()),
             name: spawn.name.clone(),
+            place,
             socket: socket.clone(),
             listener,
             session,
-            policy: spawn.policy,
+            policy,
             model_typed: false,
-            toolbox,
             job_events: job_events_rx,
             orphaned_jobs,
             depth,

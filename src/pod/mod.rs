@@ -43,6 +43,7 @@ mod session_log;
 mod tool_step;
 mod turn;
 mod worker;
+mod worktree;
 
 pub use access::Access;
 pub use agents::Limits as AgentLimits;

@@ -18,7 +18,7 @@ use super::descendants;
 use super::fault::Faults;
 use super::host::{
     accept_remote, bind, open_session, prepare_socket_path, remove_own_socket, start_pod, Doors,
-    PodSpec, Shared, Start, NEXT_CONN_ID,
+    Place, PodSpec, Shared, Start, NEXT_CONN_ID,
 };
 use super::job::Thresholds;
 use super::worker::{Exit, Stop, Worker};
@@ -291,12 +291,17 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             PodSpec {
                 provider: config.provider.clone(),
                 name: config.name.clone(),
+                place: Place {
+                    workspace: shared.workspace.clone(),
+                    toolbox: toolbox.clone(),
+                    checkpoints: shared.checkpoints.clone(),
+                    probe: shared.probe.clone(),
+                },
                 socket: config.socket.clone(),
                 listener,
                 session: (file, session_id, recovered),
                 policy,
                 model_typed: config.model_typed,
-                toolbox: toolbox.clone(),
                 job_events: job_events_rx,
                 orphaned_jobs,
                 depth: 0,

@@ -861,7 +861,8 @@ impl Handler<Stop> for Worker {
 impl Worker {
     /// `remove_agent`: an idle child is stopped and forgotten; its log
     /// stays, and its pointer says it was removed, so a restarted parent
-    /// does not start it again.
+    /// does not start it again. Its worktree, if it has one, goes when
+    /// clean and stays otherwise; its branch always stays.
     fn remove_agent(&mut self, ctx: &mut Context<Self>, client: Client, name: &str) {
         let mut agents = self.env.agents.borrow_mut();
         let Some(index) = agents.children.iter().position(|c| c.name == name) else {
@@ -889,7 +890,16 @@ impl Worker {
         async move {
             let _ = stopped.wait_for(|s| *s).await;
             let marked = tokio::task::spawn_blocking(move || mark_removed(&pointer)).await;
+            let worktree = match &child.worktree {
+                Some(worktree) => Some(removed_worktree(worktree).await),
+                None => None,
+            };
             match marked {
+                Ok(Ok(())) if worktree.is_some() => client.respond(Response {
+                    ok: Some(true),
+                    worktree,
+                    ..Response::default()
+                }),
                 Ok(Ok(())) => client.ack(),
                 Ok(Err(e)) => client.error(ErrorCode::StorageError, e),
                 Err(e) => client.error(ErrorCode::StorageError, e.to_string()),
@@ -898,6 +908,21 @@ impl Worker {
         }
         .into_actor(self)
         .spawn(ctx);
+    }
+}
+
+/// Removes a removed child's worktree if it is clean, and says what
+/// became of it.
+async fn removed_worktree(worktree: &super::worktree::Worktree) -> crate::protocol::AgentWorktree {
+    let (removed, note) = match super::worktree::remove(worktree).await {
+        super::worktree::Removal::Removed => (true, None),
+        super::worktree::Removal::Kept(why) => (false, Some(why)),
+    };
+    crate::protocol::AgentWorktree {
+        path: worktree.root.display().to_string(),
+        branch: worktree.branch.clone(),
+        removed: Some(removed),
+        note,
     }
 }
 

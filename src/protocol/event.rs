@@ -337,6 +337,25 @@ pub struct AgentInfo {
     pub task: String,
     /// RFC 3339.
     pub created_at: String,
+    /// The git worktree it works in (`spawn_agent` with `worktree: true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<AgentWorktree>,
+}
+
+/// A child pod's own git worktree: in `list_agents`, and in the answer to
+/// `remove_agent`, which says what became of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AgentWorktree {
+    /// The worktree's directory, under `<data-dir>/worktrees/`.
+    pub path: String,
+    /// `pod/<child name>`: kept when the child is removed.
+    pub branch: String,
+    /// `remove_agent`: whether the worktree was removed (it was clean) or
+    /// kept (it has changes or untracked files; `note` says what to do).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// Where `status.context_tokens` comes from: the usage the server reported
@@ -577,6 +596,9 @@ pub struct Response {
     /// `list_agents`: this pod's children, in start order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agents: Option<Vec<AgentInfo>>,
+    /// `remove_agent` of a child with a worktree: what became of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<AgentWorktree>,
     /// `get_job_output`: what the job printed so far, as kept (its first
     /// and last 512 KiB, with a note of the bytes left out between them).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -17,10 +17,10 @@ pub use entry::{
     RestoredFile, Scope, ToolResult, TurnEndReason, TurnError, TurnErrorCode, Usage,
 };
 pub use event::{
-    AccessLevel, AccessReason, AgentInfo, AgentStatus, ApprovalMode, CompactReason, CompletionItem,
-    ContextSource, ErrorCode, Event, Greeting, JobInfo, Level, ListenInfo, McpServerInfo, McpState,
-    PodState, Response, RuleInfo, SandboxInfo, SandboxMode, SessionInfo, Snapshot, Status,
-    SwitchReason, TokenInfo, TurnRef, PROTOCOL_VERSION,
+    AccessLevel, AccessReason, AgentInfo, AgentStatus, AgentWorktree, ApprovalMode, CompactReason,
+    CompletionItem, ContextSource, ErrorCode, Event, Greeting, JobInfo, Level, ListenInfo,
+    McpServerInfo, McpState, PodState, Response, RuleInfo, SandboxInfo, SandboxMode, SessionInfo,
+    Snapshot, Status, SwitchReason, TokenInfo, TurnRef, PROTOCOL_VERSION,
 };
 pub use headless::{ExecResult, ExecResultType};
 pub use in_flight::InFlight;

@@ -368,6 +368,9 @@ pub(crate) fn confined_command(
         .env("PAGER", "cat")
         .env("GIT_PAGER", "cat")
         .kill_on_drop(true);
+    if let Some(tmpdir) = sandbox.and_then(Sandbox::tmpdir) {
+        cmd.env("TMPDIR", tmpdir);
+    }
     Ok(cmd)
 }
 

@@ -146,6 +146,14 @@ impl Toolbox {
         }
     }
 
+    /// This toolbox working elsewhere: a child pod's git worktree, with
+    /// the sandbox confined to it ([`Sandbox::confined_to`]).
+    pub fn placed(mut self, workspace: Workspace, sandbox: Sandbox) -> Self {
+        self.workspace = workspace;
+        self.sandbox = sandbox;
+        self
+    }
+
     /// The MCP servers and their state now (none when none are configured).
     pub fn mcp_servers(&self) -> Vec<crate::protocol::McpServerInfo> {
         self.mcp

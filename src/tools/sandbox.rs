@@ -221,6 +221,9 @@ pub struct Sandbox {
     /// Signals are scoped and the kernel enforces it (Landlock ABI 6).
     signals_scoped: bool,
     unavailable: Option<String>,
+    /// A child pod confined to its git worktree ([`Sandbox::confined_to`]):
+    /// its commands' own `$TMPDIR`, which replaces `/tmp` and the pod's.
+    tmpdir: Option<PathBuf>,
 }
 
 impl Sandbox {
@@ -270,7 +273,36 @@ impl Sandbox {
             info,
             writes_confined: rules_confine_writes && enforced.writes,
             unavailable,
+            tmpdir: None,
         }
+    }
+
+    /// This sandbox for a child pod that works in a git worktree of its
+    /// own: where a `workspace-write` pod's commands may write the
+    /// workspace, `/tmp` and `$TMPDIR`, the child's may write only
+    /// `writable` (its worktree and the git data a commit there writes)
+    /// and `tmpdir`, which they get as `$TMPDIR` — and `/dev`, as ever.
+    /// `/tmp` goes too because Landlock can only grant: a parent workspace
+    /// under `/tmp` could not be kept read-only while `/tmp` is writable.
+    /// A `read-only` or `off` sandbox is the parent's choice and stays as
+    /// it is. What the kernel enforces was measured for the parent's rules,
+    /// which confine the same kinds of access.
+    pub fn confined_to(&self, writable: &[PathBuf], tmpdir: &Path) -> Self {
+        if self.policy.mode != SandboxMode::WorkspaceWrite {
+            return self.clone();
+        }
+        let mut dirs = writable.to_vec();
+        dirs.push(tmpdir.to_path_buf());
+        dirs.push(PathBuf::from("/dev"));
+        let mut sandbox = self.clone();
+        sandbox.rules.writable = Some(dirs);
+        sandbox.tmpdir = Some(tmpdir.to_path_buf());
+        sandbox
+    }
+
+    /// The `$TMPDIR` of a child pod confined to its worktree.
+    pub fn tmpdir(&self) -> Option<&Path> {
+        self.tmpdir.as_deref()
     }
 
     pub fn info(&self) -> SandboxInfo {
@@ -358,6 +390,11 @@ impl Sandbox {
             return None;
         }
         let what = match (self.policy.mode, self.writes_confined) {
+            (SandboxMode::WorkspaceWrite, true) if self.tmpdir.is_some() => Some(
+                "the pod's sandbox lets this agent's commands write only in its own git worktree \
+                 (its workspace), the git data a commit there needs, its $TMPDIR and /dev; the \
+                 parent's workspace and /tmp are read-only to it",
+            ),
             (SandboxMode::WorkspaceWrite, true) => Some(
                 "the pod's sandbox lets this command write only inside the workspace, /tmp (and \
                  $TMPDIR) and /dev; writing anywhere else fails with a permission error",
@@ -576,6 +613,38 @@ mod tests {
         );
         assert_eq!(sandbox.refusal_note("touch: Permission denied"), None);
         assert_eq!(sandbox.gate(), SandboxGate::Off);
+    }
+
+    #[test]
+    fn a_worktree_child_may_write_its_worktree_and_tmpdir_but_neither_the_workspace_nor_tmp() {
+        let policy = |mode| SandboxPolicy {
+            mode,
+            network: true,
+            unix_sockets: false,
+        };
+        let writable = [
+            PathBuf::from("/d/worktrees/c.w"),
+            PathBuf::from("/r/.git/objects"),
+        ];
+        let tmp = Path::new("/d/worktrees/c.w.tmp");
+        let child = Sandbox::new(policy(SandboxMode::WorkspaceWrite), Path::new("/r"))
+            .confined_to(&writable, tmp);
+        assert_eq!(
+            child.rules.writable,
+            paths(&[
+                "/d/worktrees/c.w",
+                "/r/.git/objects",
+                "/d/worktrees/c.w.tmp",
+                "/dev"
+            ])
+        );
+        assert_eq!(child.tmpdir(), Some(tmp));
+        for mode in [SandboxMode::ReadOnly, SandboxMode::Off] {
+            let parent = Sandbox::new(policy(mode), Path::new("/r"));
+            let child = parent.confined_to(&writable, tmp);
+            assert_eq!(child.rules, parent.rules, "{mode:?} stays the parent's");
+            assert_eq!(child.tmpdir(), None);
+        }
     }
 
     #[test]

@@ -98,7 +98,8 @@ export class Connection {
   /**
    * `onFrame(frame)` gets every frame; `onState(state, detail)` hears
    * `connecting`, `open`, `disconnected` (detail: ms until the next try)
-   * and `unauthorized` (the token was refused: no more tries).
+   * `unauthorized` (the token was refused: no more tries) and `gone` (the
+   * child pod this view shows does not run: no more tries; detail: its name).
    */
   constructor(token, onFrame, onState) {
     this.token = token;
@@ -181,11 +182,15 @@ export class Connection {
     };
   }
 
-  /** Schedules the next try; one that never opened first asks whether the token is still good. */
+  /**
+   * Schedules the next try; one that never opened first asks why: a
+   * refused token, or a child pod that no longer runs, ends the tries.
+   */
   async retryLater(neverOpened) {
-    if (neverOpened && (await this.tokenRefused())) {
+    const refused = neverOpened ? await this.refusal() : null;
+    if (refused) {
       this.stopped = true;
-      this.onState('unauthorized');
+      this.onState(refused, shownAgent());
       return;
     }
     if (this.stopped) return;
@@ -195,13 +200,28 @@ export class Connection {
     this.timer = setTimeout(() => this.open(), wait);
   }
 
-  /** A browser cannot see why an upgrade failed: a token check over HTTP tells a refused token from a pod that is down. */
-  async tokenRefused() {
+  /**
+   * A browser cannot see why an upgrade failed, so the page asks over
+   * HTTP: the same `/v1/ws` address without the upgrade on a child's view
+   * (the pod answers 404 `unknown_agent` when that child does not run —
+   * removed, or stopped — and 401 for a refused token), a blob on the
+   * pod's own. `unauthorized`, `gone`, or null (down: try again).
+   */
+  async refusal() {
+    const agent = shownAgent();
+    const url = agent
+      ? `/v1/ws?agent=${encodeURIComponent(agent)}`
+      : `/v1/blobs/sha256:${'0'.repeat(64)}`;
     try {
-      const probe = await authorizedFetch(this.token, `/v1/blobs/sha256:${'0'.repeat(64)}`);
-      return probe.status === 401;
+      const probe = await authorizedFetch(this.token, url);
+      if (probe.status === 401) return 'unauthorized';
+      if (agent && probe.status === 404) {
+        const body = await probe.json().catch(() => ({}));
+        if (body.code === 'unknown_agent') return 'gone';
+      }
+      return null;
     } catch {
-      return false;
+      return null;
     }
   }
 

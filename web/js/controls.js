@@ -156,6 +156,7 @@ export class Controls {
       open: '',
       disconnected: `disconnected — reconnecting in ${Math.ceil((detail || 0) / 100) / 10}s`,
       unauthorized: 'the pod refused this device’s token (revoked or from another pod): get a new link with `pod url`',
+      gone: `this agent (${detail}) was removed or has stopped: it runs no more. Its parent’s view (← PARENT) lists the agents that run`,
       shutdown: `the pod stopped${detail ? ` (${detail})` : ''}; waiting for it to come back`,
       incompatible: detail,
     };

@@ -74,6 +74,9 @@ pub fn run(paths: &Paths, args: ExecArgs, config: ConfigFile) -> anyhow::Result<
     let ran = super::runtime()?.block_on(follow::drive(&pod, task, &options));
     let name = pod.name().to_owned();
     let stopped = pod.stop();
+    if stopped.is_ok() {
+        forget_private_pod(&paths.data_dir.join("pods"), &name);
+    }
     let run = match (ran, stopped) {
         (Ok(Some(run)), _) => run,
         // The pod never answered: its own error says why.
@@ -94,6 +97,25 @@ pub fn run(paths: &Paths, args: ExecArgs, config: ConfigFile) -> anyhow::Result<
         ),
     };
     run.report(&options, &log_command)
+}
+
+/// Removes what the stopped private pod kept in `<data-dir>/pods/` for a
+/// restart that never comes — its lock, its socket record (`pod list`
+/// would show it forever) and its job ids — and keeps only its state file,
+/// which is how `pod log --name NAME` finds the run's session.
+fn forget_private_pod(pods_dir: &std::path::Path, name: &str) {
+    let leftovers = [
+        crate::store::pod_lock::PodLock::path(pods_dir, name),
+        crate::store::pod_socket::path(pods_dir, name),
+        pods_dir.join(format!("{name}.jobs")),
+    ];
+    for file in leftovers {
+        match std::fs::remove_file(&file) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!("cannot remove {}: {e}", file.display()),
+        }
+    }
 }
 
 /// A pod that failed to start: bad usage when it refused the flags' name or
