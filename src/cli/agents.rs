@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use crate::protocol::answer::{Ack, Agents};
+use crate::protocol::answer::{AgentRemoved, Agents};
 use crate::protocol::{AgentInfo, Method, Request};
 use crate::safe_text;
 
@@ -35,7 +35,7 @@ pub fn run(paths: &Paths, json: bool, action: Option<AgentsAction>) -> anyhow::R
             client: "pod agents".into(),
         }))
         .await?;
-        match ask::<Ack>(
+        match ask::<AgentRemoved>(
             &mut events,
             &mut sink,
             Method::RemoveAgent { name: name.clone() },

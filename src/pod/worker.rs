@@ -895,12 +895,7 @@ impl Worker {
                 None => None,
             };
             match marked {
-                Ok(Ok(())) if worktree.is_some() => client.respond(Response {
-                    ok: Some(true),
-                    worktree,
-                    ..Response::default()
-                }),
-                Ok(Ok(())) => client.ack(),
+                Ok(Ok(())) => client.respond(answer::AgentRemoved { worktree }),
                 Ok(Err(e)) => client.error(ErrorCode::StorageError, e),
                 Err(e) => client.error(ErrorCode::StorageError, e.to_string()),
             }

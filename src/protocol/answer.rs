@@ -17,7 +17,7 @@
 use uuid::Uuid;
 
 use super::{
-    AccessLevel, AgentInfo, CompletionItem, FileChange, JobInfo, LogLine, NotRestored, Response,
+    AccessLevel, AgentInfo, AgentWorktree, CompletionItem, FileChange, JobInfo, LogLine, NotRestored, Response,
     RestoredFile, RuleInfo, SessionInfo, TokenInfo,
 };
 
@@ -143,7 +143,7 @@ answers! {
 /// The method took effect and has nothing more to say (`{"ok":true}`):
 /// `hello`, `approve`, `notify`, `pause`, `resume`, `compact`,
 /// `shutdown`, `set_approval`, `set_model`, `revoke_rule`, `kill_job`,
-/// `remove_agent`, `revoke_token`, `cancel` without `run`.
+/// `revoke_token`, `cancel` without `run`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ack;
 
@@ -159,6 +159,32 @@ impl From<Ack> for Response {
 impl Answer for Ack {
     fn read(response: Response) -> Result<Self, Missing> {
         ok(&response).map(|()| Ack)
+    }
+}
+
+/// `remove_agent`: the child is stopped and its log kept; for a child
+/// that worked in its own git worktree, what became of that worktree
+/// (removed when clean, kept with a note when not; the branch stays).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentRemoved {
+    pub worktree: Option<AgentWorktree>,
+}
+
+impl From<AgentRemoved> for Response {
+    fn from(answer: AgentRemoved) -> Response {
+        Response {
+            ok: Some(true),
+            worktree: answer.worktree,
+            ..Response::default()
+        }
+    }
+}
+
+impl Answer for AgentRemoved {
+    fn read(response: Response) -> Result<Self, Missing> {
+        ok(&response).map(|()| AgentRemoved {
+            worktree: response.worktree,
+        })
     }
 }
 
