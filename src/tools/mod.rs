@@ -1,19 +1,23 @@
 //! The tools the model can call, all confined to the workspace.
 //!
-//! Each family lives in its own module ([`fs`], [`search`], [`bash`]) and
-//! exposes, per tool, a name, a [`ToolSpec`] and a function taking typed
-//! arguments. This module owns what they share: argument parsing, mapping
-//! workspace escapes to errors the model reads, and the output cap, which is
-//! applied here to every outcome so no tool can forget it.
+//! Each family lives in its own module ([`fs`], [`search`], [`bash`], …)
+//! and exposes, per tool, its definition (a [`registry::ToolDef`]: name,
+//! spec, effect, summary, argument struct) and a function taking typed
+//! arguments; [`registry::TOOLS`] lists the definitions. This module owns
+//! what the tools share: argument parsing, mapping workspace escapes to
+//! errors the model reads, and the output cap, which is applied here to
+//! every outcome so no tool can forget it.
 
 mod bash;
 mod cap;
+pub mod delegation;
 pub mod fetch;
 mod fs;
 pub mod jobs;
 pub mod plan;
 pub mod process;
 pub mod reaper;
+pub mod registry;
 mod sandbox;
 mod search;
 
@@ -32,7 +36,7 @@ pub(crate) use bash::{confined_command, tool_command, ProcessGroup};
 pub(crate) use cap::floor_char_boundary;
 pub use cap::{cap, CapBuffer};
 pub(crate) use fs::looks_binary;
-pub use fs::MAX_EDIT_BYTES;
+pub use fs::{EDIT_FILE, MAX_EDIT_BYTES};
 pub use sandbox::{Rules, Sandbox, SandboxPolicy, Switch};
 
 /// Names of MCP tools start with this; no built-in tool's does.
@@ -185,19 +189,11 @@ impl Toolbox {
     /// servers come and go, so ask for every model call (it is cheap: no
     /// I/O, no actor round trip).
     pub fn specs(&self) -> Vec<ToolSpec> {
-        let mut specs = vec![
-            fs::read_file_spec(),
-            fs::list_dir_spec(),
-            search::glob_spec(),
-            search::grep_spec(),
-            fs::write_file_spec(),
-            fs::edit_file_spec(),
-            bash::spec(&self.limits),
-            jobs::output_spec(),
-            jobs::kill_spec(),
-            plan::spec(),
-            fetch::spec(),
-        ];
+        let mut specs: Vec<ToolSpec> = registry::TOOLS
+            .iter()
+            .filter(|def| def.runner == registry::Runner::Toolbox)
+            .map(|def| (def.spec)(&self.limits))
+            .collect();
         if let Some(mcp) = &self.mcp {
             specs.extend(mcp.specs());
         }
@@ -211,20 +207,10 @@ impl Toolbox {
         if let Some(mcp) = self.mcp_for(name) {
             return mcp.precheck(name, arguments);
         }
-        fn fits<A: DeserializeOwned>(name: &str, arguments: &Value) -> Result<(), ToolOutcome> {
-            parse_args::<A>(name, arguments).map(drop)
-        }
-        match name {
-            fs::READ_FILE => fits::<fs::ReadFileArgs>(name, arguments),
-            fs::LIST_DIR => fits::<fs::ListDirArgs>(name, arguments),
-            fs::WRITE_FILE => fits::<fs::WriteFileArgs>(name, arguments),
-            fs::EDIT_FILE => fits::<fs::EditFileArgs>(name, arguments),
-            search::GLOB => fits::<search::GlobArgs>(name, arguments),
-            search::GREP => fits::<search::GrepArgs>(name, arguments),
-            bash::BASH => fits::<bash::BashArgs>(name, arguments),
-            jobs::JOB_OUTPUT | jobs::JOB_KILL => fits::<jobs::JobArgs>(name, arguments),
-            plan::UPDATE_PLAN => fits::<plan::PlanArgs>(name, arguments),
-            fetch::WEB_FETCH => {
+        let def = registry::lookup(name).filter(|def| def.runner == registry::Runner::Toolbox);
+        match def {
+            None => Err(self.unknown(name)),
+            Some(def) if def.name == fetch::WEB_FETCH => {
                 let args = parse_args::<fetch::FetchArgs>(name, arguments)?;
                 if !self.sandbox.info().network {
                     return Err(ToolOutcome::error(
@@ -237,7 +223,7 @@ impl Toolbox {
                     .map(drop)
                     .map_err(|why| ToolOutcome::error(format!("web_fetch refused: {why}")))
             }
-            _ => Err(self.unknown(name)),
+            Some(def) => (def.args.check)(name, arguments),
         }?;
         match arguments.get("path").and_then(Value::as_str) {
             Some(path) => resolve(&self.workspace, path).map(drop),
@@ -352,7 +338,10 @@ impl Toolbox {
 
 /// Parses a tool's arguments; a call with no arguments at all counts as `{}`
 /// so tools whose arguments are all optional accept it.
-fn parse_args<A: DeserializeOwned>(tool: &str, arguments: &Value) -> Result<A, ToolOutcome> {
+pub(crate) fn parse_args<A: DeserializeOwned>(
+    tool: &str,
+    arguments: &Value,
+) -> Result<A, ToolOutcome> {
     let parsed = if arguments.is_null() {
         serde_json::from_value(Value::Object(Default::default()))
     } else {
