@@ -30,7 +30,7 @@ use tokio::net::unix::pipe;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-use super::registry::{Args, Effect, Runner, Summary, ToolDef};
+use super::registry::{Args, Effect, Run, Runner, Summary, ToolDef};
 use super::{CapBuffer, OutputSink, Sandbox, ToolLimits, ToolOutcome};
 use crate::provider::ToolSpec;
 use crate::workspace::Workspace;
@@ -44,6 +44,7 @@ pub const BASH_TOOL: ToolDef = ToolDef {
     spec: spec,
     args: Args::of::<BashArgs>(),
     runner: Runner::Toolbox,
+    run: Run::Own,
 };
 
 /// After the command ends, how long output still buffered in the pipe may

@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::registry::{Args, Effect, Runner, Summary, ToolDef};
+use super::registry::{Args, Effect, Run, Runner, Summary, ToolDef};
 use crate::provider::ToolSpec;
 
 pub const SPAWN_AGENT: &str = "spawn_agent";
@@ -60,6 +60,7 @@ pub const SPAWN_AGENT_TOOL: ToolDef = ToolDef {
     spec: |_| spawn_spec(),
     args: Args::of::<SpawnArgs>(),
     runner: Runner::Delegation,
+    run: Run::Own,
 };
 
 pub const WAIT_AGENTS_TOOL: ToolDef = ToolDef {
@@ -69,6 +70,7 @@ pub const WAIT_AGENTS_TOOL: ToolDef = ToolDef {
     spec: |_| wait_spec(),
     args: Args::of::<WaitArgs>(),
     runner: Runner::Delegation,
+    run: Run::Own,
 };
 
 pub const MESSAGE_AGENT_TOOL: ToolDef = ToolDef {
@@ -78,6 +80,7 @@ pub const MESSAGE_AGENT_TOOL: ToolDef = ToolDef {
     spec: |_| message_spec(),
     args: Args::of::<MessageArgs>(),
     runner: Runner::Delegation,
+    run: Run::Own,
 };
 
 pub const READ_AGENT_TOOL: ToolDef = ToolDef {
@@ -87,6 +90,7 @@ pub const READ_AGENT_TOOL: ToolDef = ToolDef {
     spec: |_| read_spec(),
     args: Args::of::<ReadArgs>(),
     runner: Runner::Delegation,
+    run: Run::Own,
 };
 
 fn spec(name: &str, description: &str, parameters: Value) -> ToolSpec {

@@ -19,7 +19,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::cap::floor_char_boundary;
-use super::registry::{Args, Effect, Runner, Summary, ToolDef};
+use super::registry::{with_args, Args, Effect, Run, Runner, Summary, ToolDef};
 use super::{open, open_refusal, ToolLimits, ToolOutcome};
 use crate::provider::ToolSpec;
 use crate::workspace::{Access, OpenError, Workspace};
@@ -38,6 +38,11 @@ pub const READ_FILE_TOOL: ToolDef = ToolDef {
     spec: |_| read_file_spec(),
     args: Args::of::<ReadFileArgs>(),
     runner: Runner::Toolbox,
+    run: Run::Blocking(|ws, arguments, limits, cancel| {
+        with_args(READ_FILE, arguments, |args| {
+            read_file(ws, args, limits, cancel)
+        })
+    }),
 };
 
 pub const LIST_DIR_TOOL: ToolDef = ToolDef {
@@ -49,6 +54,11 @@ pub const LIST_DIR_TOOL: ToolDef = ToolDef {
     spec: |_| list_dir_spec(),
     args: Args::of::<ListDirArgs>(),
     runner: Runner::Toolbox,
+    run: Run::Blocking(|ws, arguments, limits, cancel| {
+        with_args(LIST_DIR, arguments, |args| {
+            list_dir(ws, args, limits, cancel)
+        })
+    }),
 };
 
 pub const WRITE_FILE_TOOL: ToolDef = ToolDef {
@@ -58,6 +68,11 @@ pub const WRITE_FILE_TOOL: ToolDef = ToolDef {
     spec: |_| write_file_spec(),
     args: Args::of::<WriteFileArgs>(),
     runner: Runner::Toolbox,
+    run: Run::Blocking(|ws, arguments, limits, cancel| {
+        with_args(WRITE_FILE, arguments, |args| {
+            write_file(ws, args, limits, cancel)
+        })
+    }),
 };
 
 pub const EDIT_FILE_TOOL: ToolDef = ToolDef {
@@ -67,6 +82,11 @@ pub const EDIT_FILE_TOOL: ToolDef = ToolDef {
     spec: |_| edit_file_spec(),
     args: Args::of::<EditFileArgs>(),
     runner: Runner::Toolbox,
+    run: Run::Blocking(|ws, arguments, limits, cancel| {
+        with_args(EDIT_FILE, arguments, |args| {
+            edit_file(ws, args, limits, cancel)
+        })
+    }),
 };
 
 /// Lines `read_file` returns when the model gives no `limit`.

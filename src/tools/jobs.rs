@@ -31,7 +31,7 @@ use serde_json::json;
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
-use super::registry::{Args, Effect, Runner, Summary, ToolDef};
+use super::registry::{Args, Effect, Run, Runner, Summary, ToolDef};
 use super::{ProcessGroup, Sandbox, ToolOutcome};
 use crate::protocol::JobInfo;
 use crate::provider::ToolSpec;
@@ -47,6 +47,7 @@ pub const JOB_OUTPUT_TOOL: ToolDef = ToolDef {
     spec: |_| output_spec(),
     args: Args::of::<JobArgs>(),
     runner: Runner::Toolbox,
+    run: Run::Own,
 };
 
 pub const JOB_KILL_TOOL: ToolDef = ToolDef {
@@ -56,6 +57,7 @@ pub const JOB_KILL_TOOL: ToolDef = ToolDef {
     spec: |_| kill_spec(),
     args: Args::of::<JobArgs>(),
     runner: Runner::Toolbox,
+    run: Run::Own,
 };
 
 /// How much of a job's output is kept at each end.

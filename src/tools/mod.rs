@@ -107,11 +107,6 @@ pub struct Toolbox {
     jobs: jobs::Jobs,
 }
 
-/// A tool that does blocking file-system work, run on the blocking pool so a
-/// large grep never stalls the runtime thread driving the session. It gets
-/// the limits so that it reads no more than its output can show.
-type BlockingTool<A> = fn(&Workspace, A, &ToolLimits, &CancellationToken) -> ToolOutcome;
-
 impl Toolbox {
     /// Also measures what this kernel enforces of the sandbox policy, once.
     pub fn new(workspace: Workspace, limits: ToolLimits) -> Self {
@@ -259,20 +254,34 @@ impl Toolbox {
             let outcome = mcp.call(name, arguments, cancel).await;
             return self.capped(outcome);
         }
-        let outcome = match name {
-            fs::WRITE_FILE | fs::EDIT_FILE if !self.sandbox.policy().allows_file_edits() => {
+        let def = registry::lookup(name).filter(|def| def.runner == registry::Runner::Toolbox);
+        let outcome = match def.map(|def| (def.effect, def.run)) {
+            Some((registry::Effect::WritesFile, _))
+                if !self.sandbox.policy().allows_file_edits() =>
+            {
                 ToolOutcome::error(format!(
                     "{name} refused: the pod runs with --sandbox read-only, which allows no file \
                      changes. Tell the user; they can restart the pod with --sandbox \
                      workspace-write to allow edits in the workspace."
                 ))
             }
-            fs::READ_FILE => self.blocking(name, arguments, cancel, fs::read_file).await,
-            fs::LIST_DIR => self.blocking(name, arguments, cancel, fs::list_dir).await,
-            fs::WRITE_FILE => self.blocking(name, arguments, cancel, fs::write_file).await,
-            fs::EDIT_FILE => self.blocking(name, arguments, cancel, fs::edit_file).await,
-            search::GLOB => self.blocking(name, arguments, cancel, search::glob).await,
-            search::GREP => self.blocking(name, arguments, cancel, search::grep).await,
+            Some((_, registry::Run::Blocking(run))) => {
+                self.blocking(name, arguments, cancel, run).await
+            }
+            _ => self.call_own(name, arguments, cancel, output).await,
+        };
+        self.capped(outcome)
+    }
+
+    /// A call of a tool that runs by code of its own ([`registry::Run::Own`]).
+    async fn call_own(
+        &self,
+        name: &str,
+        arguments: &Value,
+        cancel: CancellationToken,
+        output: OutputSink,
+    ) -> ToolOutcome {
+        match name {
             bash::BASH => match parse_args::<bash::BashArgs>(name, arguments) {
                 Ok(args) if args.background => {
                     self.jobs
@@ -306,8 +315,7 @@ impl Toolbox {
                 Err(e) => e,
             },
             _ => self.unknown(name),
-        };
-        self.capped(outcome)
+        }
     }
 
     fn capped(&self, outcome: ToolOutcome) -> ToolOutcome {
@@ -317,20 +325,17 @@ impl Toolbox {
         }
     }
 
-    async fn blocking<A: DeserializeOwned + Send + 'static>(
+    async fn blocking(
         &self,
         name: &str,
         arguments: &Value,
         cancel: CancellationToken,
-        tool: BlockingTool<A>,
+        run: registry::BlockingRun,
     ) -> ToolOutcome {
-        let args = match parse_args(name, arguments) {
-            Ok(args) => args,
-            Err(e) => return e,
-        };
+        let arguments = arguments.clone();
         let workspace = self.workspace.clone();
         let limits = self.limits.clone();
-        tokio::task::spawn_blocking(move || tool(&workspace, args, &limits, &cancel))
+        tokio::task::spawn_blocking(move || run(&workspace, &arguments, &limits, &cancel))
             .await
             .unwrap_or_else(|e| ToolOutcome::error(format!("{name} failed: {e}")))
     }

@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::registry::{Args, Effect, Runner, Summary, ToolDef};
+use super::registry::{Args, Effect, Run, Runner, Summary, ToolDef};
 use super::ToolOutcome;
 use crate::provider::ToolSpec;
 
@@ -23,6 +23,7 @@ pub const UPDATE_PLAN_TOOL: ToolDef = ToolDef {
     spec: |_| spec(),
     args: Args::of::<PlanArgs>(),
     runner: Runner::Toolbox,
+    run: Run::Own,
 };
 
 /// The most items a plan may have.

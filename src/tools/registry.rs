@@ -18,8 +18,11 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use tokio_util::sync::CancellationToken;
+
 use super::{ToolLimits, ToolOutcome};
 use crate::provider::ToolSpec;
+use crate::workspace::Workspace;
 
 /// What a call of a tool may do to the user's world. The approval policy
 /// and the checkpoint code branch on this, never on a tool's name.
@@ -115,7 +118,38 @@ pub enum Runner {
     Delegation,
 }
 
-/// Everything about one tool that is not how it runs.
+/// A tool's work when it needs only the workspace, the limits and its
+/// arguments: run on the blocking pool, so a large grep never stalls the
+/// runtime thread driving the session.
+pub type BlockingRun = fn(&Workspace, &Value, &ToolLimits, &CancellationToken) -> ToolOutcome;
+
+/// How the [`super::Toolbox`] runs a call.
+#[derive(Clone, Copy)]
+pub enum Run {
+    /// This function, on the blocking pool: such a tool needs no line
+    /// anywhere but its definition and [`TOOLS`].
+    Blocking(BlockingRun),
+    /// Code that needs more (bash's sandbox and jobs, the network, the
+    /// pod's children): an arm of `Toolbox::call`, or `pod/agent_tools.rs`
+    /// for [`Runner::Delegation`].
+    Own,
+}
+
+/// `arguments` parsed into the tool's struct and given to `run`, or the
+/// error the model reads: how a [`Run::Blocking`] function starts.
+pub fn with_args<A: DeserializeOwned>(
+    tool: &str,
+    arguments: &Value,
+    run: impl FnOnce(A) -> ToolOutcome,
+) -> ToolOutcome {
+    match super::parse_args(tool, arguments) {
+        Ok(args) => run(args),
+        Err(e) => e,
+    }
+}
+
+/// Everything about one tool: what the model is told, what a call does to
+/// the user's world, how a person recognises it and how it runs.
 #[derive(Clone, Copy)]
 pub struct ToolDef {
     pub name: &'static str,
@@ -126,6 +160,7 @@ pub struct ToolDef {
     pub spec: fn(&ToolLimits) -> ToolSpec,
     pub args: Args,
     pub runner: Runner,
+    pub run: Run,
 }
 
 impl std::fmt::Debug for ToolDef {

@@ -24,7 +24,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::cap::floor_char_boundary;
-use super::registry::{Args, Effect, Runner, Summary, ToolDef};
+use super::registry::{with_args, Args, Effect, Run, Runner, Summary, ToolDef};
 use super::{looks_binary, resolve, ToolLimits, ToolOutcome};
 use crate::provider::ToolSpec;
 use crate::workspace::{ignore_files_are_plain, Access, Workspace};
@@ -41,6 +41,9 @@ pub const GLOB_TOOL: ToolDef = ToolDef {
     spec: |_| glob_spec(),
     args: Args::of::<GlobArgs>(),
     runner: Runner::Toolbox,
+    run: Run::Blocking(|ws, arguments, limits, cancel| {
+        with_args(GLOB, arguments, |args| glob(ws, args, limits, cancel))
+    }),
 };
 
 pub const GREP_TOOL: ToolDef = ToolDef {
@@ -52,6 +55,9 @@ pub const GREP_TOOL: ToolDef = ToolDef {
     spec: |_| grep_spec(),
     args: Args::of::<GrepArgs>(),
     runner: Runner::Toolbox,
+    run: Run::Blocking(|ws, arguments, limits, cancel| {
+        with_args(GREP, arguments, |args| grep(ws, args, limits, cancel))
+    }),
 };
 
 const MAX_GLOB_RESULTS: usize = 1000;

@@ -26,7 +26,7 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::registry::{Args, Effect, Runner, Summary, ToolDef};
+use super::registry::{Args, Effect, Run, Runner, Summary, ToolDef};
 use super::ToolOutcome;
 use crate::provider::ToolSpec;
 
@@ -41,6 +41,7 @@ pub const WEB_FETCH_TOOL: ToolDef = ToolDef {
     spec: |_| spec(),
     args: Args::of::<FetchArgs>(),
     runner: Runner::Toolbox,
+    run: Run::Own,
 };
 
 /// The most body read, after any decoding.

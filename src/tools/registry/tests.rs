@@ -32,6 +32,14 @@ const TOUCH_FILE: ToolDef = ToolDef {
     },
     args: Args::of::<TouchArgs>(),
     runner: Runner::Toolbox,
+    run: Run::Blocking(|ws, arguments, _, _| {
+        with_args("touch_file", arguments, |args: TouchArgs| {
+            match ws.open(&args.path, crate::workspace::Access::Write) {
+                Ok(_) => ToolOutcome::ok("touched"),
+                Err(e) => ToolOutcome::error(e.to_string()),
+            }
+        })
+    }),
 };
 
 /// The tools registered by unit tests only ([`super::EXTRA`]).
@@ -253,4 +261,26 @@ fn the_web_pages_table_is_the_registrys() {
         "web/js/tools.js differs from the registry; regenerate it with \
          POD_REGENERATE=1 cargo test --lib tools::registry"
     );
+}
+
+/// The toolbox checks and runs the test tool from its definition alone.
+#[tokio::test]
+async fn the_toolbox_runs_a_tool_from_its_definition() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = Workspace::new(dir.path()).unwrap();
+    let toolbox = super::super::Toolbox::new(workspace, ToolLimits::default());
+    let arguments = json!({"path": "notes.txt"});
+    assert!(toolbox.precheck("touch_file", &arguments).is_ok());
+    assert!(toolbox.precheck("touch_file", &json!({})).is_err());
+    let sink: super::super::OutputSink = std::sync::Arc::new(|_: &str| {});
+    let outcome = toolbox
+        .call(
+            "touch_file",
+            &arguments,
+            tokio_util::sync::CancellationToken::new(),
+            sink,
+        )
+        .await;
+    assert_eq!(outcome, ToolOutcome::ok("touched"));
+    assert!(dir.path().join("notes.txt").exists());
 }
