@@ -41,7 +41,7 @@ pub const BASH_TOOL: ToolDef = ToolDef {
     name: BASH,
     effect: Effect::RunsCommands,
     summary: Summary::Arg("command"),
-    spec: spec,
+    spec,
     args: Args::of::<BashArgs>(),
     runner: Runner::Toolbox,
     run: Run::Own,

@@ -12,7 +12,6 @@ use crate::protocol::ApprovalMode;
 /// that a tool saying [`Effect::WritesFile`] gets the checkpoint and the
 /// approvals of a file write from its definition alone.
 #[derive(serde::Deserialize, schemars::JsonSchema)]
-#[expect(dead_code, reason = "only parsed, to check the arguments")]
 struct TouchArgs {
     path: String,
 }
