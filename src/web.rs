@@ -55,6 +55,7 @@ embed!(
     "/js/dom.js",
     "/js/follow.js",
     "/js/markdown.js",
+    "/js/tools.js",
     "/js/view.js",
     "/vendor/marked.esm.js",
     "/vendor/marked.LICENSE",

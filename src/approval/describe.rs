@@ -16,6 +16,7 @@ use similar::{ChangeTag, TextDiff};
 
 use super::{workspace_relative, Call};
 use crate::tools::looks_binary;
+use crate::tools::registry::{self, Effect};
 use crate::workspace::Workspace;
 
 /// A summary is one line of a panel or a `pod pending` listing.
@@ -37,13 +38,15 @@ pub struct Description {
 
 /// Describes `call` for a person; `workspace` is the workspace root.
 pub fn describe(call: &Call, workspace: &Path) -> Description {
-    match call.tool {
-        "bash" => describe_bash(call.arg("command").unwrap_or("")),
-        "write_file" | "edit_file" => match call.arg("path") {
+    match registry::effect(call.tool) {
+        Effect::RunsCommands => {
+            describe_bash(&registry::summary(call.tool, call.arguments).unwrap_or_default())
+        }
+        Effect::WritesFile => match call.arg("path") {
             Some(path) => describe_change(call, path, workspace),
             None => describe_other(call),
         },
-        "web_fetch" => describe_fetch(call),
+        Effect::Network => describe_fetch(call),
         _ => describe_other(call),
     }
 }
@@ -70,15 +73,12 @@ fn cap_preview(mut text: String) -> String {
     text
 }
 
+/// A command (the argument every client shows for the call,
+/// [`registry::summary`]): its first line is the summary, the whole line
+/// the preview.
 fn describe_bash(command: &str) -> Description {
-    let trimmed = command.trim();
-    let first = trimmed.lines().next().unwrap_or("");
-    let mut summary = cut_chars(first, SUMMARY_CHARS);
-    if first.len() < trimmed.len() && !summary.ends_with('…') {
-        summary.push_str(" …");
-    }
     Description {
-        summary,
+        summary: registry::one_line(command, SUMMARY_CHARS),
         preview: cap_preview(command.to_owned()),
     }
 }
@@ -202,7 +202,7 @@ fn describe_change(call: &Call, raw_path: &str, workspace: &Path) -> Description
             )
         }
     };
-    let after = if call.tool == "edit_file" {
+    let after = if call.tool == crate::tools::EDIT_FILE {
         let old = call.arg("old_string").unwrap_or("");
         let new = call.arg("new_string").unwrap_or("");
         match apply_edit(&current, &path, old, new) {

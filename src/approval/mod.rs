@@ -23,26 +23,11 @@ pub use describe::{describe, Description};
 pub use rules::{Rule, RuleError};
 
 use crate::protocol::ApprovalMode;
+use crate::tools::registry::{self, Effect};
 use rules::RuleKind;
 
-/// The tools that only read the workspace: they run in every mode.
-pub const READ_ONLY_TOOLS: [&str; 4] = ["read_file", "list_dir", "glob", "grep"];
-/// The tools that change nothing the user has (the plan the model keeps,
-/// its own background jobs): they run in every mode, unasked.
-/// The delegation tools (`docs/agents.md`) are among them: a child's own
-/// calls are decided under the same policy, and its budget caps its cost.
-pub const UNASKED_TOOLS: [&str; 7] = [
-    "update_plan",
-    "job_output",
-    "job_kill",
-    "spawn_agent",
-    "wait_agents",
-    "message_agent",
-    "read_agent",
-];
-/// The tools whose `path` argument names a file they change.
-pub const WRITE_TOOLS: [&str; 2] = ["write_file", "edit_file"];
-const BASH: &str = "bash";
+/// What `bash:` rules are named after: the tool that runs command lines.
+const BASH: &str = crate::tools::registry::BASH_RULE;
 /// The rule a [`Policy::never_ask`] denial names.
 pub const NEVER_ASK_RULE: &str = "mode:exec";
 
@@ -208,20 +193,24 @@ fn subject_of<'a>(root: &Path, protected: &[PathBuf], call: &Call<'a>) -> Subjec
             .and_then(|raw| workspace_relative(root, raw))
             .and_then(|relative| resolve_links(root, &relative))
     };
-    match call.tool {
+    match registry::effect(call.tool) {
         // `read_file` needs a path; the others search the root without one.
-        "read_file" => Subject::Read(path(None)),
-        tool if READ_ONLY_TOOLS.contains(&tool) => Subject::Read(path(Some("."))),
-        tool if WRITE_TOOLS.contains(&tool) => match path(None) {
+        Effect::ReadsFiles {
+            path_required: true,
+        } => Subject::Read(path(None)),
+        Effect::ReadsFiles {
+            path_required: false,
+        } => Subject::Read(path(Some("."))),
+        Effect::WritesFile => match path(None) {
             Some(relative) if is_protected(root, protected, &relative) => {
                 Subject::ProtectedWrite(relative)
             }
             relative => Subject::Write(relative),
         },
-        tool if UNASKED_TOOLS.contains(&tool) => Subject::Read(None),
-        "web_fetch" => Subject::Fetch(call.arg("url").and_then(serialised_url)),
-        BASH => Subject::Bash(call.arg("command").unwrap_or("")),
-        _ => Subject::Other,
+        Effect::Internal => Subject::Read(None),
+        Effect::Network => Subject::Fetch(call.arg("url").and_then(serialised_url)),
+        Effect::RunsCommands => Subject::Bash(call.arg("command").unwrap_or("")),
+        Effect::Unknown => Subject::Other,
     }
 }
 
@@ -376,34 +365,35 @@ pub fn session_rule(call: &Call, workspace_root: &Path) -> Option<Rule> {
         call.arg("path")
             .and_then(|raw| workspace_relative(workspace_root, raw))
     };
-    let text = match call.tool {
-        BASH => {
+    let text = match registry::effect(call.tool) {
+        Effect::RunsCommands => {
             let line = bash::collapse(call.arg("command").unwrap_or(""));
             if line.is_empty() {
                 return None;
             }
-            format!("bash:{}", bash::session_pattern(&line))
+            format!("{BASH}:{}", bash::session_pattern(&line))
         }
-        tool if WRITE_TOOLS.contains(&tool) => format!("write:{}", globset::escape(&path()?)),
+        Effect::WritesFile => format!("write:{}", globset::escape(&path()?)),
         // The origin, so a session answer covers that site, not the web;
         // escaped, since the host is the model's choice and may hold a `*`
         // (`https://*/readme` is a valid URL) that must not become a wildcard.
-        "web_fetch" => {
+        Effect::Network => {
             let url = reqwest::Url::parse(call.arg("url")?).ok()?;
             let origin = url.origin();
             if !origin.is_tuple() {
                 return None;
             }
             format!(
-                "web_fetch:{}/*",
+                "{}:{}/*",
+                registry::FETCH_RULE,
                 bash::escape_pattern(&origin.ascii_serialization())
             )
         }
-        tool => {
-            if tool.contains(':') {
+        _ => {
+            if call.tool.contains(':') {
                 return None;
             }
-            format!("{}:*", globset::escape(tool))
+            format!("{}:*", globset::escape(call.tool))
         }
     };
     text.parse().ok()

@@ -14,6 +14,7 @@ use std::str::FromStr;
 use globset::{GlobBuilder, GlobMatcher};
 
 use super::bash::collapse;
+use crate::tools::registry;
 
 /// The rule grammar, quoted in every parse error so a user sees what a
 /// valid rule looks like.
@@ -129,20 +130,14 @@ fn check_tool_name(tool: &str) -> Result<(), String> {
         };
         return Err(format!("`{bad}` cannot be part of a tool name{meant}"));
     }
-    let known = super::READ_ONLY_TOOLS
-        .iter()
-        .chain(&super::WRITE_TOOLS)
-        .chain(&super::UNASKED_TOOLS)
-        .any(|&t| t == tool);
+    let known = registry::lookup(tool).is_some();
     if !tool.contains(GLOB) && !known && !tool.starts_with("mcp__") {
         return Err(format!(
-            "no tool is called `{tool}` (the tools are {}, bash and the MCP servers' \
+            "no tool is called `{tool}` (the tools are {} and the MCP servers' \
              mcp__SERVER__TOOL)",
-            super::READ_ONLY_TOOLS
+            registry::TOOLS
                 .iter()
-                .chain(&super::WRITE_TOOLS)
-                .chain(&super::UNASKED_TOOLS)
-                .copied()
+                .map(|def| def.name)
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
@@ -170,8 +165,8 @@ impl FromStr for Rule {
             return Err(error("the pattern after `:` is empty"));
         }
         let (pattern, kind) = match tool {
-            "bash" => (collapse(pattern), RuleKind::Bash),
-            "web_fetch" => (pattern.to_owned(), RuleKind::Fetch),
+            registry::BASH_RULE => (collapse(pattern), RuleKind::Bash),
+            registry::FETCH_RULE => (pattern.to_owned(), RuleKind::Fetch),
             "write" => {
                 let (pattern, glob) = path_glob(text, pattern)?;
                 (pattern, RuleKind::Write(glob))

@@ -6,6 +6,8 @@ use std::io::{self, Write};
 
 use serde_json::Value;
 
+use crate::tools::registry;
+
 /// Longest argument summary on a tool-call line.
 const MAX_SUMMARY: usize = 100;
 
@@ -102,11 +104,12 @@ impl<O: Write, E: Write> Transcript<O, E> {
     }
 }
 
-/// `⚙ bash cargo test`, `⚙ grep TODO`: the tool and what it is called with,
-/// on one line, every control character shown as a visible escape.
+/// `⚙ bash cargo test`, `⚙ grep TODO in src`: the tool and what it is
+/// called with, on one line, every control character shown as a visible
+/// escape.
 pub fn tool_line(name: &str, arguments: &Value) -> String {
+    let summary = crate::safe_text::line(&argument_summary(name, arguments)).into_owned();
     let name = crate::safe_text::line(name);
-    let summary = crate::safe_text::line(&argument_summary(arguments)).into_owned();
     if summary.is_empty() {
         format!("⚙ {name}")
     } else {
@@ -114,36 +117,11 @@ pub fn tool_line(name: &str, arguments: &Value) -> String {
     }
 }
 
-/// The argument a person recognises a call by: the command, the pattern,
-/// the path, …; else the first string argument; else the arguments as JSON.
-/// Cut to one line of at most [`MAX_SUMMARY`] characters.
-fn argument_summary(arguments: &Value) -> String {
-    const KEYS: [&str; 6] = ["command", "pattern", "path", "query", "url", "name"];
-    let Some(object) = arguments.as_object() else {
-        return shorten(&arguments.to_string());
-    };
-    if object.is_empty() {
-        return String::new();
-    }
-    let chosen = KEYS
-        .iter()
-        .find_map(|key| object.get(*key).and_then(Value::as_str))
-        .or_else(|| object.values().find_map(Value::as_str));
-    match chosen {
-        Some(text) => shorten(text),
-        None => shorten(&arguments.to_string()),
-    }
-}
-
-fn shorten(text: &str) -> String {
-    let mut lines = text.trim().lines();
-    let first = lines.next().unwrap_or_default();
-    let more_lines = lines.next().is_some();
-    match first.char_indices().nth(MAX_SUMMARY) {
-        Some((cut, _)) => format!("{}…", &first[..cut]),
-        None if more_lines => format!("{first} …"),
-        None => first.to_owned(),
-    }
+/// The argument a person recognises a call by, as every client shows it
+/// ([`registry::or_arguments`]), cut to one line of at most
+/// [`MAX_SUMMARY`] characters.
+fn argument_summary(name: &str, arguments: &Value) -> String {
+    registry::one_line(&registry::or_arguments(name, arguments), MAX_SUMMARY)
 }
 
 #[cfg(test)]
@@ -191,7 +169,11 @@ mod tests {
             t.tool_call("list_dir", &json!({})).unwrap();
             t.text("Found it.").unwrap();
         });
-        assert_eq!(out, "Looking.\n⚙ grep TODO\n⚙ list_dir\n\nFound it.\n");
+        // The search's directory too, as the TUI and the web page show it.
+        assert_eq!(
+            out,
+            "Looking.\n⚙ grep TODO in src\n⚙ list_dir\n\nFound it.\n"
+        );
         assert_eq!(err, "");
     }
 

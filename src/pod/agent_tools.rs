@@ -2,14 +2,14 @@
 //! `read_agent` — run inside the parent's turn, and the `agent_started` /
 //! `agent_turn_end` entries they commit in the parent's log.
 //!
-//! They run unasked in every mode (`approval::UNASKED_TOOLS`); a deny rule
+//! They run unasked in every mode (their definitions, in `tools/delegation.rs`, say
+//! [`Effect::Internal`](crate::tools::registry::Effect::Internal)); a deny rule
 //! still turns each off. A child never gets an answer from here: a run is
 //! input, and approvals belong to people (`worker.rs` forwards a person's
 //! `approve` sent to the parent; nothing in this file can).
 
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
@@ -21,66 +21,28 @@ use super::session_log::StorageError;
 use super::worktree;
 use crate::context::Conversation;
 use crate::protocol::{LogEntry, ParentRef, Segment};
-use crate::tools::ToolOutcome;
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SpawnArgs {
-    task: String,
-    name: Option<String>,
-    model: Option<String>,
-    wait: Option<bool>,
-    max_tokens: Option<u64>,
-    worktree: Option<bool>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WaitArgs {
-    names: Vec<String>,
-    timeout_s: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct MessageArgs {
-    name: String,
-    text: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReadArgs {
-    name: String,
-    from_seq: Option<u64>,
-    max_bytes: Option<usize>,
-}
+use crate::tools::delegation::{MessageArgs, ReadArgs, SpawnArgs, WaitArgs};
+use crate::tools::registry::{self, Runner};
+use crate::tools::{parse_args, ToolOutcome};
 
 /// `wait_agents`' default time limit.
 const DEFAULT_WAIT: Duration = Duration::from_secs(600);
 /// `read_agent`'s default size.
 const DEFAULT_READ_BYTES: usize = 16 * 1024;
 
-fn parse<A: serde::de::DeserializeOwned>(tool: &str, arguments: &Value) -> Result<A, ToolOutcome> {
-    A::deserialize(arguments)
-        .map_err(|e| ToolOutcome::error(format!("invalid arguments for {tool}: {e}")))
-}
-
 /// Whether `name` is a delegation tool this pod offers.
 pub fn is_offered(env: &JobEnv, name: &str) -> bool {
-    let registry = env.agents.borrow();
-    registry.offered()
-        && agents::TOOLS.contains(&name)
-        && (name != agents::SPAWN_AGENT || registry.launcher.is_some())
+    let children = env.agents.borrow();
+    children.offered()
+        && registry::lookup(name).is_some_and(|def| def.runner == Runner::Delegation)
+        && (name != agents::SPAWN_AGENT || children.launcher.is_some())
 }
 
 /// Checks a call's arguments before it is decided, like any tool's.
 pub fn precheck(name: &str, arguments: &Value) -> Result<(), ToolOutcome> {
-    match name {
-        agents::SPAWN_AGENT => parse::<SpawnArgs>(name, arguments).map(drop),
-        agents::WAIT_AGENTS => parse::<WaitArgs>(name, arguments).map(drop),
-        agents::MESSAGE_AGENT => parse::<MessageArgs>(name, arguments).map(drop),
-        _ => parse::<ReadArgs>(name, arguments).map(drop),
+    match registry::lookup(name) {
+        Some(def) => (def.args.check)(name, arguments),
+        None => Err(ToolOutcome::error(format!("unknown tool {name:?}"))),
     }
 }
 
@@ -92,19 +54,19 @@ pub async fn call(
     call: &Call,
 ) -> ToolOutcome {
     let outcome = match call.name.as_str() {
-        agents::SPAWN_AGENT => match parse::<SpawnArgs>(&call.name, &call.arguments) {
+        agents::SPAWN_AGENT => match parse_args::<SpawnArgs>(&call.name, &call.arguments) {
             Ok(args) => spawn(env, conversation, cancel, &call.call_id, args).await,
             Err(e) => e,
         },
-        agents::WAIT_AGENTS => match parse::<WaitArgs>(&call.name, &call.arguments) {
+        agents::WAIT_AGENTS => match parse_args::<WaitArgs>(&call.name, &call.arguments) {
             Ok(args) => wait(env, conversation, cancel, args).await,
             Err(e) => e,
         },
-        agents::MESSAGE_AGENT => match parse::<MessageArgs>(&call.name, &call.arguments) {
+        agents::MESSAGE_AGENT => match parse_args::<MessageArgs>(&call.name, &call.arguments) {
             Ok(args) => message(env, args),
             Err(e) => e,
         },
-        _ => match parse::<ReadArgs>(&call.name, &call.arguments) {
+        _ => match parse_args::<ReadArgs>(&call.name, &call.arguments) {
             Ok(args) => read(env, args).await,
             Err(e) => e,
         },

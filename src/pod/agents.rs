@@ -14,7 +14,6 @@
 use std::rc::Rc;
 
 use actix::Message;
-use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
 use uuid::Uuid;
 
@@ -25,13 +24,10 @@ use crate::protocol::{
     TurnEndReason, Usage,
 };
 use crate::provider::ToolSpec;
+use crate::tools::registry::Runner;
+use crate::tools::{self, ToolLimits};
 
-pub const SPAWN_AGENT: &str = "spawn_agent";
-pub const WAIT_AGENTS: &str = "wait_agents";
-pub const MESSAGE_AGENT: &str = "message_agent";
-pub const READ_AGENT: &str = "read_agent";
-/// The delegation tools: they run unasked in every mode (deny rules apply).
-pub const TOOLS: [&str; 4] = [SPAWN_AGENT, WAIT_AGENTS, MESSAGE_AGENT, READ_AGENT];
+pub use crate::tools::delegation::{MESSAGE_AGENT, SPAWN_AGENT, WAIT_AGENTS};
 
 /// The text of an `agent_turn_end` entry is capped at this many bytes.
 pub const TURN_END_TEXT_CAP: usize = 4 * 1024;
@@ -436,80 +432,18 @@ pub fn cap_text(text: &str, cap: usize) -> String {
     format!("{}\n[… {} more bytes]", &text[..cut], text.len() - cut)
 }
 
-/// The agent tools this pod offers: none when `--max-agents` is 0, and no
-/// `spawn_agent` at the depth limit.
-pub fn specs(registry: &Registry) -> Vec<ToolSpec> {
+/// The agent tools this pod offers, as the registry defines them: none
+/// when `--max-agents` is 0, and no `spawn_agent` at the depth limit.
+pub fn specs(registry: &Registry, limits: &ToolLimits) -> Vec<ToolSpec> {
     if !registry.offered() {
         return Vec::new();
     }
-    let mut specs = Vec::with_capacity(4);
-    if registry.launcher.is_some() {
-        specs.push(spec(
-            SPAWN_AGENT,
-            "Start a child agent (a whole pod with its own log, which the user can watch and \
-             steer) on a task, in this workspace. With wait (default true) the call returns \
-             when the child's turn ends, with its final answer; with wait false it returns at \
-             once and the child works in the background (use wait_agents). Give each child a \
-             self-contained task.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "task": {"type": "string", "description": "What the child should do, on its own."},
-                    "name": {"type": "string", "description": "A short slug: a-z, 0-9, -."},
-                    "model": {"type": "string", "description": "A model of the current provider."},
-                    "wait": {"type": "boolean", "description": "Wait for the child's turn to end (default true)."},
-                    "max_tokens": {"type": "integer", "minimum": 1, "description": "The child's token budget."},
-                    "worktree": {"type": "boolean", "description": "Work in a git worktree of its own, on branch pod/<its name> (default false): it can write only there, and the result names the branch."}
-                },
-                "required": ["task"]
-            }),
-        ));
-    }
-    specs.push(spec(
-        WAIT_AGENTS,
-        "Wait until every named child agent is idle; returns each one's last turn end and final \
-         text.",
-        json!({
-            "type": "object",
-            "properties": {
-                "names": {"type": "array", "items": {"type": "string"}},
-                "timeout_s": {"type": "integer", "minimum": 1, "description": "Default 600."}
-            },
-            "required": ["names"]
-        }),
-    ));
-    specs.push(spec(
-        MESSAGE_AGENT,
-        "Send a follow-up or a correction to one of your child agents, as a new run.",
-        json!({
-            "type": "object",
-            "properties": {"name": {"type": "string"}, "text": {"type": "string"}},
-            "required": ["name", "text"]
-        }),
-    ));
-    specs.push(spec(
-        READ_AGENT,
-        "Read what any pod of this workspace (a child, the parent, a sibling) has done: its \
-         current session as a compact transcript, from from_seq on.",
-        json!({
-            "type": "object",
-            "properties": {
-                "name": {"type": "string"},
-                "from_seq": {"type": "integer", "minimum": 0},
-                "max_bytes": {"type": "integer", "minimum": 256, "description": "Default 16384."}
-            },
-            "required": ["name"]
-        }),
-    ));
-    specs
-}
-
-fn spec(name: &str, description: &str, parameters: Value) -> ToolSpec {
-    ToolSpec {
-        name: name.into(),
-        description: description.into(),
-        parameters,
-    }
+    tools::registry::TOOLS
+        .iter()
+        .filter(|def| def.runner == Runner::Delegation)
+        .filter(|def| def.name != SPAWN_AGENT || registry.launcher.is_some())
+        .map(|def| (def.spec)(limits))
+        .collect()
 }
 
 #[cfg(test)]

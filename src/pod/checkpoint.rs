@@ -19,9 +19,11 @@ use crate::checkpoint::{diff, restore, Checkpoints, Manifest};
 use crate::context::Conversation;
 use crate::protocol::{CheckpointReason, ErrorCode, LogEntry, NotRestored, RestoredFile};
 
-/// Whether a call of `tool` may change files.
+/// Whether a call of `tool` may change files: its definition says so
+/// ([`Effect::changes_files`](crate::tools::registry::Effect::changes_files)),
+/// and a tool with none (an MCP server's) may.
 pub fn changes_files(tool: &str) -> bool {
-    matches!(tool, "write_file" | "edit_file" | "bash") || tool.starts_with("mcp__")
+    crate::tools::registry::effect(tool).changes_files()
 }
 
 /// Whether the open turn already took its `turn_start` checkpoint.

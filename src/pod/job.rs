@@ -343,7 +343,7 @@ impl JobEnv {
     /// The model request for a prepared conversation.
     pub fn request_from<'a>(&'a self, prepared: Prepared<'a>) -> ModelRequest<'a> {
         let mut specs = self.toolbox.specs();
-        specs.extend(agents::specs(&self.agents.borrow()));
+        specs.extend(agents::specs(&self.agents.borrow(), self.toolbox.limits()));
         prepared.request(&self.config.system_prompt, Cow::Owned(specs))
     }
 

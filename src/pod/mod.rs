@@ -21,7 +21,7 @@ mod assembly;
 #[doc(hidden)]
 pub mod bench;
 mod broadcaster;
-mod checkpoint;
+pub(crate) mod checkpoint;
 mod compaction;
 mod compactor;
 mod connection;

@@ -25,6 +25,7 @@ use super::job::{commit, Answer, JobEnv};
 use crate::approval::{self, Verdict};
 use crate::context::{Conversation, StepCall, STOPPED_MARK as STOPPED};
 use crate::protocol::{DecidedBy, Decision, Event, LogEntry, Scope, ToolResult};
+use crate::tools::registry::{self, Effect};
 use crate::tools::{ToolOutcome, KILLED};
 
 /// How a step ended.
@@ -259,7 +260,7 @@ async fn changed_since_shown(
     conversation: &Conversation,
     call: &Call,
 ) -> Option<String> {
-    if !approval::WRITE_TOOLS.contains(&call.name.as_str()) {
+    if registry::effect(&call.name) != Effect::WritesFile {
         return None;
     }
     let shown = conversation

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use rustix::pipe::{pipe_with, PipeFlags};
 use rustix::process::{kill_process_group, Pid, Signal};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use tokio::io::AsyncReadExt;
@@ -29,11 +30,22 @@ use tokio::net::unix::pipe;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
+use super::registry::{Args, Effect, Run, Runner, Summary, ToolDef};
 use super::{CapBuffer, OutputSink, Sandbox, ToolLimits, ToolOutcome};
 use crate::provider::ToolSpec;
 use crate::workspace::Workspace;
 
 pub const BASH: &str = "bash";
+
+pub const BASH_TOOL: ToolDef = ToolDef {
+    name: BASH,
+    effect: Effect::RunsCommands,
+    summary: Summary::Arg("command"),
+    spec,
+    args: Args::of::<BashArgs>(),
+    runner: Runner::Toolbox,
+    run: Run::Own,
+};
 
 /// After the command ends, how long output still buffered in the pipe may
 /// take to arrive. Only a process that escaped the group (`setsid`) keeps
@@ -65,7 +77,7 @@ pub fn spec(limits: &ToolLimits) -> ToolSpec {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct BashArgs {
     pub(super) command: String,
     timeout_secs: Option<u64>,

@@ -13,11 +13,13 @@ use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 
 use rustix::fs::{statat, AtFlags, Dir, FileType};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::cap::floor_char_boundary;
+use super::registry::{with_args, Args, Effect, Run, Runner, Summary, ToolDef};
 use super::{open, open_refusal, ToolLimits, ToolOutcome};
 use crate::provider::ToolSpec;
 use crate::workspace::{Access, OpenError, Workspace};
@@ -26,6 +28,66 @@ pub const READ_FILE: &str = "read_file";
 pub const LIST_DIR: &str = "list_dir";
 pub const WRITE_FILE: &str = "write_file";
 pub const EDIT_FILE: &str = "edit_file";
+
+pub const READ_FILE_TOOL: ToolDef = ToolDef {
+    name: READ_FILE,
+    effect: Effect::ReadsFiles {
+        path_required: true,
+    },
+    summary: Summary::Arg("path"),
+    spec: |_| read_file_spec(),
+    args: Args::of::<ReadFileArgs>(),
+    runner: Runner::Toolbox,
+    run: Run::Blocking(|ws, arguments, limits, cancel| {
+        with_args(READ_FILE, arguments, |args| {
+            read_file(ws, args, limits, cancel)
+        })
+    }),
+};
+
+pub const LIST_DIR_TOOL: ToolDef = ToolDef {
+    name: LIST_DIR,
+    effect: Effect::ReadsFiles {
+        path_required: false,
+    },
+    summary: Summary::Arg("path"),
+    spec: |_| list_dir_spec(),
+    args: Args::of::<ListDirArgs>(),
+    runner: Runner::Toolbox,
+    run: Run::Blocking(|ws, arguments, limits, cancel| {
+        with_args(LIST_DIR, arguments, |args| {
+            list_dir(ws, args, limits, cancel)
+        })
+    }),
+};
+
+pub const WRITE_FILE_TOOL: ToolDef = ToolDef {
+    name: WRITE_FILE,
+    effect: Effect::WritesFile,
+    summary: Summary::Arg("path"),
+    spec: |_| write_file_spec(),
+    args: Args::of::<WriteFileArgs>(),
+    runner: Runner::Toolbox,
+    run: Run::Blocking(|ws, arguments, limits, cancel| {
+        with_args(WRITE_FILE, arguments, |args| {
+            write_file(ws, args, limits, cancel)
+        })
+    }),
+};
+
+pub const EDIT_FILE_TOOL: ToolDef = ToolDef {
+    name: EDIT_FILE,
+    effect: Effect::WritesFile,
+    summary: Summary::Arg("path"),
+    spec: |_| edit_file_spec(),
+    args: Args::of::<EditFileArgs>(),
+    runner: Runner::Toolbox,
+    run: Run::Blocking(|ws, arguments, limits, cancel| {
+        with_args(EDIT_FILE, arguments, |args| {
+            edit_file(ws, args, limits, cancel)
+        })
+    }),
+};
 
 /// Lines `read_file` returns when the model gives no `limit`.
 const DEFAULT_READ_LINES: usize = 2000;
@@ -184,7 +246,7 @@ pub fn read_file_spec() -> ToolSpec {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct ReadFileArgs {
     path: String,
     offset: Option<usize>,
@@ -297,7 +359,7 @@ pub fn list_dir_spec() -> ToolSpec {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListDirArgs {
     path: Option<String>,
 }
@@ -380,7 +442,7 @@ pub fn write_file_spec() -> ToolSpec {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct WriteFileArgs {
     path: String,
     content: String,
@@ -438,7 +500,7 @@ pub fn edit_file_spec() -> ToolSpec {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct EditFileArgs {
     path: String,
     old_string: String,

@@ -25,11 +25,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rustix::process::Pid;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
+use super::registry::{Args, Effect, Run, Runner, Summary, ToolDef};
 use super::{ProcessGroup, Sandbox, ToolOutcome};
 use crate::protocol::JobInfo;
 use crate::provider::ToolSpec;
@@ -37,6 +39,26 @@ use crate::workspace::Workspace;
 
 pub const JOB_OUTPUT: &str = "job_output";
 pub const JOB_KILL: &str = "job_kill";
+
+pub const JOB_OUTPUT_TOOL: ToolDef = ToolDef {
+    name: JOB_OUTPUT,
+    effect: Effect::Internal,
+    summary: Summary::Arguments,
+    spec: |_| output_spec(),
+    args: Args::of::<JobArgs>(),
+    runner: Runner::Toolbox,
+    run: Run::Own,
+};
+
+pub const JOB_KILL_TOOL: ToolDef = ToolDef {
+    name: JOB_KILL,
+    effect: Effect::Internal,
+    summary: Summary::Arguments,
+    spec: |_| kill_spec(),
+    args: Args::of::<JobArgs>(),
+    runner: Runner::Toolbox,
+    run: Run::Own,
+};
 
 /// How much of a job's output is kept at each end.
 pub const KEEP_BYTES: usize = 512 * 1024;
@@ -521,7 +543,7 @@ fn unknown(id: u64) -> ToolOutcome {
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct JobArgs {
     pub job: u64,
 }

@@ -1,19 +1,23 @@
 //! The tools the model can call, all confined to the workspace.
 //!
-//! Each family lives in its own module ([`fs`], [`search`], [`bash`]) and
-//! exposes, per tool, a name, a [`ToolSpec`] and a function taking typed
-//! arguments. This module owns what they share: argument parsing, mapping
-//! workspace escapes to errors the model reads, and the output cap, which is
-//! applied here to every outcome so no tool can forget it.
+//! Each family lives in its own module ([`fs`], [`search`], [`bash`], …)
+//! and exposes, per tool, its definition (a [`registry::ToolDef`]: name,
+//! spec, effect, summary, argument struct) and a function taking typed
+//! arguments; [`registry::TOOLS`] lists the definitions. This module owns
+//! what the tools share: argument parsing, mapping workspace escapes to
+//! errors the model reads, and the output cap, which is applied here to
+//! every outcome so no tool can forget it.
 
 mod bash;
 mod cap;
+pub mod delegation;
 pub mod fetch;
 mod fs;
 pub mod jobs;
 pub mod plan;
 pub mod process;
 pub mod reaper;
+pub mod registry;
 mod sandbox;
 mod search;
 
@@ -32,7 +36,7 @@ pub(crate) use bash::{confined_command, tool_command, ProcessGroup};
 pub(crate) use cap::floor_char_boundary;
 pub use cap::{cap, CapBuffer};
 pub(crate) use fs::looks_binary;
-pub use fs::MAX_EDIT_BYTES;
+pub use fs::{EDIT_FILE, MAX_EDIT_BYTES};
 pub use sandbox::{Rules, Sandbox, SandboxPolicy, Switch};
 
 /// Names of MCP tools start with this; no built-in tool's does.
@@ -102,11 +106,6 @@ pub struct Toolbox {
     /// Background jobs (`bash` with `background: true`).
     jobs: jobs::Jobs,
 }
-
-/// A tool that does blocking file-system work, run on the blocking pool so a
-/// large grep never stalls the runtime thread driving the session. It gets
-/// the limits so that it reads no more than its output can show.
-type BlockingTool<A> = fn(&Workspace, A, &ToolLimits, &CancellationToken) -> ToolOutcome;
 
 impl Toolbox {
     /// Also measures what this kernel enforces of the sandbox policy, once.
@@ -193,19 +192,11 @@ impl Toolbox {
     /// servers come and go, so ask for every model call (it is cheap: no
     /// I/O, no actor round trip).
     pub fn specs(&self) -> Vec<ToolSpec> {
-        let mut specs = vec![
-            fs::read_file_spec(),
-            fs::list_dir_spec(),
-            search::glob_spec(),
-            search::grep_spec(),
-            fs::write_file_spec(),
-            fs::edit_file_spec(),
-            bash::spec(&self.limits),
-            jobs::output_spec(),
-            jobs::kill_spec(),
-            plan::spec(),
-            fetch::spec(),
-        ];
+        let mut specs: Vec<ToolSpec> = registry::TOOLS
+            .iter()
+            .filter(|def| def.runner == registry::Runner::Toolbox)
+            .map(|def| (def.spec)(&self.limits))
+            .collect();
         if let Some(mcp) = &self.mcp {
             specs.extend(mcp.specs());
         }
@@ -219,20 +210,10 @@ impl Toolbox {
         if let Some(mcp) = self.mcp_for(name) {
             return mcp.precheck(name, arguments);
         }
-        fn fits<A: DeserializeOwned>(name: &str, arguments: &Value) -> Result<(), ToolOutcome> {
-            parse_args::<A>(name, arguments).map(drop)
-        }
-        match name {
-            fs::READ_FILE => fits::<fs::ReadFileArgs>(name, arguments),
-            fs::LIST_DIR => fits::<fs::ListDirArgs>(name, arguments),
-            fs::WRITE_FILE => fits::<fs::WriteFileArgs>(name, arguments),
-            fs::EDIT_FILE => fits::<fs::EditFileArgs>(name, arguments),
-            search::GLOB => fits::<search::GlobArgs>(name, arguments),
-            search::GREP => fits::<search::GrepArgs>(name, arguments),
-            bash::BASH => fits::<bash::BashArgs>(name, arguments),
-            jobs::JOB_OUTPUT | jobs::JOB_KILL => fits::<jobs::JobArgs>(name, arguments),
-            plan::UPDATE_PLAN => fits::<plan::PlanArgs>(name, arguments),
-            fetch::WEB_FETCH => {
+        let def = registry::lookup(name).filter(|def| def.runner == registry::Runner::Toolbox);
+        match def {
+            None => Err(self.unknown(name)),
+            Some(def) if def.name == fetch::WEB_FETCH => {
                 let args = parse_args::<fetch::FetchArgs>(name, arguments)?;
                 if !self.sandbox.info().network {
                     return Err(ToolOutcome::error(
@@ -245,7 +226,7 @@ impl Toolbox {
                     .map(drop)
                     .map_err(|why| ToolOutcome::error(format!("web_fetch refused: {why}")))
             }
-            _ => Err(self.unknown(name)),
+            Some(def) => (def.args.check)(name, arguments),
         }?;
         match arguments.get("path").and_then(Value::as_str) {
             Some(path) => resolve(&self.workspace, path).map(drop),
@@ -281,20 +262,34 @@ impl Toolbox {
             let outcome = mcp.call(name, arguments, cancel).await;
             return self.capped(outcome);
         }
-        let outcome = match name {
-            fs::WRITE_FILE | fs::EDIT_FILE if !self.sandbox.policy().allows_file_edits() => {
+        let def = registry::lookup(name).filter(|def| def.runner == registry::Runner::Toolbox);
+        let outcome = match def.map(|def| (def.effect, def.run)) {
+            Some((registry::Effect::WritesFile, _))
+                if !self.sandbox.policy().allows_file_edits() =>
+            {
                 ToolOutcome::error(format!(
                     "{name} refused: the pod runs with --sandbox read-only, which allows no file \
                      changes. Tell the user; they can restart the pod with --sandbox \
                      workspace-write to allow edits in the workspace."
                 ))
             }
-            fs::READ_FILE => self.blocking(name, arguments, cancel, fs::read_file).await,
-            fs::LIST_DIR => self.blocking(name, arguments, cancel, fs::list_dir).await,
-            fs::WRITE_FILE => self.blocking(name, arguments, cancel, fs::write_file).await,
-            fs::EDIT_FILE => self.blocking(name, arguments, cancel, fs::edit_file).await,
-            search::GLOB => self.blocking(name, arguments, cancel, search::glob).await,
-            search::GREP => self.blocking(name, arguments, cancel, search::grep).await,
+            Some((_, registry::Run::Blocking(run))) => {
+                self.blocking(name, arguments, cancel, run).await
+            }
+            _ => self.call_own(name, arguments, cancel, output).await,
+        };
+        self.capped(outcome)
+    }
+
+    /// A call of a tool that runs by code of its own ([`registry::Run::Own`]).
+    async fn call_own(
+        &self,
+        name: &str,
+        arguments: &Value,
+        cancel: CancellationToken,
+        output: OutputSink,
+    ) -> ToolOutcome {
+        match name {
             bash::BASH => match parse_args::<bash::BashArgs>(name, arguments) {
                 Ok(args) if args.background => {
                     self.jobs
@@ -328,8 +323,7 @@ impl Toolbox {
                 Err(e) => e,
             },
             _ => self.unknown(name),
-        };
-        self.capped(outcome)
+        }
     }
 
     fn capped(&self, outcome: ToolOutcome) -> ToolOutcome {
@@ -339,20 +333,17 @@ impl Toolbox {
         }
     }
 
-    async fn blocking<A: DeserializeOwned + Send + 'static>(
+    async fn blocking(
         &self,
         name: &str,
         arguments: &Value,
         cancel: CancellationToken,
-        tool: BlockingTool<A>,
+        run: registry::BlockingRun,
     ) -> ToolOutcome {
-        let args = match parse_args(name, arguments) {
-            Ok(args) => args,
-            Err(e) => return e,
-        };
+        let arguments = arguments.clone();
         let workspace = self.workspace.clone();
         let limits = self.limits.clone();
-        tokio::task::spawn_blocking(move || tool(&workspace, args, &limits, &cancel))
+        tokio::task::spawn_blocking(move || run(&workspace, &arguments, &limits, &cancel))
             .await
             .unwrap_or_else(|e| ToolOutcome::error(format!("{name} failed: {e}")))
     }
@@ -360,7 +351,10 @@ impl Toolbox {
 
 /// Parses a tool's arguments; a call with no arguments at all counts as `{}`
 /// so tools whose arguments are all optional accept it.
-fn parse_args<A: DeserializeOwned>(tool: &str, arguments: &Value) -> Result<A, ToolOutcome> {
+pub(crate) fn parse_args<A: DeserializeOwned>(
+    tool: &str,
+    arguments: &Value,
+) -> Result<A, ToolOutcome> {
     let parsed = if arguments.is_null() {
         serde_json::from_value(Value::Object(Default::default()))
     } else {

@@ -6,13 +6,25 @@
 //! attaches later and `pod log` all see the same plan, with nothing kept
 //! anywhere else.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::registry::{Args, Effect, Run, Runner, Summary, ToolDef};
 use super::ToolOutcome;
 use crate::provider::ToolSpec;
 
 pub const UPDATE_PLAN: &str = "update_plan";
+
+pub const UPDATE_PLAN_TOOL: ToolDef = ToolDef {
+    name: UPDATE_PLAN,
+    effect: Effect::Internal,
+    summary: Summary::Arguments,
+    spec: |_| spec(),
+    args: Args::of::<PlanArgs>(),
+    runner: Runner::Toolbox,
+    run: Run::Own,
+};
 
 /// The most items a plan may have.
 pub const MAX_ITEMS: usize = 100;
@@ -20,7 +32,7 @@ pub const MAX_ITEMS: usize = 100;
 /// The longest item text, in bytes: a checklist line, not a document.
 pub const MAX_TEXT_BYTES: usize = 500;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Pending,
@@ -28,14 +40,14 @@ pub enum Status {
     Done,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Item {
     pub text: String,
     pub status: Status,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct PlanArgs {
     pub items: Vec<Item>,
 }

@@ -18,17 +18,47 @@ use std::path::Path;
 use globset::{GlobBuilder, GlobMatcher};
 use ignore::{DirEntry, WalkBuilder};
 use regex::RegexBuilder;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::cap::floor_char_boundary;
+use super::registry::{with_args, Args, Effect, Run, Runner, Summary, ToolDef};
 use super::{looks_binary, resolve, ToolLimits, ToolOutcome};
 use crate::provider::ToolSpec;
 use crate::workspace::{ignore_files_are_plain, Access, Workspace};
 
 pub const GLOB: &str = "glob";
 pub const GREP: &str = "grep";
+
+pub const GLOB_TOOL: ToolDef = ToolDef {
+    name: GLOB,
+    effect: Effect::ReadsFiles {
+        path_required: false,
+    },
+    summary: Summary::Search,
+    spec: |_| glob_spec(),
+    args: Args::of::<GlobArgs>(),
+    runner: Runner::Toolbox,
+    run: Run::Blocking(|ws, arguments, limits, cancel| {
+        with_args(GLOB, arguments, |args| glob(ws, args, limits, cancel))
+    }),
+};
+
+pub const GREP_TOOL: ToolDef = ToolDef {
+    name: GREP,
+    effect: Effect::ReadsFiles {
+        path_required: false,
+    },
+    summary: Summary::Search,
+    spec: |_| grep_spec(),
+    args: Args::of::<GrepArgs>(),
+    runner: Runner::Toolbox,
+    run: Run::Blocking(|ws, arguments, limits, cancel| {
+        with_args(GREP, arguments, |args| grep(ws, args, limits, cancel))
+    }),
+};
 
 const MAX_GLOB_RESULTS: usize = 1000;
 const DEFAULT_GREP_RESULTS: usize = 200;
@@ -107,7 +137,7 @@ pub fn glob_spec() -> ToolSpec {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct GlobArgs {
     pattern: String,
     path: Option<String>,
@@ -195,7 +225,7 @@ pub fn grep_spec() -> ToolSpec {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct GrepArgs {
     pattern: String,
     path: Option<String>,

@@ -394,7 +394,8 @@ impl Conversation {
     /// unified diff (a preview can also say why the edit would fail).
     fn set_approval_diff(&mut self, call_id: &str, preview: &str) {
         self.change_tool(call_id, |t| {
-            let edits = matches!(t.name.as_str(), "edit_file" | "write_file");
+            let edits = crate::tools::registry::effect(&t.name)
+                == crate::tools::registry::Effect::WritesFile;
             let diff = edits && preview.starts_with("--- ");
             if diff {
                 t.approval_diff = Some(preview.to_owned());

@@ -10,6 +10,7 @@
 import { h, replace } from './dom.js';
 import { renderMarkdown } from './markdown.js';
 import { viewAddress } from './connection.js';
+import { SUMMARY, GUESSED_KEYS } from './tools.js';
 
 /** Output lines of a running tool shown under its call. */
 const OUTPUT_TAIL_LINES = 8;
@@ -26,8 +27,6 @@ const EAGER_ENTRIES = 40;
 const EAGER_MARKDOWN = 16;
 /** A chunk of history drawn while idle: at most this many ms of work. */
 const CHUNK_MS = 8;
-/** The argument fields that name what a tool acts on, most telling first. */
-const KEY_ARGUMENTS = ['command', 'path', 'pattern', 'query', 'url', 'file'];
 
 export function shortId(id) {
   return String(id || '').slice(0, 8);
@@ -60,21 +59,30 @@ export function shortDuration(ms) {
   return `${Math.floor(secs / 3600)}h ${String(Math.floor((secs % 3600) / 60)).padStart(2, '0')}m`;
 }
 
-/** What a call acts on: a search's pattern (and where), else a key field. */
+/**
+ * What a call acts on, as the pod's registry says (`tools.js`, generated
+ * from src/tools/registry.rs, so the TUI, `pod send` and this page agree):
+ * the tool's defining argument, a search's pattern and where, or for
+ * another (MCP) tool a guessed key, then its first string; else the JSON.
+ */
 function keyArgument(name, args) {
   if (args === null || args === undefined) return '';
   if (typeof args !== 'object' || Array.isArray(args)) return JSON.stringify(args);
   if (name === 'update_plan' && Array.isArray(args.items)) return countItems(args.items.length);
   const field = (k) => (typeof args[k] === 'string' ? args[k] : null);
-  if ((name === 'grep' || name === 'glob') && field('pattern') !== null) {
+  const def = Object.hasOwn(SUMMARY, name) ? SUMMARY[name] : null;
+  let text = null;
+  if (def?.arg) {
+    text = field(def.arg);
+  } else if (def?.search && field('pattern') !== null) {
     const path = field('path');
-    return path && path !== '.' ? `${field('pattern')} in ${path}` : field('pattern');
+    text = path && path !== '.' ? `${field('pattern')} in ${path}` : field('pattern');
+  } else if (!def) {
+    text = GUESSED_KEYS.map(field).find((v) => v !== null)
+      ?? Object.values(args).find((v) => typeof v === 'string') ?? null;
   }
-  for (const k of KEY_ARGUMENTS) {
-    const v = field(k);
-    if (v !== null) return v.split('\n')[0];
-  }
-  return JSON.stringify(args);
+  if (text !== null) return text.split('\n')[0];
+  return Object.keys(args).length === 0 ? '' : JSON.stringify(args);
 }
 
 /** The exit code a failed `bash` command reported on a last line. */

@@ -21,10 +21,12 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use reqwest::Url;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::registry::{Args, Effect, Run, Runner, Summary, ToolDef};
 use super::ToolOutcome;
 use crate::provider::ToolSpec;
 
@@ -32,13 +34,23 @@ pub use convert::html_to_markdown;
 
 pub const WEB_FETCH: &str = "web_fetch";
 
+pub const WEB_FETCH_TOOL: ToolDef = ToolDef {
+    name: WEB_FETCH,
+    effect: Effect::Network,
+    summary: Summary::Arg("url"),
+    spec: |_| spec(),
+    args: Args::of::<FetchArgs>(),
+    runner: Runner::Toolbox,
+    run: Run::Own,
+};
+
 /// The most body read, after any decoding.
 pub const MAX_BYTES: usize = 10 * 1024 * 1024;
 pub const MAX_REDIRECTS: usize = 5;
 const HOP_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct FetchArgs {
     pub url: String,
     pub max_bytes: Option<usize>,

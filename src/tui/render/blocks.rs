@@ -13,6 +13,7 @@ use crate::protocol::{
     DecidedBy, Decision, ForkPoint, InFlight, Level, Scope, Segment, SegmentView, SwitchReason,
     TurnEndReason, TurnError,
 };
+use crate::tools::registry;
 use crate::tui::composer::paste_label;
 use crate::tui::conversation::{
     short_id, BlockKind, Conversation, DecisionView, RetryView, ToolBlock, PROJECT_INSTRUCTIONS,
@@ -33,8 +34,6 @@ const JOB: Style = Style::new().fg(Color::Magenta).add_modifier(Modifier::BOLD);
 /// green (struck through, code would be hard to read).
 const NOT_APPLIED: Style = Style::new().fg(Color::DarkGray);
 
-/// The argument fields that name what a tool acts on, most telling first.
-const KEY_ARGUMENTS: &[&str] = &["command", "path", "pattern", "query", "url", "file"];
 /// Rows of a file edit's diff shown while its call is collapsed.
 const DIFF_ROWS: usize = 6;
 
@@ -398,32 +397,17 @@ fn reasoning(text: &str, width: usize, out: &mut Vec<Line<'static>>) {
     }
 }
 
-/// What the call acts on: a search's pattern (and where), else the first
-/// of [`KEY_ARGUMENTS`] it has, else the arguments in short.
+/// What the call acts on, as every client shows it
+/// ([`registry::or_arguments`]): its first line.
 fn key_argument(name: &str, arguments: &Value) -> String {
-    let Value::Object(map) = arguments else {
-        return match arguments {
-            Value::Null => String::new(),
-            other => other.to_string(),
-        };
-    };
-    let field = |k: &str| map.get(k).and_then(Value::as_str);
-    if let ("grep" | "glob", Some(pattern)) = (name, field("pattern")) {
-        return match field("path").filter(|p| !p.is_empty() && *p != ".") {
-            Some(path) => format!("{pattern} in {path}"),
-            None => pattern.to_owned(),
-        };
-    }
-    KEY_ARGUMENTS
-        .iter()
-        .find_map(|k| field(k))
-        .map(|s| s.lines().next().unwrap_or("").to_owned())
-        .unwrap_or_else(|| arguments.to_string())
+    let text = registry::or_arguments(name, arguments);
+    text.lines().next().unwrap_or("").to_owned()
 }
 
 /// A `bash` call with `background: true`: it started a job.
 fn is_background_job(tool: &ToolBlock) -> bool {
-    tool.name == "bash" && tool.arguments.get("background") == Some(&Value::Bool(true))
+    registry::effect(&tool.name) == registry::Effect::RunsCommands
+        && tool.arguments.get("background") == Some(&Value::Bool(true))
 }
 
 fn tool_block(tool: &ToolBlock, width: usize, selected: bool, out: &mut Vec<Line<'static>>) {
