@@ -639,6 +639,11 @@ pub struct SessionInfo {
     /// before it was recorded).
     #[serde(default)]
     pub workspace: Option<String>,
+    /// pod's own: a `rewind` of the conversation made this session (its
+    /// `forked_from` is the session rewound); false for a `fork` and for
+    /// every session not forked.
+    #[serde(default)]
+    pub rewound: bool,
 }
 
 impl SessionInfo {
