@@ -1,6 +1,7 @@
 //! Hooks through a real `pod serve`: the config file's `[[hooks]]` run
 //! real commands, and what they do is read back from the log, the
 //! workspace and the frames clients get.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

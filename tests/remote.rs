@@ -1,5 +1,6 @@
 //! `pod serve --listen`: the protocol over a WebSocket, with real sockets
 //! and a real WebSocket client (tungstenite), against the built binary.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

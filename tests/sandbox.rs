@@ -5,6 +5,7 @@
 //! Every test runs in a directory under the target directory, not under
 //! `/tmp`, because `/tmp` is writable in `workspace-write` mode: a "directory
 //! outside" in `/tmp` would prove nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

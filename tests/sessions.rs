@@ -1,6 +1,7 @@
 //! Sessions as a user reaches them: `list_sessions`, `pod sessions`,
 //! `pod serve --session`, `pod log PREFIX`, and the switching methods
 //! (`new_session`, `fork`, `resume_session`) on a real `pod serve`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 mod support;

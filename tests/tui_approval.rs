@@ -3,6 +3,7 @@
 //! — answered here, answered by another client, or no longer pending.
 //! Accept snapshot changes with `INSTA_UPDATE=always cargo test --test
 //! tui_approval` and read the `.snap` files before committing them.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod tui_common;
 

@@ -2,6 +2,7 @@
 //! with ratatui's `TestBackend`. Accept changes with
 //! `INSTA_UPDATE=always cargo test --test tui_render` and read the `.snap`
 //! files before committing them.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod tui_common;
 

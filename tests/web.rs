@@ -6,6 +6,7 @@
 //!
 //! Without Chromium these tests skip with a message, unless `CI` is set:
 //! there they fail, since `.ci/run` installs it.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 
