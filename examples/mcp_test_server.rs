@@ -13,6 +13,7 @@
 //! `MCP_TEST_SLOW_FILE` — each `slow` call appends `started` when it begins
 //! and `cancelled` when a cancellation ends it; `MCP_TEST_LINGER` — keep
 //! running after stdin closes, as a badly behaved server would.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A developer's tool: a panic is its error report.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -4,6 +4,7 @@
 //!
 //! Without Node or the SDK (`npm ci` in tests/acp) these tests skip with a
 //! message, unless `CI` is set: then they fail, as `.ci/run` installs both.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

@@ -1,6 +1,7 @@
 //! The agent's craft against a real pod: the environment entry, background
 //! jobs (start, output, kill, end notes idle and mid-turn, the limit, death
 //! with the pod however it stops), `update_plan` and `pod jobs`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

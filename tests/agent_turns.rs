@@ -1,5 +1,6 @@
 //! Real agent turns end to end: `pod serve` talking to real HTTP servers on
 //! 127.0.0.1, running tools in its workspace, and committing every step.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 mod support;

@@ -3,6 +3,7 @@
 //! children's status, usage and approvals, and real clients talk to each
 //! child on its own socket. The script provider serves parent and children
 //! by `agent` slug, so every interleaving is scripted.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

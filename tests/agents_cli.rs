@@ -2,6 +2,7 @@
 //! "Child pods, editors"): a child is reached by its full name, listed by
 //! `pod agents`, shown under its parent by `pod list`, and its approvals are
 //! answered at the parent.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

@@ -1,6 +1,7 @@
 //! The point of the whole design: for every connection, the snapshot followed
 //! by its `entry` frames is exactly the session log, line for line — for a
 //! client connecting at any instant, however slowly it reads.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

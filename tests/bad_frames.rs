@@ -1,5 +1,6 @@
 //! Every frame a client can send wrong gets an `error` with a code; the
 //! connection keeps working and no other client hears of it.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

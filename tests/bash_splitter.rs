@@ -3,6 +3,7 @@
 //! simple commands than ours lists, ours must say it cannot vouch for the
 //! line (uncertain, or a substitution), so that no allow rule covers it —
 //! a command we did not list is a command no rule was matched against.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 use brush_parser::ast::{
     Command, CommandPrefixOrSuffixItem, CompoundCommand, CompoundList, IoFileRedirectTarget,

@@ -1,6 +1,7 @@
 //! Checkpoints and rewind on real pods: the script model changes real files
 //! with write_file, edit_file and bash; the pod's checkpoints, diffs, blame
 //! and rewinds are checked against the files on disk.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

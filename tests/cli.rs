@@ -1,4 +1,5 @@
 //! The command line as scripts use it.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

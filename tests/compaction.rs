@@ -1,6 +1,7 @@
 //! Compaction through each trigger — manual (idle, and during a turn),
 //! after a turn, before a model call — as seen by clients attached before,
 //! during and after it, on a real `pod serve` with the `script` provider.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod compaction_common;
 mod harness;

@@ -1,6 +1,7 @@
 //! A pod killed at each step of a compaction (`POD_FAULT=crash_at=STEP`), or
 //! during a turn that a compaction carried into a new session, restarts on
 //! a complete session and closes the turn the crash cut short.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod compaction_common;
 mod harness;

@@ -1,6 +1,7 @@
 //! Compaction that does not help: a summariser error, an empty summary, one
 //! that would not shrink the context or not bring it under the threshold, and the breaker that stops automatic
 //! compaction after three failures in a row.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod compaction_common;
 mod harness;

@@ -1,6 +1,7 @@
 //! `list_completions` through a real pod: knowledge and workflow names with
 //! their descriptions, files with their kind, and `items` matching
 //! `completions` one for one.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

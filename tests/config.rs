@@ -1,5 +1,6 @@
 //! Every flag also reads an environment variable and the config file;
 //! flag beats environment beats file beats default.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

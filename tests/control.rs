@@ -1,4 +1,5 @@
 //! pause / resume, shutdown mid-turn, queueing, and session resumption.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

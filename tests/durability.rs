@@ -1,5 +1,6 @@
 //! What is acknowledged is on disk; what is not durable is never shown; a
 //! crash at any instant leaves a log the next pod starts on.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

@@ -2,6 +2,7 @@
 //! the script model, as a CI job or a benchmark harness runs it — its
 //! JSON lines, its patch applied with the real `git apply`, its policy that
 //! never waits for a person, and its time and token limits.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

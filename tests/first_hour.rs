@@ -3,6 +3,7 @@
 //! the TUI says what is left running, and usage mistakes are named.
 //! Every test drives the built binary as a user would, from the project's
 //! directory, with its own runtime, data and config directories.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,7 @@
 //! The context gauge after a switch (issue 28, item 10): `/new`, a resume or
 //! a compaction moves the pod to another conversation, and the `status` it
 //! sends then measures that conversation, not the one before.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

@@ -1,5 +1,6 @@
 //! Hostile or unusual clients: half-closed sockets, clients that read
 //! everything of a huge frame, clients that never read at shutdown.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

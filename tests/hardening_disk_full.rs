@@ -1,6 +1,7 @@
 //! A disk that fills up and is freed again, and logs that an older pod left
 //! with turns it never closed: the log must still project to a context a
 //! model API accepts — no tool call without its result.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 mod support;

@@ -2,6 +2,7 @@
 //! (issue 12): hard links to files outside (item 8), symlinks swapped in
 //! between check and use (item 9), huge and sparse files (item 11), FIFOs
 //! (item 12). Each test names its item.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

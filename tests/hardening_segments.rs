@@ -1,6 +1,7 @@
 //! Issue 12, item 16: segments are kept exactly as received — in the log,
 //! in every frame, in `get_session` and after a restart — byte for byte:
 //! numbers no `f64` holds, exponents, key order, duplicate keys, escapes.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

@@ -1,6 +1,7 @@
 //! Starting a pod safely: concurrent starts, private files whatever the
 //! umask, a socket directory someone else controls, a `--socket` that is
 //! not a socket.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod hardening_common;
 mod harness;

@@ -1,5 +1,6 @@
 //! The disk and the file system misbehaving under a running pod: a file
 //! size limit, a session log deleted or cut behind its back.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod hardening_common;
 mod harness;

@@ -1,6 +1,7 @@
 //! Images end to end: `put_blob` / `get_blob` over the socket, the `image`
 //! segment, and what real HTTP servers on 127.0.0.1 receive in each wire
 //! format, with every refusal the contract names.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 mod support;

@@ -1,4 +1,5 @@
 //! Checking and flattening user input segments against a real workspace.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 use std::fs;
 use std::os::unix::fs::symlink;

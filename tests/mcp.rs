@@ -1,5 +1,6 @@
 //! MCP servers end to end: a real `pod serve` keeping the real rmcp server
 //! of `examples/mcp_test_server.rs` running, models calling its tools.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 mod support;

@@ -1,5 +1,6 @@
 //! AGENTS.md reaches the model through the log: committed after the first
 //! turn's input, again when it changes, and into a compacted session.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 mod support;

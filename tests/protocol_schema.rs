@@ -3,6 +3,7 @@
 //!
 //! Regenerate the file after changing a protocol type:
 //! `POD_UPDATE_SCHEMA=1 cargo test --test protocol_schema`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

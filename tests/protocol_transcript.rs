@@ -6,6 +6,7 @@
 //!
 //! Regenerate the frame blocks (the prose around them is hand-written):
 //! `POD_UPDATE_TRANSCRIPT=1 cargo test --test protocol_transcript`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

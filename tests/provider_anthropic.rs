@@ -1,4 +1,5 @@
 //! The Anthropic provider against a real HTTP server on 127.0.0.1.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod support;
 

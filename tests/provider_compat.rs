@@ -1,6 +1,7 @@
 //! A real `pod serve` against the bytes third-party servers really send:
 //! Ollama, OpenRouter, servers that refuse a field, Anthropic's pings and
 //! overloads — what a user of each would see in the log and in `turn_end`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 mod support;

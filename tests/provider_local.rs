@@ -2,6 +2,7 @@
 //! local model (#42: SmolLM2-135M on llama-cpp-python 0.3.36 and on
 //! llama-server) and against Anthropic's and OpenAI's usage reports: each
 //! reply below is the bytes those servers wrote, served from 127.0.0.1.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 mod support;

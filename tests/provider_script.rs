@@ -1,4 +1,5 @@
 //! The script provider: the file format, and replies played as documented.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod support;
 

@@ -14,6 +14,7 @@
 //! takes from seconds to minutes a call, so the client waits up to
 //! `POD_REAL_MODEL_WAIT` seconds (default 900) for each frame, and a turn
 //! gets at most [`STEPS`] model calls: such a model calls tools in a loop.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

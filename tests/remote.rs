@@ -1,5 +1,6 @@
 //! `pod serve --listen`: the protocol over a WebSocket, with real sockets
 //! and a real WebSocket client (tungstenite), against the built binary.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 
@@ -1000,5 +1001,28 @@ fn a_unix_socket_door_where_tools_write_or_with_tls_is_refused_at_start() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{listen}: {err}");
         assert!(err.contains(says), "{listen}: {err}");
+    }
+}
+
+/// The greeting says whether the pod takes `always` from the network, so a
+/// remote client can leave out what would be refused (issue 36): absent by
+/// default, `true` with `--allow-remote-always`, on the WebSocket as on the
+/// Unix socket.
+#[test]
+fn the_greeting_says_whether_always_is_taken_from_the_network() {
+    for allowed in [false, true] {
+        let mut builder = Pod::builder();
+        if allowed {
+            builder = builder.arg("--allow-remote-always");
+        }
+        let (pod, port) = listening(builder);
+        let full = token_for_pod_full(&pod);
+        let mut ws = connect(port, &full);
+        let snapshot = until(&mut ws, "snapshot", |v| v["type"] == "snapshot");
+        let said = &snapshot["greeting"]["allow_remote_always"];
+        match allowed {
+            true => assert_eq!(said, true, "{snapshot}"),
+            false => assert_eq!(said, &Value::Null, "absent: {snapshot}"),
+        }
     }
 }

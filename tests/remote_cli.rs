@@ -1,5 +1,6 @@
 //! The client commands over the network (`--url`), TLS with a self-signed
 //! certificate, and a tool that holds a valid token and connects over TCP.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

@@ -1,4 +1,5 @@
 //! The systemd user unit docs/remote.md shows is one systemd accepts.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 use std::process::Command;
 

@@ -2,6 +2,7 @@
 //! `scope: "always"` written to a commented config file and honoured after
 //! a restart; `list_rules`, `revoke_rule` and the `rule_revoked` entry that
 //! keeps a revoked rule out across restarts.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

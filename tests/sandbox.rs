@@ -5,6 +5,7 @@
 //! Every test runs in a directory under the target directory, not under
 //! `/tmp`, because `/tmp` is writable in `workspace-write` mode: a "directory
 //! outside" in `/tmp` would prove nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 
@@ -78,27 +79,9 @@ fn start(args: &[&str], script: &[String]) -> (Pod, Dirs) {
     start_with(args, &[], "", script)
 }
 
-/// A directory for the test's files that the sandbox does not allow
-/// writing to: the target directory's scratch space, unless the checkout
-/// itself lives under a temp directory (a CI clone in /tmp), then /var/tmp.
-fn outside_temp_dirs() -> std::path::PathBuf {
-    let system_tmp = std::env::temp_dir()
-        .canonicalize()
-        .unwrap_or_else(|_| "/tmp".into());
-    let allowed = |p: &std::path::Path| p.starts_with("/tmp") || p.starts_with(&system_tmp);
-    let target = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let target = target.canonicalize().unwrap_or(target);
-    if !allowed(&target) {
-        return target;
-    }
-    let var_tmp = std::path::PathBuf::from("/var/tmp/pod-sandbox-tests");
-    std::fs::create_dir_all(&var_tmp).unwrap();
-    var_tmp
-}
-
 /// [`start`] with environment variables and a config file.
 fn start_with(args: &[&str], env: &[(&str, &str)], config: &str, script: &[String]) -> (Pod, Dirs) {
-    let dir = tempfile::tempdir_in(outside_temp_dirs()).unwrap();
+    let dir = tempfile::tempdir_in(harness::outside_temp_dirs()).unwrap();
     std::fs::create_dir_all(dir.path().join("config/pod")).unwrap();
     std::fs::write(dir.path().join("config/pod/config.toml"), config).unwrap();
     let root = dir.path().canonicalize().unwrap();

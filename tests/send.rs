@@ -1,6 +1,7 @@
 //! `pod send` against a real `pod serve` with the script provider: what a
 //! script sees on stdout and stderr, and the exit code that tells it how the
 //! turn ended.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

@@ -1,6 +1,7 @@
 //! Sessions as a user reaches them: `list_sessions`, `pod sessions`,
 //! `pod serve --session`, `pod log PREFIX`, and the switching methods
 //! (`new_session`, `fork`, `resume_session`) on a real `pod serve`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 mod support;
@@ -221,6 +222,77 @@ fn serve_session_errors_name_the_problem() {
 // `src/pod/session_log/switch/tests.rs`.
 
 /// `session_switched` then, at once, the snapshot of the new session.
+/// Every undo makes a session (issue 36): `pod sessions` shows them as one
+/// conversation and its branches — each rewind and fork under the session it
+/// came from, marked, the shared title once — and `--json` says which
+/// sessions a rewind made.
+#[test]
+fn pod_sessions_groups_rewinds_and_forks_under_their_session() {
+    let pod = Pod::start();
+    let mut c = attach(&pod);
+    turn(&mut c, "fix the parser");
+    let first = current_session(&pod);
+    turn(&mut c, "and the lexer");
+    succeeded(pod.command("undo").output().unwrap());
+    let undone = expect_switch(&mut c, "rewind").0;
+    turn(&mut c, "the lexer, carefully");
+    succeeded(pod.command("undo").output().unwrap());
+    let undone_again = expect_switch(&mut c, "rewind").0;
+    c.send(json!({"type":"fork","request_id":"f"}));
+    let forked = expect_switch(&mut c, "fork").0;
+
+    let listed = |json: bool| {
+        let mut cmd = pod.command("sessions");
+        if json {
+            cmd.arg("--json");
+        }
+        succeeded(cmd.output().unwrap())
+    };
+    let json: Vec<Value> = serde_json::from_str(&listed(true)).unwrap();
+    let rewound = |id: &str| {
+        json.iter()
+            .find(|s| s["session_id"] == id)
+            .unwrap_or_else(|| panic!("{id} listed: {json:?}"))["rewound"]
+            .clone()
+    };
+    assert_eq!(rewound(&first), false);
+    assert_eq!(rewound(&undone), true);
+    assert_eq!(rewound(&undone_again), true);
+    assert_eq!(rewound(&forked), false, "a fork is not a rewind");
+
+    let table = listed(false);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 5, "{table}");
+    let row = |id: &str| {
+        *lines
+            .iter()
+            .find(|l| l[2..].starts_with(&id[..8]))
+            .unwrap_or_else(|| panic!("{id} in\n{table}"))
+    };
+    assert!(
+        lines[1].starts_with(&format!("  {}", &first[..8])),
+        "{table}"
+    );
+    assert!(lines[1].ends_with("  fix the parser"), "{table}");
+    assert_eq!(table.matches("fix the parser").count(), 1, "{table}");
+    assert!(
+        row(&undone).contains(&format!("rewind of {}@", &first[..8])),
+        "{table}"
+    );
+    assert!(row(&undone).ends_with("└ (rewind)"), "{table}");
+    assert!(
+        row(&undone_again).contains(&format!("rewind of {}@", &undone[..8])),
+        "{table}"
+    );
+    assert!(row(&undone_again).ends_with("  └ (rewind)"), "{table}");
+    assert!(row(&forked).starts_with("* "), "{table}");
+    assert!(
+        row(&forked).contains(&format!("fork of {}@", &undone_again[..8])),
+        "{table}"
+    );
+    assert!(row(&forked).ends_with("    └ (fork)"), "{table}");
+}
+
 fn expect_switch(c: &mut Client, reason: &str) -> (String, Value) {
     let switched = c.until_type("session_switched");
     assert_eq!(switched["reason"], reason);

@@ -3,6 +3,7 @@
 //! pages older ones on demand, and what it has seen — paged history, tail,
 //! suffix — is the log, no gap, no duplicate. Real pods, real WebSockets
 //! (tungstenite) and real Unix sockets.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

@@ -2,6 +2,7 @@
 //! processes: fake terminal input, reach another pod or any other local
 //! server over a Unix socket, outlive a `kill -9`ed pod as a daemon, or read
 //! the pod's secrets from its environment.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

@@ -1,5 +1,6 @@
 //! The bash tool with real processes: output, exit codes, capping, timeout,
 //! and cancellation killing the whole process group.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 use std::time::{Duration, Instant};
 

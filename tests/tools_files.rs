@@ -1,4 +1,5 @@
 //! The file and search tools through `Toolbox::call`, on real temp dirs.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 use std::fs;
 use std::os::unix::fs::symlink;

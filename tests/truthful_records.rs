@@ -2,6 +2,7 @@
 //! did, a turn that ended with an error says why in its `turn_end`, a
 //! running command's output streams, and a client that reconnects can tell
 //! which turn is its own.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 

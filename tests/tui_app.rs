@@ -1,5 +1,6 @@
 //! What keys and frames do to the TUI's state and to the requests it sends,
 //! without a terminal or a pod.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod tui_common;
 

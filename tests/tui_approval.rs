@@ -3,6 +3,7 @@
 //! — answered here, answered by another client, or no longer pending.
 //! Accept snapshot changes with `INSTA_UPDATE=always cargo test --test
 //! tui_approval` and read the `.snap` files before committing them.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod tui_common;
 
@@ -603,4 +604,54 @@ fn shift_a_answers_always() {
         methods(&mut app),
         [json!({"type":"approve","call_id":"c1","decision":"allow","scope":"always"})]
     );
+}
+
+/// Over `--url` the pod refuses `always` unless it was started with
+/// `--allow-remote-always` (issue 36): the panel does not offer `A` then,
+/// and `A` sends nothing; the greeting saying otherwise brings it back, and
+/// over the Unix socket it is always offered.
+#[test]
+fn a_remote_panel_offers_always_only_when_the_pod_takes_it() {
+    let waiting_snapshot = |allow_remote_always: bool| {
+        let mut snapshot = tui_common::snapshot_with_status(
+            vec![
+                json!({"kind":"assistant_items","items":[{"type":"tool_call","call_id":"c1",
+                    "name":"bash","arguments":{"command":"cargo test --all"}}]}),
+                approval_request("c1", "bash", "cargo test --all", "cargo test --all"),
+            ],
+            Value::Null,
+            json!({"state":"waiting","queued":0,"pending_approvals":["c1"],"approval":"ask"}),
+        );
+        if let pod::protocol::Event::Snapshot(s) = &mut snapshot {
+            s.greeting.allow_remote_always = allow_remote_always;
+        }
+        snapshot
+    };
+    let app = |remote: bool, allow_remote_always: bool| {
+        let mut app = App::new("default", std::time::Instant::now());
+        app.set_remote(remote);
+        app.on_connection(pod::tui::connection::ConnEvent::Connected);
+        app.on_pod_event(waiting_snapshot(allow_remote_always));
+        app.take_outgoing();
+        app
+    };
+
+    let mut remote = app(true, false);
+    let text = screen(&mut remote, 120, 12);
+    assert!(text.contains("a allow for this session"), "{text}");
+    assert!(!text.contains("always"), "{text}");
+    key(&mut remote, KeyCode::Char('A'));
+    assert!(methods(&mut remote).is_empty(), "A answers nothing");
+    assert!(screen(&mut remote, 120, 12).contains("bash wants to run"));
+
+    for (remote, allowed) in [(true, true), (false, false)] {
+        let mut app = app(remote, allowed);
+        let text = screen(&mut app, 120, 12);
+        assert!(text.contains("A always (config file)"), "{text}");
+        key(&mut app, KeyCode::Char('A'));
+        assert_eq!(
+            methods(&mut app),
+            [json!({"type":"approve","call_id":"c1","decision":"allow","scope":"always"})]
+        );
+    }
 }

@@ -4,6 +4,7 @@
 //! `DISPLAY` for the process (the clipboard's owner is this test).
 //!
 //! In CI (`CI` set) a missing Xvfb fails the test; `.ci/run` installs it.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,6 @@
 //! The composer: what the input buffer sends as segments, history and
 //! multi-line editing.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 use pod::tui::composer::{paste_label, Composer, MenuItem, Token, TokenKind};
 use serde_json::json;

@@ -1,4 +1,5 @@
 //! The view model: from snapshot and frames to blocks, with no terminal.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 use std::time::Instant;
 

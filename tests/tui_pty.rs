@@ -2,6 +2,7 @@
 //! model, a real `pod attach` reading keys from the PTY, and the screen read
 //! back through a vt100 emulator. Every wait is on screen contents with a
 //! deadline, never a blind sleep.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -2,6 +2,7 @@
 //! with ratatui's `TestBackend`. Accept changes with
 //! `INSTA_UPDATE=always cargo test --test tui_render` and read the `.snap`
 //! files before committing them.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod tui_common;
 
@@ -497,17 +498,28 @@ fn session_picker() {
             _ => None,
         })
         .expect("list_sessions");
+    // Newest first, as the pod answers: a rewind of the current session
+    // (same title), the current one, a fork of it.
     app.on_pod_event(event(json!({"type":"response","request_id":request_id,"sessions":[
+        {"session_id":"bbbbbbbb-0000-4000-8000-000000000004","created_at":ago(100),
+         "updated_at":ago(60),"entries":30,
+         "title":"refactor the parser so that errors carry their position","compacted_from":null,
+         "forked_from":{"session_id":SESSION,"seq":29},"current":false,"rewound":true},
         {"session_id":SESSION,"created_at":ago(7200),"updated_at":ago(300),"entries":42,
          "title":"refactor the parser so that errors carry their position","compacted_from":NEW_SESSION,
          "forked_from":null,"current":true},
         {"session_id":"aaaaaaaa-0000-4000-8000-000000000003","created_at":ago(200_000),
          "updated_at":ago(180_000),"entries":1,"title":null,"compacted_from":null,
          "forked_from":{"session_id":SESSION,"seq":4},"current":false}]})));
+    // The selection moves in the order drawn: the branches of the current
+    // session under it, the newest first.
     key(&mut app, KeyCode::Down, KeyModifiers::NONE);
-    let buffer = buffer(&mut app, 70, 8);
+    let drawn = buffer(&mut app, 70, 9);
+    assert_eq!(drawn[find(&drawn, "bbbbbbbb").unwrap()].bg, Color::Blue);
+    key(&mut app, KeyCode::Down, KeyModifiers::NONE);
+    let buffer = buffer(&mut app, 70, 9);
     assert_eq!(buffer[find(&buffer, "aaaaaaaa").unwrap()].bg, Color::Blue);
-    let text = screen(&mut app, 70, 8);
+    let text = screen(&mut app, 70, 9);
     assert!(
         text.contains("1 entry") && !text.contains("1 entries"),
         "{text}"

@@ -6,6 +6,7 @@
 //!
 //! Without Chromium these tests skip with a message, unless `CI` is set:
 //! there they fail, since `.ci/run` installs it.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 mod harness;
 
@@ -1398,4 +1399,58 @@ async fn a_phone_lists_the_child_pods_opens_a_waiting_one_and_answers_it() {
             ),
         )
         .await;
+}
+
+/// #36.9: every undo makes a session; the menu's session list shows each
+/// rewind under the session it came from, marked, not as another copy of
+/// its title.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_list_shows_a_rewind_under_its_session() {
+    let _one = lock().await;
+    let script = [
+        json!({"events":[{"text":"first answer"}]}).to_string(),
+        json!({"events":[{"text":"second answer"}]}).to_string(),
+    ];
+    let (pod, _port) = web_pod(&script.join("\n"), &[]);
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.run("fix the parser");
+    c.until_entry("turn_end");
+    let first = pod.log_lines()[0]["entry"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    c.run("and the lexer");
+    c.until_entry("turn_end");
+    succeeded(pod.command("undo").output().unwrap());
+    let rewound = c.until_type("session_switched")["new_session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let browser = browser_or_skip!(Screen::Phone);
+    open_page(&browser, &pod, false).await;
+    browser
+        .js("(document.getElementById('menu').open = true, document.getElementById('sessions-open').open = true, null)")
+        .await;
+    browser
+        .until(
+            "the session list",
+            "document.querySelectorAll('#sessions li .title').length === 2",
+        )
+        .await;
+    let rows = browser
+        .js("[...document.querySelectorAll('#sessions li')].map(li => li.textContent)")
+        .await;
+    let rows: Vec<String> = serde_json::from_value(rows).unwrap();
+    assert!(
+        rows[0].starts_with("fix the parser") && rows[0].contains(&first[..8]),
+        "{rows:?}"
+    );
+    assert!(rows[1].starts_with("└ "), "{rows:?}");
+    assert!(
+        rows[1].contains(&rewound[..8]) && rows[1].contains("rewound"),
+        "{rows:?}"
+    );
+    assert!(!rows[1].contains("fix the parser"), "{rows:?}");
 }

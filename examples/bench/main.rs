@@ -2,6 +2,7 @@
 //! measures the pod against the machine's own limits, each figure a ratio
 //! to a baseline measured in the same run. `docs/performance.md` explains
 //! every scenario and records a run.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A developer's tool: a panic is its error report.
 
 mod acp;
 mod agents;

@@ -139,6 +139,10 @@ impl Parser {
         self.chars.get(self.at + ahead).copied()
     }
 
+    #[expect(
+        clippy::expect_used,
+        reason = "the parser starts with the top level and pops only the levels it pushed"
+    )]
     fn level(&mut self) -> &mut Level {
         self.stack
             .last_mut()

@@ -27,29 +27,19 @@ pub fn changed_paths<'m>(
     let mut out = Vec::new();
     let mut a = old.files.iter().peekable();
     let mut b = new.files.iter().peekable();
+    // A merge of two sorted lists: the smaller path goes first; a path in
+    // both goes once, when its nodes differ.
     loop {
-        let next = match (a.peek(), b.peek()) {
-            (None, None) => break,
-            (Some((pa, _)), Some((pb, _))) => pa.cmp(pb),
-            (Some(_), None) => std::cmp::Ordering::Less,
-            (None, Some(_)) => std::cmp::Ordering::Greater,
-        };
-        match next {
-            std::cmp::Ordering::Less => {
-                let (p, n) = a.next().expect("peeked");
-                out.push((p.as_str(), Some(n), None));
+        if let Some((p, n)) = a.next_if(|(pa, _)| b.peek().is_none_or(|(pb, _)| pa < pb)) {
+            out.push((p.as_str(), Some(n), None));
+        } else if let Some((p, n)) = b.next_if(|(pb, _)| a.peek().is_none_or(|(pa, _)| pb < pa)) {
+            out.push((p.as_str(), None, Some(n)));
+        } else if let (Some((p, na)), Some((_, nb))) = (a.next(), b.next()) {
+            if na != nb {
+                out.push((p.as_str(), Some(na), Some(nb)));
             }
-            std::cmp::Ordering::Greater => {
-                let (p, n) = b.next().expect("peeked");
-                out.push((p.as_str(), None, Some(n)));
-            }
-            std::cmp::Ordering::Equal => {
-                let (p, na) = a.next().expect("peeked");
-                let (_, nb) = b.next().expect("peeked");
-                if na != nb {
-                    out.push((p.as_str(), Some(na), Some(nb)));
-                }
-            }
+        } else {
+            break;
         }
     }
     out

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use super::Paths;
-use crate::protocol::SessionInfo;
+use crate::protocol::{branch_kind, repeats_title, session_tree, SessionInfo};
 use crate::store::{index, pointer};
 
 pub fn run(paths: &Paths, json: bool, all: bool) -> anyhow::Result<ExitCode> {
@@ -52,53 +52,68 @@ pub fn run(paths: &Paths, json: bool, all: bool) -> anyhow::Result<ExitCode> {
 }
 
 /// One line per session under a header; `*` marks the pod's current one.
+/// A rewind or fork sits under the session it came from (the tree every
+/// client draws), marked as such, its title shown only when it differs.
 /// `workspaces` adds the column `--all` needs.
 fn table(sessions: &[SessionInfo], workspaces: bool, now: SystemTime) -> String {
     let place = |s: &SessionInfo| {
         crate::safe_text::line(s.workspace.as_deref().unwrap_or("(unknown)")).into_owned()
     };
-    let width = sessions
-        .iter()
-        .map(|s| place(s).chars().count())
-        .max()
-        .unwrap_or(0);
-    let width = width.max("WORKSPACE".len());
+    let from = |s: &SessionInfo| match (&s.forked_from, s.compacted_from) {
+        (Some(fork), _) => {
+            let kind = branch_kind(s).unwrap_or("fork");
+            match fork.seq {
+                Some(seq) => format!("{kind} of {}@{seq}", short(&fork.session_id)),
+                None => format!("{kind} of {}", short(&fork.session_id)),
+            }
+        }
+        (None, Some(from)) => format!("compacted {}", short(&from)),
+        (None, None) => String::new(),
+    };
+    let widest = |text: &dyn Fn(&SessionInfo) -> String, header: &str| {
+        sessions
+            .iter()
+            .map(|s| text(s).chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(header.len())
+    };
+    let from_width = widest(&from, "FROM");
+    let width = widest(&place, "WORKSPACE");
     let mut out = format!(
-        "  {:<8}  {:<16}  {:<13}  {:>7}  {:<20}  ",
+        "  {:<8}  {:<16}  {:<13}  {:>7}  {:<from_width$}  ",
         "ID", "CREATED (UTC)", "LAST ACTIVITY", "ENTRIES", "FROM"
     );
     if workspaces {
         out.push_str(&format!("{:<width$}  ", "WORKSPACE"));
     }
     out.push_str("TITLE\n");
-    for s in sessions {
-        let from = match (&s.forked_from, s.compacted_from) {
-            (Some(fork), _) => match fork.seq {
-                Some(seq) => format!("fork of {}@{seq}", short(&fork.session_id)),
-                None => format!("fork of {}", short(&fork.session_id)),
-            },
-            (None, Some(from)) => format!("compacted {}", short(&from)),
-            (None, None) => String::new(),
-        };
+    for row in session_tree(sessions) {
+        let s = &sessions[row.index];
         out.push_str(&format!(
-            "{} {:<8}  {:<16}  {:<13}  {:>7}  {:<20}  ",
+            "{} {:<8}  {:<16}  {:<13}  {:>7}  {:<from_width$}  ",
             if s.current { '*' } else { ' ' },
             short(&s.session_id),
             minutes(&s.created_at),
             ago(&s.updated_at, now),
             s.entries,
-            from,
+            from(s),
         ));
         if workspaces {
             out.push_str(&format!("{:<width$}  ", place(s)));
         }
+        let title = s
+            .shown_title(sessions)
+            .unwrap_or_else(|| "(no input yet)".into());
+        let title = match row.parent.and(branch_kind(s)) {
+            Some(kind) if repeats_title(sessions, &row) => format!("({kind})"),
+            Some(kind) => format!("({kind}) {title}"),
+            None => title,
+        };
         out.push_str(&format!(
-            "{}\n",
-            crate::safe_text::line(
-                s.shown_title(sessions)
-                    .as_deref()
-                    .unwrap_or("(no input yet)")
-            ),
+            "{}{}\n",
+            row.guide,
+            crate::safe_text::line(&title)
         ));
     }
     out
@@ -138,10 +153,20 @@ mod tests {
     use super::*;
     use crate::protocol::ForkPoint;
 
+    fn id(s: &str) -> uuid::Uuid {
+        uuid::Uuid::parse_str(s).unwrap()
+    }
+
+    fn fork_of(session: &str, seq: u64) -> Option<ForkPoint> {
+        Some(ForkPoint {
+            session_id: id(session),
+            seq: Some(seq),
+        })
+    }
+
     #[test]
     fn table_marks_the_current_session_and_the_history() {
         let now = humantime::parse_rfc3339("2026-11-30T15:00:00Z").unwrap();
-        let id = |s: &str| uuid::Uuid::parse_str(s).unwrap();
         let sessions = [
             SessionInfo {
                 session_id: id("8bd5aaaa-0000-4000-8000-000000000000"),
@@ -150,12 +175,10 @@ mod tests {
                 entries: 12,
                 title: Some("fix the parser".into()),
                 compacted_from: None,
-                forked_from: Some(ForkPoint {
-                    session_id: id("1a2b3c4d-0000-4000-8000-000000000000"),
-                    seq: Some(7),
-                }),
+                forked_from: fork_of("1a2b3c4d-0000-4000-8000-000000000000", 7),
                 current: true,
                 workspace: Some("/home/me/calc".into()),
+                rewound: false,
             },
             SessionInfo {
                 session_id: id("1a2b3c4d-0000-4000-8000-000000000000"),
@@ -167,6 +190,7 @@ mod tests {
                 forked_from: None,
                 current: false,
                 workspace: None,
+                rewound: false,
             },
         ];
         let wide = table(&sessions, true, now);
@@ -177,24 +201,83 @@ mod tests {
                 .contains("WORKSPACE      TITLE"),
             "{wide}"
         );
-        assert!(wide.contains("/home/me/calc  fix the parser"), "{wide}");
+        assert!(
+            wide.contains("/home/me/calc  └ (fork) fix the parser"),
+            "{wide}"
+        );
         assert!(wide.contains("(unknown)      (no input yet)"), "{wide}");
         let table = table(&sessions, false, now);
         let lines: Vec<&str> = table.lines().collect();
         assert!(lines[0].starts_with("  ID"), "{table}");
         assert!(
-            lines[1].starts_with("* 8bd5aaaa  2026-11-30 12:42  3h ago"),
+            lines[1].starts_with("  1a2b3c4d  2026-10-01 09:00  2026-10-02"),
             "{table}"
         );
-        assert!(lines[1].contains("fork of 1a2b3c4d@7"), "{table}");
-        assert!(lines[1].ends_with("fix the parser"), "{table}");
+        assert!(lines[1].contains("compacted 0f0f0f0f"), "{table}");
         assert!(
-            lines[2].starts_with("  1a2b3c4d  2026-10-01 09:00  2026-10-02"),
+            lines[2].starts_with("* 8bd5aaaa  2026-11-30 12:42  3h ago"),
             "{table}"
         );
-        assert!(lines[2].contains("compacted 0f0f0f0f"), "{table}");
+        assert!(lines[2].contains("fork of 1a2b3c4d@7"), "{table}");
+        assert!(lines[2].ends_with("└ (fork) fix the parser"), "{table}");
         assert_eq!(ago("2026-11-30T14:59:58Z", now), "2s ago");
         assert_eq!(ago("2026-11-30T14:55:00Z", now), "5m ago");
         assert_eq!(ago("2026-11-28T15:00:00Z", now), "2d ago");
+    }
+
+    /// Three undos of one conversation read as one conversation and its
+    /// branches: each rewind under the session it rewound, marked, its
+    /// title (the same first message) not repeated.
+    #[test]
+    fn rewinds_sit_under_the_session_they_came_from() {
+        let now = humantime::parse_rfc3339("2026-11-30T15:00:00Z").unwrap();
+        let ids = [
+            "a0000000-0000-4000-8000-000000000000",
+            "b0000000-0000-4000-8000-000000000000",
+            "c0000000-0000-4000-8000-000000000000",
+            "d0000000-0000-4000-8000-000000000000",
+        ];
+        let session = |n: usize, from: Option<(usize, u64)>, rewound: bool| SessionInfo {
+            session_id: id(ids[n]),
+            created_at: format!("2026-11-30T1{n}:00:00.000Z"),
+            updated_at: format!("2026-11-30T1{n}:30:00.000Z"),
+            entries: 9,
+            title: Some("fix the parser".into()),
+            compacted_from: None,
+            forked_from: from.and_then(|(f, seq)| fork_of(ids[f], seq)),
+            current: n == 3,
+            workspace: None,
+            rewound,
+        };
+        // Newest first: d (a rewind of c), c (a fork of a), b (a rewind
+        // of a), a.
+        let mut forked = session(2, Some((0, 20)), false);
+        forked.title = Some("try another way".into());
+        let mut rewound = session(3, Some((2, 5)), true);
+        rewound.title = forked.title.clone();
+        let sessions = [
+            rewound,
+            forked,
+            session(1, Some((0, 7)), true),
+            session(0, None, false),
+        ];
+        let table = table(&sessions, false, now);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 5, "{table}");
+        assert!(
+            lines[0].ends_with("  FROM                  TITLE"),
+            "{table}"
+        );
+        assert!(lines[1].starts_with("  a0000000"), "{table}");
+        assert!(lines[1].ends_with("  fix the parser"), "{table}");
+        assert!(lines[2].starts_with("  c0000000"), "{table}");
+        assert!(lines[2].contains("  fork of a0000000@20  "), "{table}");
+        assert!(lines[2].ends_with("  ├ (fork) try another way"), "{table}");
+        assert!(lines[3].starts_with("* d0000000"), "{table}");
+        assert!(lines[3].contains("  rewind of c0000000@5  "), "{table}");
+        assert!(lines[3].ends_with("  │ └ (rewind)"), "{table}");
+        assert!(lines[4].starts_with("  b0000000"), "{table}");
+        assert!(lines[4].contains("  rewind of a0000000@7  "), "{table}");
+        assert!(lines[4].ends_with("  └ (rewind)"), "{table}");
     }
 }

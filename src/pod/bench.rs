@@ -69,6 +69,7 @@ impl DurableLog {
             access: Default::default(),
             access_reason: None,
             listen: None,
+            allow_remote_always: false,
             warnings: Vec::new(),
         })
         .start();

@@ -160,6 +160,7 @@ mod tests {
             access: Default::default(),
             access_reason: None,
             listen: None,
+            allow_remote_always: false,
             warnings: Vec::new(),
         };
         let status = Status {

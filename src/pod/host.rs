@@ -157,6 +157,7 @@ pub(super) fn start_pod(shared: &Rc<Shared>, spec: PodSpec) -> Started {
         access: Default::default(),
         access_reason: None,
         listen: spec.listening.as_ref().map(crate::remote::Listening::info),
+        allow_remote_always: shared.allow_remote_always,
         warnings: shared
             .warnings
             .iter()

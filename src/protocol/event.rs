@@ -143,6 +143,11 @@ pub struct Greeting {
     /// Where the pod serves the protocol over a WebSocket (`--listen`), or null.
     #[serde(default)]
     pub listen: Option<ListenInfo>,
+    /// pod's own: a client over the network may answer `approve` with
+    /// `scope: "always"` (`--allow-remote-always`); absent when it may not,
+    /// so a remote client does not offer what the pod would refuse.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_remote_always: bool,
     /// What the pod warned about when it started (a config key that sets
     /// nothing, a sandbox the kernel cannot enforce), so that a client can
     /// show what would otherwise be only in the pod's log.
@@ -661,6 +666,11 @@ pub struct SessionInfo {
     /// before it was recorded).
     #[serde(default)]
     pub workspace: Option<String>,
+    /// pod's own: a `rewind` of the conversation made this session (its
+    /// `forked_from` is the session rewound); false for a `fork` and for
+    /// every session not forked.
+    #[serde(default)]
+    pub rewound: bool,
 }
 
 impl SessionInfo {

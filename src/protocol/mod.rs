@@ -10,6 +10,7 @@ mod limits;
 mod method;
 mod schema;
 mod segment;
+mod session_tree;
 
 pub use entry::{
     AssistantItem, ChangeKind, CheckpointReason, DecidedBy, Decision, FileChange, ForkPoint,
@@ -28,3 +29,4 @@ pub use limits::{json_depth, MAX_JSON_DEPTH};
 pub use method::{CompletionKind, FrameError, Method, Request, MAX_GET_ENTRIES};
 pub use schema::document as schema_document;
 pub use segment::{Segment, SegmentView};
+pub use session_tree::{branch_kind, in_tree_order, repeats_title, session_tree, TreeRow};

@@ -25,6 +25,10 @@ const SIGNS: [&str; 8] = [
 ];
 
 /// Where a message states the window, first match wins.
+#[expect(
+    clippy::expect_used,
+    reason = "fixed patterns, compiled by the tests of this module"
+)]
 static WINDOW: LazyLock<[Regex; 3]> = LazyLock::new(|| {
     [
         r"available context size \((\d+) tokens?\)",

@@ -3,8 +3,8 @@
 //!
 //! The logs stay the truth; the index (`<data-dir>/sessions.index.json`) only
 //! remembers, per log, what reading it gave and how far it read: its
-//! entries, title, `created_at`, `compacted_from` and `forked_from`, and the
-//! byte length of the complete lines read. Logs only ever grow by whole
+//! entries, title, `created_at`, `compacted_from` and `forked_from`, whether
+//! a rewind made it, and the byte length of the complete lines read. Logs only ever grow by whole
 //! lines, so a listing stats every log and:
 //! - uses the remembered fields when the length is unchanged (and so is the
 //!   modification time);
@@ -35,7 +35,7 @@ pub const TITLE_CHARS: usize = 80;
 
 /// Bumped when [`Meta`] changes meaning; an index of another version is
 /// rebuilt.
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 
 /// The index of the sessions in `sessions_dir` (`<data-dir>/sessions`).
 pub fn path(sessions_dir: &Path) -> PathBuf {
@@ -131,6 +131,9 @@ struct Meta {
     forked_from: Option<ForkPoint>,
     #[serde(default)]
     workspace: Option<String>,
+    /// Until found, every new line of a forked log is looked at for the
+    /// `rewind` entry that made it.
+    rewound: bool,
 }
 
 impl Meta {
@@ -145,6 +148,7 @@ impl Meta {
             forked_from: self.forked_from.clone(),
             current,
             workspace: self.workspace.clone(),
+            rewound: self.rewound,
         }
     }
 }
@@ -224,6 +228,7 @@ fn refresh(path: &Path, known: Option<Meta>) -> std::io::Result<Option<Meta>> {
         compacted_from,
         forked_from,
         workspace,
+        rewound: false,
     };
     meta.scan(&data);
     Ok(Some(meta))
@@ -263,13 +268,17 @@ struct SeqOnly {
 
 impl Meta {
     /// Counts the complete lines of `data` (the bytes following what was
-    /// read before) and looks for the title in them if there is none yet.
+    /// read before) and looks in them for the title if there is none yet,
+    /// and for the rewind that made a forked log if none was seen.
     fn scan(&mut self, data: &[u8]) {
         let mut start = 0;
         while let Some(end) = data[start..].iter().position(|&b| b == b'\n') {
             let line = &data[start..start + end];
             if self.title.is_none() {
                 self.title = title_of(line);
+            }
+            if let (false, Some(fork)) = (self.rewound, &self.forked_from) {
+                self.rewound = made_by_rewind(line, fork);
             }
             self.entries += 1;
             start += end + 1;
@@ -303,6 +312,32 @@ fn title_of(line: &[u8]) -> Option<String> {
         })
         .collect();
     title(&text)
+}
+
+/// Whether `line` is the `rewind` entry that made a log forked at `fork`: a
+/// rewind of the conversation commits its `rewind` entry, naming the session
+/// it rewound, into the session it forks. A `fork` has none, and a `rewind`
+/// copied from an earlier session lies at or before the fork point and names
+/// another session.
+fn made_by_rewind(line: &[u8], fork: &ForkPoint) -> bool {
+    const MARK: &[u8] = b"\"kind\":\"rewind\"";
+    let head = &line[..line.len().min(64)];
+    if !head.windows(MARK.len()).any(|w| w == MARK) {
+        return false;
+    }
+    let Ok(LogLine {
+        seq,
+        entry:
+            LogEntry::Rewind {
+                session_id,
+                conversation: true,
+                ..
+            },
+    }) = serde_json::from_slice::<LogLine>(line)
+    else {
+        return false;
+    };
+    session_id == Some(fork.session_id) && fork.seq.is_none_or(|at| seq > at)
 }
 
 /// `text` as a one-line title, or `None` when it is blank: each newline
@@ -400,6 +435,92 @@ mod tests {
         assert_eq!(listed[0].session_id, a, "the append made it the newest");
         assert_eq!(listed[0].entries, 3);
         assert_eq!(listed[0].title.as_deref(), Some("first words"));
+    }
+
+    fn forked(id: Uuid, from: Uuid, seq: u64) -> LogEntry {
+        let LogEntry::SessionStart {
+            session_id,
+            created_at,
+            compacted_from,
+            provider,
+            model,
+            workspace,
+            parent,
+            replay_of,
+            ..
+        } = start(id)
+        else {
+            unreachable!()
+        };
+        LogEntry::SessionStart {
+            session_id,
+            created_at,
+            compacted_from,
+            forked_from: Some(ForkPoint {
+                session_id: from,
+                seq: Some(seq),
+            }),
+            provider,
+            model,
+            workspace,
+            parent,
+            replay_of,
+        }
+    }
+
+    fn rewind(of: Uuid, conversation: bool) -> LogEntry {
+        LogEntry::Rewind {
+            before_seq: Some(1),
+            session_id: Some(of),
+            checkpoint: None,
+            checkpoint_before: None,
+            files_restored: Vec::new(),
+            conflicts: Vec::new(),
+            not_restored: Vec::new(),
+            conversation,
+        }
+    }
+
+    /// A session made by a rewind is told from a fork by the `rewind` entry
+    /// committed into it; a rewind copied from the session it forked, or
+    /// one of the files only, does not count.
+    #[test]
+    fn a_session_a_rewind_made_is_marked() {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = dir.path().join("sessions");
+        std::fs::create_dir(&sessions).unwrap();
+        let (a, b, c) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        let older = Uuid::new_v4();
+        // b: a rewind of a at seq 2 (its copies hold a's own rewind of an
+        // older session); c: a fork of a at seq 2, then a files-only rewind.
+        let copies = [input("one"), rewind(older, true)];
+        let mut log_b = vec![forked(b, a, 2)];
+        log_b.extend(copies.iter().cloned());
+        write(&sessions.join(format!("{b}.jsonl")), &log_b, false);
+        let mut log_c = vec![forked(c, a, 2)];
+        log_c.extend(copies.iter().cloned());
+        log_c.push(rewind(c, false));
+        write(&sessions.join(format!("{c}.jsonl")), &log_c, false);
+        let rewound = |id: Uuid| {
+            list(&sessions, None)
+                .unwrap()
+                .into_iter()
+                .find(|s| s.session_id == id)
+                .unwrap()
+                .rewound
+        };
+        assert!(!rewound(b), "a copied rewind of another session");
+        assert!(!rewound(c));
+        // The rewind's own entry, appended: read incrementally.
+        write(
+            &sessions.join(format!("{b}.jsonl")),
+            &[rewind(a, true)],
+            true,
+        );
+        assert!(rewound(b));
+        assert!(!rewound(c), "a fork stays a fork");
+        std::fs::remove_file(path(&sessions)).unwrap();
+        assert!(rewound(b), "and from the log read in full");
     }
 
     #[test]

@@ -47,6 +47,9 @@ pub struct App {
     pub(crate) viewport: Viewport,
     pub(crate) pod_name: String,
     pub(crate) greeting: Option<Greeting>,
+    /// Attached over the network (`--url`): the pod takes an `always`
+    /// answer from here only if its greeting says so.
+    remote: bool,
     pub(crate) status: Option<Status>,
     pub(crate) usage: Option<Usage>,
     pub(crate) connection: ConnectionState,
@@ -137,6 +140,7 @@ impl App {
             viewport: Viewport::new(),
             pod_name: pod_name.into(),
             greeting: None,
+            remote: false,
             status: None,
             usage: None,
             connection: ConnectionState::Connecting,
@@ -200,6 +204,11 @@ impl App {
     }
 
     /// How to tell a person who looked away (`--notify`).
+    /// Says that the pod is reached over the network (`--url`).
+    pub fn set_remote(&mut self, remote: bool) {
+        self.remote = remote;
+    }
+
     pub fn set_notify(&mut self, mode: NotifyMode) {
         self.notifier = Notifier::new(mode);
     }
@@ -462,6 +471,7 @@ impl App {
             self.conversation.load_snapshot(snapshot, self.now);
             self.approval.reset();
             self.forget_answers();
+            self.approval.always_refused = self.remote && !snapshot.greeting.allow_remote_always;
             // Whatever the last hint said about the connection is over.
             self.flash = None;
             // The pod's start warnings (a misspelt config key, say) are

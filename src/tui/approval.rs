@@ -25,6 +25,10 @@ pub struct ApprovalPanel {
     /// Still arming (just appeared): its keys are drawn dim, and typing
     /// goes into the message.
     pub arming: bool,
+    /// The pod would refuse `always` from this client (one over the
+    /// network, the pod started without `--allow-remote-always`): `A` is
+    /// neither offered nor taken, rather than offered and then refused.
+    pub always_refused: bool,
     /// Calls this client answered whose decision has not arrived yet:
     /// hidden, so the next request shows at once.
     answered: HashSet<String>,
@@ -54,7 +58,10 @@ impl ApprovalPanel {
     /// Forgets everything: the view was rebuilt from a snapshot, which says
     /// afresh what is pending.
     pub fn reset(&mut self) {
-        *self = Self::default();
+        *self = Self {
+            always_refused: self.always_refused,
+            ..Self::default()
+        };
     }
 
     /// Remembers that `call_id` was answered (the client waits for the
@@ -116,7 +123,7 @@ impl ApprovalPanel {
                     None,
                 ))
             }
-            KeyCode::Char('A') => {
+            KeyCode::Char('A') if !self.always_refused => {
                 return PanelAction::Answer(answer(
                     request,
                     Decision::Allow,

@@ -93,10 +93,12 @@ pub async fn run(options: AttachOptions) -> anyhow::Result<()> {
     let input = tokio::spawn(read_terminal(term_tx));
     let (conn_tx, conn_rx) = mpsc::channel(1024);
     let (out_tx, out_rx) = mpsc::channel(256);
+    let remote = matches!(options.endpoint, crate::client::Endpoint::Remote(_));
     let conn = tokio::spawn(connection::run(options.endpoint, conn_tx, out_rx));
 
     let mut app = App::new(options.pod_name, Instant::now());
     app.set_notify(options.notify);
+    app.set_remote(remote);
     let result = event_loop(&mut app, &mut terminal, term_rx, conn_rx, out_tx).await;
     input.abort();
     conn.abort();

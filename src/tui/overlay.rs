@@ -4,7 +4,7 @@
 
 use crossterm::event::{KeyCode, KeyEvent};
 
-use crate::protocol::SessionInfo;
+use crate::protocol::{in_tree_order, SessionInfo, TreeRow};
 use crate::tui::conversation::InputMark;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -32,7 +32,11 @@ pub struct RewindPicker {
 /// The earlier sessions, newest first, as `list_sessions` gave them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionPicker {
+    /// In the order the picker draws them: each rewind and fork under the
+    /// session it came from.
     pub sessions: Vec<SessionInfo>,
+    /// One per session, in the same order: where it sits in the tree.
+    pub rows: Vec<TreeRow>,
     pub selected: usize,
     /// The pod's workspace: a session of another one is resumed only once
     /// the user has seen that and pressed the key again.
@@ -43,9 +47,11 @@ pub struct SessionPicker {
 
 impl SessionPicker {
     pub fn new(sessions: Vec<SessionInfo>, workspace: Option<String>) -> SessionPicker {
+        let (sessions, rows) = in_tree_order(sessions);
         let selected = sessions.iter().position(|s| s.current).unwrap_or(0);
         SessionPicker {
             sessions,
+            rows,
             selected,
             workspace,
             confirming: false,

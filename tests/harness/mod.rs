@@ -431,3 +431,21 @@ pub fn bash_step(calls: &[(&str, &str)]) -> String {
         serde_json::json!({"events":[{"text":"done"}]})
     )
 }
+
+/// A directory for the test's files that the sandbox does not allow
+/// writing to: the target directory's scratch space, unless the checkout
+/// itself lives under a temp directory (a CI clone in /tmp), then /var/tmp.
+pub fn outside_temp_dirs() -> std::path::PathBuf {
+    let system_tmp = std::env::temp_dir()
+        .canonicalize()
+        .unwrap_or_else(|_| "/tmp".into());
+    let allowed = |p: &std::path::Path| p.starts_with("/tmp") || p.starts_with(&system_tmp);
+    let target = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let target = target.canonicalize().unwrap_or(target);
+    if !allowed(&target) {
+        return target;
+    }
+    let var_tmp = std::path::PathBuf::from("/var/tmp/pod-sandbox-tests");
+    std::fs::create_dir_all(&var_tmp).unwrap();
+    var_tmp
+}

@@ -33,6 +33,47 @@ function compactNumber(n) {
   return String(n);
 }
 
+/// The sessions (newest first, as `list_sessions` answers) as the tree
+/// every pod client draws (src/protocol/session_tree.rs): each rewind and
+/// fork under the session it came from, the branches of a session and the
+/// groups in the order of their newest activity; `repeats` when a branch's
+/// title is its origin's (the usual rewind), which the row then leaves out.
+export function sessionTree(sessions) {
+  const at = new Map(sessions.map((s, i) => [s.session_id, i]));
+  const parent = sessions.map((s, i) => {
+    const p = s.forked_from ? at.get(s.forked_from.session_id) : undefined;
+    return p === undefined || p === i ? null : p;
+  });
+  const newest = sessions.map((_, i) => i);
+  sessions.forEach((_, i) => {
+    for (let up = parent[i], n = 0; up !== null && n < sessions.length; up = parent[up], n++) {
+      newest[up] = Math.min(newest[up], i);
+    }
+  });
+  const children = sessions.map(() => []);
+  parent.forEach((p, i) => { if (p !== null) children[p].push(i); });
+  children.forEach((c) => c.sort((a, b) => newest[a] - newest[b]));
+  const tops = sessions.map((_, i) => i).filter((i) => parent[i] === null);
+  tops.sort((a, b) => newest[a] - newest[b]);
+  const rows = [];
+  const seen = new Set();
+  const visit = (i, guide, above, from) => {
+    if (seen.has(i)) return;
+    seen.add(i);
+    const s = sessions[i];
+    const repeats = from !== null && !!s.title && s.title === sessions[from].title;
+    rows.push({ s, guide, repeats });
+    const below = children[i].filter((c) => !seen.has(c));
+    below.forEach((c, n) => {
+      const last = n === below.length - 1;
+      visit(c, above + (last ? '└ ' : '├ '), above + (last ? '  ' : '│ '), i);
+    });
+  };
+  // Sessions on a cycle (a hand-edited log) have no top: they come last.
+  [...tops, ...sessions.map((_, i) => i)].forEach((i) => visit(i, '', '', null));
+  return rows;
+}
+
 export class Controls {
   constructor({ view, send, request, upload, forget }) {
     this.view = view;
@@ -342,12 +383,13 @@ export class Controls {
     }
     replace(
       list,
-      sessions.slice(0, 50).map((s) =>
+      sessionTree(sessions).slice(0, 50).map(({ s, guide, repeats }) =>
         h(
           'li',
           { class: s.current ? 'current' : null },
-          h('span', { class: 'title' }, s.title || '(no messages yet)'),
-          h('span', { class: 'meta' }, ` ${shortId(s.session_id)} · ${s.entries} entries · ${String(s.updated_at || '').slice(0, 16).replace('T', ' ')}`),
+          guide ? h('span', { class: 'guide' }, guide) : null,
+          h('span', { class: 'title' }, repeats ? '' : s.title || '(no messages yet)'),
+          h('span', { class: 'meta' }, ` ${shortId(s.session_id)} · ${s.entries} entries · ${String(s.updated_at || '').slice(0, 16).replace('T', ' ')}${s.forked_from ? (s.rewound ? ' · rewound' : ' · forked') : ''}`),
           s.current
             ? h('span', { class: 'meta' }, ' · current')
             : this.full

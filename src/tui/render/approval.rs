@@ -108,14 +108,16 @@ pub fn lines(
                 Some(rule) => format!("allow for this session: {rule}"),
                 None => "allow for this session".to_owned(),
             };
+            let always = (!panel.always_refused).then(|| ("A", "always (config file)".to_owned()));
             for (i, (key, what)) in [
-                ("y", "allow once".to_owned()),
-                ("a", session),
-                ("A", "always (config file)".to_owned()),
-                ("n", "deny".to_owned()),
-                ("N", "deny with a message".to_owned()),
+                Some(("y", "allow once".to_owned())),
+                Some(("a", session)),
+                always,
+                Some(("n", "deny".to_owned())),
+                Some(("N", "deny with a message".to_owned())),
             ]
             .into_iter()
+            .flatten()
             .enumerate()
             {
                 if i > 0 {

@@ -1,5 +1,6 @@
 //! The session picker (`/sessions`): one row per session, newest first,
-//! with its title, age, size and what it came from.
+//! each rewind and fork under the session it came from, with its title,
+//! age, size and what it came from.
 
 use std::time::{Duration, SystemTime};
 
@@ -10,7 +11,7 @@ use ratatui::widgets::{Clear, Paragraph};
 use ratatui::Frame;
 use unicode_width::UnicodeWidthStr;
 
-use crate::protocol::SessionInfo;
+use crate::protocol::{branch_kind, repeats_title, SessionInfo};
 use crate::safe_text;
 use crate::tui::overlay::SessionPicker;
 
@@ -45,8 +46,10 @@ fn about(s: &SessionInfo, foreign: bool, now: SystemTime) -> String {
     if s.compacted_from.is_some() {
         parts.push("compacted".into());
     }
-    if s.forked_from.is_some() {
-        parts.push("forked".into());
+    match branch_kind(s) {
+        Some("rewind") => parts.push("rewound".into()),
+        Some(_) => parts.push("forked".into()),
+        None => {}
     }
     if s.current {
         parts.push("current".into());
@@ -105,14 +108,23 @@ pub fn lines(picker: &SessionPicker, width: u16, now: SystemTime) -> (Vec<Line<'
         out.push(Line::styled("  (no sessions)", DIM));
     }
     let mut selected_row = 0;
-    for (i, s) in picker.sessions.iter().enumerate() {
+    for (i, (s, tree)) in picker.sessions.iter().zip(&picker.rows).enumerate() {
         let id: String = s.session_id.to_string().chars().take(8).collect();
         let about = about(s, picker.foreign(s).is_some(), now);
-        let shown = s.shown_title(&picker.sessions);
-        let title = shown.as_deref().unwrap_or("(no messages)");
-        let fixed = 2 + id.len() + 2 + 2 + about.width();
-        let title = cut(title, width.saturating_sub(fixed).max(8));
-        let row = format!("{} {id}  {title}  ", if s.current { "●" } else { " " });
+        // A branch shows its title only when it is not the one above's.
+        let title = if repeats_title(&picker.sessions, tree) {
+            String::new()
+        } else {
+            s.shown_title(&picker.sessions)
+                .unwrap_or_else(|| "(no messages)".into())
+        };
+        let fixed = 2 + id.len() + 2 + tree.guide.width() + 2 + about.width();
+        let title = cut(&title, width.saturating_sub(fixed).max(8));
+        let row = format!(
+            "{} {id}  {}{title}  ",
+            if s.current { "●" } else { " " },
+            tree.guide
+        );
         if i == picker.selected {
             selected_row = out.len();
         }

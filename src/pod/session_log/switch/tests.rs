@@ -176,6 +176,7 @@ fn greeting(session_id: Uuid) -> Greeting {
         access: Default::default(),
         access_reason: None,
         listen: None,
+        allow_remote_always: false,
         warnings: Vec::new(),
     }
 }
