@@ -60,7 +60,7 @@ pub fn estimate_request_for(provider: &str, request: &ModelRequest<'_>) -> u64 {
     let mut total = estimate_fixed(request);
     for message in &request.messages {
         total += 4 + match message {
-            ChatMessage::User { text } => estimate(text),
+            ChatMessage::User { text, .. } => estimate(text),
             ChatMessage::UserParts { parts } => parts
                 .iter()
                 .map(|part| match part {

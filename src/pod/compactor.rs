@@ -74,8 +74,10 @@ impl Handler<Summarise> for Compactor {
         let request = ModelRequest {
             model: msg.model.map(Cow::Owned),
             system: Cow::Borrowed(SUMMARY_INSTRUCTIONS),
+            // The job the model is to do: what a user would have asked.
             messages: vec![ChatMessage::User {
                 text: Cow::Owned(text),
+                injected: false,
             }],
             tools: Cow::Borrowed(&[]),
             cache: None,
@@ -148,7 +150,7 @@ fn render(message: &ChatMessage<'_>, images: &[crate::provider::ImageSlot]) -> S
         format!("{}… [{} bytes cut]", &s[..end], s.len() - end)
     };
     match message {
-        ChatMessage::User { text } => format!("USER: {}", cap(text)),
+        ChatMessage::User { text, .. } => format!("USER: {}", cap(text)),
         ChatMessage::UserParts { parts } => {
             let text: String = parts
                 .iter()

@@ -79,9 +79,10 @@ fn reply_for(request: &ModelRequest<'_>, pod_name: Option<&str>) -> String {
     // The user's own last input, past what the pod added after it (the
     // project's instructions follow a session's first input).
     let last = request.messages.iter().rev().find_map(|m| match m {
-        ChatMessage::User { text } if !crate::context::is_injected(text) => {
-            Some((Cow::Borrowed(text.as_ref()), Vec::new()))
-        }
+        ChatMessage::User {
+            text,
+            injected: false,
+        } => Some((Cow::Borrowed(text.as_ref()), Vec::new())),
         ChatMessage::UserParts { parts } => {
             let mut text = String::new();
             let mut slots = Vec::new();
@@ -249,9 +250,11 @@ mod tests {
                     text:
                         "look at\n<file path=\"src/a.rs\">\nfn a() {}\nfn b() {}\n</file>\nplease"
                             .into(),
+                    injected: false,
                 },
                 ChatMessage::User {
                     text: "[project_instructions] AGENTS.md\n# Rules\nBe brief.".into(),
+                    injected: true,
                 },
             ],
             tools: vec![ToolSpec {
