@@ -13,8 +13,9 @@ use actix::prelude::*;
 use futures::StreamExt;
 
 use crate::protocol::AssistantItem;
-use crate::provider::{ChatMessage, ModelError, ModelEvent, ModelRequest, Provider, UserPart};
-use crate::tokens;
+use crate::provider::{
+    estimate, ChatMessage, ModelError, ModelEvent, ModelRequest, Provider, UserPart,
+};
 
 pub struct Compactor {
     provider: Arc<dyn Provider>,
@@ -122,7 +123,11 @@ fn summary_text(mut transcript: Vec<String>, context_window: u64) -> String {
     let budget = (context_window as f64 * 0.6) as u64;
     let mut dropped = 0;
     while transcript.len() > 1
-        && transcript.iter().map(|t| tokens::estimate(t)).sum::<u64>() > budget
+        && transcript
+            .iter()
+            .map(|t| estimate::estimate(t))
+            .sum::<u64>()
+            > budget
     {
         transcript.remove(0);
         dropped += 1;

@@ -8,6 +8,7 @@
 
 mod anthropic;
 mod config;
+pub mod estimate;
 #[doc(hidden)]
 pub mod fuzzing;
 mod http;

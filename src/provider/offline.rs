@@ -50,8 +50,8 @@ impl Provider for Offline {
 
     fn stream(&self, request: &ModelRequest<'_>) -> ModelStream {
         let reply = reply_for(request, self.pod_name.as_deref());
-        let input_tokens = crate::tokens::estimate_request_for(NAME, request);
-        let output_tokens = crate::tokens::estimate(&reply);
+        let input_tokens = super::estimate::estimate_request_for(NAME, request);
+        let output_tokens = super::estimate::estimate(&reply);
         let delay = self.word_delay;
         let words: Vec<String> = reply.split_inclusive(' ').map(str::to_owned).collect();
         futures::stream::iter(words)
