@@ -690,7 +690,10 @@ fn answer_every_call(raw: Vec<Raw<'_>>) -> Vec<(ChatMessage<'_>, MessageSource)>
             // Results that follow no assistant message with calls answer
             // nothing the model made: left out.
             Raw::Results(..) => {}
-            Raw::User(text, source) => out.push((ChatMessage::User { text }, source)),
+            Raw::User(text, source) => {
+                let injected = matches!(source, MessageSource::Injected { .. });
+                out.push((ChatMessage::User { text, injected }, source));
+            }
             Raw::UserParts(parts, source) => out.push((ChatMessage::UserParts { parts }, source)),
         }
     }
@@ -707,20 +710,6 @@ fn injected_text(item: &InjectedItem) -> String {
 }
 
 const SUMMARY_LABEL: &str = "[Summary of the conversation so far, written when it was compacted]";
-
-/// Whether a user message of a request is text the pod injected (see
-/// `injected_text`) rather than the user's input: what the offline model
-/// looks past to describe what the user sent.
-pub fn is_injected(text: &str) -> bool {
-    if text.starts_with(SUMMARY_LABEL) {
-        return true;
-    }
-    text.strip_prefix('[')
-        .and_then(|rest| rest.split_once("] "))
-        .is_some_and(|(source, _)| {
-            !source.is_empty() && source.chars().all(|c| c.is_ascii_lowercase() || c == '_')
-        })
-}
 
 /// The last line of a tool result whose tool was killed because the pod
 /// stopped (see `pod::tool_step`).
@@ -851,7 +840,7 @@ mod tests {
                 .messages
                 .iter()
                 .filter_map(|m| match m {
-                    ChatMessage::User { text } => Some(text.to_string()),
+                    ChatMessage::User { text, .. } => Some(text.to_string()),
                     _ => None,
                 })
                 .collect()
@@ -876,17 +865,48 @@ mod tests {
         assert!(texts[1].contains("alpha"), "{texts:?}");
     }
 
+    /// What the offline model answers to a conversation of `entries`.
+    fn offline_reply(entries: Vec<LogEntry>) -> String {
+        use crate::provider::{ModelEvent, Provider};
+        use futures::StreamExt;
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = Workspace::new(dir.path()).unwrap();
+        let resolvers = Resolvers::for_workspace(&workspace);
+        let mut conversation = Conversation::new(Uuid::new_v4(), entries);
+        let request = conversation
+            .prepare(&workspace, &resolvers)
+            .request("system", Cow::Borrowed(&[]));
+        let offline = crate::provider::Offline {
+            word_delay: std::time::Duration::ZERO,
+            ..Default::default()
+        };
+        let events: Vec<_> = futures::executor::block_on(offline.stream(&request).collect());
+        events
+            .into_iter()
+            .filter_map(|event| match event {
+                Ok(ModelEvent::TextDelta(text)) => Some(text),
+                _ => None,
+            })
+            .collect()
+    }
+
     #[test]
-    fn injected_text_is_told_from_the_users() {
-        for source in ["project_instructions", "notify", "compact_summary"] {
-            let item = InjectedItem {
-                source: source.into(),
-                text: "x".into(),
-            };
-            assert!(is_injected(&injected_text(&item)), "{source}");
-        }
-        for typed in ["hello", "[see the log] below", "[] x", "[x]y"] {
-            assert!(!is_injected(typed), "{typed}");
+    fn a_typed_label_reaches_the_offline_model_as_typed() {
+        // Typed text that reads like the labels the pod gives what it
+        // injects is still what the user sent (issue 37).
+        let summary_label = format!("{SUMMARY_LABEL} hi");
+        for typed in [
+            "[note] hi",
+            "[project_instructions] hi",
+            summary_label.as_str(),
+        ] {
+            let chars = typed.chars().count();
+            let described = format!("Your last message had {chars} characters in 1 line(s)");
+            let reply = offline_reply(vec![start(None), user(typed)]);
+            assert!(reply.contains(&described), "{typed}: {reply}");
+            // Past what the pod injected after it, all the same.
+            let reply = offline_reply(vec![start(None), user(typed), summary()]);
+            assert!(reply.contains(&described), "{typed}: {reply}");
         }
     }
 
@@ -956,8 +976,9 @@ mod tests {
                 .collect()
         };
         match message {
-            ChatMessage::User { text } => ChatMessage::User {
+            ChatMessage::User { text, injected } => ChatMessage::User {
                 text: Cow::Owned(text.into_owned()),
+                injected,
             },
             ChatMessage::UserParts { parts } => ChatMessage::UserParts {
                 parts: parts
@@ -1090,7 +1111,7 @@ mod tests {
             end(),
         ]);
         assert_valid(&messages);
-        let ChatMessage::User { text } = &messages[3] else {
+        let ChatMessage::User { text, injected } = &messages[3] else {
             panic!("{messages:?}");
         };
         assert_eq!(
@@ -1098,7 +1119,7 @@ mod tests {
             "[checkpoint] Since the last turn, files were changed outside the pod: notes.md \
              (modified)."
         );
-        assert!(is_injected(text));
+        assert!(injected);
         assert_eq!(messages.len(), 5, "{messages:?}");
         // A checkpoint with no hand edits is not sent at all.
         let quiet = project(vec![

@@ -1,11 +1,12 @@
-//! The modules of `src/pod/` depend on each other downward only, and
-//! `docs/architecture.md` shows that graph as it is in the code.
+//! The crate's top-level modules sit in layers and use only the layers
+//! below theirs; the modules of `src/pod/` depend on each other downward
+//! only; `docs/architecture.md` shows both as they are in the code.
 //!
 //! Dependencies are read from the source: every `super::NAME` path (plain,
 //! or inside a `use super::{…}` group) in a module's file, tests left out.
 //! `mod.rs` only declares the modules and re-exports; a module that used an
 //! item of `mod.rs` would make every module above it depend on the root, so
-//! that is refused too.
+//! that is refused too. Between top-level modules it is every `crate::NAME`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // A panic in a test is its failure.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -212,4 +213,189 @@ fn the_acp_bridge_is_a_client_and_names_no_server_code() {
             );
         }
     }
+}
+
+/// The top-level modules of `src/`, in layers from the top down: a module
+/// uses modules of lower layers only, never one of its own layer or above.
+/// `docs/architecture.md` ("Layers") shows the same table.
+const LAYERS: &[&[&str]] = &[
+    &["cli"],
+    &["acp", "tui"],
+    &["client", "remote"],
+    &["pod"],
+    &["completion", "context"],
+    &["hooks", "input", "prompt"],
+    &["approval", "mcp", "tools"],
+    &["blobs", "checkpoint", "provider"],
+    &["store", "tokens"],
+    &["private", "protocol", "safe_text", "web", "workspace"],
+];
+
+/// Pairs of top-level modules that still use each other (issue 37), the
+/// only exceptions to [`LAYERS`]. The list may only shrink: a pair that no
+/// longer uses each other must leave it, and no pair may join it.
+const KNOWN_TWO_WAY: &[(&str, &str)] =
+    &[("approval", "tools"), ("mcp", "tools"), ("pod", "remote")];
+
+/// Each top-level module of `src/` (a file, with its directory of
+/// submodules if it has one; `main.rs` and `lib.rs`, the crate's root, left
+/// out) and the other top-level modules its code names as `crate::NAME`.
+fn crate_graph_of_code() -> Graph {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut sources: BTreeMap<String, Vec<(usize, String)>> = BTreeMap::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if name == "main" || name == "lib" || !(path.is_dir() || name_is_rs(&path)) {
+            continue;
+        }
+        collect(&path, 0, sources.entry(name).or_default());
+    }
+    sources
+        .iter()
+        .map(|(name, files)| {
+            let deps = files
+                .iter()
+                .flat_map(|(_, text)| {
+                    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+                    names_after(code, "crate::")
+                })
+                .filter(|used| used != name)
+                .collect();
+            (name.clone(), deps)
+        })
+        .collect()
+}
+
+fn name_is_rs(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "rs")
+}
+
+/// The layer of each module in [`LAYERS`], 0 the top.
+fn layer_of() -> BTreeMap<&'static str, usize> {
+    let mut layers = BTreeMap::new();
+    for (layer, names) in LAYERS.iter().enumerate() {
+        for name in *names {
+            assert!(
+                layers.insert(*name, layer).is_none(),
+                "`{name}` is in two layers of LAYERS"
+            );
+        }
+    }
+    layers
+}
+
+fn is_known_two_way(a: &str, b: &str) -> bool {
+    KNOWN_TWO_WAY
+        .iter()
+        .any(|&(x, y)| (x, y) == (a, b) || (y, x) == (a, b))
+}
+
+#[test]
+fn top_level_modules_use_only_lower_layers() {
+    let graph = crate_graph_of_code();
+    let layers = layer_of();
+    let in_code: BTreeSet<&str> = graph.keys().map(String::as_str).collect();
+    let in_table: BTreeSet<&str> = layers.keys().copied().collect();
+    assert_eq!(
+        in_table, in_code,
+        "LAYERS (left) names other modules than src/ has (right): put each new module in \
+         the layer of what it may use"
+    );
+    let mut upward = Vec::new();
+    for (name, deps) in &graph {
+        for dep in deps {
+            // A `crate::NAME` that is no module (a macro, a re-export of the
+            // root) is no edge.
+            let Some(&to) = layers.get(dep.as_str()) else {
+                continue;
+            };
+            if to <= layers[name.as_str()] && !is_known_two_way(name, dep) {
+                upward.push(format!("{name} → {dep}"));
+            }
+        }
+    }
+    assert!(
+        upward.is_empty(),
+        "these uses go to the same layer or up (see LAYERS in tests/module_graph.rs and \
+         docs/architecture.md): {upward:?}"
+    );
+}
+
+#[test]
+fn the_known_two_way_dependencies_only_shrink() {
+    let graph = crate_graph_of_code();
+    let uses = |a: &str, b: &str| graph.get(a).is_some_and(|deps| deps.contains(b));
+    let mut two_way = BTreeSet::new();
+    for (name, deps) in &graph {
+        for dep in deps {
+            if name < dep && uses(dep, name) {
+                two_way.insert((name.clone(), dep.clone()));
+            }
+        }
+    }
+    for (a, b) in &two_way {
+        assert!(
+            is_known_two_way(a, b),
+            "{a} and {b} use each other: a new cycle between modules; cut one direction"
+        );
+    }
+    for &(a, b) in KNOWN_TWO_WAY {
+        assert!(
+            uses(a, b) && uses(b, a),
+            "{a} and {b} no longer use each other: take ({a:?}, {b:?}) out of KNOWN_TWO_WAY \
+             here and out of docs/architecture.md"
+        );
+    }
+}
+
+/// The "Layers" section of `docs/architecture.md`: its first code block,
+/// one layer a line from the top, `a, b, c`; its second, the known two-way
+/// dependencies, `a ↔ b` a line.
+fn layers_of_docs() -> (Vec<Vec<String>>, Vec<(String, String)>) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md");
+    let text = std::fs::read_to_string(path).unwrap();
+    let section = text
+        .split("## Layers")
+        .nth(1)
+        .expect("docs/architecture.md has a `## Layers` section");
+    let section = section.split("\n## ").next().unwrap_or_default();
+    let mut blocks = section.split("```").skip(1).step_by(2);
+    let layers = blocks
+        .next()
+        .expect("a code block of layers")
+        .lines()
+        .skip(1)
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| line.split(',').map(|n| n.trim().to_owned()).collect())
+        .collect();
+    let two_way = blocks
+        .next()
+        .expect("a code block of the known two-way dependencies")
+        .lines()
+        .filter_map(|line| line.split_once('↔'))
+        .map(|(a, b)| (a.trim().to_owned(), b.trim().to_owned()))
+        .collect();
+    (layers, two_way)
+}
+
+#[test]
+fn the_architecture_doc_shows_the_layers_of_the_code() {
+    let (layers, two_way) = layers_of_docs();
+    let table: Vec<Vec<String>> = LAYERS
+        .iter()
+        .map(|names| names.iter().map(|n| (*n).to_owned()).collect())
+        .collect();
+    assert_eq!(
+        layers, table,
+        "docs/architecture.md's layers (left) differ from LAYERS (right)"
+    );
+    let known: Vec<(String, String)> = KNOWN_TWO_WAY
+        .iter()
+        .map(|&(a, b)| (a.to_owned(), b.to_owned()))
+        .collect();
+    assert_eq!(
+        two_way, known,
+        "docs/architecture.md's two-way dependencies (left) differ from KNOWN_TWO_WAY (right)"
+    );
 }

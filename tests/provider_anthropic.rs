@@ -30,7 +30,10 @@ fn hello() -> ModelRequest<'static> {
     ModelRequest {
         model: None,
         system: "".into(),
-        messages: vec![ChatMessage::User { text: "hi".into() }],
+        messages: vec![ChatMessage::User {
+            text: "hi".into(),
+            injected: false,
+        }],
         tools: Vec::new().into(),
         cache: None,
         max_output_tokens: None,
@@ -173,6 +176,7 @@ async fn request_projects_tool_use_and_tool_results_with_alternation() {
         messages: vec![
             ChatMessage::User {
                 text: "read a.txt".into(),
+                injected: false,
             },
             ChatMessage::Assistant {
                 items: vec![
@@ -198,6 +202,7 @@ async fn request_projects_tool_use_and_tool_results_with_alternation() {
             },
             ChatMessage::User {
                 text: "build finished".into(),
+                injected: true,
             },
         ],
         tools: Cow::Owned(vec![ToolSpec {
@@ -619,7 +624,10 @@ async fn tool_input_is_always_an_object_and_ids_fit_the_api_pattern() {
         model: None,
         system: "".into(),
         messages: vec![
-            ChatMessage::User { text: "go".into() },
+            ChatMessage::User {
+                text: "go".into(),
+                injected: false,
+            },
             ChatMessage::Assistant {
                 items: vec![Cow::Owned(AssistantItem::ToolCall {
                     call_id: "functions.bash:0".into(),

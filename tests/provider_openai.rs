@@ -32,7 +32,10 @@ fn hello() -> ModelRequest<'static> {
     ModelRequest {
         model: None,
         system: "".into(),
-        messages: vec![ChatMessage::User { text: "hi".into() }],
+        messages: vec![ChatMessage::User {
+            text: "hi".into(),
+            injected: false,
+        }],
         tools: Vec::new().into(),
         cache: None,
         max_output_tokens: None,
@@ -172,6 +175,7 @@ async fn request_projects_system_tools_assistant_calls_and_tool_results() {
         messages: vec![
             ChatMessage::User {
                 text: "read a.txt".into(),
+                injected: false,
             },
             ChatMessage::Assistant {
                 items: vec![
@@ -878,7 +882,10 @@ async fn tool_only_assistant_messages_have_empty_string_content() {
         model: None,
         system: "".into(),
         messages: vec![
-            ChatMessage::User { text: "go".into() },
+            ChatMessage::User {
+                text: "go".into(),
+                injected: false,
+            },
             ChatMessage::Assistant {
                 items: vec![Cow::Owned(AssistantItem::ToolCall {
                     call_id: "call_1".into(),

@@ -18,7 +18,10 @@ fn request() -> ModelRequest<'static> {
     ModelRequest {
         model: None,
         system: "".into(),
-        messages: vec![ChatMessage::User { text: "go".into() }],
+        messages: vec![ChatMessage::User {
+            text: "go".into(),
+            injected: false,
+        }],
         tools: Vec::new().into(),
         cache: None,
         max_output_tokens: None,

@@ -17,15 +17,14 @@ use super::job::{commit, JobEnv, MAX_FAILURES};
 use super::session_log::{Switch, SwitchTo};
 use crate::context::Conversation;
 use crate::protocol::{CompactReason, Event, InjectedItem, Level, LogEntry};
-use crate::provider::ModelRequest;
-use crate::tokens;
+use crate::provider::{estimate, ModelRequest};
 
 /// The context size the thresholds are compared with: the size of the next
 /// request. Where a call reported usage, that is its count (input and
 /// output) plus the estimate of what was added since; else the estimate.
 /// The status's `context_tokens` is the same count at the last call.
 pub fn context_tokens(env: &JobEnv, conversation: &mut Conversation) -> u64 {
-    let estimate = tokens::estimate_request_for(env.provider.name(), &env.request(conversation));
+    let estimate = estimate::estimate_request_for(env.provider.name(), &env.request(conversation));
     size(conversation, estimate)
 }
 
@@ -59,7 +58,7 @@ pub fn might_compact(
 ) -> bool {
     let size = size(
         conversation,
-        tokens::estimate_request_for(env.provider.name(), request),
+        estimate::estimate_request_for(env.provider.name(), request),
     );
     let limit = env.thresholds().limit();
     let mut shared = env.state.borrow_mut();
@@ -147,7 +146,7 @@ async fn try_compact(env: &JobEnv, conversation: &mut Conversation) -> Result<()
     // compacted on, or at least than the old estimate (a server that counts
     // half the estimate would otherwise fail every compaction).
     let estimate_before =
-        tokens::estimate_request_for(env.provider.name(), &env.request(conversation));
+        estimate::estimate_request_for(env.provider.name(), &env.request(conversation));
     let summarise = Summarise::of(&env.request(conversation), env.thresholds().context_window);
     let summary = env
         .compactor

@@ -13,8 +13,9 @@ use actix::prelude::*;
 use futures::StreamExt;
 
 use crate::protocol::AssistantItem;
-use crate::provider::{ChatMessage, ModelError, ModelEvent, ModelRequest, Provider, UserPart};
-use crate::tokens;
+use crate::provider::{
+    estimate, ChatMessage, ModelError, ModelEvent, ModelRequest, Provider, UserPart,
+};
 
 pub struct Compactor {
     provider: Arc<dyn Provider>,
@@ -74,8 +75,10 @@ impl Handler<Summarise> for Compactor {
         let request = ModelRequest {
             model: msg.model.map(Cow::Owned),
             system: Cow::Borrowed(SUMMARY_INSTRUCTIONS),
+            // The job the model is to do: what a user would have asked.
             messages: vec![ChatMessage::User {
                 text: Cow::Owned(text),
+                injected: false,
             }],
             tools: Cow::Borrowed(&[]),
             cache: None,
@@ -120,7 +123,11 @@ fn summary_text(mut transcript: Vec<String>, context_window: u64) -> String {
     let budget = (context_window as f64 * 0.6) as u64;
     let mut dropped = 0;
     while transcript.len() > 1
-        && transcript.iter().map(|t| tokens::estimate(t)).sum::<u64>() > budget
+        && transcript
+            .iter()
+            .map(|t| estimate::estimate(t))
+            .sum::<u64>()
+            > budget
     {
         transcript.remove(0);
         dropped += 1;
@@ -148,7 +155,7 @@ fn render(message: &ChatMessage<'_>, images: &[crate::provider::ImageSlot]) -> S
         format!("{}… [{} bytes cut]", &s[..end], s.len() - end)
     };
     match message {
-        ChatMessage::User { text } => format!("USER: {}", cap(text)),
+        ChatMessage::User { text, .. } => format!("USER: {}", cap(text)),
         ChatMessage::UserParts { parts } => {
             let text: String = parts
                 .iter()

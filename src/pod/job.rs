@@ -293,7 +293,7 @@ impl JobEnv {
     /// conversation before a switch or a compaction, and a client showing
     /// it would mislead.
     pub fn refresh_context_estimate(&self, conversation: &mut Conversation) {
-        let estimate = crate::tokens::estimate_request(&self.request(conversation));
+        let estimate = crate::provider::estimate::estimate_request(&self.request(conversation));
         let mut state = self.state.borrow_mut();
         state.context_tokens = estimate;
         state.context_source = ContextSource::Estimate;

@@ -26,8 +26,7 @@ use crate::protocol::{
     CompactReason, ContextSource, Decision, InjectedItem, LogEntry, ToolResult, TurnEndReason,
     TurnError, TurnErrorCode, TurnRef, Usage,
 };
-use crate::provider::ModelStream;
-use crate::tokens;
+use crate::provider::{estimate, ModelStream};
 
 /// How a turn ended.
 struct Ending {
@@ -519,7 +518,7 @@ async fn steps(
             usage.get_or_insert_with(Usage::default).add(&u);
             env.state.borrow_mut().spent.add(&u);
             let estimate =
-                tokens::estimate_request_for(env.provider.name(), &env.request(conversation));
+                estimate::estimate_request_for(env.provider.name(), &env.request(conversation));
             conversation.reported_tokens = Some(Reported {
                 tokens: u.input_tokens + u.output_tokens,
                 estimate,
@@ -533,7 +532,7 @@ async fn steps(
             // A server that reports no usage (llama-cpp-python) would leave
             // the gauge at 0% while compaction sees the estimate.
             let estimate =
-                tokens::estimate_request_for(env.provider.name(), &env.request(conversation));
+                estimate::estimate_request_for(env.provider.name(), &env.request(conversation));
             let mut state = env.state.borrow_mut();
             state.context_tokens = estimate;
             state.context_source = ContextSource::Estimate;
@@ -550,7 +549,7 @@ async fn steps(
                     continue;
                 }
                 let window = env.thresholds().context_window;
-                let fixed = tokens::estimate_fixed(&env.request(conversation));
+                let fixed = estimate::estimate_fixed(&env.request(conversation));
                 let advice = if fixed >= window {
                     format!(
                         "pod's system prompt and tool definitions alone take about {fixed} \

@@ -352,7 +352,7 @@ impl WireFormat for Messages {
 /// The role and content blocks of one message.
 fn blocks<'a>(message: &'a ChatMessage<'a>) -> (&'static str, Vec<OutBlock<'a>>) {
     match message {
-        ChatMessage::User { text } => ("user", text_block(text).into_iter().collect()),
+        ChatMessage::User { text, .. } => ("user", text_block(text).into_iter().collect()),
         ChatMessage::UserParts { parts } => (
             "user",
             parts
@@ -821,7 +821,10 @@ mod tests {
         use serde_json::json;
         use std::borrow::Cow;
         let conversation = vec![
-            ChatMessage::User { text: "hi".into() },
+            ChatMessage::User {
+                text: "hi".into(),
+                injected: false,
+            },
             ChatMessage::Assistant {
                 items: vec![
                     Cow::Owned(AssistantItem::Reasoning { text: "hm".into() }),
@@ -841,6 +844,7 @@ mod tests {
             },
             ChatMessage::User {
                 text: "notice".into(),
+                injected: true,
             },
         ];
         let request = ModelRequest {

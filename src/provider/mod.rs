@@ -8,6 +8,7 @@
 
 mod anthropic;
 mod config;
+pub mod estimate;
 #[doc(hidden)]
 pub mod fuzzing;
 mod http;
@@ -108,7 +109,13 @@ pub(crate) fn output_limit(provider: &str, limit: u32) -> retry::AttemptError {
 pub enum ChatMessage<'a> {
     /// User input flattened to text (segments resolved), or text the pod
     /// injected (notify, compaction summary).
-    User { text: Cow<'a, str> },
+    User {
+        text: Cow<'a, str>,
+        /// The pod wrote this text, not the user. Said here, where the
+        /// request is built, because the labels injected text carries
+        /// cannot tell it apart: a user may type `[note] hi` too.
+        injected: bool,
+    },
     /// User input holding images: its text around them, in order.
     UserParts { parts: Vec<UserPart<'a>> },
     /// Consecutive confirmed assistant blocks of one model reply.

@@ -50,8 +50,8 @@ impl Provider for Offline {
 
     fn stream(&self, request: &ModelRequest<'_>) -> ModelStream {
         let reply = reply_for(request, self.pod_name.as_deref());
-        let input_tokens = crate::tokens::estimate_request_for(NAME, request);
-        let output_tokens = crate::tokens::estimate(&reply);
+        let input_tokens = super::estimate::estimate_request_for(NAME, request);
+        let output_tokens = super::estimate::estimate(&reply);
         let delay = self.word_delay;
         let words: Vec<String> = reply.split_inclusive(' ').map(str::to_owned).collect();
         futures::stream::iter(words)
@@ -79,9 +79,10 @@ fn reply_for(request: &ModelRequest<'_>, pod_name: Option<&str>) -> String {
     // The user's own last input, past what the pod added after it (the
     // project's instructions follow a session's first input).
     let last = request.messages.iter().rev().find_map(|m| match m {
-        ChatMessage::User { text } if !crate::context::is_injected(text) => {
-            Some((Cow::Borrowed(text.as_ref()), Vec::new()))
-        }
+        ChatMessage::User {
+            text,
+            injected: false,
+        } => Some((Cow::Borrowed(text.as_ref()), Vec::new())),
         ChatMessage::UserParts { parts } => {
             let mut text = String::new();
             let mut slots = Vec::new();
@@ -249,9 +250,11 @@ mod tests {
                     text:
                         "look at\n<file path=\"src/a.rs\">\nfn a() {}\nfn b() {}\n</file>\nplease"
                             .into(),
+                    injected: false,
                 },
                 ChatMessage::User {
                     text: "[project_instructions] AGENTS.md\n# Rules\nBe brief.".into(),
+                    injected: true,
                 },
             ],
             tools: vec![ToolSpec {

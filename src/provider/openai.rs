@@ -379,12 +379,12 @@ impl WireFormat for Chat {
         out: &mut Vec<u8>,
     ) -> serde_json::Result<State> {
         match message {
-            ChatMessage::User { text } if state == Some(USER_PARTS) => {
+            ChatMessage::User { text, .. } if state == Some(USER_PARTS) => {
                 out.push(b',');
                 text_part(text, out)?;
                 Ok(Some(USER_PARTS))
             }
-            ChatMessage::User { text } => {
+            ChatMessage::User { text, .. } => {
                 if state == Some(USER) {
                     out.extend_from_slice(b"\\n\\n");
                 } else {
@@ -1110,17 +1110,27 @@ mod tests {
             messages: vec![
                 ChatMessage::User {
                     text: "a \"q\"".into(),
+                    injected: false,
                 },
-                ChatMessage::User { text: "b\n".into() },
+                ChatMessage::User {
+                    text: "b\n".into(),
+                    injected: false,
+                },
                 ChatMessage::Assistant {
                     items: call.to_vec(),
                 },
                 ChatMessage::ToolResults {
                     results: vec![result],
                 },
-                ChatMessage::User { text: "c".into() },
+                ChatMessage::User {
+                    text: "c".into(),
+                    injected: false,
+                },
                 ChatMessage::ToolResults { results: vec![] },
-                ChatMessage::User { text: "d".into() },
+                ChatMessage::User {
+                    text: "d".into(),
+                    injected: false,
+                },
             ],
             tools: Cow::Owned(vec![]),
             cache: None,
@@ -1163,7 +1173,10 @@ mod tests {
             model: None,
             system: "sys".into(),
             messages: vec![
-                ChatMessage::User { text: "hi".into() },
+                ChatMessage::User {
+                    text: "hi".into(),
+                    injected: false,
+                },
                 ChatMessage::Assistant {
                     items: items.to_vec(),
                 },
