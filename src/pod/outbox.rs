@@ -21,18 +21,14 @@
 //! one delta reach hundreds of clients at a high rate, and a long session
 //! reach a client without being copied again.
 //!
-//! *Lag* is the bytes queued for the client that its socket has not taken,
-//! except one frame: the oldest one longer than `limit` (else the one being
-//! written). So a single frame of any size — a long session's snapshot, a
-//! 25 MB reply, a pasted file — is never lag while the client reads it;
-//! what piles up besides it is, each frame counted with [`FRAME_COST`]
-//! more for its place in the queue (so a flood of tiny frames lags by
-//! their count, not only their bytes). If that exceeds `limit`
-//! the client is *lagged*: the queue is dropped, it gets an `error` with
-//! code `lagged` (when its socket still takes it) and the connection is
-//! closed, so that it reconnects and gets a fresh snapshot — never silently
-//! skipped forward. A client that stops reading therefore holds at most one
-//! frame plus `limit` bytes of the pod's memory.
+//! A client that lets more pile up than `limit` is *lagged*: the rule —
+//! what counts as lag, what happens then — is [`Backlog`]'s, one type that
+//! both lanes (this socket's and a WebSocket's feed) count their frames
+//! in. The queue is dropped, the client gets an `error` with code `lagged`
+//! (when its socket still takes it) and the connection is closed, so that
+//! it reconnects and gets a fresh snapshot. A client that stops reading
+//! therefore holds at most one frame plus `limit` bytes of the pod's
+//! memory.
 //!
 //! A lagged client whose socket took part of a frame gets the rest of that
 //! frame before its `lagged` error, so that what it reads stays whole
@@ -43,10 +39,10 @@
 //! that the WebSocket's response body takes them from when its connection
 //! can write (see `feed.rs`), with the same lag accounting and rule.
 
+mod backlog;
 mod feed;
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::io::{IoSlice, Write};
 use std::marker::PhantomData;
 use std::os::fd::AsFd;
@@ -64,6 +60,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::protocol::{ErrorCode, Event, Response};
 
+use backlog::Backlog;
 pub use feed::Feed;
 
 /// How long a lagged client gets to take its `lagged` error before the socket
@@ -221,9 +218,8 @@ impl ClientSocket {
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Rc::new(Shared {
             socket,
-            pending: RefCell::new(Pending::default()),
+            backlog: RefCell::new(Backlog::default()),
             limit: self.limit,
-            lagged: Cell::new(false),
             at_boundary: Cell::new(true),
             closed: self.closed,
             done: CancellationToken::new(),
@@ -282,9 +278,8 @@ struct Shared {
     /// its client reads, which with hundreds of clients is hundreds of
     /// wake-ups per delta for nothing.
     socket: std::os::unix::net::UnixStream,
-    pending: RefCell<Pending>,
+    backlog: RefCell<Backlog>,
     limit: usize,
-    lagged: Cell<bool>,
     /// What the socket took last ended a frame: where a `lagged` error may
     /// go. (Otherwise the rest of that frame is in the channel.)
     at_boundary: Cell<bool>,
@@ -296,75 +291,8 @@ struct Shared {
 }
 
 impl Shared {
-    fn pending(&self) -> std::cell::RefMut<'_, Pending> {
-        self.pending.borrow_mut()
-    }
-}
-
-/// What one queued frame costs besides its bytes, as lag: its handle in
-/// the queue and its count here. Without it a client sent answers of a few
-/// bytes each (a flood of requests it never reads the answers to) could
-/// queue millions of frames, each taking more memory than its bytes, before
-/// the bytes alone reached the limit: the lag rule bounds frames by count
-/// as well as by bytes.
-const FRAME_COST: usize = 32;
-
-/// What was pushed and not yet taken by the socket, frame by frame.
-#[derive(Default)]
-struct Pending {
-    /// Unwritten bytes of each queued frame, oldest first (a snapshot counts
-    /// as one frame). `frames[i]` is frame number `done + i`.
-    frames: VecDeque<usize>,
-    /// Frames the socket has taken whole so far.
-    done: u64,
-    /// Numbers of the queued frames longer than the limit, oldest first.
-    oversized: VecDeque<u64>,
-    bytes: usize,
-}
-
-impl Pending {
-    /// The queued bytes, except one frame's: the oldest one longer than the
-    /// limit, or else the one being written; and [`FRAME_COST`] for each
-    /// other frame.
-    fn lag(&self) -> usize {
-        let exempt = match self.oversized.front() {
-            Some(&n) => self.frames[(n - self.done) as usize],
-            None => self.frames.front().copied().unwrap_or(0),
-        };
-        let others = self.frames.len().saturating_sub(1);
-        self.bytes - exempt + others * FRAME_COST
-    }
-
-    fn add(&mut self, len: usize, oversized: bool) {
-        if oversized {
-            self.oversized
-                .push_back(self.done + self.frames.len() as u64);
-        }
-        self.frames.push_back(len);
-        self.bytes += len;
-    }
-
-    /// The socket took `n` more bytes, from the oldest frames on.
-    fn taken(&mut self, mut n: usize) {
-        self.bytes = self.bytes.saturating_sub(n);
-        while let Some(front) = self.frames.front_mut() {
-            if *front > n {
-                *front -= n;
-                return;
-            }
-            n -= *front;
-            self.frames.pop_front();
-            if self.oversized.front() == Some(&self.done) {
-                self.oversized.pop_front();
-            }
-            self.done += 1;
-        }
-    }
-
-    fn clear(&mut self) {
-        self.frames.clear();
-        self.oversized.clear();
-        self.bytes = 0;
+    fn backlog(&self) -> std::cell::RefMut<'_, Backlog> {
+        self.backlog.borrow_mut()
     }
 }
 
@@ -380,8 +308,8 @@ impl Queue {
             return false;
         }
         let mut frame = frame;
-        let mut pending = shared.pending();
-        if pending.bytes == 0 {
+        let mut backlog = shared.backlog();
+        if backlog.bytes() == 0 {
             match (&shared.socket).write(&frame) {
                 Ok(n) if n == frame.len() => return true,
                 Ok(n) => {
@@ -390,21 +318,17 @@ impl Queue {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(_) => {
-                    drop(pending);
+                    drop(backlog);
                     shared.closed.cancel();
                     return false;
                 }
             }
         }
-        let len = frame.len();
-        pending.add(len, len > shared.limit);
-        if pending.lag() > shared.limit {
-            // All dropped but the rest of a frame the socket took part of,
-            // already in the channel (lag needs a frame in front of this
-            // one, so the socket took none of this).
-            pending.clear();
-            drop(pending);
-            shared.lagged.set(true);
+        if !backlog.admit(frame.len(), shared.limit) {
+            // Lagged. The writer drops the channel but for the rest of a
+            // frame the socket took part of (lag needs a frame in front of
+            // this one, so the socket took none of this).
+            drop(backlog);
             shared.closed.cancel();
             return false;
         }
@@ -424,7 +348,7 @@ impl Queue {
             return false;
         }
         let len = parts.iter().map(Bytes::len).sum();
-        shared.pending().add(len, len > shared.limit);
+        shared.backlog().admit_snapshot(len, shared.limit);
         let last = parts.len().saturating_sub(1);
         for (i, part) in parts.into_iter().enumerate() {
             let piece = Piece {
@@ -522,7 +446,7 @@ impl Drain {
             match socket.write_vectored(&slices[..count]) {
                 Ok(n) => {
                     data.advance(n);
-                    self.shared.pending().taken(n);
+                    self.shared.backlog().taken(n);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => self.writable().await?,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -558,7 +482,7 @@ impl Drain {
     async fn finish(&mut self, batch: &mut Vec<Piece>) {
         self.rx.close();
         batch.clear();
-        let lagged = self.shared.lagged.get();
+        let lagged = self.shared.backlog().is_lagged();
         let mut at_boundary = self.shared.at_boundary.get();
         while !(lagged && at_boundary) {
             let Ok(piece) = self.rx.try_recv() else {
@@ -663,7 +587,10 @@ mod tests {
         let pushed = (0..10_000)
             .take_while(|_| outbox.push(Bytes::from_static(b"x")))
             .count();
-        assert!(pushed < 10_000 / FRAME_COST + 1, "{pushed} frames queued");
+        assert!(
+            pushed < 10_000 / backlog::FRAME_COST + 1,
+            "{pushed} frames queued"
+        );
         assert!(shared(&outbox).closed.is_cancelled());
     }
 
@@ -698,7 +625,7 @@ mod tests {
                 sent += len;
             }
             // The client reads the reply before it sends the next run.
-            while shared(&outbox).pending().bytes > 0 {
+            while shared(&outbox).backlog().bytes() > 0 {
                 tokio::task::yield_now().await;
             }
         }
@@ -721,7 +648,7 @@ mod tests {
         while outbox.push(Bytes::from_static(b"{\"type\":\"text_delta\"}\n")) {
             pushed += 1;
         }
-        assert!(pushed > 0 && shared(&outbox).lagged.get());
+        assert!(pushed > 0 && shared(&outbox).backlog().is_lagged());
         actix_rt::spawn(drain.run());
         let mut received = Vec::new();
         tokio::io::AsyncReadExt::read_to_end(&mut { client }, &mut received)

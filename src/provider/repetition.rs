@@ -27,16 +27,26 @@ pub struct Loop {
 
 /// The loop `text` ends in, if it ends in one. Cheap enough to call after
 /// every streamed delta: it looks at most at the last
-/// `MAX_PERIOD * MIN_REPEATS` bytes (and nothing under [`MIN_SPAN`]).
+/// `MAX_PERIOD * MIN_REPEATS` bytes (and nothing under [`MIN_SPAN`]), and
+/// finds the candidate periods with `memrchr` on the probe's last byte
+/// rather than comparing the probe at each of the [`MAX_PERIOD`] places (a
+/// few thousand instructions per delta of a long reply, more than the rest
+/// of the pod's work on it; see docs/performance.md, scenario 7).
 pub fn ending_loop(text: &str) -> Option<Loop> {
     let bytes = text.as_bytes();
     if bytes.len() < MIN_SPAN {
         return None;
     }
     let probe = &bytes[bytes.len() - PROBE..];
+    let longest = MAX_PERIOD.min(bytes.len() - PROBE);
+    // Where an earlier copy of the probe would end for each period from 1
+    // to `longest`: the byte `period` before the text's last one.
+    let base = bytes.len() - 1 - longest;
+    let ends = &bytes[base..bytes.len() - 1];
     // Each earlier place the text's last bytes occur is a candidate period
     // (the nearest first, so the smallest period is found).
-    (1..=MAX_PERIOD.min(bytes.len() - PROBE))
+    memchr::memrchr_iter(probe[PROBE - 1], ends)
+        .map(|at| bytes.len() - 1 - (base + at))
         .filter(|&period| {
             let end = bytes.len() - period;
             &bytes[end - PROBE..end] == probe
@@ -104,6 +114,26 @@ mod tests {
         assert!(ending_loop(&piece.repeat(7)).is_some());
     }
 
+    /// `ending_loop` as it was written first: the probe compared at every
+    /// period.
+    fn every_period(text: &str) -> Option<Loop> {
+        let bytes = text.as_bytes();
+        if bytes.len() < MIN_SPAN {
+            return None;
+        }
+        let probe = &bytes[bytes.len() - PROBE..];
+        (1..=MAX_PERIOD.min(bytes.len() - PROBE))
+            .filter(|&period| {
+                let end = bytes.len() - period;
+                &bytes[end - PROBE..end] == probe
+            })
+            .find_map(|period| {
+                let span = repeating_span(bytes, period);
+                let repeats = span / period;
+                (span >= MIN_SPAN && repeats >= MIN_REPEATS).then_some(Loop { period, repeats })
+            })
+    }
+
     proptest! {
         /// Whatever precedes it, a short piece repeated well past the span
         /// is found, and the period found divides into the piece's.
@@ -116,6 +146,19 @@ mod tests {
             let text = format!("{prefix}{}", piece.repeat(times));
             let found = ending_loop(&text).unwrap();
             prop_assert_eq!(piece.len() % found.period, 0);
+        }
+
+        /// The search by the probe's last byte finds what comparing the
+        /// probe at every period finds.
+        #[test]
+        fn the_search_agrees_with_trying_every_period(
+            prefix in "[a-c]{0,3000}",
+            piece in "[a-c]{1,40}",
+            times in 0usize..120,
+            suffix in "[a-c]{0,20}",
+        ) {
+            let text = format!("{prefix}{}{suffix}", piece.repeat(times));
+            prop_assert_eq!(ending_loop(&text), every_period(&text));
         }
 
         /// Text in which no 16 bytes recur is never a loop.

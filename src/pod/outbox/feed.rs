@@ -11,7 +11,7 @@
 //! reads slowly (its TCP window full) frames pile up here — and are taken
 //! together, as one write, when it catches up — exactly as they pile up in
 //! a slow Unix client's queue. What has been pushed and not taken is the
-//! client's *lag*, counted and bounded by the same rule ([`Pending`]).
+//! client's *lag*, counted and bounded by the same rule ([`Backlog`]).
 //!
 //! A push wakes the body only when the feed was empty: while it holds
 //! frames the body is already due to run, so a burst of deltas costs one
@@ -25,7 +25,7 @@ use bytes::Bytes;
 use futures::task::AtomicWaker;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use super::Pending;
+use super::Backlog;
 
 pub struct Feed {
     state: Mutex<State>,
@@ -44,8 +44,7 @@ struct State {
     /// The frames pushed and not yet taken, in order: whole frames, and a
     /// snapshot as its parts (the last ends with its newline).
     stream: VecDeque<Bytes>,
-    pending: Pending,
-    lagged: bool,
+    backlog: Backlog,
     /// The body has taken part of a line and not its end.
     mid_line: bool,
 }
@@ -73,16 +72,12 @@ impl Feed {
         }
         let mut state = self.state();
         let was_empty = state.stream.is_empty();
-        let len = frame.len();
-        state.pending.add(len, len > limit);
-        if state.pending.lag() > limit {
-            state.pending.clear();
+        if !state.backlog.admit(frame.len(), limit) {
             let rest = match state.mid_line {
                 true => rest_of_line(&mut state.stream),
                 false => VecDeque::new(),
             };
             state.stream = rest;
-            state.lagged = true;
             drop(state);
             self.close();
             return false;
@@ -103,7 +98,7 @@ impl Feed {
         }
         let len = parts.iter().map(Bytes::len).sum();
         let mut state = self.state();
-        state.pending.add(len, len > limit);
+        state.backlog.admit_snapshot(len, limit);
         state.stream.extend(parts);
         drop(state);
         self.waker.wake();
@@ -166,11 +161,11 @@ impl Feed {
             taken += part.len();
             into.push(part);
         }
-        state.pending.taken(taken);
+        state.backlog.taken(taken);
         if let Some(last) = into.last().filter(|_| taken > 0) {
             state.mid_line = last.last() != Some(&b'\n');
         }
-        (state.stream.is_empty() && self.closed.is_cancelled()).then_some(state.lagged)
+        (state.stream.is_empty() && self.closed.is_cancelled()).then_some(state.backlog.is_lagged())
     }
 
     /// For the body: it has ended, or its client is gone. Whatever was
@@ -180,7 +175,7 @@ impl Feed {
         self.done.cancel();
         let mut state = self.state();
         state.stream.clear();
-        state.pending.clear();
+        state.backlog.forget();
     }
 }
 
