@@ -37,7 +37,7 @@ use tokio::sync::{oneshot, watch, Notify};
 use uuid::Uuid;
 
 use crate::client::EventStream;
-use crate::protocol::{ApprovalMode, Event, LogEntry, Method, Status};
+use crate::protocol::{ApprovalMode, Event, LogEntry, LogLine, Method, Snapshot, Status};
 pub use link::Place;
 use link::{Link, PodError};
 use updates::Updates;
@@ -227,15 +227,18 @@ impl Bridge {
         })))
     }
 
-    /// The pod of `cwd`, connected to (and started) on first use.
+    /// The pod of `cwd`, connected to (and started) on first use; with
+    /// the connection's snapshot when it was made just now, so a first
+    /// `session/load` of the current session replays it instead of asking
+    /// for the same entries again.
     async fn link(
         self: &Arc<Self>,
         cwd: &Path,
         cx: &ConnectionTo<Client>,
-    ) -> Result<Arc<Link>, agent_client_protocol::Error> {
+    ) -> Result<(Arc<Link>, Option<Box<Snapshot>>), agent_client_protocol::Error> {
         let mut slot = self.link.lock().await;
         if let Some(link) = &*slot {
-            return Ok(link.clone());
+            return Ok((link.clone(), None));
         }
         let locate = self.locate.clone();
         let cwd = cwd.to_owned();
@@ -259,7 +262,7 @@ impl Bridge {
         // Only a name for the log's `client`; a pod that refuses it still works.
         let _ = link.call(Method::Hello { client }).await;
         *slot = Some(link.clone());
-        Ok(link)
+        Ok((link, Some(snapshot)))
     }
 
     async fn current_link(&self) -> Result<Arc<Link>, agent_client_protocol::Error> {
@@ -275,7 +278,7 @@ impl Bridge {
         request: NewSessionRequest,
         cx: ConnectionTo<Client>,
     ) -> agent_client_protocol::Result<NewSessionResponse> {
-        let link = self.link(&request.cwd, &cx).await?;
+        let (link, _) = self.link(&request.cwd, &cx).await?;
         let mut switched = self.switched.subscribe();
         switched.borrow_and_update();
         // The pod says whether it is idle: `busy` while a turn runs or is
@@ -309,29 +312,29 @@ impl Bridge {
         request: LoadSessionRequest,
         cx: ConnectionTo<Client>,
     ) -> agent_client_protocol::Result<LoadSessionResponse> {
-        let link = self.link(&request.cwd, &cx).await?;
+        let (link, snapshot) = self.link(&request.cwd, &cx).await?;
         let wanted = request.session_id.0.to_string();
         let current = self.state().session.map(|s| s.to_string());
-        if current.as_deref() != Some(wanted.as_str()) {
-            let mut switched = self.switched.subscribe();
-            switched.borrow_and_update();
-            link.call(Method::ResumeSession {
-                session_id: wanted.clone(),
-            })
-            .await
-            .map_err(pod_error)?;
-            let _ = switched.changed().await;
-        }
-        let session = link
-            .call(Method::GetSession {
-                session_id: wanted.clone(),
-            })
-            .await
-            .map_err(pod_error)?;
-        let id = session.session_id.map_or(wanted, |id| id.to_string());
+        let entries = match snapshot {
+            // A whole snapshot of the wanted session, read just now.
+            Some(snapshot)
+                if snapshot.first_seq.is_none() && current.as_deref() == Some(wanted.as_str()) =>
+            {
+                Some(snapshot.entries)
+            }
+            _ => None,
+        };
+        let entries = match entries {
+            Some(entries) => entries,
+            None => {
+                self.session_entries(&link, &wanted, current.as_deref())
+                    .await?
+            }
+        };
+        let id = wanted;
         let mut replay = Updates::default();
         let none = HashSet::new();
-        for line in session.entries.unwrap_or_default() {
+        for line in entries {
             for update in replay.entry(&line.entry, false, &none) {
                 notify(&cx, &id, update);
             }
@@ -343,6 +346,33 @@ impl Bridge {
         }
         let mode = self.state().status.approval;
         typed(json!({"modes": modes(mode)}))
+    }
+
+    /// The entries of session `wanted`, made the pod's current one first
+    /// (`resume_session`) unless it is already.
+    async fn session_entries(
+        &self,
+        link: &Link,
+        wanted: &str,
+        current: Option<&str>,
+    ) -> Result<Vec<LogLine>, agent_client_protocol::Error> {
+        if current != Some(wanted) {
+            let mut switched = self.switched.subscribe();
+            switched.borrow_and_update();
+            link.call(Method::ResumeSession {
+                session_id: wanted.to_owned(),
+            })
+            .await
+            .map_err(pod_error)?;
+            let _ = switched.changed().await;
+        }
+        let session = link
+            .call(Method::GetSession {
+                session_id: wanted.to_owned(),
+            })
+            .await
+            .map_err(pod_error)?;
+        Ok(session.entries.unwrap_or_default())
     }
 
     async fn prompt(
