@@ -361,7 +361,8 @@ mod tests {
         assert_eq!(update["kind"], "edit");
         assert_eq!(
             update["content"][0],
-            json!({"type": "diff", "path": "a.txt", "oldText": null, "newText": "new"})
+            // No `oldText`: a new file's whole content.
+            json!({"type": "diff", "path": "a.txt", "newText": "new"})
         );
     }
 
