@@ -61,8 +61,19 @@ impl Place {
     /// Runs one scenario of the editor; its facts, by name. `answers`: how
     /// the editor answers each permission request in turn.
     fn editor(&self, scenario: &str, answers: &str) -> Option<serde_json::Map<String, Value>> {
+        self.editor_with(scenario, answers, &[])
+    }
+
+    /// As [`Place::editor`], with more of the editor's environment.
+    fn editor_with(
+        &self,
+        scenario: &str,
+        answers: &str,
+        env: &[(&str, &str)],
+    ) -> Option<serde_json::Map<String, Value>> {
         let node = node()?;
         let mut command = self.command_of(&node);
+        command.envs(env.iter().copied());
         command
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp/editor.mjs"))
             .arg(scenario)
@@ -303,4 +314,67 @@ fn malformed_json_rpc_gets_its_error_and_the_connection_goes_on() {
     assert_eq!(next()["error"]["code"], -32601);
     drop(stdin);
     assert!(acp.wait().unwrap().success());
+}
+
+/// A turn that hands a task to a child pod `helper` and waits for it.
+fn delegating_script() -> String {
+    [
+        json!({"events": [{"tool_call": {"id": "s1", "name": "spawn_agent",
+            "arguments": {"task": "say hi", "name": "helper"}}}]}),
+        json!({"events": [{"text": "the helper said hi"}]}),
+        json!({"agent": "helper", "events": [{"text": "hi from the helper"}]}),
+    ]
+    .iter()
+    .map(|line| format!("{line}\n"))
+    .collect()
+}
+
+#[test]
+fn an_editor_that_declares_subagents_sees_the_child_pod_as_a_child_session() {
+    let place = Place::new(&delegating_script());
+    let Some(facts) = place.editor_with("children", "allow_once,allow_once", &[("SUBAGENTS", "1")])
+    else {
+        return;
+    };
+    assert_eq!(facts["stopReason"], "end_turn");
+    let started = place
+        .log(&facts["session"])
+        .into_iter()
+        .find(|l| l["entry"]["kind"] == "agent_started")
+        .expect("the turn started a child");
+    let announced = facts["announced"].as_array().unwrap();
+    let first = &announced[0];
+    // Announced on the parent's session, as the child's session, before
+    // anything of the child's.
+    assert_eq!(first["on"], facts["session"], "{announced:?}");
+    assert_eq!(first["sessionId"], started["entry"]["session_id"]);
+    assert_eq!(first["title"], started["entry"]["name"]);
+    assert_eq!(first["description"], "say hi");
+    // The child's own session streams like the parent's.
+    assert_eq!(facts["childUser"], "say hi");
+    assert_eq!(facts["childText"], "hi from the helper");
+    assert_eq!(facts["parentText"], "the helper said hi");
+    // Its turn's end is its state.
+    assert!(
+        announced
+            .iter()
+            .any(|u| u["state"] == json!({"state": "idle", "stopReason": "end_turn"})),
+        "{announced:?}"
+    );
+}
+
+#[test]
+fn an_editor_that_does_not_declare_subagents_is_never_sent_a_child_session() {
+    let place = Place::new(&delegating_script());
+    let Some(facts) = place.editor("children", "allow_once,allow_once") else {
+        return;
+    };
+    assert_eq!(facts["stopReason"], "end_turn");
+    assert!(place
+        .log(&facts["session"])
+        .iter()
+        .any(|l| l["entry"]["kind"] == "agent_started"));
+    assert_eq!(facts["announced"], json!([]));
+    assert_eq!(facts["sessions"], json!([facts["session"]]));
+    assert_eq!(facts["parentText"], "the helper said hi");
 }

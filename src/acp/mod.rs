@@ -12,9 +12,11 @@
 //! The protocol itself — JSON-RPC framing, request ids, malformed input,
 //! `$/cancel_request` — is the `agent-client-protocol` crate's.
 
+mod children;
 mod link;
 mod permission;
 mod prompt;
+mod stdio;
 mod updates;
 
 use std::collections::{HashMap, HashSet};
@@ -22,19 +24,20 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use agent_client_protocol::v1::schema::{
-    CancelNotification, InitializeRequest, InitializeResponse, LoadSessionRequest,
-    LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse,
-    RequestPermissionRequest, SessionNotification, SetSessionModeRequest, SetSessionModeResponse,
+    CancelNotification, CurrentModeUpdate, InitializeRequest, InitializeResponse,
+    LoadSessionRequest, LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptRequest,
+    PromptResponse, RequestPermissionRequest, SessionNotification, SessionUpdate,
+    SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
-use agent_client_protocol::{Client, Stdio};
+use agent_client_protocol::Client;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use tokio::sync::{oneshot, watch, Notify};
 use uuid::Uuid;
 
 use crate::client::EventStream;
-use crate::protocol::{ApprovalMode, Event, LogEntry, Method, Status};
+use crate::protocol::{ApprovalMode, Event, LogEntry, LogLine, Method, Snapshot, Status};
 pub use link::Place;
 use link::{Link, PodError};
 use updates::Updates;
@@ -89,7 +92,8 @@ pub async fn serve(locate: Locate) -> anyhow::Result<()> {
         bridge.clone(),
         bridge.clone(),
     );
-    agent_client_protocol::Agent
+    let (transport, flusher) = stdio::stdio();
+    let served = agent_client_protocol::Agent
         .v1()
         .name("pod")
         .on_receive_request(
@@ -130,7 +134,7 @@ pub async fn serve(locate: Locate) -> anyhow::Result<()> {
             },
             agent_client_protocol::on_receive_notification!(),
         )
-        .connect_with(Stdio::new(), async |cx: ConnectionTo<Client>| {
+        .connect_with(transport, async |cx: ConnectionTo<Client>| {
             // Closing stdin ends this process only: the pod and its turn go on.
             tokio::select! {
                 () = cx.incoming_closed() => {}
@@ -143,8 +147,10 @@ pub async fn serve(locate: Locate) -> anyhow::Result<()> {
             }
             Ok(())
         })
-        .await
-        .map_err(|e| anyhow::anyhow!("the editor's connection failed: {e}"))
+        .await;
+    // Whatever the SDK accepted reaches the editor before this process ends.
+    let _ = tokio::task::spawn_blocking(move || flusher.finish()).await;
+    served.map_err(|e| anyhow::anyhow!("the editor's connection failed: {e}"))
 }
 
 struct Bridge {
@@ -169,12 +175,19 @@ struct State {
     prompts: HashMap<String, Responder<PromptResponse>>,
     /// Every run this editor sent: their input is not echoed back.
     ours: HashSet<String>,
-    /// Permission requests the editor has open, by call id: sending on
-    /// one withdraws it.
-    asking: HashMap<String, oneshot::Sender<()>>,
+    /// Permission requests the editor has open, by session and call id
+    /// (a child's calls are asked on its own session): sending on one
+    /// withdraws it.
+    asking: HashMap<(String, String), oneshot::Sender<()>>,
     updates: Updates,
     /// The editor's name (`clientInfo`), for the pod's `hello`.
     editor: String,
+    /// The editor declared `clientCapabilities.subagents`: child pods are
+    /// shown as child sessions ([`children`]).
+    subagents: bool,
+    /// The child pods announced to the editor, by name, and what it was
+    /// last told of each one's work.
+    children: HashMap<String, children::Shown>,
 }
 
 impl Bridge {
@@ -187,11 +200,21 @@ impl Bridge {
         request: InitializeRequest,
         responder: Responder<InitializeResponse>,
     ) -> agent_client_protocol::Result<()> {
-        let editor = serde_json::to_value(&request)
-            .ok()
-            .and_then(|v| v.pointer("/clientInfo/name")?.as_str().map(str::to_owned))
-            .unwrap_or_else(|| "editor".to_owned());
-        self.state().editor = editor;
+        let asked = serde_json::to_value(&request).unwrap_or_default();
+        let editor = asked
+            .pointer("/clientInfo/name")
+            .and_then(Value::as_str)
+            .unwrap_or("editor")
+            .to_owned();
+        // `{}` declares it; absent or `null` does not.
+        let subagents = asked
+            .pointer("/clientCapabilities/subagents")
+            .is_some_and(Value::is_object);
+        {
+            let mut state = self.state();
+            state.editor = editor;
+            state.subagents = subagents;
+        }
         responder.respond_with_result(typed(json!({
             // Version 1 is the one this agent speaks, whatever was asked.
             "protocolVersion": 1,
@@ -204,15 +227,18 @@ impl Bridge {
         })))
     }
 
-    /// The pod of `cwd`, connected to (and started) on first use.
+    /// The pod of `cwd`, connected to (and started) on first use; with
+    /// the connection's snapshot when it was made just now, so a first
+    /// `session/load` of the current session replays it instead of asking
+    /// for the same entries again.
     async fn link(
         self: &Arc<Self>,
         cwd: &Path,
         cx: &ConnectionTo<Client>,
-    ) -> Result<Arc<Link>, agent_client_protocol::Error> {
+    ) -> Result<(Arc<Link>, Option<Box<Snapshot>>), agent_client_protocol::Error> {
         let mut slot = self.link.lock().await;
         if let Some(link) = &*slot {
-            return Ok(link.clone());
+            return Ok((link.clone(), None));
         }
         let locate = self.locate.clone();
         let cwd = cwd.to_owned();
@@ -236,7 +262,7 @@ impl Bridge {
         // Only a name for the log's `client`; a pod that refuses it still works.
         let _ = link.call(Method::Hello { client }).await;
         *slot = Some(link.clone());
-        Ok(link)
+        Ok((link, Some(snapshot)))
     }
 
     async fn current_link(&self) -> Result<Arc<Link>, agent_client_protocol::Error> {
@@ -252,7 +278,7 @@ impl Bridge {
         request: NewSessionRequest,
         cx: ConnectionTo<Client>,
     ) -> agent_client_protocol::Result<NewSessionResponse> {
-        let link = self.link(&request.cwd, &cx).await?;
+        let (link, _) = self.link(&request.cwd, &cx).await?;
         let mut switched = self.switched.subscribe();
         switched.borrow_and_update();
         // The pod says whether it is idle: `busy` while a turn runs or is
@@ -286,14 +312,55 @@ impl Bridge {
         request: LoadSessionRequest,
         cx: ConnectionTo<Client>,
     ) -> agent_client_protocol::Result<LoadSessionResponse> {
-        let link = self.link(&request.cwd, &cx).await?;
+        let (link, snapshot) = self.link(&request.cwd, &cx).await?;
         let wanted = request.session_id.0.to_string();
         let current = self.state().session.map(|s| s.to_string());
-        if current.as_deref() != Some(wanted.as_str()) {
+        let entries = match snapshot {
+            // A whole snapshot of the wanted session, read just now.
+            Some(snapshot)
+                if snapshot.first_seq.is_none() && current.as_deref() == Some(wanted.as_str()) =>
+            {
+                Some(snapshot.entries)
+            }
+            _ => None,
+        };
+        let entries = match entries {
+            Some(entries) => entries,
+            None => {
+                self.session_entries(&link, &wanted, current.as_deref())
+                    .await?
+            }
+        };
+        let id = wanted;
+        let mut replay = Updates::default();
+        let none = HashSet::new();
+        for line in entries {
+            for update in replay.entry(&line.entry, false, &none) {
+                notify(&cx, &id, update);
+            }
+            match &line.entry {
+                LogEntry::AgentStarted { .. } => self.adopt(&link.place, &id, &line.entry, &cx),
+                LogEntry::AgentTurnEnd { .. } => self.agent_turn_end(&id, &line.entry, &cx),
+                _ => {}
+            }
+        }
+        let mode = self.state().status.approval;
+        typed(json!({"modes": modes(mode)}))
+    }
+
+    /// The entries of session `wanted`, made the pod's current one first
+    /// (`resume_session`) unless it is already.
+    async fn session_entries(
+        &self,
+        link: &Link,
+        wanted: &str,
+        current: Option<&str>,
+    ) -> Result<Vec<LogLine>, agent_client_protocol::Error> {
+        if current != Some(wanted) {
             let mut switched = self.switched.subscribe();
             switched.borrow_and_update();
             link.call(Method::ResumeSession {
-                session_id: wanted.clone(),
+                session_id: wanted.to_owned(),
             })
             .await
             .map_err(pod_error)?;
@@ -301,20 +368,11 @@ impl Bridge {
         }
         let session = link
             .call(Method::GetSession {
-                session_id: wanted.clone(),
+                session_id: wanted.to_owned(),
             })
             .await
             .map_err(pod_error)?;
-        let id = session.session_id.map_or(wanted, |id| id.to_string());
-        let mut replay = Updates::default();
-        let none = HashSet::new();
-        for line in session.entries.unwrap_or_default() {
-            for update in replay.entry(&line.entry, false, &none) {
-                notify(&cx, &id, update);
-            }
-        }
-        let mode = self.state().status.approval;
-        typed(json!({"modes": modes(mode)}))
+        Ok(session.entries.unwrap_or_default())
     }
 
     async fn prompt(
@@ -449,6 +507,7 @@ impl Bridge {
                 self.switched.send_replace(Some(new_session_id));
             }
             Event::Status(status) => {
+                self.agent_states(&session, &status.agents, cx);
                 let changed = {
                     let mut state = self.state();
                     let changed = state.status.approval != status.approval;
@@ -459,7 +518,7 @@ impl Bridge {
                     notify(
                         cx,
                         &session,
-                        json!({"sessionUpdate": "current_mode_update", "currentModeId": mode.as_str()}),
+                        SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode.as_str())),
                     );
                 }
             }
@@ -467,8 +526,8 @@ impl Bridge {
                 session_id, entry, ..
             } => self.on_entry(link, &session_id.to_string(), &entry, cx),
             hint => {
-                let updates = self.state().updates.hint(&hint);
-                for update in updates {
+                let update = self.state().updates.hint(&hint);
+                if let Some(update) = update {
                     notify(cx, &session, update);
                 }
             }
@@ -491,21 +550,10 @@ impl Bridge {
             notify(cx, session, update);
         }
         match entry {
-            LogEntry::ApprovalRequest {
-                call_id,
-                tool,
-                summary,
-                preview,
-                ..
-            } => {
-                let params = permission::request(session, call_id, tool, summary, preview);
-                self.ask(link.clone(), call_id.clone(), params, cx.clone());
-            }
-            LogEntry::ApprovalDecision { call_id, .. } => {
-                if let Some(withdraw) = self.state().asking.remove(call_id) {
-                    let _ = withdraw.send(());
-                }
-            }
+            LogEntry::ApprovalRequest { .. } => self.ask_about(link, session, entry, cx),
+            LogEntry::ApprovalDecision { call_id, .. } => self.withdraw(session, call_id),
+            LogEntry::AgentStarted { .. } => self.adopt(&link.place, session, entry, cx),
+            LogEntry::AgentTurnEnd { .. } => self.agent_turn_end(session, entry, cx),
             LogEntry::TurnEnd {
                 request_id: Some(run),
                 ..
@@ -528,16 +576,49 @@ impl Bridge {
         }
     }
 
+    /// An `approval_request` of `session` (the pod of `link`) asked of the
+    /// editor.
+    fn ask_about(
+        self: &Arc<Self>,
+        link: &Arc<Link>,
+        session: &str,
+        entry: &LogEntry,
+        cx: &ConnectionTo<Client>,
+    ) {
+        let LogEntry::ApprovalRequest {
+            call_id,
+            tool,
+            summary,
+            preview,
+            ..
+        } = entry
+        else {
+            return;
+        };
+        let params = permission::request(session, call_id, tool, summary, preview);
+        let key = (session.to_owned(), call_id.clone());
+        self.ask(link.clone(), key, params, cx.clone());
+    }
+
+    /// Another client answered `call_id`: the editor's request is withdrawn.
+    fn withdraw(&self, session: &str, call_id: &str) {
+        let key = (session.to_owned(), call_id.to_owned());
+        if let Some(withdraw) = self.state().asking.remove(&key) {
+            let _ = withdraw.send(());
+        }
+    }
+
     /// Asks the editor about one call; its choice is sent as an `approve`
     /// unless another client answered first (then the request is dropped,
     /// which withdraws it, and a late reply is ignored).
     fn ask(
         self: &Arc<Self>,
         link: Arc<Link>,
-        call_id: String,
+        key: (String, String),
         params: Value,
         cx: ConnectionTo<Client>,
     ) {
+        let call_id = key.1.clone();
         let request: RequestPermissionRequest = match serde_json::from_value(params) {
             Ok(request) => request,
             Err(e) => {
@@ -546,7 +627,7 @@ impl Bridge {
             }
         };
         let (withdraw, withdrawn) = oneshot::channel();
-        self.state().asking.insert(call_id.clone(), withdraw);
+        self.state().asking.insert(key.clone(), withdraw);
         let bridge = self.clone();
         tokio::spawn(async move {
             let asked = cx.send_request(request).block_task();
@@ -554,7 +635,7 @@ impl Bridge {
                 reply = asked => reply,
                 _ = withdrawn => return,
             };
-            bridge.state().asking.remove(&call_id);
+            bridge.state().asking.remove(&key);
             let outcome = match reply {
                 Ok(reply) => serde_json::to_value(&reply.outcome).unwrap_or_default(),
                 Err(e) => {
@@ -589,11 +670,8 @@ fn modes(current: ApprovalMode) -> Value {
 }
 
 /// Sends one `session/update`.
-fn notify(cx: &ConnectionTo<Client>, session: &str, update: Value) {
-    let notification: Result<SessionNotification, _> =
-        typed(json!({"sessionId": session, "update": update}));
-    let sent = notification.and_then(|n| cx.send_notification(n));
-    if let Err(e) = sent {
+fn notify(cx: &ConnectionTo<Client>, session: &str, update: SessionUpdate) {
+    if let Err(e) = cx.send_notification(SessionNotification::new(session.to_owned(), update)) {
         eprintln!("pod acp: could not send an update to the editor: {e}");
     }
 }

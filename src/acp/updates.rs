@@ -2,12 +2,19 @@
 //!
 //! Pure: [`Updates`] remembers only what it must to say each thing once —
 //! which tool calls the editor has been told of, and whether a text block
-//! already reached it as deltas — and returns the `update` objects (the
-//! `params.update` of a `session/update`) for the caller to send.
+//! already reached it as deltas — and returns the updates (the
+//! `params.update` of a `session/update`) for the caller to send. They are
+//! built as the SDK's own types, straight from the entries: a `session/load`
+//! of 10,000 entries makes each update once, not a JSON tree first.
 
 use std::collections::HashSet;
 
-use serde_json::{json, Value};
+use agent_client_protocol::v1::schema::{
+    ContentBlock, ContentChunk, Diff, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
+    SessionUpdate, TextContent, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+};
+use serde_json::Value;
 
 use crate::protocol::{AssistantItem, LogEntry, SegmentView};
 
@@ -25,33 +32,36 @@ pub struct Updates {
 impl Updates {
     /// A hint of the running turn: deltas become chunks, a tool call that
     /// starts streaming is announced at once (the editor shows it pending).
-    pub fn hint(&mut self, event: &crate::protocol::Event) -> Vec<Value> {
+    pub fn hint(&mut self, event: &crate::protocol::Event) -> Option<SessionUpdate> {
         use crate::protocol::Event;
         match event {
             Event::TextDelta { text } if !text.is_empty() => {
-                vec![chunk("agent_message_chunk", text)]
+                Some(SessionUpdate::AgentMessageChunk(chunk(text)))
             }
             Event::ReasoningDelta { text } if !text.is_empty() => {
-                vec![chunk("agent_thought_chunk", text)]
+                Some(SessionUpdate::AgentThoughtChunk(chunk(text)))
             }
             Event::ToolCallStart { call_id, name } => {
                 self.announced.insert(call_id.clone());
-                vec![json!({
-                    "sessionUpdate": "tool_call",
-                    "toolCallId": call_id,
-                    "title": name,
-                    "kind": kind(name),
-                    "status": "pending",
-                })]
+                Some(SessionUpdate::ToolCall(
+                    ToolCall::new(call_id.clone(), name.clone())
+                        .kind(kind(name))
+                        .status(ToolCallStatus::Pending),
+                ))
             }
-            _ => Vec::new(),
+            _ => None,
         }
     }
 
     /// One committed entry. `live`: its text came as deltas already, and a
     /// user input carrying one of `ours` (a run this editor sent) is not
     /// echoed back; replayed, everything is said.
-    pub fn entry(&mut self, entry: &LogEntry, live: bool, ours: &HashSet<String>) -> Vec<Value> {
+    pub fn entry(
+        &mut self,
+        entry: &LogEntry,
+        live: bool,
+        ours: &HashSet<String>,
+    ) -> Vec<SessionUpdate> {
         match entry {
             LogEntry::UserInput {
                 segments,
@@ -64,7 +74,7 @@ impl Updates {
                 segments
                     .iter()
                     .filter_map(|segment| user_text(segment.view()))
-                    .map(|text| chunk("user_message_chunk", &text))
+                    .map(|text| SessionUpdate::UserMessageChunk(chunk(text)))
                     .collect()
             }
             LogEntry::AssistantItems { items } => items
@@ -75,32 +85,35 @@ impl Updates {
                 call_id,
                 decision: crate::protocol::Decision::Deny,
                 ..
-            } => vec![status(call_id, "failed")],
+            } => vec![status(call_id, ToolCallStatus::Failed)],
             LogEntry::ToolResults { results } => results
                 .iter()
                 .map(|result| {
                     let state = if result.is_error {
-                        "failed"
+                        ToolCallStatus::Failed
                     } else {
-                        "completed"
+                        ToolCallStatus::Completed
                     };
-                    json!({
-                        "sessionUpdate": "tool_call_update",
-                        "toolCallId": result.call_id,
-                        "status": state,
-                        "content": [{"type": "content",
-                                     "content": {"type": "text", "text": result.output}}],
-                    })
+                    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                        result.call_id.clone(),
+                        ToolCallUpdateFields::new()
+                            .status(state)
+                            .content(vec![ToolCallContent::from(text(&result.output))]),
+                    ))
                 })
                 .collect(),
             _ => Vec::new(),
         }
     }
 
-    fn assistant_item(&mut self, item: &AssistantItem, live: bool) -> Option<Value> {
+    fn assistant_item(&mut self, item: &AssistantItem, live: bool) -> Option<SessionUpdate> {
         match item {
-            AssistantItem::Text { text } if !live => Some(chunk("agent_message_chunk", text)),
-            AssistantItem::Reasoning { text } if !live => Some(chunk("agent_thought_chunk", text)),
+            AssistantItem::Text { text } if !live => {
+                Some(SessionUpdate::AgentMessageChunk(chunk(text)))
+            }
+            AssistantItem::Reasoning { text } if !live => {
+                Some(SessionUpdate::AgentThoughtChunk(chunk(text)))
+            }
             AssistantItem::Text { .. } | AssistantItem::Reasoning { .. } => None,
             AssistantItem::ToolCall {
                 call_id,
@@ -110,41 +123,61 @@ impl Updates {
                 if name == UPDATE_PLAN {
                     if let Some(plan) = plan(arguments) {
                         self.announced.insert(call_id.clone());
-                        return Some(plan);
+                        return Some(SessionUpdate::Plan(plan));
                     }
                 }
-                let mut update = json!({
-                    "toolCallId": call_id,
-                    "title": title(name, arguments),
-                    "kind": kind(name),
-                    "rawInput": arguments,
-                });
-                if let Some(path) = arguments.get("path").and_then(Value::as_str) {
-                    update["locations"] = json!([{ "path": path }]);
+                let locations: Vec<ToolCallLocation> = arguments
+                    .get("path")
+                    .and_then(Value::as_str)
+                    .map(ToolCallLocation::new)
+                    .into_iter()
+                    .collect();
+                let content: Vec<ToolCallContent> =
+                    diff(name, arguments).map(Into::into).into_iter().collect();
+                let title = title(name, arguments);
+                if self.announced.insert(call_id.clone()) {
+                    return Some(SessionUpdate::ToolCall(
+                        ToolCall::new(call_id.clone(), title)
+                            .kind(kind(name))
+                            .status(ToolCallStatus::Pending)
+                            .raw_input(arguments.clone())
+                            .locations(locations)
+                            .content(content),
+                    ));
                 }
-                if let Some(diff) = diff(name, arguments) {
-                    update["content"] = json!([diff]);
+                let mut fields = ToolCallUpdateFields::new()
+                    .title(title)
+                    .kind(kind(name))
+                    .raw_input(arguments.clone());
+                if !locations.is_empty() {
+                    fields = fields.locations(locations);
                 }
-                let first = self.announced.insert(call_id.clone());
-                update["sessionUpdate"] = if first {
-                    update["status"] = json!("pending");
-                    json!("tool_call")
-                } else {
-                    json!("tool_call_update")
-                };
-                Some(update)
+                if !content.is_empty() {
+                    fields = fields.content(content);
+                }
+                Some(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                    call_id.clone(),
+                    fields,
+                )))
             }
         }
     }
 }
 
-/// A text chunk of one of the three message kinds.
-fn chunk(kind: &str, text: &str) -> Value {
-    json!({"sessionUpdate": kind, "content": {"type": "text", "text": text}})
+fn text(text: &str) -> ContentBlock {
+    ContentBlock::Text(TextContent::new(text))
 }
 
-fn status(call_id: &str, status: &str) -> Value {
-    json!({"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": status})
+/// A text chunk, of whichever of the three message kinds wraps it.
+fn chunk(content: impl Into<String>) -> ContentChunk {
+    ContentChunk::new(ContentBlock::Text(TextContent::new(content)))
+}
+
+fn status(call_id: &str, status: ToolCallStatus) -> SessionUpdate {
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+        call_id.to_owned(),
+        ToolCallUpdateFields::new().status(status),
+    ))
 }
 
 /// What a user's segment reads as in the editor: its text, a file as
@@ -161,15 +194,15 @@ fn user_text(segment: SegmentView<'_>) -> Option<String> {
 }
 
 /// ACP's kind of a pod tool: the icon an editor shows.
-pub(super) fn kind(tool: &str) -> &'static str {
+pub(super) fn kind(tool: &str) -> ToolKind {
     match tool {
-        "read_file" | "list_dir" => "read",
-        "write_file" | "edit_file" => "edit",
-        "glob" | "grep" => "search",
-        "bash" => "execute",
-        "web_fetch" => "fetch",
-        UPDATE_PLAN => "think",
-        _ => "other",
+        "read_file" | "list_dir" => ToolKind::Read,
+        "write_file" | "edit_file" => ToolKind::Edit,
+        "glob" | "grep" => ToolKind::Search,
+        "bash" => ToolKind::Execute,
+        "web_fetch" => ToolKind::Fetch,
+        UPDATE_PLAN => ToolKind::Think,
+        _ => ToolKind::Other,
     }
 }
 
@@ -193,60 +226,70 @@ fn title(tool: &str, arguments: &Value) -> String {
 
 /// The change a file tool asks for, as ACP's diff: an edit's old and new
 /// text, a write's whole new content.
-fn diff(tool: &str, arguments: &Value) -> Option<Value> {
+fn diff(tool: &str, arguments: &Value) -> Option<Diff> {
     let field = |name| arguments.get(name).and_then(Value::as_str);
     let path = field("path")?;
     match tool {
-        "edit_file" => Some(json!({"type": "diff", "path": path,
-            "oldText": field("old_string")?, "newText": field("new_string")?})),
-        "write_file" => Some(json!({"type": "diff", "path": path,
-            "oldText": null, "newText": field("content")?})),
+        "edit_file" => {
+            Some(Diff::new(path, field("new_string")?).old_text(field("old_string")?.to_owned()))
+        }
+        "write_file" => Some(Diff::new(path, field("content")?)),
         _ => None,
     }
 }
 
 /// `update_plan`'s arguments as ACP's plan, or `None` when they are not a
 /// plan (the tool will refuse them, and say why in its result).
-fn plan(arguments: &Value) -> Option<Value> {
+fn plan(arguments: &Value) -> Option<Plan> {
     let items = arguments.get("items")?.as_array()?;
     let entries = items
         .iter()
         .map(|item| {
             let status = match item.get("status")?.as_str()? {
-                "pending" => "pending",
-                "in_progress" => "in_progress",
-                "done" => "completed",
+                "pending" => PlanEntryStatus::Pending,
+                "in_progress" => PlanEntryStatus::InProgress,
+                "done" => PlanEntryStatus::Completed,
                 _ => return None,
             };
-            Some(
-                json!({"content": item.get("text")?.as_str()?, "priority": "medium",
-                        "status": status}),
-            )
+            Some(PlanEntry::new(
+                item.get("text")?.as_str()?,
+                PlanEntryPriority::Medium,
+                status,
+            ))
         })
         .collect::<Option<Vec<_>>>()?;
-    Some(json!({"sessionUpdate": "plan", "entries": entries}))
+    Some(Plan::new(entries))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::protocol::{Event, Segment, ToolResult};
+    use serde_json::json;
 
     fn ours() -> HashSet<String> {
         HashSet::from(["acp-1".to_owned()])
     }
 
+    /// The updates as the editor reads them.
+    fn wire(updates: impl IntoIterator<Item = SessionUpdate>) -> Vec<Value> {
+        updates
+            .into_iter()
+            .map(|u| serde_json::to_value(u).unwrap())
+            .collect()
+    }
+
     #[test]
     fn live_text_comes_from_deltas_and_replayed_text_from_entries() {
         let mut live = Updates::default();
-        let delta = live.hint(&Event::TextDelta { text: "hi".into() });
+        let delta = wire(live.hint(&Event::TextDelta { text: "hi".into() }));
         assert_eq!(delta[0]["sessionUpdate"], "agent_message_chunk");
         assert_eq!(delta[0]["content"]["text"], "hi");
         let items = LogEntry::AssistantItems {
             items: vec![AssistantItem::Text { text: "hi".into() }],
         };
         assert!(live.entry(&items, true, &ours()).is_empty());
-        let replayed = Updates::default().entry(&items, false, &ours());
+        let replayed = wire(Updates::default().entry(&items, false, &ours()));
         assert_eq!(replayed[0]["content"]["text"], "hi");
     }
 
@@ -261,7 +304,7 @@ mod tests {
         };
         let mut updates = Updates::default();
         assert!(updates.entry(&input("acp-1"), true, &ours()).is_empty());
-        let theirs = updates.entry(&input("send-1"), true, &ours());
+        let theirs = wire(updates.entry(&input("send-1"), true, &ours()));
         let texts: Vec<_> = theirs.iter().map(|u| &u["content"]["text"]).collect();
         assert_eq!(texts, ["hello", "@src/a.rs"]);
         assert_eq!(theirs[0]["sessionUpdate"], "user_message_chunk");
@@ -270,10 +313,10 @@ mod tests {
     #[test]
     fn an_edit_is_announced_with_its_location_and_diff_then_settled() {
         let mut updates = Updates::default();
-        let started = updates.hint(&Event::ToolCallStart {
+        let started = wire(updates.hint(&Event::ToolCallStart {
             call_id: "c1".into(),
             name: "edit_file".into(),
-        });
+        }));
         assert_eq!(started[0]["sessionUpdate"], "tool_call");
         assert_eq!(started[0]["kind"], "edit");
         let call = LogEntry::AssistantItems {
@@ -283,7 +326,7 @@ mod tests {
                 arguments: json!({"path": "a.txt", "old_string": "x", "new_string": "y"}),
             }],
         };
-        let update = &updates.entry(&call, true, &ours())[0];
+        let update = &wire(updates.entry(&call, true, &ours()))[0];
         assert_eq!(update["sessionUpdate"], "tool_call_update");
         assert_eq!(update["locations"], json!([{"path": "a.txt"}]));
         assert_eq!(
@@ -297,7 +340,30 @@ mod tests {
                 is_error: true,
             }],
         };
-        assert_eq!(updates.entry(&failed, true, &ours())[0]["status"], "failed");
+        assert_eq!(
+            wire(updates.entry(&failed, true, &ours()))[0]["status"],
+            "failed"
+        );
+    }
+
+    #[test]
+    fn a_replayed_call_is_announced_whole() {
+        let call = LogEntry::AssistantItems {
+            items: vec![AssistantItem::ToolCall {
+                call_id: "c1".into(),
+                name: "write_file".into(),
+                arguments: json!({"path": "a.txt", "content": "new"}),
+            }],
+        };
+        let update = &wire(Updates::default().entry(&call, false, &ours()))[0];
+        assert_eq!(update["sessionUpdate"], "tool_call");
+        assert_eq!(update["title"], "write_file a.txt");
+        assert_eq!(update["kind"], "edit");
+        assert_eq!(
+            update["content"][0],
+            // No `oldText`: a new file's whole content.
+            json!({"type": "diff", "path": "a.txt", "newText": "new"})
+        );
     }
 
     #[test]
@@ -311,7 +377,7 @@ mod tests {
                                             {"text": "fix", "status": "in_progress"}]}),
             }],
         };
-        let plan = &updates.entry(&call, true, &ours())[0];
+        let plan = &wire(updates.entry(&call, true, &ours()))[0];
         assert_eq!(plan["sessionUpdate"], "plan");
         assert_eq!(plan["entries"][0]["status"], "completed");
         assert_eq!(plan["entries"][1]["content"], "fix");

@@ -10,9 +10,13 @@
 import { spawn, execFile } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import { promisify } from "node:util";
-import { client, methods, ndJsonStream } from "@agentclientprotocol/sdk";
-
 const env = process.env;
+const scenario = process.argv[2];
+// Child sessions are in ACP's unstable schema only: the SDK's `unstable`
+// entry is the one that reads `subagent_update`. Both entries speak v1.
+const { client, methods, ndJsonStream } = await import(
+  scenario === "children" ? "@agentclientprotocol/sdk/unstable" : "@agentclientprotocol/sdk"
+);
 const run = promisify(execFile);
 
 /** Prints one fact for the Rust side. */
@@ -51,7 +55,6 @@ function waiter() {
   };
 }
 
-const scenario = process.argv[2];
 // The `serve` flags for the pod `pod acp` starts: after `acp`, as an
 // editor's `args` list has them; before it in one scenario, as for `pod send`.
 const flags = ["--provider", "script", "--script", env.SCRIPT, "--approval", "ask"];
@@ -108,7 +111,8 @@ function toolUpdates(id) {
 async function start(agent) {
   const init = await agent.request(methods.agent.initialize, {
     protocolVersion: 1,
-    clientCapabilities: {},
+    // SUBAGENTS=1: the editor shows child sessions.
+    clientCapabilities: env.SUBAGENTS === "1" ? { subagents: {} } : {},
     clientInfo: { name: "test-editor", version: "1" },
   });
   expect(init.protocolVersion === 1, "protocol version 1", init);
@@ -174,6 +178,29 @@ const scenarios = {
     fact("replayedSessions", [...new Set(replayed.map((u) => u.sessionId))]);
     fact("replayedUser", text("user_message_chunk", before));
     fact("replayedAgent", text("agent_message_chunk", before));
+  },
+
+  // A turn that spawns a child pod. An editor that declared subagents
+  // sees the child announced and its session's updates; one that did not
+  // sees the parent's session only.
+  async children(agent) {
+    const sessionId = await start(agent);
+    const answer = await prompt(agent, sessionId, "delegate");
+    fact("stopReason", answer.stopReason);
+    const announced = () => updates.filter((u) => u.update.sessionUpdate === "subagent_update");
+    const child = () => announced()[0]?.update.sessionId;
+    const of = (session, kind) => updates
+      .filter((u) => u.sessionId === session && u.update.sessionUpdate === kind)
+      .map((u) => u.update.content.text)
+      .join("");
+    if (env.SUBAGENTS === "1") {
+      await wait.until("the child's answer", () => of(child(), "agent_message_chunk").length > 0);
+    }
+    fact("announced", announced().map((u) => ({ on: u.sessionId, ...u.update })));
+    fact("childUser", of(child(), "user_message_chunk"));
+    fact("childText", of(child(), "agent_message_chunk"));
+    fact("parentText", of(sessionId, "agent_message_chunk"));
+    fact("sessions", [...new Set(updates.map((u) => u.sessionId))]);
   },
 
   // The editor leaves the request open; `pod approve` answers it: the
