@@ -12,7 +12,7 @@ mod config;
 pub mod fuzzing;
 mod http;
 mod images;
-mod offline;
+pub mod offline;
 mod openai;
 pub mod overflow;
 pub mod repetition;
