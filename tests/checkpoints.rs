@@ -622,3 +622,51 @@ fn undo_stops_a_daemon_that_rewrites_a_file_before_restoring_it() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(fs::read_to_string(&notes).unwrap(), "original\n");
 }
+
+/// A refused `pod undo` changes nothing, the processes a tool left running
+/// included (re-trial of issue 35): the daemon goes on; the `--force` run
+/// that does restore stops it and says so.
+#[test]
+fn a_refused_undo_leaves_a_daemon_running_and_the_forced_one_stops_it_and_says_so() {
+    let command = "echo model > notes.txt; \
+        setsid bash -c 'i=0; while :; do i=$((i+1)); echo $i > beat.txt; sleep 0.02; done' \
+        </dev/null >/dev/null 2>&1 & \
+        while [ ! -s beat.txt ]; do sleep 0.02; done; echo started";
+    let script = [
+        call("c1", "bash", json!({ "command": command })),
+        text("done"),
+    ]
+    .join("\n");
+    let pod = Pod::builder().script(&script).start();
+    let mut c = pod.client();
+    c.until_type("snapshot");
+    c.run("start the beat");
+    c.until_entry("turn_end");
+    let notes = pod.workspace.join("notes.txt");
+    let beat = pod.workspace.join("beat.txt");
+    fs::write(&notes, "by hand\n").unwrap();
+
+    let out = pod.command("undo").output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("nothing undone"), "{said}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("stopped"), "{stdout}");
+    let seen = fs::read_to_string(&beat).unwrap_or_default();
+    harness::eventually(
+        "the daemon to go on beating",
+        Duration::from_secs(10),
+        || fs::read_to_string(&beat).is_ok_and(|now| !now.is_empty() && now != seen),
+    );
+
+    let out = succeeded(pod.command("undo").arg("--force").output().unwrap());
+    assert!(out.starts_with("stopped "), "{out}");
+    assert!(out.contains("a tool left running (pid "), "{out}");
+    assert!(out.contains("notes.txt"), "{out}");
+    assert!(
+        !beat.exists(),
+        "the turn made beat.txt: the undo removes it"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!beat.exists(), "nothing writes beat.txt again");
+}

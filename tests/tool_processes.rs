@@ -576,3 +576,104 @@ fn a_pod_warns_of_tool_processes_a_dead_pod_left_in_its_workspace() {
         "{warnings}"
     );
 }
+
+/// A fast fork chain a dead pod's tool left (each link `setsid`s, lives
+/// 20 ms and starts the next) is seen by the next pod, though one pass over
+/// `/proc` can miss every link (re-trial of issue 35): the warning says it
+/// is a chain, which no list of pids stops, in one unbroken sentence.
+#[test]
+fn a_pod_warns_of_a_fast_fork_chain_a_dead_pod_left() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+    std::fs::write(
+        dir.path().join("ws/link.sh"),
+        "[ -e stop-chain ] && exit\necho $$ >> chain.log\nsleep 0.02\n\
+         (setsid bash link.sh </dev/null >/dev/null 2>&1 &)\n",
+    )
+    .unwrap();
+    let command = "setsid bash link.sh </dev/null >/dev/null 2>&1 & \
+        while [ ! -s chain.log ]; do sleep 0.02; done; echo started";
+    let mut subreaper = serve_under_a_subreaper(
+        dir.path(),
+        &[bash_call("c1", command), text("done")].join("\n"),
+    );
+    let ws = dir.path().join("ws");
+    // Whatever happens below, the chain ends with the test.
+    struct StopChain(std::path::PathBuf);
+    impl Drop for StopChain {
+        fn drop(&mut self) {
+            let _ = std::fs::write(self.0.join("stop-chain"), "");
+        }
+    }
+    let _stop = StopChain(ws.clone());
+    let mut client = Client::connect(&dir.path().join("run/pod.sock"));
+    let pid = client.until_type("snapshot")["greeting"]["pid"]
+        .as_u64()
+        .unwrap() as i32;
+    client.run("go");
+    client.until_entry("turn_end");
+    kill9_all(&[reaper_of(pid as u32)]);
+    kill9_all(&[pid]);
+    eventually("the pod is gone", Duration::from_secs(10), || {
+        parent_of(pid).is_none()
+    });
+    let links = || {
+        std::fs::read_to_string(ws.join("chain.log"))
+            .map(|log| log.lines().count())
+            .unwrap_or(0)
+    };
+    let before = links();
+    eventually("the chain goes on", Duration::from_secs(10), || {
+        links() > before + 2
+    });
+
+    let mut again = Pod::builder().in_dir(dir).start();
+    let stderr = again.child.stderr.take().unwrap();
+    let (lines, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let snapshot = again.client().until_type("snapshot");
+    let _ = subreaper.kill();
+    let _ = subreaper.wait();
+    let warnings = snapshot["greeting"]["warnings"].to_string();
+    let warning = std::iter::from_fn(|| rx.recv_timeout(Duration::from_secs(2)).ok())
+        .find(|line| line.starts_with("warning:") && line.contains("still run"))
+        .unwrap_or_else(|| panic!("no warning of the chain; greeting warnings: {warnings}"));
+    assert!(warning.contains("fork chain"), "{warning}");
+    assert!(warning.contains("docs/sandbox.md"), "{warning}");
+    assert!(!warning.contains("  "), "runs of spaces: {warning:?}");
+
+    // The loop docs/sandbox.md gives stops the chain.
+    let docs =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/sandbox.md")).unwrap();
+    let block = docs
+        .split("```sh\n")
+        .skip(1)
+        .find(|block| block.contains("Seccomp_filters"))
+        .and_then(|block| block.split("```").next())
+        .expect("docs/sandbox.md shows a loop that stops a chain");
+    let stopped = std::process::Command::new("bash")
+        .args(["-c", block])
+        .current_dir(&ws)
+        .status()
+        .unwrap();
+    assert!(stopped.success(), "{stopped:?}");
+    let still = |over: Duration| {
+        let before = links();
+        std::thread::sleep(over);
+        links() == before
+    };
+    assert!(
+        still(Duration::from_millis(300)),
+        "the loop left the chain running"
+    );
+}

@@ -37,6 +37,9 @@ fn plain_pod_starts_a_pod_in_the_background_and_attaches() {
     let (parser, mut child, mut keys) = in_pty(pod);
     wait_for_screen(&parser, "● connected");
     wait_for_screen(&parser, "offline/offline");
+    // Not only the status bar: the transcript says it, and what to do.
+    wait_for_screen(&parser, "[offline model]");
+    wait_for_screen(&parser, "ANTHROPIC_API_KEY=...");
     keys.write_all(b"\x04").unwrap();
     keys.flush().unwrap();
     wait_until("pod to exit on Ctrl+D", || {

@@ -181,6 +181,9 @@ pub fn undo(paths: &Paths, forcing: Forcing) -> anyhow::Result<ExitCode> {
             print!("{}", rewind_report(&response, None));
             return Ok(ExitCode::SUCCESS);
         }
+        // Stopped only when a daemon wrote one of the turn's files after
+        // the pod had checked them, making that conflict.
+        print!("{}", stopped_line(&response));
         let mut said = String::from(
             "pod: nothing undone: the last turn changed these files and they were changed \
              outside a turn since:\n",
@@ -323,20 +326,26 @@ async fn rewind_with(
     Ok(ExitCode::SUCCESS)
 }
 
+/// The line saying which processes a tool left running the rewind
+/// stopped; empty when it stopped none.
+fn stopped_line(r: &Response) -> String {
+    let Some(pids) = r.processes_stopped.as_deref().filter(|p| !p.is_empty()) else {
+        return String::new();
+    };
+    let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+    format!(
+        "stopped {} process{} a tool left running (pid {}), so that none writes over the \
+         restored files\n",
+        pids.len(),
+        if pids.len() == 1 { "" } else { "es" },
+        pids.join(", ")
+    )
+}
+
 /// What a rewind did, as `pod undo`/`pod rewind` print it; `conflict_hint`
 /// follows each conflict, when a command can still restore it.
 fn rewind_report(r: &Response, conflict_hint: Option<&str>) -> String {
-    let mut out = String::new();
-    if let Some(pids) = r.processes_stopped.as_deref().filter(|p| !p.is_empty()) {
-        let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
-        out.push_str(&format!(
-            "stopped {} process{} a tool left running (pid {}), so that none writes over the \
-             restored files\n",
-            pids.len(),
-            if pids.len() == 1 { "" } else { "es" },
-            pids.join(", ")
-        ));
-    }
+    let mut out = stopped_line(r);
     let restored = r.files_restored.as_deref().unwrap_or_default();
     if restored.is_empty() {
         out.push_str("no file restored\n");

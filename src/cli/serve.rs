@@ -309,6 +309,11 @@ pub fn attach(
     super::runtime()?.block_on(crate::tui::run(crate::tui::AttachOptions {
         endpoint: paths.endpoint.clone(),
         pod_name: paths.name.clone(),
+        pod_command: if paths.name_given {
+            format!("pod --name {}", paths.name)
+        } else {
+            "pod".to_owned()
+        },
         notify,
         inline,
     }))?;

@@ -279,6 +279,7 @@ fn refuse(code: ErrorCode, message: impl Into<String>) -> Refused {
 
 /// What to restore: the target state and the paths to put back to it,
 /// and the paths left alone because they changed by hand too.
+#[derive(Clone)]
 struct Plan {
     target: Option<String>,
     paths: Vec<String>,
@@ -403,91 +404,75 @@ pub async fn rewind(
         }
         env.toolbox.jobs().kill_all().await;
     }
-    // So does a daemon a command left (the pod adopted it): it may be
-    // rewriting a file in a loop, or swapping a directory for a link.
     let mut processes_stopped = Vec::new();
-    if request.files && plan.target.is_some() {
-        let spare = env.toolbox.mcp_server_pids();
-        processes_stopped =
-            tokio::task::spawn_blocking(move || crate::tools::reaper::stop_adopted(&spare))
-                .await
-                .unwrap_or_default()
-                .into_iter()
-                .filter_map(|pid| u32::try_from(pid).ok())
-                .collect();
-    }
     let mut before = None;
     let mut outcome = restore::Outcome::default();
     let mut conflicts = Vec::new();
     let mut checkpoint_entry = None;
     if request.files && plan.target.is_some() {
-        let taken = take_full(env, conversation, CheckpointReason::Rewind).await;
-        let (
-            Some(now),
-            LogEntry::Checkpoint {
-                checkpoint: Some(id),
-                ..
-            },
-        ) = (taken.manifest.clone(), &taken.entry)
-        else {
-            let why = match &taken.entry {
-                LogEntry::Checkpoint {
-                    error: Some(error), ..
-                } => error.clone(),
-                _ => "unknown error".into(),
-            };
-            return Err(refuse(
-                ErrorCode::StorageError,
-                format!(
-                    "the state before the rewind could not be kept, so nothing was restored: {why}"
-                ),
-            ));
-        };
-        let id = id.clone();
+        let target_id = plan.target.clone().unwrap_or_default();
+        let force = request.force;
+        // So does a daemon a command left (the pod adopted it): it may be
+        // rewriting a file in a loop, or swapping a directory for a link;
+        // it is stopped before the state before the rewind is taken. But a
+        // rewind refused for its conflicts changes nothing, those processes
+        // included: then they are stopped only once it is known to go on.
+        if !request.abort_on_conflict {
+            processes_stopped = stop_adopted(env).await;
+        }
+        let mut taken = take_and_choose(env, conversation, &plan, force).await?;
+        if request.abort_on_conflict {
+            if taken.chosen.conflicts.is_empty() {
+                processes_stopped = stop_adopted(env).await;
+                // They may have written since: take the state again.
+                if !processes_stopped.is_empty() {
+                    taken = take_and_choose(env, conversation, &plan, force).await?;
+                }
+            }
+            // Nothing was touched and nothing is committed: the answer
+            // names the conflicts, the session stays as it is.
+            if !taken.chosen.conflicts.is_empty() {
+                return Ok(Rewound {
+                    session_id: conversation.session_id,
+                    files_restored: Vec::new(),
+                    conflicts: taken.chosen.conflicts,
+                    not_restored: Vec::new(),
+                    processes_stopped,
+                    switched: None,
+                });
+            }
+        }
+        let TakenAndChosen {
+            id,
+            entry,
+            now,
+            chosen,
+        } = taken;
         before = Some(id.clone());
-        checkpoint_entry = Some(taken.entry);
+        checkpoint_entry = Some(entry);
         let store = env
             .checkpoints
             .store()
             .map_err(|e| refuse(ErrorCode::StorageError, e))?;
-        let target_id = plan.target.clone().unwrap_or_default();
-        let force = request.force;
         let journal = crate::checkpoint::Journal {
-            before: id.clone(),
-            target: target_id.clone(),
+            before: id,
+            target: target_id,
         };
-        let abort_on_conflict = request.abort_on_conflict;
-        let done = tokio::task::spawn_blocking(move || {
-            let chosen = choose_paths(&store, &target_id, &now, plan, force)?;
-            if abort_on_conflict && !chosen.conflicts.is_empty() {
-                return Ok(Err(chosen.conflicts));
-            }
+        let restored = tokio::task::spawn_blocking(move || {
             store
                 .begin_rewind(&journal)
                 .map_err(|e| format!("cannot record the rewind before it starts: {e}"))?;
-            let outcome = restore::restore(&store, &chosen.target, &now, &chosen.paths);
-            Ok(Ok((outcome, chosen.conflicts)))
+            Ok(restore::restore(
+                &store,
+                &chosen.target,
+                &now,
+                &chosen.paths,
+            ))
         })
         .await
         .map_err(|e| refuse(ErrorCode::StorageError, e.to_string()))?;
-        match done.map_err(|e: String| refuse(ErrorCode::StorageError, e))? {
-            Ok((restored, left)) => {
-                outcome = restored;
-                conflicts = left;
-            }
-            // Nothing was touched and nothing is committed: the answer
-            // names the conflicts, the session stays as it is.
-            Err(left) => {
-                return Ok(Rewound {
-                    session_id: conversation.session_id,
-                    files_restored: Vec::new(),
-                    conflicts: left,
-                    not_restored: Vec::new(),
-                    processes_stopped,
-                    switched: None,
-                })
-            }
-        }
+        outcome = restored.map_err(|e: String| refuse(ErrorCode::StorageError, e))?;
+        conflicts = chosen.conflicts;
     }
     let rewind_entry = LogEntry::Rewind {
         before_seq: by_seq,
@@ -540,6 +525,77 @@ pub async fn rewind(
         not_restored: outcome.not_restored,
         processes_stopped,
         switched,
+    })
+}
+
+/// Kills the processes the pod's tools left running (its MCP servers
+/// spared); their pids.
+async fn stop_adopted(env: &JobEnv) -> Vec<u32> {
+    let spare = env.toolbox.mcp_server_pids();
+    tokio::task::spawn_blocking(move || crate::tools::reaper::stop_adopted(&spare))
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|pid| u32::try_from(pid).ok())
+        .collect()
+}
+
+/// The `rewind` checkpoint (the files as they are before the rewind, so
+/// that it can be undone in turn), not committed yet, and what to restore
+/// against it.
+struct TakenAndChosen {
+    id: String,
+    entry: LogEntry,
+    now: Arc<Manifest>,
+    chosen: Chosen,
+}
+
+async fn take_and_choose(
+    env: &JobEnv,
+    conversation: &Conversation,
+    plan: &Plan,
+    force: bool,
+) -> Result<TakenAndChosen, Refused> {
+    let taken = take_full(env, conversation, CheckpointReason::Rewind).await;
+    let (
+        Some(now),
+        LogEntry::Checkpoint {
+            checkpoint: Some(id),
+            ..
+        },
+    ) = (taken.manifest.clone(), &taken.entry)
+    else {
+        let why = match &taken.entry {
+            LogEntry::Checkpoint {
+                error: Some(error), ..
+            } => error.clone(),
+            _ => "unknown error".into(),
+        };
+        return Err(refuse(
+            ErrorCode::StorageError,
+            format!(
+                "the state before the rewind could not be kept, so nothing was restored: {why}"
+            ),
+        ));
+    };
+    let id = id.clone();
+    let store = env
+        .checkpoints
+        .store()
+        .map_err(|e| refuse(ErrorCode::StorageError, e))?;
+    let target_id = plan.target.clone().unwrap_or_default();
+    let plan = plan.clone();
+    let seen = Arc::clone(&now);
+    let chosen =
+        tokio::task::spawn_blocking(move || choose_paths(&store, &target_id, &seen, plan, force))
+            .await
+            .map_err(|e| refuse(ErrorCode::StorageError, e.to_string()))?
+            .map_err(|e| refuse(ErrorCode::StorageError, e))?;
+    Ok(TakenAndChosen {
+        id,
+        entry: taken.entry,
+        now,
+        chosen,
     })
 }
 

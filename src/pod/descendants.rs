@@ -104,12 +104,13 @@ pub fn leftovers(workspace: &Path) -> Vec<u32> {
     let pod_comm = comm(getpid().as_raw_nonzero().get() as u32);
     let mut found: Vec<u32> = dir
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| matches!(stat(pid), Some((state, _)) if state != 'Z'))
-        .filter(|&pid| marked(pid))
+        // The cheapest test first: a starting pod makes several passes.
         .filter(|&pid| {
             std::fs::read_link(format!("/proc/{pid}/cwd"))
                 .is_ok_and(|cwd| cwd.starts_with(workspace))
         })
+        .filter(|&pid| matches!(stat(pid), Some((state, _)) if state != 'Z'))
+        .filter(|&pid| marked(pid))
         .filter(|&pid| {
             let mut current = pid;
             for _ in 0..4096 {
@@ -126,29 +127,105 @@ pub fn leftovers(workspace: &Path) -> Vec<u32> {
     found
 }
 
-/// The warning a starting pod prints for [`leftovers`], `None` when there
-/// are none.
+/// How long a starting pod goes on looking for [`leftovers`] once it found
+/// some: long enough to see a fork chain's links come and go.
+const LOOK_FOR_LEFTOVERS: Duration = Duration::from_millis(300);
+
+/// Passes over `/proc` that must find no leftover in a row before there is
+/// none: a link of a fast fork chain (each living a few milliseconds, in a
+/// session of its own) can be gone before one pass reads it, while the next
+/// link is not listed yet.
+const QUIET_PASSES: u32 = 4;
+
+/// The warning a starting pod prints for the tool processes of a dead pod
+/// still running in `workspace` (see [`leftovers`]), `None` when there are
+/// none. One pass can miss the links of a fast fork chain, so it passes
+/// over `/proc` again until [`QUIET_PASSES`] in a row find none, or, once
+/// it found some, for [`LOOK_FOR_LEFTOVERS`]: new processes that no tool
+/// process still running started are a chain, which a list of pids cannot
+/// stop. Blocking: reads `/proc`.
 pub fn leftovers_warning(workspace: &Path) -> Option<String> {
-    let pids = leftovers(workspace);
-    if pids.is_empty() {
+    let mut first_seen = None;
+    let mut all: Vec<u32> = Vec::new();
+    let mut names = std::collections::HashMap::new();
+    let mut quiet = 0;
+    let mut chain = false;
+    while quiet < QUIET_PASSES {
+        if first_seen.is_some_and(|t: std::time::Instant| t.elapsed() > LOOK_FOR_LEFTOVERS) {
+            break;
+        }
+        let found = leftovers(workspace);
+        if found.is_empty() {
+            quiet += 1;
+            std::thread::sleep(Duration::from_millis(2));
+            continue;
+        }
+        quiet = 0;
+        first_seen.get_or_insert_with(std::time::Instant::now);
+        // A new process whose parent is not a tool's was not started by
+        // one that still runs: the link before it ended (a chain); a new
+        // child of a looping daemon is not one.
+        let own = own_filters();
+        let tools_child = |pid: u32| {
+            parent_of(pid).is_some_and(|parent| {
+                crate::tools::process::seccomp_filters(parent).is_some_and(|n| n > own)
+            })
+        };
+        if !all.is_empty()
+            && found
+                .iter()
+                .any(|pid| !all.contains(pid) && !tools_child(*pid))
+        {
+            chain = true;
+        }
+        for pid in &found {
+            if !all.contains(pid) {
+                all.push(*pid);
+                names.insert(*pid, comm(*pid));
+            }
+        }
+    }
+    if all.is_empty() {
         return None;
     }
-    let listed: Vec<String> = pids
+    // Only those still running are worth a `kill -9`.
+    let running: Vec<u32> = all
         .iter()
-        .map(|pid| match comm(*pid) {
+        .copied()
+        .filter(|pid| matches!(stat(*pid), Some((state, _)) if state != 'Z'))
+        .collect();
+    let shown = if running.is_empty() { &all } else { &running };
+    let listed: Vec<String> = shown
+        .iter()
+        .take(10)
+        .map(|pid| match names.get(pid).cloned().flatten() {
             Some(name) => format!("{pid} ({name})"),
             None => pid.to_string(),
         })
         .collect();
-    let numbers: Vec<String> = pids.iter().map(u32::to_string).collect();
-    Some(format!(
-        "{} process{} started by the tools of a pod that is gone still run{} in this workspace:          {}. They may go on changing files, or wait for this pod's port or socket; stop them          with `kill -9 {}` unless you started them yourself (see docs/sandbox.md)",
-        pids.len(),
-        if pids.len() == 1 { "" } else { "es" },
-        if pids.len() == 1 { "s" } else { "" },
+    let numbers: Vec<String> = running.iter().map(u32::to_string).collect();
+    let mut said = format!(
+        "{} process{} started by the tools of a pod that is gone still run{} in this \
+         workspace: {}. They may go on changing files, or wait for this pod's port or socket",
+        shown.len(),
+        if shown.len() == 1 { "" } else { "es" },
+        if shown.len() == 1 { "s" } else { "" },
         listed.join(", "),
-        numbers.join(" ")
-    ))
+    );
+    if chain {
+        said.push_str(
+            "; some start new ones as they end (a fork chain), so no list of pids stops them: \
+             kill them over and over until none is left, as docs/sandbox.md shows, unless you \
+             started them yourself",
+        );
+    } else {
+        said.push_str(&format!(
+            "; stop them with `kill -9 {}` unless you started them yourself (see \
+             docs/sandbox.md)",
+            numbers.join(" ")
+        ));
+    }
+    Some(said)
 }
 
 /// How many seccomp filters this pod runs under.

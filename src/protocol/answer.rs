@@ -17,8 +17,8 @@
 use uuid::Uuid;
 
 use super::{
-    AccessLevel, AgentInfo, AgentWorktree, CompletionItem, FileChange, JobInfo, LogLine, NotRestored, Response,
-    RestoredFile, RuleInfo, SessionInfo, TokenInfo,
+    AccessLevel, AgentInfo, AgentWorktree, CompletionItem, FileChange, JobInfo, LogLine,
+    NotRestored, Response, RestoredFile, RuleInfo, SessionInfo, TokenInfo,
 };
 
 /// A typed view of a method's `response`.

@@ -13,7 +13,7 @@ pub mod estimate;
 pub mod fuzzing;
 mod http;
 mod images;
-mod offline;
+pub mod offline;
 mod openai;
 pub mod overflow;
 pub mod repetition;

@@ -46,6 +46,9 @@ pub struct App {
     pub(crate) cache: LayoutCache,
     pub(crate) viewport: Viewport,
     pub(crate) pod_name: String,
+    /// How the user reaches this pod from its project (`pod`, or `pod
+    /// --name NAME`), for the hints that name a command.
+    pub pod_command: String,
     pub(crate) greeting: Option<Greeting>,
     /// Attached over the network (`--url`): the pod takes an `always`
     /// answer from here only if its greeting says so.
@@ -139,6 +142,7 @@ impl App {
             cache: LayoutCache::new(),
             viewport: Viewport::new(),
             pod_name: pod_name.into(),
+            pod_command: "pod".to_owned(),
             greeting: None,
             remote: false,
             status: None,
@@ -481,6 +485,16 @@ impl App {
                     let text = format!("[pod warning] {}", crate::safe_text::line(warning));
                     self.conversation.push_notice(Level::Warn, text);
                 }
+            }
+            // Otherwise only the status bar says so until a first reply:
+            // said on every snapshot, which rebuilds the transcript.
+            if snapshot.greeting.provider == crate::provider::offline::NAME {
+                let text = format!(
+                    "[offline model] This pod runs pod's built-in offline model: no real model \
+                     is configured, so its replies are not written by one. {}",
+                    crate::provider::offline::real_model_hint(&self.pod_command)
+                );
+                self.conversation.push_notice(Level::Info, text);
             }
             self.viewport.end();
             self.ask(

@@ -73,6 +73,9 @@ pub struct AttachOptions {
     pub endpoint: crate::client::Endpoint,
     /// Shown until the pod's greeting names it.
     pub pod_name: String,
+    /// The command that reaches this pod from its project: `pod`, or
+    /// `pod --name NAME` when a name was given.
+    pub pod_command: String,
     /// `--notify`: how to tell a person who looked away.
     pub notify: notify::NotifyMode,
     /// `--inline`: draw on the terminal's own screen, not the alternate
@@ -99,6 +102,7 @@ pub async fn run(options: AttachOptions) -> anyhow::Result<()> {
     let mut app = App::new(options.pod_name, Instant::now());
     app.set_notify(options.notify);
     app.set_remote(remote);
+    app.pod_command = options.pod_command;
     let result = event_loop(&mut app, &mut terminal, term_rx, conn_rx, out_tx).await;
     input.abort();
     conn.abort();

@@ -181,7 +181,7 @@ export class Controls {
     const pending = (s.pending_approvals || []).length;
     if (pending) parts.push(h('span', { class: 'attention' }, `${pending} pending`));
     if (s.queued) parts.push(h('span', {}, `${s.queued} queued`));
-    if (s.jobs) parts.push(h('span', {}, `${s.jobs} jobs`));
+    if (s.jobs) parts.push(h('span', {}, `${s.jobs} job${s.jobs === 1 ? '' : 's'} running`));
     if (s.approval) parts.push(h('span', { title: 'approval mode' }, `mode ${s.approval}`));
     replace($('status'), parts);
     this.drawAgents(s);
