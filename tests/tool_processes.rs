@@ -548,19 +548,7 @@ fn a_pod_warns_of_tool_processes_a_dead_pod_left_in_its_workspace() {
     assert_eq!(daemons(&tag), [daemon], "nothing killed the daemon");
 
     let mut again = Pod::builder().in_dir(dir).start();
-    let stderr = again.child.stderr.take().unwrap();
-    let (lines, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = stderr_lines(again.child.stderr.take().unwrap());
     let warning = std::iter::from_fn(|| rx.recv_timeout(Duration::from_secs(10)).ok())
         .find(|line| line.starts_with("warning:") && line.contains("still run"));
     let snapshot = again.client().until_type("snapshot");
@@ -628,19 +616,7 @@ fn a_pod_warns_of_a_fast_fork_chain_a_dead_pod_left() {
     });
 
     let mut again = Pod::builder().in_dir(dir).start();
-    let stderr = again.child.stderr.take().unwrap();
-    let (lines, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = stderr_lines(again.child.stderr.take().unwrap());
     let snapshot = again.client().until_type("snapshot");
     let _ = subreaper.kill();
     let _ = subreaper.wait();
@@ -676,4 +652,22 @@ fn a_pod_warns_of_a_fast_fork_chain_a_dead_pod_left() {
         still(Duration::from_millis(300)),
         "the loop left the chain running"
     );
+}
+
+/// The lines a pod writes to stderr, as they come, read on a thread of
+/// their own so that a test can wait for one with a timeout.
+fn stderr_lines(stderr: std::process::ChildStderr) -> std::sync::mpsc::Receiver<String> {
+    let (lines, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
 }
