@@ -15,7 +15,7 @@ fn the_gauge_follows_the_conversation_after_a_new_session() {
         .start();
     let mut client = pod.client();
     client.until_type("snapshot");
-    client.run(&"a long message to fill the context. ".repeat(400));
+    client.run(&"a long message to fill the context. ".repeat(2000));
     let full = client.until_with("a status after the turn", |v| {
         v["type"] == "status" && v["state"] == "idle" && v["context_tokens"].as_u64() > Some(1000)
     });

@@ -49,6 +49,11 @@ pub struct App {
     /// How the user reaches this pod from its project (`pod`, or `pod
     /// --name NAME`), for the hints that name a command.
     pub pod_command: String,
+    /// Whether an empty conversation on the offline model opens with a
+    /// notice of how to use a real one: the terminal front end's first
+    /// words to a new user (`tui::run` turns it on), not part of what a
+    /// conversation's view is.
+    pub offline_hint: bool,
     pub(crate) greeting: Option<Greeting>,
     /// Attached over the network (`--url`): the pod takes an `always`
     /// answer from here only if its greeting says so.
@@ -143,6 +148,7 @@ impl App {
             viewport: Viewport::new(),
             pod_name: pod_name.into(),
             pod_command: "pod".to_owned(),
+            offline_hint: false,
             greeting: None,
             remote: false,
             status: None,
@@ -486,9 +492,19 @@ impl App {
                     self.conversation.push_notice(Level::Warn, text);
                 }
             }
-            // Otherwise only the status bar says so until a first reply:
-            // said on every snapshot, which rebuilds the transcript.
-            if snapshot.greeting.provider == crate::provider::offline::NAME {
+            // A conversation on the offline model that has not begun would
+            // otherwise open empty, only the status bar saying so until a
+            // first reply (whose words these are); once it has begun, those
+            // replies say it. Said on every such snapshot, which rebuilds the
+            // transcript.
+            let begun = snapshot
+                .entries
+                .iter()
+                .any(|line| matches!(line.entry, crate::protocol::LogEntry::UserInput { .. }));
+            if self.offline_hint
+                && !begun
+                && snapshot.greeting.provider == crate::provider::offline::NAME
+            {
                 let text = format!(
                     "[offline model] This pod runs pod's built-in offline model: no real model \
                      is configured, so its replies are not written by one. {}",

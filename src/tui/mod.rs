@@ -103,6 +103,7 @@ pub async fn run(options: AttachOptions) -> anyhow::Result<()> {
     app.set_notify(options.notify);
     app.set_remote(remote);
     app.pod_command = options.pod_command;
+    app.offline_hint = true;
     let result = event_loop(&mut app, &mut terminal, term_rx, conn_rx, out_tx).await;
     input.abort();
     conn.abort();
