@@ -109,20 +109,23 @@ pub(super) fn serve_config(
                 eprintln!("pod: {why}");
                 return Ok(Err(ExitCode::from(super::connect::exit::USAGE)));
             }
-            Some(crate::remote::RemoteConfig {
+            let remote = crate::remote::RemoteConfig {
                 listen,
                 tls,
                 allow_hosts: args.allow_host,
                 allow_origins: args.allow_origin,
                 max_remote_clients: args.max_remote_clients,
-            })
+            };
+            let start: crate::pod::StartListener =
+                Box::new(move |parts| crate::remote::start(remote, parts));
+            Some(start)
         }
         None => None,
     };
     let provider = provider::build(&provider_config)?;
     crate::tools::process::keep_env(args.pass_env);
     Ok(Ok(ServeConfig {
-        remote,
+        listener: remote,
         name: paths.name.clone(),
         name_derived: !paths.name_given,
         model_typed,

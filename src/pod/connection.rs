@@ -61,9 +61,9 @@ pub struct Hub {
     pub config: ConnectionLimits,
     pub checkpoints: crate::checkpoint::serve::Handle,
     /// The device tokens remote clients show (made by the token methods).
-    pub tokens: std::sync::Arc<crate::remote::Tokens>,
+    pub tokens: std::sync::Arc<crate::store::device_tokens::Tokens>,
     /// Where the pod listens (`--listen`), for pairing links.
-    pub listening: Option<crate::remote::Listening>,
+    pub listening: Option<super::listening::Listening>,
     /// The image store (`None`: it could not be opened; images are refused).
     pub blobs: Option<crate::blobs::Blobs>,
 }
@@ -486,8 +486,8 @@ fn lines_answer(
 
 /// What a token method answers.
 fn token_answer(
-    tokens: &crate::remote::Tokens,
-    listening: Option<&crate::remote::Listening>,
+    tokens: &crate::store::device_tokens::Tokens,
+    listening: Option<&super::listening::Listening>,
     method: Method,
 ) -> Result<Response, (ErrorCode, String)> {
     let storage = |e: std::io::Error| {

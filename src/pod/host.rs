@@ -60,7 +60,7 @@ pub(super) struct Shared {
     pub checkpoints: crate::checkpoint::serve::Handle,
     pub hooks: Arc<crate::hooks::Hooks>,
     pub limits: ConnectionLimits,
-    pub tokens: Arc<crate::remote::Tokens>,
+    pub tokens: Arc<crate::store::device_tokens::Tokens>,
     /// Where the network server finds each running pod's clients.
     pub doors: Doors,
     pub probe: Rc<super::probe::Probe>,
@@ -120,7 +120,7 @@ pub(super) struct PodSpec {
     pub parent: Option<(ParentLink, u64)>,
     /// A child started on another model of the provider.
     pub model: Option<String>,
-    pub listening: Option<crate::remote::Listening>,
+    pub listening: Option<super::listening::Listening>,
     pub faults: Faults,
     pub exit: Exit,
 }
@@ -156,7 +156,10 @@ pub(super) fn start_pod(shared: &Rc<Shared>, spec: PodSpec) -> Started {
         mcp_servers: toolbox.mcp_servers(),
         access: Default::default(),
         access_reason: None,
-        listen: spec.listening.as_ref().map(crate::remote::Listening::info),
+        listen: spec
+            .listening
+            .as_ref()
+            .map(super::listening::Listening::info),
         allow_remote_always: shared.allow_remote_always,
         warnings: shared
             .warnings
@@ -675,7 +678,7 @@ pub struct RemoteClient {
     pub tail: Option<usize>,
 }
 
-/// The clients the network server hands over (see `crate::remote`).
+/// The clients the network server hands over.
 pub(super) async fn accept_remote(mut clients: mpsc::UnboundedReceiver<RemoteClient>, hub: Hub) {
     while let Some(client) = clients.recv().await {
         let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);

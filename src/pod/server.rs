@@ -21,15 +21,37 @@ use super::host::{
     Place, PodSpec, Shared, Start, NEXT_CONN_ID,
 };
 use super::job::Thresholds;
+use super::listening::Listening;
 use super::worker::{Exit, Stop, Worker};
 use crate::approval::{Policy, Rule};
 use crate::mcp::{McpChange, McpRegistry, McpServerConfig};
 use crate::protocol::ApprovalMode;
 use crate::protocol::{Event, Level};
 use crate::provider::Provider;
+use crate::store::device_tokens::Tokens;
 use crate::store::{pod_socket, pointer, PodLock};
 use crate::tools::{ToolLimits, Toolbox};
 use crate::workspace::Workspace;
+
+/// Starts the network server of `--listen` once the pod's doors exist,
+/// and says where it listens. The composition root (`cli/serve.rs`) makes
+/// it from the `remote` module, so the pod, which the server sits above, never
+/// names the server.
+pub type StartListener = Box<dyn FnOnce(ListenerParts) -> anyhow::Result<Listening> + Send>;
+
+/// What the network server takes from the pod it serves.
+pub struct ListenerParts {
+    /// The device tokens a remote client must show.
+    pub tokens: Arc<Tokens>,
+    /// Where it hands each authenticated WebSocket: the pod or a child.
+    pub doors: Doors,
+    /// The pod's name, the door a client reaches without `?agent=`.
+    pub pod: String,
+    /// `--max-frame-bytes`.
+    pub max_frame_bytes: usize,
+    /// The blob store images are fetched from, when it opened.
+    pub blobs: Option<crate::blobs::Blobs>,
+}
 
 pub struct ServeConfig {
     pub name: String,
@@ -77,8 +99,8 @@ pub struct ServeConfig {
     pub config_path: Option<PathBuf>,
     /// `--allow-remote-always`.
     pub allow_remote_always: bool,
-    /// `--listen` and its flags: the protocol over a WebSocket.
-    pub remote: Option<crate::remote::RemoteConfig>,
+    /// `--listen`: the protocol over a WebSocket, started by this.
+    pub listener: Option<StartListener>,
     /// `--max-agents`, `--max-agent-depth`, `--agent-max-tokens`.
     pub agents: agents::Limits,
     /// Nobody will answer approval requests (`pod exec`): see
@@ -124,7 +146,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         workspace.root(),
     )?;
     prepare_socket_path(&config.socket, config.socket_in_default_dir)?;
-    let tokens = Arc::new(crate::remote::Tokens::open(&pods_dir, &config.name)?);
+    let tokens = Arc::new(Tokens::open(&pods_dir, &config.name)?);
     let pointer_path = pointer::path(&pods_dir, &config.name);
     let start = Start {
         new_session: config.new_session,
@@ -213,16 +235,15 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
                 None
             }
         };
-        let listening = match config.remote {
-            Some(remote) => {
-                let listening = crate::remote::start(
-                    remote,
-                    tokens.clone(),
-                    doors.clone(),
-                    config.name.clone(),
-                    config.limits.max_frame_bytes,
-                    blobs.clone(),
-                )?;
+        let listening = match config.listener {
+            Some(start) => {
+                let listening = start(ListenerParts {
+                    tokens: tokens.clone(),
+                    doors: doors.clone(),
+                    pod: config.name.clone(),
+                    max_frame_bytes: config.limits.max_frame_bytes,
+                    blobs: blobs.clone(),
+                })?;
                 eprintln!(
                     "pod {:?}: listening on {}; `pod url` prints a link for a browser or \
                      phone, `pod token create` a device token",

@@ -2,7 +2,7 @@
 //! the web client's page.
 //!
 //! The HTTP side (actix-web, rustls) checks `Host`, `Origin` and the device
-//! token before any upgrade ([`checks`], [`tokens`]); each accepted
+//! token before any upgrade ([`checks`], the store's device tokens); each accepted
 //! WebSocket becomes an ordinary pod connection whose frames its response
 //! body takes from the connection's feed ([`bridge`]), so the pod's one
 //! `Connection` type, outbox and ordering argument serve remote clients
@@ -13,7 +13,6 @@ mod checks;
 mod inbound;
 pub mod peer;
 mod server;
-pub mod tokens;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -21,9 +20,8 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
-use crate::pod::Doors;
-use crate::protocol::ListenInfo;
-pub use tokens::Tokens;
+pub use crate::pod::listening::{unix_path, Door, Listening};
+use crate::pod::ListenerParts;
 
 /// `pod serve`'s network flags.
 #[derive(Debug, Clone)]
@@ -35,87 +33,6 @@ pub struct RemoteConfig {
     pub allow_hosts: Vec<String>,
     pub allow_origins: Vec<String>,
     pub max_remote_clients: usize,
-}
-
-/// Where `--listen` serves.
-#[derive(Debug, Clone)]
-pub enum Door {
-    /// A TCP address, as bound.
-    Tcp(SocketAddr),
-    /// `unix:PATH`: a Unix socket (mode 0600) for a reverse proxy on this
-    /// machine — a door the pod's tools cannot reach while the sandbox
-    /// refuses them Unix sockets, where a proxy's TCP port is one they can.
-    Unix(PathBuf),
-}
-
-/// The prefix of `--listen` that names a Unix socket.
-const UNIX_PREFIX: &str = "unix:";
-
-/// The socket path of `--listen unix:PATH`, `None` for a TCP address.
-pub fn unix_path(listen: &str) -> Option<&Path> {
-    listen.strip_prefix(UNIX_PREFIX).map(Path::new)
-}
-
-/// Where the pod listens, for the greeting and for pairing links.
-#[derive(Debug, Clone)]
-pub struct Listening {
-    pub door: Door,
-    pub tls: bool,
-    /// Where a pairing link points unless told otherwise. Over TCP, the
-    /// host: the certificate's first DNS name, else this machine's name
-    /// when listening on a wildcard address, else the listen address.
-    /// Behind a Unix socket, the proxy's origin: the first
-    /// `--allow-origin`, if any.
-    pub link_host: String,
-}
-
-impl Listening {
-    pub fn info(&self) -> ListenInfo {
-        ListenInfo {
-            address: match &self.door {
-                Door::Tcp(address) => address.to_string(),
-                Door::Unix(path) => format!("{UNIX_PREFIX}{}", path.display()),
-            },
-            tls: self.tls,
-        }
-    }
-
-    /// What `pod serve` prints once it listens.
-    pub fn describe(&self) -> String {
-        match &self.door {
-            Door::Tcp(address) => {
-                let scheme = if self.tls { "https" } else { "http" };
-                format!("{scheme}://{address} (WebSocket /v1/ws)")
-            }
-            Door::Unix(path) => format!(
-                "{UNIX_PREFIX}{} (WebSocket /v1/ws), for a reverse proxy on this machine",
-                path.display()
-            ),
-        }
-    }
-
-    /// The web client's URL with a one-time pairing code in its fragment.
-    /// Behind a Unix socket the link is the proxy's: `https://HOST/` for
-    /// `host`, else the proxy's origin; with neither, why there is none.
-    pub fn pairing_url(&self, host: Option<&str>, code: &str) -> Result<String, String> {
-        let bracketed = |host: &str| match host.parse::<std::net::Ipv6Addr>() {
-            Ok(v6) => format!("[{v6}]"),
-            Err(_) => host.to_owned(),
-        };
-        match &self.door {
-            Door::Tcp(address) => {
-                let scheme = if self.tls { "https" } else { "http" };
-                let host = bracketed(host.unwrap_or(&self.link_host));
-                Ok(format!("{scheme}://{host}:{}/#pair={code}", address.port()))
-            }
-            Door::Unix(_) => match (host, self.link_host.as_str()) {
-                (Some(host), _) => Ok(format!("https://{}/#pair={code}", bracketed(host))),
-                (None, "") => Err("this pod listens on a Unix socket for a reverse proxy, so                                    it does not know the address a browser uses: give it as                                    `pod url --host NAME`, or start the pod with                                    --allow-origin https://NAME"
-                    .into()),
-                (None, origin) => Ok(format!("{origin}/#pair={code}")),
-            },
-        }
-    }
 }
 
 /// Refuses plaintext on an address that is not loopback, unless
@@ -186,14 +103,7 @@ pub fn check_listen(
 /// Binds `--listen` and starts the HTTP server on the running actix system;
 /// each authenticated WebSocket is handed to the pod it names through its
 /// door in `doors` (the top pod `pod`, or a child by `?agent=`).
-pub fn start(
-    config: RemoteConfig,
-    tokens: Arc<Tokens>,
-    doors: Doors,
-    pod: String,
-    max_frame_bytes: usize,
-    blobs: Option<crate::blobs::Blobs>,
-) -> anyhow::Result<Listening> {
+pub fn start(config: RemoteConfig, parts: ListenerParts) -> anyhow::Result<Listening> {
     if let Some(path) = unix_path(&config.listen) {
         let listener = bind_unix(path)?;
         // No address to name: a proxy forwards the browser's `Host`, which
@@ -217,7 +127,7 @@ pub fn start(
         server::start(
             server::Listener::Unix(listener),
             None,
-            state(&config, tokens, checks, doors, pod, max_frame_bytes, blobs),
+            state(&config, parts, checks),
         )?;
         return Ok(listening);
     }
@@ -251,31 +161,23 @@ pub fn start(
     server::start(
         server::Listener::Tcp(listener),
         tls,
-        state(&config, tokens, checks, doors, pod, max_frame_bytes, blobs),
+        state(&config, parts, checks),
     )?;
     Ok(listening)
 }
 
 /// The server's state, whichever door it listens on.
-fn state(
-    config: &RemoteConfig,
-    tokens: Arc<Tokens>,
-    checks: checks::Checks,
-    doors: Doors,
-    pod: String,
-    max_frame_bytes: usize,
-    blobs: Option<crate::blobs::Blobs>,
-) -> server::State {
+fn state(config: &RemoteConfig, parts: ListenerParts, checks: checks::Checks) -> server::State {
     server::State {
-        tokens,
+        tokens: parts.tokens,
         checks: Arc::new(checks),
-        doors,
-        pod,
+        doors: parts.doors,
+        pod: parts.pod,
         active: Arc::default(),
         active_read: Arc::default(),
         max_clients: config.max_remote_clients,
-        max_frame_bytes,
-        blobs,
+        max_frame_bytes: parts.max_frame_bytes,
+        blobs: parts.blobs,
     }
 }
 

@@ -19,9 +19,9 @@ use anyhow::Context as _;
 
 use super::checks::Checks;
 use super::peer;
-use super::tokens::{Granted, Tokens};
 use crate::pod::{Access, Feed, RemoteClient};
 use crate::protocol::AccessLevel;
+use crate::store::device_tokens::{Granted, Tokens};
 
 /// The same on every response (the contract's exact policy).
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: \

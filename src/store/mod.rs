@@ -1,11 +1,13 @@
 //! Durable storage: session log files, the content-addressed store (image
 //! blobs, checkpointed files), the pod's current-session pointer,
 //! the listing's index, and the lock that makes one pod the only user of
-//! its pointer. Plain synchronous file code; the `SessionLog` actor is its
-//! only user at run time, which is what makes it the single writer.
+//! its pointer; and the device tokens of `--listen` (`device_tokens`). Plain
+//! synchronous file code; the `SessionLog` actor is the only user of the
+//! logs at run time, which is what makes it their single writer.
 
 pub mod claim;
 pub mod content;
+pub mod device_tokens;
 pub mod index;
 pub mod log_file;
 pub mod pod_lock;
