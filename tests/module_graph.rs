@@ -225,16 +225,12 @@ const LAYERS: &[&[&str]] = &[
     &["pod"],
     &["completion", "context"],
     &["hooks", "input", "prompt"],
-    &["approval", "mcp", "tools"],
+    &["approval", "mcp"],
+    &["tools"],
     &["blobs", "checkpoint", "provider"],
     &["store", "tokens"],
     &["private", "protocol", "safe_text", "web", "workspace"],
 ];
-
-/// Pairs of top-level modules that still use each other (issue 37), the
-/// only exceptions to [`LAYERS`]. The list may only shrink: a pair that no
-/// longer uses each other must leave it, and no pair may join it.
-const KNOWN_TWO_WAY: &[(&str, &str)] = &[("approval", "tools"), ("mcp", "tools")];
 
 /// Each top-level module of `src/` (a file, with its directory of
 /// submodules if it has one; `main.rs` and `lib.rs`, the crate's root, left
@@ -284,12 +280,6 @@ fn layer_of() -> BTreeMap<&'static str, usize> {
     layers
 }
 
-fn is_known_two_way(a: &str, b: &str) -> bool {
-    KNOWN_TWO_WAY
-        .iter()
-        .any(|&(x, y)| (x, y) == (a, b) || (y, x) == (a, b))
-}
-
 #[test]
 fn top_level_modules_use_only_lower_layers() {
     let graph = crate_graph_of_code();
@@ -309,7 +299,7 @@ fn top_level_modules_use_only_lower_layers() {
             let Some(&to) = layers.get(dep.as_str()) else {
                 continue;
             };
-            if to <= layers[name.as_str()] && !is_known_two_way(name, dep) {
+            if to <= layers[name.as_str()] {
                 upward.push(format!("{name} → {dep}"));
             }
         }
@@ -321,37 +311,9 @@ fn top_level_modules_use_only_lower_layers() {
     );
 }
 
-#[test]
-fn the_known_two_way_dependencies_only_shrink() {
-    let graph = crate_graph_of_code();
-    let uses = |a: &str, b: &str| graph.get(a).is_some_and(|deps| deps.contains(b));
-    let mut two_way = BTreeSet::new();
-    for (name, deps) in &graph {
-        for dep in deps {
-            if name < dep && uses(dep, name) {
-                two_way.insert((name.clone(), dep.clone()));
-            }
-        }
-    }
-    for (a, b) in &two_way {
-        assert!(
-            is_known_two_way(a, b),
-            "{a} and {b} use each other: a new cycle between modules; cut one direction"
-        );
-    }
-    for &(a, b) in KNOWN_TWO_WAY {
-        assert!(
-            uses(a, b) && uses(b, a),
-            "{a} and {b} no longer use each other: take ({a:?}, {b:?}) out of KNOWN_TWO_WAY \
-             here and out of docs/architecture.md"
-        );
-    }
-}
-
-/// The "Layers" section of `docs/architecture.md`: its first code block,
-/// one layer a line from the top, `a, b, c`; its second, the known two-way
-/// dependencies, `a ↔ b` a line.
-fn layers_of_docs() -> (Vec<Vec<String>>, Vec<(String, String)>) {
+/// The "Layers" section of `docs/architecture.md`: its code block, one
+/// layer a line from the top, `a, b, c`.
+fn layers_of_docs() -> Vec<Vec<String>> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md");
     let text = std::fs::read_to_string(path).unwrap();
     let section = text
@@ -359,28 +321,20 @@ fn layers_of_docs() -> (Vec<Vec<String>>, Vec<(String, String)>) {
         .nth(1)
         .expect("docs/architecture.md has a `## Layers` section");
     let section = section.split("\n## ").next().unwrap_or_default();
-    let mut blocks = section.split("```").skip(1).step_by(2);
-    let layers = blocks
-        .next()
+    section
+        .split("```")
+        .nth(1)
         .expect("a code block of layers")
         .lines()
         .skip(1)
         .filter(|line| !line.trim().is_empty())
         .map(|line| line.split(',').map(|n| n.trim().to_owned()).collect())
-        .collect();
-    let two_way = blocks
-        .next()
-        .expect("a code block of the known two-way dependencies")
-        .lines()
-        .filter_map(|line| line.split_once('↔'))
-        .map(|(a, b)| (a.trim().to_owned(), b.trim().to_owned()))
-        .collect();
-    (layers, two_way)
+        .collect()
 }
 
 #[test]
 fn the_architecture_doc_shows_the_layers_of_the_code() {
-    let (layers, two_way) = layers_of_docs();
+    let layers = layers_of_docs();
     let table: Vec<Vec<String>> = LAYERS
         .iter()
         .map(|names| names.iter().map(|n| (*n).to_owned()).collect())
@@ -388,13 +342,5 @@ fn the_architecture_doc_shows_the_layers_of_the_code() {
     assert_eq!(
         layers, table,
         "docs/architecture.md's layers (left) differ from LAYERS (right)"
-    );
-    let known: Vec<(String, String)> = KNOWN_TWO_WAY
-        .iter()
-        .map(|&(a, b)| (a.to_owned(), b.to_owned()))
-        .collect();
-    assert_eq!(
-        two_way, known,
-        "docs/architecture.md's two-way dependencies (left) differ from KNOWN_TWO_WAY (right)"
     );
 }

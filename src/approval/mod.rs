@@ -31,18 +31,7 @@ const BASH: &str = crate::tools::registry::BASH_RULE;
 /// The rule a [`Policy::never_ask`] denial names.
 pub const NEVER_ASK_RULE: &str = "mode:exec";
 
-/// Whether `bash` commands run confined (see `docs/sandbox.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SandboxGate {
-    /// Commands run in the sandbox.
-    Enforced,
-    /// The user wants the sandbox but the kernel cannot provide it: mode
-    /// `auto` then asks for `bash` calls (allow rules still apply), because
-    /// the user chose `auto` trusting the confinement that is missing.
-    Unavailable,
-    /// The user turned the sandbox off; that changes nothing about asking.
-    Off,
-}
+pub use crate::tools::SandboxGate;
 
 /// What happens to a call.
 #[derive(Debug, Clone, PartialEq, Eq)]

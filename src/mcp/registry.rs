@@ -349,3 +349,32 @@ fn exited(pid: u32) -> bool {
         Ok(None)
     )
 }
+
+/// How the toolbox reaches the MCP servers' tools (it does not name this
+/// module: see `tools::ExternalTools`).
+impl crate::tools::ExternalTools for McpRegistry {
+    fn servers(&self) -> Vec<McpServerInfo> {
+        McpRegistry::servers(self)
+    }
+
+    fn specs(&self) -> Vec<ToolSpec> {
+        McpRegistry::specs(self)
+    }
+
+    fn precheck(&self, name: &str, arguments: &Value) -> Result<(), ToolOutcome> {
+        McpRegistry::precheck(self, name, arguments)
+    }
+
+    fn call<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: &'a Value,
+        cancel: CancellationToken,
+    ) -> futures::future::BoxFuture<'a, ToolOutcome> {
+        Box::pin(McpRegistry::call(self, name, arguments, cancel))
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        McpRegistry::pids(self)
+    }
+}

@@ -11,6 +11,7 @@
 mod bash;
 mod cap;
 pub mod delegation;
+mod external;
 pub mod fetch;
 mod fs;
 pub mod jobs;
@@ -22,22 +23,23 @@ mod sandbox;
 mod search;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::mcp::McpRegistry;
 use crate::provider::ToolSpec;
 use crate::workspace::{Access, OpenError, Opened, Workspace};
 
 pub(crate) use bash::{confined_command, tool_command, ProcessGroup};
 pub(crate) use cap::floor_char_boundary;
 pub use cap::{cap, CapBuffer};
+pub use external::ExternalTools;
 pub(crate) use fs::looks_binary;
 pub use fs::{EDIT_FILE, MAX_EDIT_BYTES};
-pub use sandbox::{Rules, Sandbox, SandboxPolicy, Switch};
+pub use sandbox::{Rules, Sandbox, SandboxGate, SandboxPolicy, Switch};
 
 /// Names of MCP tools start with this; no built-in tool's does.
 const MCP_PREFIX: &str = "mcp__";
@@ -102,7 +104,7 @@ pub struct Toolbox {
     limits: ToolLimits,
     sandbox: Sandbox,
     /// The MCP servers' tools (`mcp__SERVER__TOOL`), if any are configured.
-    mcp: Option<McpRegistry>,
+    mcp: Option<Arc<dyn ExternalTools>>,
     /// Background jobs (`bash` with `background: true`).
     jobs: jobs::Jobs,
 }
@@ -157,7 +159,7 @@ impl Toolbox {
     pub fn mcp_servers(&self) -> Vec<crate::protocol::McpServerInfo> {
         self.mcp
             .as_ref()
-            .map(McpRegistry::servers)
+            .map(|mcp| mcp.servers())
             .unwrap_or_default()
     }
 
@@ -167,19 +169,19 @@ impl Toolbox {
     }
 
     /// Also offers the tools of these MCP servers.
-    pub fn with_mcp(mut self, registry: McpRegistry) -> Self {
-        self.mcp = Some(registry);
+    pub fn with_mcp(mut self, registry: impl ExternalTools + 'static) -> Self {
+        self.mcp = Some(Arc::new(registry));
         self
     }
 
     /// The pids of the MCP servers running now.
     pub fn mcp_server_pids(&self) -> Vec<u32> {
-        self.mcp.as_ref().map(McpRegistry::pids).unwrap_or_default()
+        self.mcp.as_ref().map(|mcp| mcp.pids()).unwrap_or_default()
     }
 
     /// The MCP registry, for a name that is an MCP tool's.
-    fn mcp_for(&self, name: &str) -> Option<&McpRegistry> {
-        self.mcp.as_ref().filter(|_| name.starts_with(MCP_PREFIX))
+    fn mcp_for(&self, name: &str) -> Option<&dyn ExternalTools> {
+        self.mcp.as_deref().filter(|_| name.starts_with(MCP_PREFIX))
     }
 
     /// The `bash` sandbox: what was asked for and what is enforced.

@@ -22,8 +22,20 @@ use landlock::{
 };
 
 use super::process::Confinement;
-use crate::approval::SandboxGate;
 pub use crate::protocol::{SandboxInfo, SandboxMode};
+
+/// Whether `bash` commands run confined (see `docs/sandbox.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxGate {
+    /// Commands run in the sandbox.
+    Enforced,
+    /// The user wants the sandbox but the kernel cannot provide it: mode
+    /// `auto` then asks for `bash` calls (allow rules still apply), because
+    /// the user chose `auto` trusting the confinement that is missing.
+    Unavailable,
+    /// The user turned the sandbox off; that changes nothing about asking.
+    Off,
+}
 
 /// `--sandbox` parses into the wire type; `unknown` (a newer peer's value on
 /// the wire) is not a choice on the command line.
