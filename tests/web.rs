@@ -904,6 +904,123 @@ async fn scrolling_to_the_top_on_a_desktop_pages_earlier_entries_in_order() {
     scrolling_to_the_top_pages_earlier_entries(Screen::Desktop).await;
 }
 
+/// #36.1 / #36.5: answering an approval with "Deny with a message" on a
+/// phone leaves the page following the end. The panel closing makes the
+/// page shorter, so the browser moves the view up (it clamps the offset)
+/// and reports that scroll a frame later; when the model's reply has made the page
+/// longer meanwhile, that scroll looks like the reader moving up short of
+/// the end, and the page used to stop there with "Newer below" shown
+/// though the reader never scrolled. The reply comes 0 to 44 ms after the
+/// denial, round by round, so some round lands in that frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denying_with_a_message_on_a_phone_keeps_following_the_end() {
+    let _one = lock().await;
+    const HISTORY: usize = 30;
+    const ROUNDS: usize = 12;
+    let paragraph = "lorem ipsum dolor sit amet consectetur adipiscing elit ".repeat(4);
+    let mut script: Vec<String> = (0..HISTORY)
+        .map(|i| {
+            json!({"events":[{"text": format!("Reply {i}.\n\n{paragraph}\n\n{paragraph}")}]})
+                .to_string()
+        })
+        .collect();
+    for round in 0..ROUNDS {
+        script.push(
+            json!({"events":[{"tool_call":{"id": format!("c{round}"),"name":"bash","arguments":{"command": format!("rm -rf build{round}")}}}]})
+                .to_string(),
+        );
+        // The reply comes 0 to 44 ms after the denial: before, with and
+        // after the frame that lays out the closed panel.
+        let mut events = vec![json!({"delay_ms": 4 * round as u64})];
+        events.push(json!({"text": format!("removed build {round}")}));
+        script.push(json!({ "events": events }).to_string());
+    }
+    let (pod, _port) = web_pod(&script.join("\n"), &["--approval", "ask"]);
+    let mut terminal = pod.client();
+    terminal.until_type("snapshot");
+    for i in 0..HISTORY {
+        terminal.run(&format!("question number {i}"));
+    }
+    for _ in 0..HISTORY {
+        terminal.until_entry("turn_end");
+    }
+    let browser = browser_or_skip!(Screen::Phone);
+    open_long(&browser, &pod, HISTORY - 1).await;
+    browser
+        .until(
+            "the view at the end",
+            &format!("document.fonts.status === 'loaded' && {FROM_END} <= 2"),
+        )
+        .await;
+    // The last scrolls the page saw, for the failure message.
+    browser
+        .js("(window.scrolls = [], addEventListener('scroll', () => { const e = document.scrollingElement; \
+             scrolls.push([Math.round(performance.now()), e.scrollTop, e.scrollHeight, e.clientHeight, document.getElementById('newer').hidden]); }), true)")
+        .await;
+    let at_end = format!("{FROM_END} <= 2 && document.getElementById('newer').hidden");
+    for round in 0..ROUNDS {
+        browser
+            .send_message(&format!("from the phone: clean build {round}, then tell me what it removed and how long the next build takes"))
+            .await;
+        browser
+            .until(
+                "the approval panel",
+                "document.querySelector('#approvals .approval summary')",
+            )
+            .await;
+        browser
+            .c()
+            .find(Locator::XPath("//section[contains(@class,'approval')]//summary[normalize-space(.)='Deny with a message']"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let box_ = browser
+            .c()
+            .find(Locator::Css("#approvals .approval textarea"))
+            .await
+            .unwrap();
+        box_.click().await.unwrap();
+        box_.send_keys("use cargo clean instead").await.unwrap();
+        browser
+            .c()
+            .find(Locator::XPath("//section[contains(@class,'approval')]//button[normalize-space(.)='Deny with this message']"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        browser
+            .until(
+                "the reply after the denial",
+                &format!("document.querySelector('#approvals').hidden && [...document.querySelectorAll('#log .assistant')].some(e => e.textContent.includes('removed build {round}'))"),
+            )
+            .await;
+        // Two frames: whatever the reply's arrival set in motion is laid out.
+        let settled = browser
+            .c()
+            .execute_async(
+                &format!("const done = arguments[arguments.length - 1]; requestAnimationFrame(() => requestAnimationFrame(() => done({at_end})));"),
+                vec![],
+            )
+            .await
+            .unwrap();
+        if settled != json!(true) {
+            browser.screenshot("web-after-deny-failed-390.png").await;
+            let from_end = browser.js(FROM_END).await;
+            let scrolls = browser.js("scrolls.slice(-8)").await;
+            panic!(
+                "round {round}: after the denial the page is {from_end} px short of the end \
+                 with Newer below {}; scrolls (ms, top, height, client, newer hidden): {scrolls}",
+                browser
+                    .js("document.getElementById('newer').hidden ? 'hidden' : 'shown'")
+                    .await
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_from_the_picker_reaches_the_log() {
     let _one = lock().await;
