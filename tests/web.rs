@@ -619,8 +619,8 @@ async fn a_phone_needs_no_sideways_scrolling() {
 
 /// A session of `turns` turns (three entries each: hundreds of entries)
 /// whose answers have long lines and code blocks, then `later` more
-/// replies streamed slowly; and the client that made it.
-fn long_session(turns: usize, later: &[&str]) -> (Pod, harness::Client) {
+/// replies streamed a word every `word_ms`; and the client that made it.
+fn long_session(turns: usize, later: &[&str], word_ms: u64) -> (Pod, harness::Client) {
     let mut script: Vec<String> = (0..turns)
         .map(|i| {
             let text = format!(
@@ -634,7 +634,7 @@ fn long_session(turns: usize, later: &[&str]) -> (Pod, harness::Client) {
     for reply in later {
         let words: Vec<String> = reply.split(' ').map(|w| format!("{w} ")).collect();
         let words: Vec<&str> = words.iter().map(String::as_str).collect();
-        script.push(chunks(&words, 120));
+        script.push(chunks(&words, word_ms));
     }
     let (pod, _port) = web_pod(&script.join("\n"), &[]);
     let mut c = pod.client();
@@ -681,7 +681,8 @@ async fn open_long(browser: &Browser, pod: &Pod, last_question: usize) {
 
 async fn opens_at_its_end_and_follows_a_run_from_elsewhere(screen: Screen) {
     let _one = lock().await;
-    let (pod, mut terminal) = long_session(100, &["the streamed reply to the terminal ends here"]);
+    let (pod, mut terminal) =
+        long_session(100, &["the streamed reply to the terminal ends here"], 120);
     assert!(pod.log_lines().len() > 300, "hundreds of entries");
     let browser = browser_or_skip!(screen);
     open_long(&browser, &pod, 99).await;
@@ -739,24 +740,66 @@ async fn a_long_session_opens_at_its_end_on_a_desktop_and_follows() {
 
 async fn scrolled_up_stays_put_with_newer_below(screen: Screen) {
     let _one = lock().await;
-    let (pod, mut terminal) = long_session(100, &["a reply the reader does not watch arrive"]);
+    // A word every 20 ms: the page changes every frame or two while the
+    // reader scrolls, so only their input can tell their scroll from one
+    // the growing answer caused.
+    let reply = format!(
+        "{} a reply the reader does not watch arrive",
+        "word ".repeat(200)
+    );
+    let (pod, mut terminal) = long_session(100, &[&reply], 20);
     let browser = browser_or_skip!(screen);
     open_long(&browser, &pod, 99).await;
     browser
         .until("the view at the end", &format!("{FROM_END} <= 4"))
         .await;
-    // The reader scrolls up with the mouse wheel or a finger.
-    let mut wheel = fantoccini::actions::WheelActions::new("wheel".into());
-    wheel.push(fantoccini::actions::WheelAction::Scroll {
-        duration: None,
-        x: 100,
-        y: 300,
-        delta_x: 0,
-        delta_y: -1500,
-    });
-    if browser.c().perform_actions(wheel).await.is_err() {
-        // Chromium's phone emulation takes no wheel: a swipe, as a script.
-        browser.js("window.scrollBy(0, -1500)").await;
+    terminal.run("while the reader reads");
+    browser
+        .until(
+            "the answer streaming",
+            "!!document.querySelector('#live .assistant')",
+        )
+        .await;
+    // The reader scrolls up: with the mouse wheel on a desktop, and on a
+    // phone with a finger that drags the page down, three times.
+    match screen {
+        Screen::Desktop => {
+            let mut wheel = fantoccini::actions::WheelActions::new("wheel".into());
+            wheel.push(fantoccini::actions::WheelAction::Scroll {
+                duration: None,
+                x: 100,
+                y: 300,
+                delta_x: 0,
+                delta_y: -1500,
+            });
+            browser.c().perform_actions(wheel).await.unwrap();
+        }
+        Screen::Phone => {
+            use fantoccini::actions::{
+                InputSource, PointerAction, TouchActions, MOUSE_BUTTON_LEFT,
+            };
+            let mut finger = TouchActions::new("finger".into());
+            for _ in 0..3 {
+                finger = finger
+                    .then(PointerAction::MoveTo {
+                        duration: None,
+                        x: 200.0,
+                        y: 200.0,
+                    })
+                    .then(PointerAction::Down {
+                        button: MOUSE_BUTTON_LEFT,
+                    })
+                    .then(PointerAction::MoveTo {
+                        duration: Some(Duration::from_millis(300)),
+                        x: 200.0,
+                        y: 700.0,
+                    })
+                    .then(PointerAction::Up {
+                        button: MOUSE_BUTTON_LEFT,
+                    });
+            }
+            browser.c().perform_actions(finger).await.unwrap();
+        }
     }
     browser
         .until("the view to leave the end", &format!("{FROM_END} > 1000"))
@@ -772,7 +815,6 @@ async fn scrolled_up_stays_put_with_newer_below(screen: Screen) {
                  return [document.scrollingElement.scrollTop, seen.textContent, seen.getBoundingClientRect().top]; })()";
     let before = browser.js(place).await;
 
-    terminal.run("while the reader reads");
     terminal.until_entry("turn_end");
     browser
         .until(
@@ -822,7 +864,7 @@ async fn scrolled_up_on_a_desktop_new_content_does_not_move_the_view() {
 async fn scrolling_to_the_top_pages_earlier_entries(screen: Screen) {
     let _one = lock().await;
     const TURNS: usize = 100;
-    let (pod, _terminal) = long_session(TURNS, &[]);
+    let (pod, _terminal) = long_session(TURNS, &[], 120);
     let browser = browser_or_skip!(screen);
     open_long(&browser, &pod, TURNS - 1).await;
     let users = "document.querySelectorAll('#log .user').length";
