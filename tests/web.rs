@@ -619,8 +619,8 @@ async fn a_phone_needs_no_sideways_scrolling() {
 
 /// A session of `turns` turns (three entries each: hundreds of entries)
 /// whose answers have long lines and code blocks, then `later` more
-/// replies streamed slowly; and the client that made it.
-fn long_session(turns: usize, later: &[&str]) -> (Pod, harness::Client) {
+/// replies streamed a word every `word_ms`; and the client that made it.
+fn long_session(turns: usize, later: &[&str], word_ms: u64) -> (Pod, harness::Client) {
     let mut script: Vec<String> = (0..turns)
         .map(|i| {
             let text = format!(
@@ -634,7 +634,7 @@ fn long_session(turns: usize, later: &[&str]) -> (Pod, harness::Client) {
     for reply in later {
         let words: Vec<String> = reply.split(' ').map(|w| format!("{w} ")).collect();
         let words: Vec<&str> = words.iter().map(String::as_str).collect();
-        script.push(chunks(&words, 120));
+        script.push(chunks(&words, word_ms));
     }
     let (pod, _port) = web_pod(&script.join("\n"), &[]);
     let mut c = pod.client();
@@ -681,7 +681,8 @@ async fn open_long(browser: &Browser, pod: &Pod, last_question: usize) {
 
 async fn opens_at_its_end_and_follows_a_run_from_elsewhere(screen: Screen) {
     let _one = lock().await;
-    let (pod, mut terminal) = long_session(100, &["the streamed reply to the terminal ends here"]);
+    let (pod, mut terminal) =
+        long_session(100, &["the streamed reply to the terminal ends here"], 120);
     assert!(pod.log_lines().len() > 300, "hundreds of entries");
     let browser = browser_or_skip!(screen);
     open_long(&browser, &pod, 99).await;
@@ -739,24 +740,66 @@ async fn a_long_session_opens_at_its_end_on_a_desktop_and_follows() {
 
 async fn scrolled_up_stays_put_with_newer_below(screen: Screen) {
     let _one = lock().await;
-    let (pod, mut terminal) = long_session(100, &["a reply the reader does not watch arrive"]);
+    // A word every 20 ms: the page changes every frame or two while the
+    // reader scrolls, so only their input can tell their scroll from one
+    // the growing answer caused.
+    let reply = format!(
+        "{} a reply the reader does not watch arrive",
+        "word ".repeat(200)
+    );
+    let (pod, mut terminal) = long_session(100, &[&reply], 20);
     let browser = browser_or_skip!(screen);
     open_long(&browser, &pod, 99).await;
     browser
         .until("the view at the end", &format!("{FROM_END} <= 4"))
         .await;
-    // The reader scrolls up with the mouse wheel or a finger.
-    let mut wheel = fantoccini::actions::WheelActions::new("wheel".into());
-    wheel.push(fantoccini::actions::WheelAction::Scroll {
-        duration: None,
-        x: 100,
-        y: 300,
-        delta_x: 0,
-        delta_y: -1500,
-    });
-    if browser.c().perform_actions(wheel).await.is_err() {
-        // Chromium's phone emulation takes no wheel: a swipe, as a script.
-        browser.js("window.scrollBy(0, -1500)").await;
+    terminal.run("while the reader reads");
+    browser
+        .until(
+            "the answer streaming",
+            "!!document.querySelector('#live .assistant')",
+        )
+        .await;
+    // The reader scrolls up: with the mouse wheel on a desktop, and on a
+    // phone with a finger that drags the page down, three times.
+    match screen {
+        Screen::Desktop => {
+            let mut wheel = fantoccini::actions::WheelActions::new("wheel".into());
+            wheel.push(fantoccini::actions::WheelAction::Scroll {
+                duration: None,
+                x: 100,
+                y: 300,
+                delta_x: 0,
+                delta_y: -1500,
+            });
+            browser.c().perform_actions(wheel).await.unwrap();
+        }
+        Screen::Phone => {
+            use fantoccini::actions::{
+                InputSource, PointerAction, TouchActions, MOUSE_BUTTON_LEFT,
+            };
+            let mut finger = TouchActions::new("finger".into());
+            for _ in 0..3 {
+                finger = finger
+                    .then(PointerAction::MoveTo {
+                        duration: None,
+                        x: 200.0,
+                        y: 200.0,
+                    })
+                    .then(PointerAction::Down {
+                        button: MOUSE_BUTTON_LEFT,
+                    })
+                    .then(PointerAction::MoveTo {
+                        duration: Some(Duration::from_millis(300)),
+                        x: 200.0,
+                        y: 700.0,
+                    })
+                    .then(PointerAction::Up {
+                        button: MOUSE_BUTTON_LEFT,
+                    });
+            }
+            browser.c().perform_actions(finger).await.unwrap();
+        }
     }
     browser
         .until("the view to leave the end", &format!("{FROM_END} > 1000"))
@@ -772,7 +815,6 @@ async fn scrolled_up_stays_put_with_newer_below(screen: Screen) {
                  return [document.scrollingElement.scrollTop, seen.textContent, seen.getBoundingClientRect().top]; })()";
     let before = browser.js(place).await;
 
-    terminal.run("while the reader reads");
     terminal.until_entry("turn_end");
     browser
         .until(
@@ -822,7 +864,7 @@ async fn scrolled_up_on_a_desktop_new_content_does_not_move_the_view() {
 async fn scrolling_to_the_top_pages_earlier_entries(screen: Screen) {
     let _one = lock().await;
     const TURNS: usize = 100;
-    let (pod, _terminal) = long_session(TURNS, &[]);
+    let (pod, _terminal) = long_session(TURNS, &[], 120);
     let browser = browser_or_skip!(screen);
     open_long(&browser, &pod, TURNS - 1).await;
     let users = "document.querySelectorAll('#log .user').length";
@@ -902,6 +944,123 @@ async fn scrolling_to_the_top_on_a_phone_pages_earlier_entries_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scrolling_to_the_top_on_a_desktop_pages_earlier_entries_in_order() {
     scrolling_to_the_top_pages_earlier_entries(Screen::Desktop).await;
+}
+
+/// #36.1 / #36.5: answering an approval with "Deny with a message" on a
+/// phone leaves the page following the end. The panel closing makes the
+/// page shorter, so the browser moves the view up (it clamps the offset)
+/// and reports that scroll a frame later; when the model's reply has made the page
+/// longer meanwhile, that scroll looks like the reader moving up short of
+/// the end, and the page used to stop there with "Newer below" shown
+/// though the reader never scrolled. The reply comes 0 to 44 ms after the
+/// denial, round by round, so some round lands in that frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denying_with_a_message_on_a_phone_keeps_following_the_end() {
+    let _one = lock().await;
+    const HISTORY: usize = 30;
+    const ROUNDS: usize = 12;
+    let paragraph = "lorem ipsum dolor sit amet consectetur adipiscing elit ".repeat(4);
+    let mut script: Vec<String> = (0..HISTORY)
+        .map(|i| {
+            json!({"events":[{"text": format!("Reply {i}.\n\n{paragraph}\n\n{paragraph}")}]})
+                .to_string()
+        })
+        .collect();
+    for round in 0..ROUNDS {
+        script.push(
+            json!({"events":[{"tool_call":{"id": format!("c{round}"),"name":"bash","arguments":{"command": format!("rm -rf build{round}")}}}]})
+                .to_string(),
+        );
+        // The reply comes 0 to 44 ms after the denial: before, with and
+        // after the frame that lays out the closed panel.
+        let mut events = vec![json!({"delay_ms": 4 * round as u64})];
+        events.push(json!({"text": format!("removed build {round}")}));
+        script.push(json!({ "events": events }).to_string());
+    }
+    let (pod, _port) = web_pod(&script.join("\n"), &["--approval", "ask"]);
+    let mut terminal = pod.client();
+    terminal.until_type("snapshot");
+    for i in 0..HISTORY {
+        terminal.run(&format!("question number {i}"));
+    }
+    for _ in 0..HISTORY {
+        terminal.until_entry("turn_end");
+    }
+    let browser = browser_or_skip!(Screen::Phone);
+    open_long(&browser, &pod, HISTORY - 1).await;
+    browser
+        .until(
+            "the view at the end",
+            &format!("document.fonts.status === 'loaded' && {FROM_END} <= 2"),
+        )
+        .await;
+    // The last scrolls the page saw, for the failure message.
+    browser
+        .js("(window.scrolls = [], addEventListener('scroll', () => { const e = document.scrollingElement; \
+             scrolls.push([Math.round(performance.now()), e.scrollTop, e.scrollHeight, e.clientHeight, document.getElementById('newer').hidden]); }), true)")
+        .await;
+    let at_end = format!("{FROM_END} <= 2 && document.getElementById('newer').hidden");
+    for round in 0..ROUNDS {
+        browser
+            .send_message(&format!("from the phone: clean build {round}, then tell me what it removed and how long the next build takes"))
+            .await;
+        browser
+            .until(
+                "the approval panel",
+                "document.querySelector('#approvals .approval summary')",
+            )
+            .await;
+        browser
+            .c()
+            .find(Locator::XPath("//section[contains(@class,'approval')]//summary[normalize-space(.)='Deny with a message']"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let box_ = browser
+            .c()
+            .find(Locator::Css("#approvals .approval textarea"))
+            .await
+            .unwrap();
+        box_.click().await.unwrap();
+        box_.send_keys("use cargo clean instead").await.unwrap();
+        browser
+            .c()
+            .find(Locator::XPath("//section[contains(@class,'approval')]//button[normalize-space(.)='Deny with this message']"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        browser
+            .until(
+                "the reply after the denial",
+                &format!("document.querySelector('#approvals').hidden && [...document.querySelectorAll('#log .assistant')].some(e => e.textContent.includes('removed build {round}'))"),
+            )
+            .await;
+        // Two frames: whatever the reply's arrival set in motion is laid out.
+        let settled = browser
+            .c()
+            .execute_async(
+                &format!("const done = arguments[arguments.length - 1]; requestAnimationFrame(() => requestAnimationFrame(() => done({at_end})));"),
+                vec![],
+            )
+            .await
+            .unwrap();
+        if settled != json!(true) {
+            browser.screenshot("web-after-deny-failed-390.png").await;
+            let from_end = browser.js(FROM_END).await;
+            let scrolls = browser.js("scrolls.slice(-8)").await;
+            panic!(
+                "round {round}: after the denial the page is {from_end} px short of the end \
+                 with Newer below {}; scrolls (ms, top, height, client, newer hidden): {scrolls}",
+                browser
+                    .js("document.getElementById('newer').hidden ? 'hidden' : 'shown'")
+                    .await
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

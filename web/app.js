@@ -111,6 +111,7 @@ async function main() {
   };
   const follower = new Follower({
     watched: [$('conversation'), $('dock')],
+    root: $('app'),
     dock: $('dock'),
     onNearTop: () => pageOlder(),
   });
