@@ -23,6 +23,7 @@ mod connect;
 mod content;
 mod names;
 mod registry;
+mod state;
 mod supervisor;
 
 use std::collections::BTreeMap;
@@ -32,7 +33,8 @@ use serde::Deserialize;
 
 pub use crate::protocol::{McpServerInfo, McpState};
 pub use names::tool_name;
-pub use registry::{McpChange, McpRegistry, McpSupervisors};
+pub use registry::{McpRegistry, McpSupervisors};
+pub use state::McpChange;
 
 /// One `[mcp_servers.NAME]` table.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

@@ -16,13 +16,13 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::{Peer, RoleClient};
 use rustix::process::{Signal, WaitOptions};
 use serde_json::Value;
-use tokio::sync::{mpsc, watch, Notify};
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::connect::{signal_group, ProcessSlot};
+use super::state::{McpChange, ServerState};
 use super::supervisor::Supervisor;
 use super::{content, names, McpServerConfig, McpServerInfo, McpState};
-use crate::protocol::Level;
 use crate::provider::ToolSpec;
 use crate::tools::ToolOutcome;
 
@@ -32,55 +32,6 @@ pub const CANCELLED: &str = "[cancelled: abandoned; the server may have complete
 
 /// How long servers get to exit on SIGTERM when the pod stops.
 const STOP_GRACE: Duration = Duration::from_secs(2);
-
-/// A server's state changed: the greeting's entry for it, and what to tell
-/// connected clients (`notification`, source `mcp`) if anything.
-#[derive(Debug, Clone, PartialEq)]
-pub struct McpChange {
-    pub server: McpServerInfo,
-    pub level: Level,
-    pub message: Option<String>,
-}
-
-/// One server's state as its supervisor last published it.
-#[derive(Clone)]
-pub(super) struct ServerState {
-    pub state: McpState,
-    pub error: Option<String>,
-    /// Empty unless ready.
-    pub tools: Arc<Vec<McpTool>>,
-    /// The connection, while ready.
-    pub peer: Option<Peer<RoleClient>>,
-    /// Fires when the server sent a message too large to take.
-    pub oversized: Option<Arc<Notify>>,
-}
-
-impl ServerState {
-    pub fn starting() -> Self {
-        Self {
-            state: McpState::Starting,
-            error: None,
-            tools: Arc::default(),
-            peer: None,
-            oversized: None,
-        }
-    }
-
-    pub fn failed(error: String) -> Self {
-        Self {
-            state: McpState::Failed,
-            error: Some(error),
-            ..Self::starting()
-        }
-    }
-}
-
-/// A tool as offered to the model, and its name on its server.
-#[derive(Debug, Clone)]
-pub(super) struct McpTool {
-    pub spec: ToolSpec,
-    pub server_tool: String,
-}
 
 struct Server {
     name: String,

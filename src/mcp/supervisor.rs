@@ -18,7 +18,7 @@ use rmcp::service::{QuitReason, RunningServiceCancellationToken};
 use tokio::sync::{mpsc, watch};
 
 use super::connect::{self, ProcessSlot, Started, StderrTail};
-use super::registry::{McpChange, McpTool, ServerState};
+use super::state::{McpChange, McpTool, ServerState};
 use super::{McpServerConfig, McpServerInfo, McpState};
 use crate::protocol::Level;
 use crate::provider::ToolSpec;

@@ -40,7 +40,7 @@ use seccompiler::{
     SeccompRule, TargetArch,
 };
 
-use super::sandbox::Prepared;
+use landlock::RulesetCreated;
 
 /// The variables removed from every tool process's environment unless
 /// `--pass-env` names them: the provider keys the pod reads, and the token
@@ -59,6 +59,21 @@ static PASSED_ENV: OnceLock<Vec<String>> = OnceLock::new();
 /// once, at start; later calls change nothing.
 pub fn keep_env(names: Vec<String>) {
     let _ = PASSED_ENV.set(names);
+}
+
+/// A Landlock ruleset the sandbox built, ready for a child to apply to
+/// itself: prepared before `fork`, applied in [`confine`].
+pub(crate) struct Prepared(pub(super) RulesetCreated);
+
+impl Prepared {
+    /// Restricts the calling process. Only system calls and moves: safe to
+    /// call between `fork` and `exec` (in `pre_exec`).
+    pub(crate) fn restrict_self(self) -> std::io::Result<()> {
+        match self.0.restrict_self() {
+            Ok(_) => Ok(()),
+            Err(_) => Err(rustix::io::Errno::PERM.into()),
+        }
+    }
 }
 
 /// What a tool process is confined by, prepared in the pod before `fork`.

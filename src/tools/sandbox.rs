@@ -21,7 +21,7 @@ use landlock::{
     RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope, ABI,
 };
 
-use super::process::Confinement;
+use super::process::{Confinement, Prepared};
 pub use crate::protocol::{SandboxInfo, SandboxMode};
 
 /// Whether `bash` commands run confined (see `docs/sandbox.md`).
@@ -206,20 +206,6 @@ fn build(
         }
     }
     Ok(created)
-}
-
-/// A ruleset ready for a child to apply to itself.
-pub(crate) struct Prepared(RulesetCreated);
-
-impl Prepared {
-    /// Restricts the calling process. Only system calls and moves: safe to
-    /// call between `fork` and `exec` (in `pre_exec`).
-    pub(crate) fn restrict_self(self) -> std::io::Result<()> {
-        match self.0.restrict_self() {
-            Ok(_) => Ok(()),
-            Err(_) => Err(rustix::io::Errno::PERM.into()),
-        }
-    }
 }
 
 /// The policy, its rules for this workspace, and what the kernel enforces.
