@@ -75,6 +75,39 @@ fn text_of_different_model_calls_is_separated_and_tool_calls_are_shown_on_stderr
     );
 }
 
+/// A `web_fetch` call's progress line shows the URL as the fetch would
+/// request it, as its approval does (issue 36), not as the model wrote it;
+/// one that does not parse is shown as written, its control characters as
+/// visible escapes, never raw.
+#[test]
+fn a_fetch_is_shown_by_the_url_its_approval_shows() {
+    let script = [
+        reply(json!([{"tool_call": {"id": "c1", "name": "web_fetch",
+            "arguments": {"url": " HTTP://LocalHost:80/a/../b c\u{1b}[2J"}}},
+            {"tool_call": {"id": "c2", "name": "web_fetch",
+            "arguments": {"url": "http://ex\u{1b}]0;owned\u{7}ample.com/"}}}])),
+        reply(json!([{"text": "Fetched."}])),
+    ]
+    .join("\n");
+    let pod = Pod::builder().script(&script).start();
+    let output = send(&pod, "fetch", &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l == "⚙ web_fetch http://localhost/b%20c%1B[2J"),
+        "{stderr}"
+    );
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l == r"⚙ web_fetch http://ex\e]0;owned\x07ample.com/"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+}
+
 #[test]
 fn json_is_the_response_then_its_own_turn_only() {
     let script = [slow_text_reply(6, 50), reply(json!([{"text": "mine"}]))].join("\n");

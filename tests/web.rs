@@ -1364,6 +1364,30 @@ async fn every_menu_control_is_on_a_phone_screen() {
     browser.screenshot("web-phone-menu.png").await;
 }
 
+/// #36: a `web_fetch` call is shown by the URL its approval shows (the
+/// fetch's own parse, here `new URL`), as the TUI and `pod send` show it,
+/// not as the model wrote it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_is_shown_by_the_url_its_approval_shows() {
+    let _one = lock().await;
+    let script = [
+        json!({"events":[{"tool_call":{"id":"f1","name":"web_fetch","arguments":{"url":" HTTP://LocalHost:80/a/../b c"}}}]}).to_string(),
+        json!({"events":[{"text":"Fetched."}]}).to_string(),
+    ]
+    .join("\n");
+    let (pod, _port) = web_pod(&script, &[]);
+    let browser = browser_or_skip!(Screen::Phone);
+    open_page(&browser, &pod, false).await;
+    browser.send_message("fetch it").await;
+    browser
+        .until("the turn's end", "[...document.querySelectorAll('#log .assistant')].some(e => e.innerText.includes('Fetched.'))")
+        .await;
+    let shown = browser
+        .js("[...document.querySelectorAll('#log .tool .tool-arg')].map(e => e.innerText)")
+        .await;
+    assert_eq!(shown, json!(["http://localhost/b%20c"]));
+}
+
 /// #36.7: a `bash` call that started a background job says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_job_is_marked_as_one() {

@@ -92,16 +92,14 @@ fn describe_other(call: &Call) -> Description {
     }
 }
 
-/// A fetch as the pod will make it: the URL serialised, so its host is the
-/// one connected to — an all-digit host as the dotted IPv4 address it is
-/// (`http://16843009/` is `1.1.1.1`), a non-ASCII one in punycode (a
-/// Cyrillic look-alike of a Latin name shows as the `xn--` name it is) —
-/// and the URL as written beside it when that differs.
+/// A fetch as the pod will make it ([`crate::tools::fetch::as_requested`]:
+/// the host it connects to, an all-digit host as dotted IPv4, a non-ASCII
+/// one in punycode), and the URL as written beside it when that differs.
 fn describe_fetch(call: &Call) -> Description {
     let Some(raw) = call.arg("url") else {
         return describe_other(call);
     };
-    let Ok(url) = reqwest::Url::parse(raw) else {
+    let Ok(url) = crate::tools::fetch::as_requested(raw) else {
         return describe_other(call);
     };
     let shown = url.as_str();

@@ -28,6 +28,8 @@ use std::time::Duration;
 
 use rustix::process::{getpid, Pid, WaitOptions};
 
+use crate::tools::reaper;
+
 /// How often adopted orphans are looked for.
 const REAP_EVERY: Duration = Duration::from_secs(5);
 
@@ -87,145 +89,144 @@ fn parent_of(pid: u32) -> Option<u32> {
     stat(pid).map(|(_, parent)| parent)
 }
 
-/// The tool processes a dead pod left running in `workspace`: processes
-/// carrying the marker whose working directory is in the workspace and
-/// whose nearest unmarked ancestor is not a pod (a live pod's tools have
-/// that pod there: it is their subreaper). The reaper kills these when a pod
-/// dies; any found as a pod starts outlived it — a reaper that was killed
-/// first, or one of a pod built before it looped without limit — and may
-/// still change the workspace or wait for the user's next client. Blocking:
-/// reads `/proc`.
-pub fn leftovers(workspace: &Path) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let own = own_filters();
+/// Whether `pid` is a tool process a dead pod left running in `workspace`:
+/// it carries the marker, its working directory is in the workspace, and
+/// no live pod is above it — neither a marked ancestor running pod's
+/// program (a pod a tool started, with its own tools below it) nor its
+/// nearest unmarked ancestor (a live pod's tools have that pod there: it is
+/// their subreaper). The reaper kills these when a pod dies; any found as a
+/// pod starts outlived it — a reaper that was killed first, or one of a pod
+/// built before it looped without limit — and may still change the
+/// workspace or wait for the user's next client. Blocking: reads `/proc`.
+fn is_leftover(pid: u32, workspace: &Path, own: u32, pod: &PodProgram) -> bool {
     let marked = |pid: u32| crate::tools::process::seccomp_filters(pid).is_some_and(|n| n > own);
-    let pod_comm = comm(getpid().as_raw_nonzero().get() as u32);
-    let mut found: Vec<u32> = dir
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        // The cheapest test first: a starting pod makes several passes.
-        .filter(|&pid| {
-            std::fs::read_link(format!("/proc/{pid}/cwd"))
-                .is_ok_and(|cwd| cwd.starts_with(workspace))
-        })
-        .filter(|&pid| matches!(stat(pid), Some((state, _)) if state != 'Z'))
-        .filter(|&pid| marked(pid))
-        .filter(|&pid| {
-            let mut current = pid;
-            for _ in 0..4096 {
-                match parent_of(current) {
-                    Some(parent) if marked(parent) => current = parent,
-                    Some(parent) => return pod_comm.is_some() && comm(parent) != pod_comm,
-                    None => return false,
+    // The cheapest test first: a starting pod makes several passes.
+    let in_workspace =
+        std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(workspace));
+    if !in_workspace || !matches!(stat(pid), Some((state, _)) if state != 'Z') || !marked(pid) {
+        return false;
+    }
+    let mut current = pid;
+    for _ in 0..4096 {
+        match parent_of(current) {
+            Some(parent) if marked(parent) => {
+                if pod.runs_in(parent) {
+                    return false;
                 }
+                current = parent;
             }
-            false
-        })
-        .collect();
-    found.sort_unstable();
-    found
+            Some(parent) => return pod.comm.is_some() && !pod.is(parent),
+            None => return false,
+        }
+    }
+    false
 }
 
-/// How long a starting pod goes on looking for [`leftovers`] once it found
-/// some: long enough to see a fork chain's links come and go.
-const LOOK_FOR_LEFTOVERS: Duration = Duration::from_millis(300);
+/// What tells a pod's process from others: this pod's name (`comm`) and
+/// program file.
+struct PodProgram {
+    comm: Option<String>,
+    exe: Option<(u64, u64)>,
+}
 
-/// Passes over `/proc` that must find no leftover in a row before there is
-/// none: a link of a fast fork chain (each living a few milliseconds, in a
-/// session of its own) can be gone before one pass reads it, while the next
-/// link is not listed yet.
+impl PodProgram {
+    fn of_this_process() -> Self {
+        Self {
+            comm: comm(std::process::id()),
+            exe: program(std::process::id()),
+        }
+    }
+
+    /// Whether `pid`, an unmarked process, is a pod: named as this one, or
+    /// running the same program.
+    fn is(&self, pid: u32) -> bool {
+        comm(pid) == self.comm || self.runs_in(pid)
+    }
+
+    /// Whether `pid` runs this pod's program. Not by name: a tool process
+    /// can rename itself to anything.
+    fn runs_in(&self, pid: u32) -> bool {
+        self.exe.is_some() && program(pid) == self.exe
+    }
+}
+
+/// The device and inode of the program `pid` runs.
+fn program(pid: u32) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(format!("/proc/{pid}/exe")).ok()?;
+    Some((meta.dev(), meta.ino()))
+}
+
+/// Passes over `/proc` that must find no leftover not stopped already, in
+/// a row, before there is none: a link of a fast fork chain (each living a
+/// few milliseconds, in a session of its own) can be gone before one pass
+/// reads it, while the next link is not listed yet.
 const QUIET_PASSES: u32 = 4;
 
-/// The warning a starting pod prints for the tool processes of a dead pod
-/// still running in `workspace` (see [`leftovers`]), `None` when there are
-/// none. One pass can miss the links of a fast fork chain, so it passes
-/// over `/proc` again until [`QUIET_PASSES`] in a row find none, or, once
-/// it found some, for [`LOOK_FOR_LEFTOVERS`]: new processes that no tool
-/// process still running started are a chain, which a list of pids cannot
-/// stop. Blocking: reads `/proc`.
-pub fn leftovers_warning(workspace: &Path) -> Option<String> {
-    let mut first_seen = None;
-    let mut all: Vec<u32> = Vec::new();
+/// Stops the tool processes a dead pod left running in `workspace` (see
+/// [`is_leftover`]) and says what it did, for stderr and the greeting;
+/// `None` when there were none. They are stopped, then killed, by the
+/// reaper's own sweep ([`reaper::stop_then_kill`]), which a fork chain
+/// cannot outrun, as a list of pids handed to the user could not. What the
+/// kernel refused to signal is named, with how to stop it. Blocking: reads
+/// `/proc`.
+pub fn stop_leftovers(workspace: &Path) -> Vec<String> {
+    let own = own_filters();
+    let pod = PodProgram::of_this_process();
     let mut names = std::collections::HashMap::new();
-    let mut quiet = 0;
-    let mut chain = false;
-    while quiet < QUIET_PASSES {
-        if first_seen.is_some_and(|t: std::time::Instant| t.elapsed() > LOOK_FOR_LEFTOVERS) {
-            break;
-        }
-        let found = leftovers(workspace);
-        if found.is_empty() {
-            quiet += 1;
-            std::thread::sleep(Duration::from_millis(2));
-            continue;
-        }
-        quiet = 0;
-        first_seen.get_or_insert_with(std::time::Instant::now);
-        // A new process whose parent is not a tool's was not started by
-        // one that still runs: the link before it ended (a chain); a new
-        // child of a looping daemon is not one.
-        let own = own_filters();
-        let tools_child = |pid: u32| {
-            parent_of(pid).is_some_and(|parent| {
-                crate::tools::process::seccomp_filters(parent).is_some_and(|n| n > own)
-            })
+    let swept = reaper::stop_then_kill(QUIET_PASSES, |pid| {
+        let Ok(pid) = u32::try_from(pid) else {
+            return false;
         };
-        if !all.is_empty()
-            && found
-                .iter()
-                .any(|pid| !all.contains(pid) && !tools_child(*pid))
-        {
-            chain = true;
+        let leftover = is_leftover(pid, workspace, own, &pod);
+        if leftover {
+            names.entry(pid).or_insert_with(|| comm(pid));
         }
-        for pid in &found {
-            if !all.contains(pid) {
-                all.push(*pid);
-                names.insert(*pid, comm(*pid));
-            }
+        leftover
+    });
+    let listed = |pids: &[i32]| {
+        let mut shown: Vec<String> = pids
+            .iter()
+            .take(10)
+            .map(|pid| {
+                let name = u32::try_from(*pid)
+                    .ok()
+                    .and_then(|pid| names.get(&pid).cloned().flatten());
+                match name {
+                    Some(name) => format!("{pid} ({})", crate::safe_text::line(&name)),
+                    None => pid.to_string(),
+                }
+            })
+            .collect();
+        if pids.len() > 10 {
+            shown.push(format!("and {} more", pids.len() - 10));
         }
-    }
-    if all.is_empty() {
-        return None;
-    }
-    // Only those still running are worth a `kill -9`.
-    let running: Vec<u32> = all
-        .iter()
-        .copied()
-        .filter(|pid| matches!(stat(*pid), Some((state, _)) if state != 'Z'))
-        .collect();
-    let shown = if running.is_empty() { &all } else { &running };
-    let listed: Vec<String> = shown
-        .iter()
-        .take(10)
-        .map(|pid| match names.get(pid).cloned().flatten() {
-            Some(name) => format!("{pid} ({name})"),
-            None => pid.to_string(),
-        })
-        .collect();
-    let numbers: Vec<String> = running.iter().map(u32::to_string).collect();
-    let mut said = format!(
-        "{} process{} started by the tools of a pod that is gone still run{} in this \
-         workspace: {}. They may go on changing files, or wait for this pod's port or socket",
-        shown.len(),
-        if shown.len() == 1 { "" } else { "es" },
-        if shown.len() == 1 { "s" } else { "" },
-        listed.join(", "),
-    );
-    if chain {
-        said.push_str(
-            "; some start new ones as they end (a fork chain), so no list of pids stops them: \
-             kill them over and over until none is left, as docs/sandbox.md shows, unless you \
-             started them yourself",
-        );
-    } else {
-        said.push_str(&format!(
-            "; stop them with `kill -9 {}` unless you started them yourself (see \
-             docs/sandbox.md)",
-            numbers.join(" ")
+        shown.join(", ")
+    };
+    let processes = |n: usize| if n == 1 { "process" } else { "processes" };
+    let mut said = Vec::new();
+    if !swept.killed.is_empty() {
+        said.push(format!(
+            "killed {} {} that the tools of a pod that is gone left running in this workspace, \
+             which its reaper did not end: {}. They could have gone on changing files, or \
+             waited for this pod's port or socket",
+            swept.killed.len(),
+            processes(swept.killed.len()),
+            listed(&swept.killed),
         ));
     }
-    Some(said)
+    if !swept.refused.is_empty() {
+        said.push(format!(
+            "{} {} that the tools of a pod that is gone left in this workspace could not be \
+             stopped (the system refused the signal) and still run: {}. They may go on \
+             changing files, or wait for this pod's port or socket; stop them as \
+             docs/sandbox.md shows, unless you started them yourself",
+            swept.refused.len(),
+            processes(swept.refused.len()),
+            listed(&swept.refused),
+        ));
+    }
+    said
 }
 
 /// How many seccomp filters this pod runs under.

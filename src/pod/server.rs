@@ -201,8 +201,8 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         );
     }
 
-    let leftovers = descendants::leftovers_warning(workspace.root());
-    if let Some(warning) = &leftovers {
+    let leftovers = descendants::stop_leftovers(workspace.root());
+    for warning in &leftovers {
         eprintln!("warning: {warning}");
     }
     descendants::become_subreaper();

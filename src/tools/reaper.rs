@@ -108,9 +108,9 @@ pub fn run() -> ExitCode {
 /// How long the reaper waits to be handed to the pod's adopter.
 const ADOPTION_WAIT: Duration = Duration::from_secs(2);
 
-/// The longest pause between two passes over `/proc` while a marked
-/// process that was killed already is still there (one stuck in an
-/// uninterruptible wait dies when that wait ends).
+/// The longest pause between two passes over `/proc` while a process that
+/// was stopped already is still found running (one stuck in an
+/// uninterruptible wait stops when that wait ends).
 const STUCK_PAUSE: Duration = Duration::from_secs(1);
 
 /// Kills what the pod's tool processes left behind: a daemon that called
@@ -121,18 +121,9 @@ const STUCK_PAUSE: Duration = Duration::from_secs(1);
 /// orphans are the processes carrying the tool marker (more seccomp filters
 /// than this reaper, which is not a tool process) whose nearest unmarked
 /// ancestor is that adopter (or the dying pod itself): they and everything
-/// below them are killed, pass after pass, until two passes in a row find
-/// none — there is no limit on the passes, so a daemon that keeps forking
-/// cannot outlast it.
-///
-/// A chain of processes that each fork the next and exit lives about a
-/// millisecond per link, less than one look at every process takes. So a
-/// pass looks at the newest processes first (the highest pids: a child gets
-/// a higher pid than its parent until pids wrap), kills an orphan the
-/// moment it finds one, and then starts over from a fresh listing — the
-/// link that forked before the kill landed left a child that is now the
-/// newest process. A link killed before it forks forks no more: `fork`
-/// fails while a fatal signal is pending.
+/// below them are stopped, then killed ([`stop_then_kill`]), pass after
+/// pass until two passes in a row find none — there is no limit on the
+/// passes, so a daemon that keeps forking cannot outlast it.
 fn kill_orphans(pod: Pid) {
     let started = Instant::now();
     while getppid() == Some(pod) && started.elapsed() < ADOPTION_WAIT {
@@ -157,54 +148,101 @@ pub fn stop_adopted(spare: &[u32]) -> Vec<i32> {
     kill_all_orphans(&[me], &spare)
 }
 
-/// Kills, pass after pass, every orphan of `adopters` (see [`is_orphan`])
-/// not in or below `spare`, until two passes in a row find none; returns
-/// them.
+/// Stops, then kills, every orphan of `adopters` (see [`is_orphan`]) not in
+/// or below `spare` (see [`stop_then_kill`]); returns them.
 fn kill_all_orphans(adopters: &[i32], spare: &[i32]) -> Vec<i32> {
     let own = own_filters();
-    let mut killed = HashSet::new();
+    stop_then_kill(2, |pid| is_orphan(pid, adopters, spare, own)).killed
+}
+
+/// What [`stop_then_kill`] did.
+#[derive(Debug, Default)]
+pub struct Swept {
+    /// The processes it stopped, then killed.
+    pub killed: Vec<i32>,
+    /// Those the kernel refused to signal (`EPERM`): they still run.
+    pub refused: Vec<i32>,
+}
+
+/// The one way the pod ends processes it cannot list in one look — a chain
+/// of processes that each fork the next and exit lives about a millisecond
+/// per link, less than one pass over every process takes: it stops
+/// (`SIGSTOP`) each process `target` picks the moment a pass finds it, then
+/// starts over from a fresh listing, until `quiet` passes in a row find
+/// none that is not stopped already; then it kills them all. A stopped
+/// process cannot fork, so a link stopped before it forks forks no more,
+/// and one that forked first left a child that is now the newest process,
+/// which a pass looks at first (the highest pids: a child gets a higher pid
+/// than its parent until pids wrap). Stopping, not killing, keeps every
+/// process found in place until the end, so the ancestry `target` walks
+/// (whose tool, whose pod) stays as it was. There is no limit on the
+/// passes, so a process that keeps forking cannot outlast it. Blocking.
+pub fn stop_then_kill(quiet: u32, mut target: impl FnMut(i32) -> bool) -> Swept {
+    let mut stopped = HashSet::new();
+    let mut refused = HashSet::new();
     let mut quiet_passes = 0;
     let mut pause = Duration::ZERO;
-    while quiet_passes < 2 {
-        let Some(pid) = kill_one(adopters, spare, own) else {
+    while quiet_passes < quiet {
+        let Some(pid) = stop_one(&stopped, &refused, &mut target) else {
             quiet_passes += 1;
             std::thread::sleep(Duration::from_millis(5));
             continue;
         };
         quiet_passes = 0;
-        // Found again, once killed: it is dying, or stuck where a signal
-        // cannot reach it yet; look again, more and more slowly.
-        pause = if killed.insert(pid) {
+        let Some(process) = Pid::from_raw(pid) else {
+            continue;
+        };
+        match kill_process(process, Signal::Stop) {
+            Err(rustix::io::Errno::PERM) => {
+                refused.insert(pid);
+                continue;
+            }
+            // ESRCH: it ended meanwhile.
+            Err(_) => continue,
+            Ok(()) => {}
+        }
+        // Found again, once stopped: the signal has not landed yet, the
+        // process is stuck where a signal cannot reach it yet, or something
+        // not found yet woke it; look again, more and more slowly.
+        pause = if stopped.insert(pid) {
             Duration::ZERO
         } else {
             (pause * 2).clamp(Duration::from_millis(5), STUCK_PAUSE)
         };
         std::thread::sleep(pause);
     }
-    let mut killed: Vec<i32> = killed.into_iter().collect();
+    let mut killed: Vec<i32> = stopped.into_iter().collect();
     killed.sort_unstable();
-    killed
+    for pid in &killed {
+        if let Some(process) = Pid::from_raw(*pid) {
+            let _ = kill_process(process, Signal::Kill);
+        }
+    }
+    let mut refused: Vec<i32> = refused.into_iter().collect();
+    refused.sort_unstable();
+    Swept { killed, refused }
 }
 
-/// One pass over `/proc`, newest process first: kills the first marked
-/// process found whose nearest unmarked ancestor is one of `adopters` (and
-/// that is not in or below `spare`), and returns it; `None` when there is
-/// none.
-fn kill_one(adopters: &[i32], spare: &[i32], own: u32) -> Option<i32> {
+/// One pass over `/proc`, newest process first: the first process `target`
+/// picks that is neither stopped by this sweep already nor refused to it;
+/// `None` when there is none.
+fn stop_one(
+    stopped: &HashSet<i32>,
+    refused: &HashSet<i32>,
+    target: &mut impl FnMut(i32) -> bool,
+) -> Option<i32> {
     let me = std::process::id() as i32;
     let mut pids: Vec<i32> = std::fs::read_dir("/proc")
         .ok()?
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| pid != me)
+        .filter(|&pid| pid != me && !refused.contains(&pid))
         .collect();
     pids.sort_unstable_by(|a, b| b.cmp(a));
-    let pid = pids
-        .into_iter()
-        .find(|&pid| is_orphan(pid, adopters, spare, own))?;
-    if let Some(target) = Pid::from_raw(pid) {
-        let _ = kill_process(target, Signal::Kill);
-    }
-    Some(pid)
+    pids.into_iter().find(|&pid| {
+        let held = stopped.contains(&pid)
+            && status(pid).is_none_or(|status| status.zombie || status.stopped);
+        !held && target(pid)
+    })
 }
 
 /// Whether `pid` is a live marked process whose nearest unmarked ancestor
@@ -253,6 +291,8 @@ fn own_filters() -> u32 {
 /// read: cheap enough to keep up with a chain of forks.
 struct Status {
     zombie: bool,
+    /// Stopped by a signal (or traced): it cannot fork until woken.
+    stopped: bool,
     parent: i32,
     /// `Seccomp_filters` (Linux 5.9+; before that, one for mode 2).
     filters: u32,
@@ -260,22 +300,24 @@ struct Status {
 
 fn status(pid: i32) -> Option<Status> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let (mut zombie, mut parent, mut filters, mut mode) = (None, None, None, None);
+    let (mut state, mut parent, mut filters, mut mode) = (None, None, None, None);
     for line in text.lines() {
         let Some((name, value)) = line.split_once(':') else {
             continue;
         };
         let value = value.trim();
         match name {
-            "State" => zombie = Some(value.starts_with('Z')),
+            "State" => state = value.chars().next(),
             "PPid" => parent = value.parse().ok(),
             "Seccomp" => mode = value.parse::<u32>().ok(),
             "Seccomp_filters" => filters = value.parse().ok(),
             _ => {}
         }
     }
+    let state = state?;
     Some(Status {
-        zombie: zombie?,
+        zombie: state == 'Z',
+        stopped: matches!(state, 'T' | 't'),
         parent: parent?,
         filters: filters.or(mode.map(|mode| u32::from(mode == 2)))?,
     })

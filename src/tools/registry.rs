@@ -69,8 +69,12 @@ impl Effect {
 /// TUI, `pod send`'s transcript and the web page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Summary {
-    /// This string argument (the command, the path, the URL, …).
+    /// This string argument (the command, the path, …).
     Arg(&'static str),
+    /// This string argument, a URL: shown as the fetch would request it
+    /// ([`super::fetch::shown_url`]), as its approval shows it; as written
+    /// when it does not parse.
+    Url(&'static str),
     /// A search: its `pattern`, then ` in PATH` when it names a directory
     /// other than the root.
     Search,
@@ -229,6 +233,7 @@ pub fn summary(name: &str, arguments: &Value) -> Option<String> {
     let field = |key: &str| object.get(key).and_then(Value::as_str);
     match lookup(name).map(|def| def.summary) {
         Some(Summary::Arg(key)) => field(key).map(str::to_owned),
+        Some(Summary::Url(key)) => field(key).map(super::fetch::shown_url),
         Some(Summary::Search) => {
             let pattern = field("pattern")?;
             Some(match field("path").filter(|p| !p.is_empty() && *p != ".") {
@@ -288,6 +293,7 @@ pub fn web_table() -> String {
     for def in TOOLS {
         let value = match def.summary {
             Summary::Arg(key) => format!("{{ arg: '{key}' }}"),
+            Summary::Url(key) => format!("{{ arg: '{key}', url: true }}"),
             Summary::Search => "{ search: true }".to_owned(),
             Summary::Arguments => "{ arguments: true }".to_owned(),
         };

@@ -14,7 +14,7 @@ export const SUMMARY = {
   job_output: { arguments: true },
   job_kill: { arguments: true },
   update_plan: { arguments: true },
-  web_fetch: { arg: 'url' },
+  web_fetch: { arg: 'url', url: true },
   spawn_agent: { arg: 'task' },
   wait_agents: { arguments: true },
   message_agent: { arg: 'name' },

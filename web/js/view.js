@@ -74,6 +74,7 @@ function keyArgument(name, args) {
   let text = null;
   if (def?.arg) {
     text = field(def.arg);
+    if (def.url && text !== null) text = shownUrl(text);
   } else if (def?.search && field('pattern') !== null) {
     const path = field('path');
     text = path && path !== '.' ? `${field('pattern')} in ${path}` : field('pattern');
@@ -83,6 +84,21 @@ function keyArgument(name, args) {
   }
   if (text !== null) return text.split('\n')[0];
   return Object.keys(args).length === 0 ? '' : JSON.stringify(args);
+}
+
+/**
+ * A URL as the fetch will request it, as the approval and the other
+ * clients show it (src/tools/fetch: `as_requested`): parsed and serialised
+ * by the same WHATWG standard — host in lower case or punycode, default
+ * port dropped, `..` resolved, spaces and control characters
+ * percent-encoded; as written when it does not parse.
+ */
+function shownUrl(raw) {
+  try {
+    return new URL(raw).href;
+  } catch {
+    return raw;
+  }
 }
 
 /** The exit code a failed `bash` command reported on a last line. */

@@ -37,7 +37,7 @@ pub const WEB_FETCH: &str = "web_fetch";
 pub const WEB_FETCH_TOOL: ToolDef = ToolDef {
     name: WEB_FETCH,
     effect: Effect::Network,
-    summary: Summary::Arg("url"),
+    summary: Summary::Url("url"),
     spec: |_| spec(),
     args: Args::of::<FetchArgs>(),
     runner: Runner::Toolbox,
@@ -83,9 +83,29 @@ pub struct FetchPolicy {
     pub allow_private: bool,
 }
 
+/// The URL `raw` as the fetch would request it: parsed and serialised as
+/// the WHATWG URL standard says (the `url` crate), so its host is the one
+/// connected to — an all-digit host as the dotted IPv4 address it is
+/// (`http://16843009/` is `1.1.1.1`), a non-ASCII one in punycode (a
+/// Cyrillic look-alike of a Latin name shows as the `xn--` name it is) —
+/// and its scheme and host in lower case, a default port dropped, `..`
+/// resolved, spaces and control characters percent-encoded; why not when
+/// it does not parse. The approval shows a URL so, and so does every client
+/// ([`super::registry::Summary::Url`]; the web page's `new URL(…).href` is
+/// the same standard), so that what a person approves and what they watch
+/// run read alike.
+pub fn as_requested(raw: &str) -> Result<Url, <Url as std::str::FromStr>::Err> {
+    Url::parse(raw)
+}
+
+/// [`as_requested`] as text, or `raw` as written when it does not parse.
+pub fn shown_url(raw: &str) -> String {
+    as_requested(raw).map_or_else(|_| raw.to_owned(), String::from)
+}
+
 /// The URL `raw` if `web_fetch` may try it at all.
 pub fn check_url(raw: &str) -> Result<Url, String> {
-    let url = Url::parse(raw).map_err(|e| format!("{raw:?} is not a URL ({e})"))?;
+    let url = as_requested(raw).map_err(|e| format!("{raw:?} is not a URL ({e})"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!(
             "only http:// and https:// URLs can be fetched, not {}:",

@@ -237,6 +237,43 @@ fn a_call_is_summarised_by_its_defining_argument() {
     assert_eq!(or_arguments("list_dir", &Value::Null), "");
 }
 
+/// A URL the model wrote oddly is summarised as the fetch would request
+/// it, exactly as its approval shows it (issue 36): one rule for both; as
+/// written when it does not parse.
+#[test]
+fn a_fetch_is_summarised_by_the_url_its_approval_shows() {
+    let cases = [
+        ("HTTP://Example.COM:80/a/../b c", "http://example.com/b%20c"),
+        ("http://16843009/x", "http://1.1.1.1/x"),
+        ("  https://docs.rs/\t", "https://docs.rs/"),
+        ("http://a.b/\u{1b}[31mred", "http://a.b/%1B[31mred"),
+        (
+            "https://\u{430}\u{440}\u{440}\u{4cf}\u{435}.com/",
+            "https://xn--80ak6aa92e.com/",
+        ),
+    ];
+    let root = std::env::temp_dir();
+    for (written, shown) in cases {
+        let arguments = json!({ "url": written });
+        assert_eq!(summary("web_fetch", &arguments).as_deref(), Some(shown));
+        let call = Call {
+            tool: "web_fetch",
+            arguments: &arguments,
+        };
+        let approval = crate::approval::describe(&call, &root);
+        assert_eq!(
+            approval.summary,
+            format!("web_fetch {shown}"),
+            "{written:?}"
+        );
+    }
+    let unparsed = json!({ "url": "http://ex\u{1b}ample.com/ x" });
+    assert_eq!(
+        summary("web_fetch", &unparsed).as_deref(),
+        Some("http://ex\u{1b}ample.com/ x")
+    );
+}
+
 #[test]
 fn one_line_cuts_and_says_what_it_left_out() {
     assert_eq!(one_line("  ls -la  ", 10), "ls -la");
