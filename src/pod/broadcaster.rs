@@ -41,7 +41,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use actix::prelude::*;
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use uuid::Uuid;
 
 use super::frames;
@@ -75,6 +75,10 @@ pub struct Broadcaster {
     held: Vec<Event>,
     /// A [`FlushHeld`] is scheduled.
     flush_scheduled: bool,
+    /// Where held deltas are written: each flush splits its frames off, and
+    /// once every client has written them the next flush reuses the memory,
+    /// so a streamed reply allocates no buffer per frame.
+    out: BytesMut,
 }
 
 impl Broadcaster {
@@ -88,6 +92,7 @@ impl Broadcaster {
             in_flight: None,
             held: Vec::new(),
             flush_scheduled: false,
+            out: BytesMut::new(),
         }
     }
 
@@ -111,18 +116,14 @@ impl Broadcaster {
         if self.held.is_empty() {
             return;
         }
-        let mut frames = BytesMut::new();
         for event in self.held.drain(..) {
-            let len = frames.len();
-            if serde_json::to_writer((&mut frames).writer(), &event).is_ok() {
-                frames.put_u8(b'\n');
-            } else {
-                // `to_frame` says what could not be encoded.
-                frames.truncate(len);
-                frames.extend_from_slice(&event.to_frame());
+            // Only deltas are held, and `put_delta` writes every delta.
+            if !frames::put_delta(&mut self.out, &event) {
+                self.out.extend_from_slice(&event.to_frame());
             }
         }
-        self.fan_out(frames.freeze());
+        let frames = self.out.split().freeze();
+        self.fan_out(frames);
     }
 
     fn fan_out(&mut self, frame: Bytes) {

@@ -225,24 +225,50 @@ pub enum CompletionKind {
     Workflow,
 }
 
-/// The `type` of every [`Method`], read once from the enum's own JSON Schema
-/// (each variant's `type` is a constant there), so a new method is known to
-/// the parser the moment it is added to the enum — no second list to forget.
-static METHOD_TYPES: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
-    let schema = serde_json::to_value(schemars::schema_for!(Method)).unwrap_or_default();
-    let variants = schema.get("oneOf").and_then(Value::as_array);
-    variants
-        .into_iter()
-        .flatten()
-        .filter_map(|variant| {
-            let kind = variant.pointer("/properties/type")?;
-            kind.get("const")
-                .or_else(|| kind.pointer("/enum/0"))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
-        .collect()
-});
+/// The `type` of every [`Method`], in the enum's order. A test reads the
+/// enum's own JSON Schema (each variant's `type` is a constant there) and
+/// checks this list against it, so a method added to the enum and not here
+/// fails the tests rather than being refused as unknown. The parser used
+/// to read the list from the schema itself when it first needed it:
+/// generating the schema took ~2.2 million instructions, which every pod
+/// paid in its first request — a fresh pod's first `run` waited for it
+/// before anything else (docs/performance.md, scenario 5).
+const METHOD_TYPES: &[&str] = &[
+    "run",
+    "notify",
+    "cancel",
+    "pause",
+    "resume",
+    "compact",
+    "shutdown",
+    "list_completions",
+    "get_session",
+    "get_entries",
+    "hello",
+    "approve",
+    "set_approval",
+    "list_sessions",
+    "new_session",
+    "fork",
+    "resume_session",
+    "set_model",
+    "list_rules",
+    "revoke_rule",
+    "rewind",
+    "get_diff",
+    "get_file",
+    "put_blob",
+    "get_blob",
+    "issue_token",
+    "issue_pairing",
+    "list_tokens",
+    "revoke_token",
+    "list_jobs",
+    "kill_job",
+    "get_job_output",
+    "list_agents",
+    "remove_agent",
+];
 
 /// Why a frame could not become a [`Request`].
 #[derive(Debug, Clone, PartialEq)]
@@ -329,7 +355,7 @@ impl Request {
                 ))
             }
         };
-        if !METHOD_TYPES.contains(&kind) {
+        if !METHOD_TYPES.contains(&kind.as_str()) {
             return Err(fail(
                 ErrorCode::UnknownMethod,
                 format!(
@@ -433,6 +459,23 @@ mod tests {
 
     fn parse(v: Value) -> Result<Request, FrameError> {
         Request::parse(v.to_string().as_bytes())
+    }
+
+    #[test]
+    fn the_known_methods_are_the_enums_own() {
+        let schema = serde_json::to_value(schemars::schema_for!(Method)).unwrap();
+        let variants = schema["oneOf"].as_array().unwrap();
+        let types: Vec<&str> = variants
+            .iter()
+            .map(|variant| {
+                let kind = &variant["properties"]["type"];
+                kind.get("const")
+                    .or_else(|| kind.pointer("/enum/0"))
+                    .and_then(Value::as_str)
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(types, METHOD_TYPES);
     }
 
     #[test]

@@ -29,15 +29,11 @@ pub fn decode_stream(wire: Wire, chunks: Vec<Vec<u8>>) -> Vec<ModelEvent> {
 }
 
 fn run(mut decoder: impl SseDecoder, chunks: Vec<Vec<u8>>) -> Vec<ModelEvent> {
-    let events = futures::stream::iter(
+    let events = Lines::new(futures::stream::iter(
         chunks
             .into_iter()
             .map(|c| Ok::<_, Infallible>(Bytes::from(c))),
-    )
-    .flat_map({
-        let mut lines = Lines::default();
-        move |chunk| futures::stream::iter(lines.split(chunk))
-    })
+    ))
     .eventsource();
     futures::executor::block_on(async move {
         let mut out = Vec::new();

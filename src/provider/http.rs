@@ -340,13 +340,7 @@ impl Endpoint {
                 ))),
             };
         }
-        let mut events = response
-            .bytes_stream()
-            .flat_map({
-                let mut lines = Lines::default();
-                move |chunk| futures::stream::iter(lines.split(chunk))
-            })
-            .eventsource();
+        let mut events = Lines::new(Box::pin(response.bytes_stream())).eventsource();
         // One timer for the whole reply, re-armed only when it fires early:
         // a `timeout` per event would put every chunk through the timer
         // wheel twice.
@@ -714,53 +708,44 @@ pub(crate) fn parse_data<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// Cuts a network chunk after each newline (without copying). The SSE
-/// parser re-buffers everything after each line it reads, which is
-/// quadratic in the chunk: a server that sends a burst of thousands of
-/// events in one write would otherwise cost milliseconds before the first
-/// token is seen. A newline never falls inside a UTF-8 sequence, so no
-/// character is split.
-pub(super) fn split_lines<E>(chunk: Result<Bytes, E>) -> Vec<Result<Bytes, E>> {
-    let bytes = match chunk {
-        Ok(bytes) => bytes,
-        Err(e) => return vec![Err(e)],
-    };
-    let mut pieces = Vec::new();
-    let mut start = 0;
-    for (i, _) in bytes.iter().enumerate().filter(|(_, &b)| b == b'\n') {
-        pieces.push(Ok(bytes.slice(start..=i)));
-        start = i + 1;
-    }
-    if start < bytes.len() {
-        pieces.push(Ok(bytes.slice(start..)));
-    }
-    pieces
-}
-
-/// Cuts a reply stream into lines (see [`split_lines`]) and rewrites
-/// llama.cpp's error lines on the way. When its model fails mid-reply
-/// (typically: the prompt exceeds the context size) llama-server sends
-/// `error: {"code":...,"message":...}` — a field no SSE parser reads, so
-/// the stream would just end, unexplained. Such a line becomes
-/// `event: error` with the JSON as its data, which a decoder reports.
-#[derive(Default)]
-pub(super) struct Lines {
+/// Cuts a reply stream into lines and rewrites llama.cpp's error lines on
+/// the way.
+///
+/// Each network chunk is cut after each newline, without copying (a piece
+/// is a slice of the chunk): the SSE parser re-buffers everything after
+/// each line it reads, which is quadratic in the chunk, so a server that
+/// sends a burst of thousands of events in one write would otherwise cost
+/// milliseconds before the first token is seen. A newline never falls
+/// inside a UTF-8 sequence, so no character is split. The pieces are cut
+/// one at a time as the parser asks for them, so a chunk costs no
+/// allocation (a `Vec` of its pieces per read was one of the pod's
+/// per-chunk costs, `docs/performance.md`, scenario 7).
+///
+/// When its model fails mid-reply (typically: the prompt exceeds the
+/// context size) llama-server sends `error: {"code":...,"message":...}` — a
+/// field no SSE parser reads, so the stream would just end, unexplained.
+/// Such a line becomes `event: error` with the JSON as its data, which a
+/// decoder reports.
+pub(super) struct Lines<S> {
+    chunks: S,
+    /// What is left of the last chunk read, not yet handed on.
+    rest: Bytes,
     /// The last piece ended a line.
     continues_line: bool,
     /// The start of a line that may be `error:`, cut short by the network.
     held: Vec<u8>,
 }
 
-impl Lines {
+impl<S> Lines<S> {
     const ERROR: &'static [u8] = b"error:";
 
-    pub fn split<E>(&mut self, chunk: Result<Bytes, E>) -> Vec<Result<Bytes, E>> {
-        let mut pieces = split_lines(chunk);
-        pieces.retain_mut(|piece| match piece {
-            Ok(bytes) => self.rewrite(bytes),
-            Err(_) => true,
-        });
-        pieces
+    pub fn new(chunks: S) -> Self {
+        Self {
+            chunks,
+            rest: Bytes::new(),
+            continues_line: false,
+            held: Vec::new(),
+        }
     }
 
     /// Rewrites `piece` in place if it starts an error line; `false`: it is
@@ -788,6 +773,34 @@ impl Lines {
     }
 }
 
+impl<S, E> futures::Stream for Lines<S>
+where
+    S: futures::Stream<Item = Result<Bytes, E>> + Unpin,
+{
+    type Item = Result<Bytes, E>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        loop {
+            if !this.rest.is_empty() {
+                let end = memchr::memchr(b'\n', &this.rest).map_or(this.rest.len(), |at| at + 1);
+                let mut piece = this.rest.split_to(end);
+                if this.rewrite(&mut piece) {
+                    return std::task::Poll::Ready(Some(Ok(piece)));
+                }
+                continue;
+            }
+            match futures::ready!(this.chunks.poll_next_unpin(cx)) {
+                Some(Ok(chunk)) => this.rest = chunk,
+                other => return std::task::Poll::Ready(other),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -798,12 +811,9 @@ mod tests {
         let expected: &[u8] =
             b"data: {\"a\":1}\n\nevent: error\ndata: {\"message\":\"too long\"}\n\nerrors: no\n";
         for size in 1..body.len() {
-            let mut lines = Lines::default();
-            let out: Vec<u8> = body
-                .chunks(size)
-                .flat_map(|c| lines.split::<()>(Ok(Bytes::copy_from_slice(c))))
-                .flat_map(|p| p.unwrap().to_vec())
-                .collect();
+            let chunks = body.chunks(size).map(|c| Ok(Bytes::copy_from_slice(c)));
+            let pieces = lines_of::<()>(chunks);
+            let out: Vec<u8> = pieces.into_iter().flat_map(|p| p.unwrap()).collect();
             assert_eq!(
                 String::from_utf8_lossy(&out),
                 String::from_utf8_lossy(expected),
@@ -812,17 +822,25 @@ mod tests {
         }
     }
 
+    /// Everything `Lines` makes of these chunks.
+    fn lines_of<E>(chunks: impl Iterator<Item = Result<Bytes, E>>) -> Vec<Result<Bytes, E>> {
+        let lines = Lines::new(futures::stream::iter(chunks));
+        futures::executor::block_on(lines.collect())
+    }
+
     #[test]
-    fn split_lines_cuts_after_each_newline_and_loses_nothing() {
+    fn lines_are_cut_after_each_newline_and_nothing_is_lost() {
         let chunk = Bytes::from_static(b"data: {\"a\":\"\xc3\xa9\"}\n\ndata: [DONE]\n\ndata: par");
-        let pieces: Vec<Bytes> = split_lines::<()>(Ok(chunk.clone()))
+        let pieces: Vec<Bytes> = lines_of::<()>([Ok(chunk.clone())].into_iter())
             .into_iter()
             .map(Result::unwrap)
             .collect();
         assert_eq!(pieces.len(), 5);
         assert!(pieces[..4].iter().all(|p| p.ends_with(b"\n")));
         assert_eq!(pieces.concat(), chunk.to_vec());
-        assert!(split_lines::<&str>(Err("broken")).pop().unwrap().is_err());
+        let broken = lines_of([Ok(chunk), Err("broken")].into_iter());
+        assert_eq!(broken.len(), 6);
+        assert!(broken[5].is_err());
     }
 
     #[test]
