@@ -404,6 +404,26 @@ impl rustls::client::danger::ServerCertVerifier for Pinned {
     }
 }
 
+/// One frame of the pod's. A `response` or a `snapshot` — the frames that
+/// carry a whole session, 10 MB at 10,000 entries — is read straight into
+/// its struct: read as `Event`, an internally tagged enum, serde would
+/// first buffer the whole frame (every string, every map) to find its
+/// `type`, then build the struct from that copy. The pod writes `type`
+/// first; anything else, or a frame the short way cannot read, goes the
+/// general way, which says what is wrong.
+pub(crate) fn parse_event(line: &str) -> serde_json::Result<Event> {
+    if line.starts_with(r#"{"type":"response","#) {
+        if let Ok(response) = serde_json::from_str(line) {
+            return Ok(Event::Response(response));
+        }
+    } else if line.starts_with(r#"{"type":"snapshot","#) {
+        if let Ok(snapshot) = serde_json::from_str(line) {
+            return Ok(Event::Snapshot(Box::new(snapshot)));
+        }
+    }
+    serde_json::from_str(line)
+}
+
 impl EventStream {
     /// The next event, or `None` when the pod closed the connection.
     pub async fn next(&mut self) -> Option<Result<Event, ClientError>> {
@@ -427,7 +447,7 @@ impl EventStream {
                 }
             },
         };
-        Some(match serde_json::from_str(&line) {
+        Some(match parse_event(&line) {
             Ok(event) => Ok((line, event)),
             Err(e) => Err(ClientError::BadEvent(format!("{e}: {line:.200}"))),
         })
@@ -551,6 +571,47 @@ pub async fn call_seeing<A: Answer>(
 mod tests {
     use super::*;
     use crate::protocol::answer::Rules;
+    use serde_json::json;
+
+    #[test]
+    fn a_response_or_snapshot_read_the_short_way_is_the_event_read_the_long_way() {
+        let id = uuid::Uuid::new_v4();
+        let entries = json!([
+            {"seq": 0, "entry": {"kind": "session_start", "session_id": id,
+                                 "created_at": "2026-12-07T00:00:00Z"}},
+            {"seq": 1, "entry": {"kind": "user_input", "at": "", "segments": [
+                {"type": "text", "text": "hi \"there\"\n✓"},
+                {"type": "file_ref", "path": "a.rs"}]}},
+            {"seq": 2, "entry": {"kind": "assistant_items", "items": [
+                {"type": "tool_call", "call_id": "c", "name": "bash",
+                 "arguments": {"command": "ls", "n": [1, 2.5, null]}}]}},
+            {"seq": 3, "entry": {"kind": "some_later_kind", "x": 1}},
+        ]);
+        let frames = [
+            json!({"type": "response", "request_id": "acp-2", "session_id": id,
+                   "entries": entries}),
+            json!({"type": "response", "queued": 2}),
+            json!({"type": "response", "request_id": "r", "completions": ["src/"]}),
+            json!({"type": "snapshot", "protocol_version": 1,
+                "greeting": {"pod": "default", "version": "0.1.0", "session_id": id,
+                             "provider": "offline", "model": "offline", "workspace": "/w",
+                             "pid": 7},
+                "status": {"state": "idle", "queued": 0, "pending_approvals": [],
+                           "approval": "ask", "model": "offline", "context_tokens": 0},
+                "session_id": id, "entries": entries, "in_flight": null}),
+            // Not what it claims to be: the long way, and its error.
+            json!({"type": "response", "queued": "many"}),
+            json!({"type": "snapshot", "entries": 3}),
+            json!({"type": "text_delta", "text": "x"}),
+        ];
+        for (n, frame) in frames.into_iter().enumerate() {
+            let line = frame.to_string();
+            let short = parse_event(&line).map_err(|e| e.to_string());
+            let long = serde_json::from_str::<Event>(&line).map_err(|e| e.to_string());
+            assert_eq!(short, long, "{line}");
+            assert_eq!(short.is_ok(), n < 4 || n == 6, "{line}: {short:?}");
+        }
+    }
 
     #[test]
     fn urls_become_websocket_urls_with_the_default_path() {

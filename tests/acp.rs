@@ -226,6 +226,119 @@ fn loading_an_earlier_session_replays_it_before_the_answer() {
     assert_eq!(facts["loadedModes"], "ask");
 }
 
+/// The session `long_session` writes: its id, and how many turns it holds.
+const LONG: &str = "5b0e3c1a-7d2f-4e6b-9a81-3c4d5e6f7a8b";
+const TURNS: usize = 300;
+
+/// Writes session [`LONG`] into `data`: [`TURNS`] turns, each with an entry
+/// of every kind `session/load` replays (and some it does not), each update
+/// marked with its turn, texts that need escaping. Returns what an editor
+/// must be shown, in order: each update's kind and its text or call id.
+fn long_session(data: &Path) -> Vec<(String, String)> {
+    let sessions = data.join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let mut lines = vec![json!({"kind": "session_start", "session_id": LONG,
+                                "created_at": "2026-12-07T00:00:00Z"})];
+    let mut shown = Vec::new();
+    let mut show = |kind: &str, what: String| shown.push((kind.to_owned(), what));
+    for i in 0..TURNS {
+        let said = format!("turn {i}: \"quoted\"\n\ttabbed ✓ \u{1}");
+        lines.push(
+            json!({"kind": "user_input", "at": "2026-12-07T00:00:00Z", "segments": [
+            {"type": "text", "text": said}, {"type": "file_ref", "path": format!("src/{i}.rs")}]}),
+        );
+        show("user_message_chunk", said);
+        show("user_message_chunk", format!("@src/{i}.rs"));
+        lines.push(json!({"kind": "assistant_items", "items": [
+            {"type": "reasoning", "text": format!("thinking {i}")},
+            {"type": "text", "text": format!("answer {i} — done")},
+            {"type": "tool_call", "call_id": format!("b{i}"), "name": "bash",
+             "arguments": {"command": format!("echo {i}")}},
+            {"type": "tool_call", "call_id": format!("e{i}"), "name": "edit_file",
+             "arguments": {"path": "a.txt", "old_string": "x", "new_string": format!("y{i}")}},
+            {"type": "tool_call", "call_id": format!("p{i}"), "name": "update_plan",
+             "arguments": {"items": [{"text": format!("step {i}"), "status": "in_progress"}]}}]}));
+        show("agent_thought_chunk", format!("thinking {i}"));
+        show("agent_message_chunk", format!("answer {i} — done"));
+        show("tool_call", format!("b{i}"));
+        show("tool_call", format!("e{i}"));
+        show("plan", format!("step {i}"));
+        lines.push(
+            json!({"kind": "approval_request", "call_id": format!("e{i}"),
+                          "tool": "edit_file", "summary": "edit a.txt", "preview": "-x\n+y",
+                          "reason": "ask"}),
+        );
+        lines.push(
+            json!({"kind": "approval_decision", "call_id": format!("e{i}"),
+                          "decision": "deny", "scope": "once", "by": "user"}),
+        );
+        show("tool_call_update", format!("e{i}"));
+        lines.push(json!({"kind": "tool_results", "results": [
+            {"call_id": format!("b{i}"), "output": format!("{i}\n"), "is_error": false},
+            {"call_id": format!("e{i}"), "output": "denied", "is_error": true}]}));
+        show("tool_call_update", format!("b{i}"));
+        show("tool_call_update", format!("e{i}"));
+        lines.push(json!({"kind": "turn_end", "reason": "completed"}));
+    }
+    let log: String = lines
+        .into_iter()
+        .enumerate()
+        .map(|(seq, entry)| json!({"seq": seq, "entry": entry}).to_string() + "\n")
+        .collect();
+    std::fs::write(sessions.join(format!("{LONG}.jsonl")), log).unwrap();
+    shown
+}
+
+/// What the editor was shown: each update's kind and its text or call id.
+fn shown(replayed: &[Value]) -> Vec<(String, String)> {
+    replayed
+        .iter()
+        .map(|u| {
+            assert_eq!(u["on"], LONG, "an update of another session: {u}");
+            let kind = u["sessionUpdate"].as_str().unwrap().to_owned();
+            let what = match kind.as_str() {
+                "plan" => &u["entries"][0]["content"],
+                "tool_call" | "tool_call_update" => &u["toolCallId"],
+                _ => &u["content"]["text"],
+            };
+            (kind, what.as_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn loading_a_long_session_replays_every_entry_in_order_from_either_source() {
+    let place = Place::new(&json!({"events":[{"text":"unused"}]}).to_string());
+    let expected = long_session(&place.data_dir());
+    // A new session first: the pod switches to the written one and `pod acp`
+    // asks for its entries.
+    let Some(asked) = place.editor_with("replay", "", &[("LOAD", LONG), ("FIRST", "1")]) else {
+        return;
+    };
+    // A second editor's first call: the pod's current session is the written
+    // one, replayed from the snapshot `pod acp` connects with.
+    let first = place.editor_with("replay", "", &[("LOAD", LONG)]).unwrap();
+    for facts in [&asked, &first] {
+        assert_eq!(facts["loadedModes"], "ask");
+        let replayed = updates_of(facts, "replayed");
+        let got = shown(&replayed);
+        assert_eq!(got.len(), expected.len(), "not every update was replayed");
+        for (n, (got, want)) in got.iter().zip(&expected).enumerate() {
+            assert_eq!(got, want, "update {n} is not the log's");
+        }
+        // What each update says beyond its marker: the same from either source.
+        let b7 = replayed.iter().find(|u| u["toolCallId"] == "b7").unwrap();
+        assert_eq!(b7["title"], "echo 7");
+        assert_eq!(b7["kind"], "execute");
+        let e7 = replayed.iter().find(|u| u["toolCallId"] == "e7").unwrap();
+        assert_eq!(
+            e7["content"][0],
+            json!({"type": "diff", "path": "a.txt", "oldText": "x", "newText": "y7"})
+        );
+    }
+    assert_eq!(asked["replayed"], first["replayed"]);
+}
+
 #[test]
 fn an_approval_from_another_client_withdraws_the_editors_request() {
     let place = Place::new(&bash_step(&[("c1", "touch approved")]));

@@ -29,7 +29,7 @@ use agent_client_protocol::Client;
 
 use super::link::{Link, Place};
 use super::updates::Updates;
-use super::{notify, Bridge};
+use super::{notify, Bridge, Notifier};
 use crate::client::{ClientError, Endpoint, EventStream};
 use crate::protocol::{AgentStatus, Event, LogEntry, PodState, Snapshot, TurnEndReason};
 
@@ -50,14 +50,16 @@ pub(super) enum Shown {
 
 impl Bridge {
     /// A child the session `parent` started (its `agent_started` entry, live
-    /// or replayed): announced once, then watched on its own socket.
-    /// `near` is the parent's place: the child's socket is beside it.
+    /// or replayed): announced once (through `out`), then watched on its
+    /// own socket. `near` is the parent's place: the child's socket is
+    /// beside it.
     pub(super) fn adopt(
         self: &Arc<Self>,
         near: &Place,
         parent: &str,
         entry: &LogEntry,
         cx: &ConnectionTo<Client>,
+        out: &impl Notifier,
     ) {
         let LogEntry::AgentStarted {
             name,
@@ -76,8 +78,7 @@ impl Bridge {
             state.children.insert(name.clone(), Shown::Announced);
         }
         let session = session_id.to_string();
-        notify(
-            cx,
+        out.update(
             parent,
             SessionUpdate::SubagentUpdate(
                 SubagentUpdate::new(session.clone())
@@ -129,7 +130,7 @@ impl Bridge {
 
     /// A child's turn ended (`agent_turn_end` in its parent's log): idle,
     /// with why.
-    pub(super) fn agent_turn_end(&self, parent: &str, entry: &LogEntry, cx: &ConnectionTo<Client>) {
+    pub(super) fn agent_turn_end(&self, parent: &str, entry: &LogEntry, out: &impl Notifier) {
         let LogEntry::AgentTurnEnd {
             name,
             session_id,
@@ -156,7 +157,7 @@ impl Bridge {
             &session_id.to_string(),
             Shown::Idle,
             StateUpdate::Idle(idle),
-            cx,
+            out,
         );
     }
 
@@ -167,7 +168,7 @@ impl Bridge {
         session: &str,
         shown: Shown,
         state: StateUpdate,
-        cx: &ConnectionTo<Client>,
+        out: &impl Notifier,
     ) {
         {
             let mut children = self.state();
@@ -177,8 +178,7 @@ impl Bridge {
                 _ => return,
             }
         }
-        notify(
-            cx,
+        out.update(
             parent,
             SessionUpdate::SubagentUpdate(SubagentUpdate::new(session.to_owned()).state(state)),
         );
@@ -208,9 +208,9 @@ impl Bridge {
                 Some(Err(ClientError::BadEvent(_))) => continue,
                 Some(Err(_)) | None => break,
             };
-            if link.resolve(&event) {
+            let Some(event) = link.resolve(event) else {
                 continue;
-            }
+            };
             match event {
                 Event::Entry { entry, .. } => {
                     self.child_entry(&link, &session, &entry, true, true, &mut updates, &cx);
@@ -245,7 +245,7 @@ impl Bridge {
         match entry {
             LogEntry::ApprovalRequest { .. } if asks => self.ask_about(link, session, entry, cx),
             LogEntry::ApprovalDecision { call_id, .. } => self.withdraw(session, call_id),
-            LogEntry::AgentStarted { .. } => self.adopt(&link.place, session, entry, cx),
+            LogEntry::AgentStarted { .. } => self.adopt(&link.place, session, entry, cx, cx),
             LogEntry::AgentTurnEnd { .. } => self.agent_turn_end(session, entry, cx),
             _ => {}
         }

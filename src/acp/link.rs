@@ -119,26 +119,25 @@ impl Link {
         })
     }
 
-    /// Hands a `response` or `error` to the call waiting for it; `false`
-    /// when none waits (a `run`'s, or one that is not ours).
-    pub fn resolve(&self, event: &Event) -> bool {
-        let (id, answer) = match event {
-            Event::Response(response) => (&response.request_id, Ok(response.clone())),
-            Event::Error {
-                code,
-                message,
-                request_id,
-            } => (request_id, Err(PodError::new(*code, message.clone()))),
-            _ => return false,
+    /// Hands a `response` or `error` to the call waiting for it, or gives
+    /// `event` back when none waits (a `run`'s, or one that is not ours).
+    /// Moved, not cloned: a `get_session` answer holds the whole session.
+    pub fn resolve(&self, event: Event) -> Option<Event> {
+        let id = match &event {
+            Event::Response(response) => response.request_id.as_ref(),
+            Event::Error { request_id, .. } => request_id.as_ref(),
+            _ => None,
         };
-        let Some(id) = id else { return false };
-        match self.lock().remove(id) {
-            Some(waiter) => {
-                let _ = waiter.send(answer);
-                true
-            }
-            None => false,
-        }
+        let Some(waiter) = id.and_then(|id| self.lock().remove(id)) else {
+            return Some(event);
+        };
+        let answer = match event {
+            Event::Response(response) => Ok(response),
+            Event::Error { code, message, .. } => Err(PodError::new(code, message)),
+            _ => return None,
+        };
+        let _ = waiter.send(answer);
+        None
     }
 
     /// The pod is gone: every call still waiting fails with `why`.

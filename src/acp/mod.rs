@@ -16,6 +16,7 @@ mod children;
 mod link;
 mod permission;
 mod prompt;
+mod replay;
 mod stdio;
 mod updates;
 
@@ -77,8 +78,10 @@ const GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 /// Serves ACP on stdin/stdout until the editor closes stdin or the pod
 /// goes away.
 pub async fn serve(locate: Locate) -> anyhow::Result<()> {
+    let (transport, output, flusher) = stdio::stdio();
     let bridge = Arc::new(Bridge {
         locate: Arc::new(locate),
+        output,
         link: tokio::sync::Mutex::new(None),
         state: Mutex::new(State::default()),
         gone: Notify::new(),
@@ -92,7 +95,6 @@ pub async fn serve(locate: Locate) -> anyhow::Result<()> {
         bridge.clone(),
         bridge.clone(),
     );
-    let (transport, flusher) = stdio::stdio();
     let served = agent_client_protocol::Agent
         .v1()
         .name("pod")
@@ -155,6 +157,8 @@ pub async fn serve(locate: Locate) -> anyhow::Result<()> {
 
 struct Bridge {
     locate: Arc<Locate>,
+    /// stdout in order, for what `pod acp` serialises itself (a replay).
+    output: stdio::Output,
     /// The connection to the pod, made by the first `session/new` or
     /// `session/load` (they carry the `cwd` that names the pod).
     link: tokio::sync::Mutex<Option<Arc<Link>>>,
@@ -332,18 +336,24 @@ impl Bridge {
             }
         };
         let id = wanted;
-        let mut replay = Updates::default();
+        // Every update is queued before the response below, which the SDK
+        // sends once this returns.
+        let replay = replay::Replay::new(self.output.clone());
+        let mut updates = Updates::default();
         let none = HashSet::new();
-        for line in entries {
-            for update in replay.entry(&line.entry, false, &none) {
-                notify(&cx, &id, update);
+        for line in &entries {
+            for update in updates.entry(&line.entry, false, &none) {
+                replay.update(&id, update);
             }
             match &line.entry {
-                LogEntry::AgentStarted { .. } => self.adopt(&link.place, &id, &line.entry, &cx),
-                LogEntry::AgentTurnEnd { .. } => self.agent_turn_end(&id, &line.entry, &cx),
+                LogEntry::AgentStarted { .. } => {
+                    self.adopt(&link.place, &id, &line.entry, &cx, &replay);
+                }
+                LogEntry::AgentTurnEnd { .. } => self.agent_turn_end(&id, &line.entry, &replay),
                 _ => {}
             }
         }
+        replay.finish();
         let mode = self.state().status.approval;
         typed(json!({"modes": modes(mode)}))
     }
@@ -478,9 +488,9 @@ impl Bridge {
     }
 
     fn on_event(self: &Arc<Self>, link: &Arc<Link>, event: Event, cx: &ConnectionTo<Client>) {
-        if link.resolve(&event) {
+        let Some(event) = link.resolve(event) else {
             return;
-        }
+        };
         let session = self
             .state()
             .session
@@ -552,7 +562,7 @@ impl Bridge {
         match entry {
             LogEntry::ApprovalRequest { .. } => self.ask_about(link, session, entry, cx),
             LogEntry::ApprovalDecision { call_id, .. } => self.withdraw(session, call_id),
-            LogEntry::AgentStarted { .. } => self.adopt(&link.place, session, entry, cx),
+            LogEntry::AgentStarted { .. } => self.adopt(&link.place, session, entry, cx, cx),
             LogEntry::AgentTurnEnd { .. } => self.agent_turn_end(session, entry, cx),
             LogEntry::TurnEnd {
                 request_id: Some(run),
@@ -669,7 +679,20 @@ fn modes(current: ApprovalMode) -> Value {
     json!({"currentModeId": current.as_str(), "availableModes": available})
 }
 
-/// Sends one `session/update`.
+/// Where a `session/update` goes: to the SDK, which sends it at once
+/// (live), or into a replay's lines ([`replay::Replay`]), so that what a
+/// replayed entry causes stays in the entry's place.
+trait Notifier {
+    fn update(&self, session: &str, update: SessionUpdate);
+}
+
+impl Notifier for ConnectionTo<Client> {
+    fn update(&self, session: &str, update: SessionUpdate) {
+        notify(self, session, update);
+    }
+}
+
+/// Sends one `session/update` through the SDK.
 fn notify(cx: &ConnectionTo<Client>, session: &str, update: SessionUpdate) {
     if let Err(e) = cx.send_notification(SessionNotification::new(session.to_owned(), update)) {
         eprintln!("pod acp: could not send an update to the editor: {e}");

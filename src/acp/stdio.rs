@@ -8,6 +8,10 @@
 //! gathers every line waiting into one buffer and flushes it when no more
 //! wait — a burst leaves in a few large writes, a lone message at once.
 //! The JSON-RPC itself (framing, parsing, errors) stays the SDK's.
+//!
+//! The same queue takes [`Output::lines`]: lines `pod acp` serialised
+//! itself (a `session/load`'s replay, see [`super::replay`]), written in
+//! the order they were handed over, between the SDK's own lines.
 
 use std::io::{BufRead, BufWriter, Write};
 use std::sync::mpsc;
@@ -21,14 +25,48 @@ use futures::{Sink, Stream};
 /// of updates is a few syscalls.
 const BUFFER: usize = 256 << 10;
 
+/// What the writer is handed: one of the SDK's lines (without its `\n`),
+/// a run of whole lines `pod acp` serialised itself, or the end.
+enum Out {
+    Line(String),
+    Lines(Vec<u8>),
+    /// Written after everything before it; the writer stops there (tasks
+    /// that still hold an [`Output`] may outlive the connection).
+    End,
+}
+
+/// The ordered output, for lines the SDK does not write.
+#[derive(Clone)]
+pub struct Output(mpsc::Sender<Out>);
+
+impl Output {
+    /// Queues `lines` — whole JSON-RPC messages, each ending in `\n` —
+    /// after every line queued so far.
+    pub fn lines(&self, lines: Vec<u8>) -> std::io::Result<()> {
+        self.0.send(Out::Lines(lines)).map_err(|_| closed())
+    }
+}
+
+fn closed() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::BrokenPipe,
+        "stdout is closed: the editor stopped reading",
+    )
+}
+
 /// The writer thread: joined once the connection is over, so every line
 /// the SDK accepted is written before `pod acp` exits.
-pub struct Flusher(JoinHandle<()>);
+pub struct Flusher {
+    writer: JoinHandle<()>,
+    end: mpsc::Sender<Out>,
+}
 
 impl Flusher {
-    /// Waits until every line is written (or stdout failed).
+    /// Waits until every line queued so far is written (or stdout failed).
     pub fn finish(self) {
-        if self.0.join().is_err() {
+        // A writer already gone (stdout failed) has nothing left to write.
+        let _ = self.end.send(Out::End);
+        if self.writer.join().is_err() {
             eprintln!("pod acp: the stdout writer panicked; the editor may miss the last messages");
         }
     }
@@ -37,17 +75,15 @@ impl Flusher {
 type Outgoing = std::pin::Pin<Box<dyn Sink<String, Error = std::io::Error> + Send>>;
 type Incoming = std::pin::Pin<Box<dyn Stream<Item = std::io::Result<String>> + Send>>;
 
-/// The transport for `connect_with`, and its writer to finish after it.
-pub fn stdio() -> (Lines<Outgoing, Incoming>, Flusher) {
-    let (lines, waiting) = mpsc::channel::<String>();
+/// The transport for `connect_with`, the ordered output beside it, and
+/// the writer to finish after both.
+pub fn stdio() -> (Lines<Outgoing, Incoming>, Output, Flusher) {
+    let (lines, waiting) = mpsc::channel::<Out>();
+    let output = Output(lines.clone());
+    let end = lines.clone();
     let writer = std::thread::spawn(move || write_lines(&waiting));
     let outgoing = futures::sink::unfold(lines, |lines, line: String| async move {
-        lines.send(line).map_err(|_| {
-            std::io::Error::new(
-                std::io::ErrorKind::BrokenPipe,
-                "stdout is closed: the editor stopped reading",
-            )
-        })?;
+        lines.send(Out::Line(line)).map_err(|_| closed())?;
         Ok::<_, std::io::Error>(lines)
     });
     let (incoming, read) = async_mpsc::unbounded();
@@ -56,17 +92,21 @@ pub fn stdio() -> (Lines<Outgoing, Incoming>, Flusher) {
     std::thread::spawn(move || read_lines(&incoming));
     (
         Lines::new(Box::pin(outgoing), Box::pin(read)),
-        Flusher(writer),
+        output,
+        Flusher { writer, end },
     )
 }
 
-/// Writes each line as it comes, flushing whenever none is waiting.
-fn write_lines(waiting: &mpsc::Receiver<String>) {
+/// Writes each line as it comes, flushing whenever none is waiting, up to
+/// [`Out::End`].
+fn write_lines(waiting: &mpsc::Receiver<Out>) {
     let mut out = BufWriter::with_capacity(BUFFER, std::io::stdout().lock());
     while let Ok(first) = waiting.recv() {
         let mut line = Some(first);
         while let Some(next) = line {
-            if write_line(&mut out, &next).is_err() {
+            let ended = matches!(next, Out::End);
+            if write_line(&mut out, &next).is_err() || ended {
+                let _ = out.flush();
                 return;
             }
             line = waiting.try_recv().ok();
@@ -77,9 +117,15 @@ fn write_lines(waiting: &mpsc::Receiver<String>) {
     }
 }
 
-fn write_line(out: &mut impl Write, line: &str) -> std::io::Result<()> {
-    out.write_all(line.as_bytes())?;
-    out.write_all(b"\n")
+fn write_line(out: &mut impl Write, line: &Out) -> std::io::Result<()> {
+    match line {
+        Out::Line(line) => {
+            out.write_all(line.as_bytes())?;
+            out.write_all(b"\n")
+        }
+        Out::Lines(lines) => out.write_all(lines),
+        Out::End => Ok(()),
+    }
 }
 
 /// Reads stdin a line at a time (without its `\n` or `\r\n`) until it
@@ -107,4 +153,19 @@ fn read_lines(incoming: &async_mpsc::UnboundedSender<std::io::Result<String>>) {
             }
         }
     }
+}
+
+/// An [`Output`] whose lines are kept, for tests: `take` gives every byte
+/// queued so far, in order.
+#[cfg(test)]
+pub(super) fn captured() -> (Output, impl Fn() -> Vec<u8>) {
+    let (lines, queued) = mpsc::channel::<Out>();
+    let take = move || {
+        let mut out = Vec::new();
+        while let Ok(line) = queued.try_recv() {
+            write_line(&mut out, &line).expect("a Vec takes every write");
+        }
+        out
+    };
+    (Output(lines), take)
 }

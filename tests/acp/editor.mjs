@@ -109,6 +109,15 @@ function toolUpdates(id) {
 }
 
 async function start(agent) {
+  await initialize(agent);
+  const session = await agent.request(methods.agent.session.new, { cwd: env.WORKSPACE, mcpServers: [] });
+  fact("session", session.sessionId);
+  fact("modes", session.modes);
+  fact("meta", session._meta);
+  return session.sessionId;
+}
+
+async function initialize(agent) {
   const init = await agent.request(methods.agent.initialize, {
     protocolVersion: 1,
     // SUBAGENTS=1: the editor shows child sessions.
@@ -119,11 +128,6 @@ async function start(agent) {
   expect(init.agentCapabilities.loadSession === true, "loadSession", init);
   expect(init.agentCapabilities.promptCapabilities?.image === true, "images", init);
   expect(init.agentCapabilities.promptCapabilities?.embeddedContext === true, "embedded context", init);
-  const session = await agent.request(methods.agent.session.new, { cwd: env.WORKSPACE, mcpServers: [] });
-  fact("session", session.sessionId);
-  fact("modes", session.modes);
-  fact("meta", session._meta);
-  return session.sessionId;
 }
 
 function prompt(agent, sessionId, textOrBlocks) {
@@ -178,6 +182,21 @@ const scenarios = {
     fact("replayedSessions", [...new Set(replayed.map((u) => u.sessionId))]);
     fact("replayedUser", text("user_message_chunk", before));
     fact("replayedAgent", text("agent_message_chunk", before));
+  },
+
+  // A session written beforehand (LOAD: its id) loaded: every update of
+  // its history before the answer. FIRST=1: a new session first, so the
+  // pod switches to LOAD and `pod acp` asks for its entries; else the load
+  // is the first call, answered from the snapshot `pod acp` connects with.
+  async replay(agent) {
+    if (env.FIRST === "1") await start(agent);
+    else await initialize(agent);
+    const before = updates.length;
+    const loaded = await agent.request(methods.agent.session.load, {
+      sessionId: env.LOAD, cwd: env.WORKSPACE, mcpServers: [],
+    });
+    fact("loadedModes", loaded.modes?.currentModeId);
+    fact("replayed", updates.slice(before).map((u) => ({ on: u.sessionId, ...u.update })));
   },
 
   // A turn that spawns a child pod. An editor that declared subagents
