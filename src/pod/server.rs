@@ -146,6 +146,15 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         workspace.root(),
     )?;
     prepare_socket_path(&config.socket, config.socket_in_default_dir)?;
+    // Passes over `/proc` for what a dead pod's tools left, with pauses
+    // between them (a fork chain's links can slip through one pass): tens
+    // of milliseconds that need not hold up the start. They run beside the
+    // session's recovery and the socket's binding, and are awaited before
+    // the pod's actors start, so nothing a tool runs meets a leftover.
+    let leftovers = std::thread::spawn({
+        let root = workspace.root().to_path_buf();
+        move || descendants::stop_leftovers(&root)
+    });
     let tokens = Arc::new(Tokens::open(&pods_dir, &config.name)?);
     let pointer_path = pointer::path(&pods_dir, &config.name);
     let start = Start {
@@ -201,10 +210,6 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
         );
     }
 
-    let leftovers = descendants::stop_leftovers(workspace.root());
-    for warning in &leftovers {
-        eprintln!("warning: {warning}");
-    }
     descendants::become_subreaper();
     let socket = config.socket.clone();
     let bound = system.block_on(async move {
@@ -283,6 +288,18 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
             .socket
             .parent()
             .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        // Started before the recovery (above); a sweep that panicked is a
+        // bug, not a reason to refuse to start: say so and go on.
+        let leftovers = leftovers.join().unwrap_or_else(|_| {
+            vec![
+                "the search for processes a dead pod's tools left running failed; \
+                  docs/sandbox.md shows how to look for them"
+                    .to_owned(),
+            ]
+        });
+        for warning in &leftovers {
+            eprintln!("warning: {warning}");
+        }
         let shared = Rc::new(Shared {
             provider: config.provider.clone(),
             toolbox: toolbox.clone(),
