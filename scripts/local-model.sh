@@ -44,8 +44,10 @@
 # server then never offers them), and with Qwen2.5's, whose calls are
 # <tool_call> tags, the model never wrote one; it does open code blocks, and
 # llama.cpp then holds the rest of the block to a call (docs/providers.md).
-# pod runs with --max-agents 0: the agent tools are 430 tokens more to read
-# on every call, and a 135M model delegates nothing well.
+# pod runs with --tool-choice required, under which the model cannot end a
+# reply before it has opened a block (left to choose, it did only now and
+# then), and --max-agents 0: the agent tools are 430 tokens more to read on
+# every call, and a 135M model delegates nothing well.
 #
 # See docs/providers.md, "Local servers", for what a 135M model can and
 # cannot do, and for LiteLLM.
@@ -182,7 +184,7 @@ llama-server)
     "$dir/build/llama-server" -m "$model" --jinja \
         --chat-template-file "$root/scripts/chatml-fenced-tools.jinja" \
         --host 127.0.0.1 --port "$port" -c "$n_ctx" ${threads:+-t "$threads"} >"$log" 2>&1 &
-    pod_args="--max-agents 0"
+    pod_args="--max-agents 0 --tool-choice required"
     ;;
 esac
 server=$!
