@@ -39,9 +39,15 @@
 # server, cpp-httplib; 68 files) and links it against those libraries -
 # ggml and libllama are never compiled. The binary is kept
 # ($POD_LOCAL_LLAMA_SERVER_DIR/build/llama-server) and reused. The server runs with `--jinja`
-# and the ChatML template with tools that llama.cpp ships
-# (models/templates/Qwen-Qwen2.5-7B-Instruct.jinja): SmolLM2's own template
-# has no tools, and the server then never offers them to the model.
+# and scripts/chatml-fenced-tools.jinja, a ChatML template with tools whose
+# tool calls are fenced code blocks: SmolLM2's own template has no tools (the
+# server then never offers them), and with Qwen2.5's, whose calls are
+# <tool_call> tags, the model never wrote one; it does open code blocks, and
+# llama.cpp then holds the rest of the block to a call (docs/providers.md).
+# pod runs with --tool-choice required, under which the model cannot end a
+# reply before it has opened a block (left to choose, it did only now and
+# then), and --max-agents 0: the agent tools are 430 tokens more to read on
+# every call, and a 135M model delegates nothing well.
 #
 # See docs/providers.md, "Local servers", for what a 135M model can and
 # cannot do, and for LiteLLM.
@@ -172,12 +178,13 @@ llama-cpp-python)
     pod_args="--tool-choice auto"
     ;;
 llama-server)
-    # --jinja with a ChatML template that carries tools: SmolLM2's own has
-    # none, and the server would never show the model a tool.
+    # --jinja with a ChatML template that carries tools as code blocks:
+    # SmolLM2's own has none, and the server would never show the model a
+    # tool; with Qwen2.5's the model never wrote a <tool_call> tag.
     "$dir/build/llama-server" -m "$model" --jinja \
-        --chat-template-file "$src/models/templates/Qwen-Qwen2.5-7B-Instruct.jinja" \
+        --chat-template-file "$root/scripts/chatml-fenced-tools.jinja" \
         --host 127.0.0.1 --port "$port" -c "$n_ctx" ${threads:+-t "$threads"} >"$log" 2>&1 &
-    pod_args=""
+    pod_args="--max-agents 0 --tool-choice required"
     ;;
 esac
 server=$!

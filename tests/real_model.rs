@@ -119,9 +119,12 @@ fn a_real_model_answers_calls_a_tool_and_the_call_is_approved() {
     // A tool call, asked about and approved, then run. Reading a file runs
     // unasked in mode `ask` (and a 135M model asked to `cat` a file reads
     // it with read_file); writing one and running bash are asked about.
+    // The request that names its tool comes first: such a model copies its
+    // last call, and asked first to create a file SmolLM2 on llama-server
+    // called job_kill, then job_kill again for every later prompt.
     let prompts = [
-        "Create a file named hello.txt that contains the word hi.",
         "Run the shell command `ls -l` with the bash tool.",
+        "Create a file named hello.txt that contains the word hi.",
     ];
     for attempt in 1..=TRIES {
         let frames = turn_approving(&mut client, prompts[(attempt - 1) % prompts.len()]);
