@@ -409,23 +409,21 @@ async fn read(env: &JobEnv, args: ReadArgs) -> ToolOutcome {
         Ok(socket) => socket,
         Err(e) => return ToolOutcome::error(e.to_string()),
     };
-    let snapshot = match read_snapshot(&socket).await {
-        Ok(snapshot) => snapshot,
-        Err(why) => {
-            return ToolOutcome::error(format!(
-                "read_agent: cannot read pod {:?} at {}: {why}",
-                args.name,
-                socket.display()
-            ))
-        }
-    };
     let max = args.max_bytes.unwrap_or(DEFAULT_READ_BYTES).max(256);
-    ToolOutcome::ok(super::agent_transcript::render(
-        &args.name,
-        &snapshot,
-        args.from_seq.unwrap_or(0),
-        max,
-    ))
+    let transcript = match read_snapshot(&socket).await {
+        Ok(frame) => {
+            super::agent_transcript::render(&args.name, &frame, args.from_seq.unwrap_or(0), max)
+        }
+        Err(why) => Err(why),
+    };
+    match transcript {
+        Ok(transcript) => ToolOutcome::ok(transcript),
+        Err(why) => ToolOutcome::error(format!(
+            "read_agent: cannot read pod {:?} at {}: {why}",
+            args.name,
+            socket.display()
+        )),
+    }
 }
 
 /// The socket of a pod of this workspace: this pod, one of its children,
@@ -461,28 +459,25 @@ fn socket_of(env: &JobEnv, name: &str) -> Result<std::path::PathBuf, AgentsError
         .ok_or_else(|| AgentsError::NotRunning(name.to_owned()))
 }
 
-/// Connects, reads the first frame (the snapshot), and hangs up.
-async fn read_snapshot(socket: &std::path::Path) -> Result<Value, String> {
+/// How much of the snapshot one read takes: a long session's is megabytes.
+const SNAPSHOT_READ: usize = 256 * 1024;
+
+/// Connects, reads the first frame (the snapshot, parsed by the
+/// transcript), and hangs up.
+async fn read_snapshot(socket: &std::path::Path) -> Result<Vec<u8>, String> {
     let stream = tokio::net::UnixStream::connect(socket)
         .await
         .map_err(|e| e.to_string())?;
-    let mut reader = tokio::io::BufReader::new(stream);
-    let mut line = String::new();
-    let read = tokio::time::timeout(Duration::from_secs(30), reader.read_line(&mut line)).await;
+    let mut reader = tokio::io::BufReader::with_capacity(SNAPSHOT_READ, stream);
+    let mut line = Vec::new();
+    let read =
+        tokio::time::timeout(Duration::from_secs(30), reader.read_until(b'\n', &mut line)).await;
     match read {
-        Ok(Ok(n)) if n > 0 => {}
-        Ok(Ok(_)) => return Err("the pod closed the connection".into()),
-        Ok(Err(e)) => return Err(e.to_string()),
-        Err(_) => return Err("no snapshot within 30 s".into()),
+        Ok(Ok(n)) if n > 0 => Ok(line),
+        Ok(Ok(_)) => Err("the pod closed the connection".into()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("no snapshot within 30 s".into()),
     }
-    let frame: Value = serde_json::from_str(&line).map_err(|e| e.to_string())?;
-    if frame["type"] != "snapshot" {
-        return Err(format!(
-            "the first frame was not a snapshot: {}",
-            frame["type"]
-        ));
-    }
-    Ok(frame)
 }
 
 /// The result of a `spawn_agent` call whose pod stopped before it had one:
