@@ -161,13 +161,10 @@ async fn spawn(
         task: args.task.clone(),
         at: LogEntry::now(),
     };
-    if let Err(e) = commit(env, conversation, started).await {
-        return ToolOutcome::error(format!("spawn_agent failed: {e}"));
-    }
     let max_tokens = args
         .max_tokens
         .unwrap_or(env.agents.borrow().limits.max_tokens);
-    let spawned = Spawn {
+    let mut spawned = Spawn {
         name: name.clone(),
         session_id,
         resume: false,
@@ -180,6 +177,31 @@ async fn spawn(
         max_tokens,
         policy: env.state.borrow().policy.clone(),
         worktree: worktree.clone(),
+        staged: None,
+    };
+    // The child's log and state file are written under hidden names while
+    // `agent_started` is synced (the append is sent on the first poll, and
+    // the log actor syncs on its own thread): the syncs overlap, and the
+    // launch puts the files in place only once the entry is durable.
+    let (committed, staged) = {
+        let mut committing = std::pin::pin!(commit(env, conversation, started));
+        let first = futures::poll!(committing.as_mut());
+        let staged = launcher.stage(&spawned);
+        let committed = match first {
+            std::task::Poll::Ready(committed) => committed,
+            std::task::Poll::Pending => committing.await,
+        };
+        (committed, staged)
+    };
+    if let Err(e) = committed {
+        if let Ok(Some(staged)) = staged {
+            staged.discard();
+        }
+        return ToolOutcome::error(format!("spawn_agent failed: {e}"));
+    }
+    spawned.staged = match staged {
+        Ok(staged) => staged,
+        Err(why) => return ToolOutcome::error(format!("spawn_agent failed: {why}")),
     };
     let link = match launcher.launch(spawned) {
         Ok(link) => link,
