@@ -17,7 +17,6 @@ use actix::Message;
 use tokio::sync::{mpsc, watch};
 use uuid::Uuid;
 
-use super::host::StagedSession;
 use super::outbox::Client;
 use super::worktree::Worktree;
 use crate::protocol::{
@@ -25,6 +24,7 @@ use crate::protocol::{
     TurnEndReason, Usage,
 };
 use crate::provider::ToolSpec;
+use crate::store::StagedSession;
 use crate::tools::registry::Runner;
 use crate::tools::{self, ToolLimits};
 

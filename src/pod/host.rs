@@ -40,7 +40,7 @@ use crate::context::Conversation;
 use crate::input::Resolvers;
 use crate::protocol::{Greeting, LogEntry, LogLine, ParentRef};
 use crate::provider::Provider;
-use crate::store::{pod_socket, pointer, LogFile, PodLock};
+use crate::store::{pod_socket, pointer, LogFile, PodLock, StagedSession};
 use crate::tools::jobs::{JobEvent, Jobs};
 use crate::tools::Toolbox;
 use crate::workspace::Workspace;
@@ -560,50 +560,6 @@ fn child_start(shared: &Shared, workspace: &Path, spawn: &Spawn) -> Start {
     }
 }
 
-/// A new child's session, written and synced under hidden names: its log
-/// (`session_start` durable) and its state file. `spawn_agent` makes it
-/// while the parent's `agent_started` is being synced — the syncs overlap
-/// instead of following each other — and [`launch_child`] renames both
-/// into place once that entry is durable, then syncs the two directories.
-/// A crash before the renames leaves no child, only hidden files no
-/// listing reads; so, as the contract says, no child log can be found
-/// whose `agent_started` was not committed first.
-pub struct StagedSession {
-    file: LogFile,
-    path: PathBuf,
-    session_id: Uuid,
-    recovered: crate::store::Recovered,
-    pointer: pointer::Staged,
-}
-
-impl StagedSession {
-    /// Puts the log and the state file in place, durably.
-    fn publish(
-        mut self,
-        shared: &Shared,
-    ) -> anyhow::Result<(LogFile, Uuid, crate::store::Recovered)> {
-        let path = self.path.clone();
-        self.file
-            .publish(&path)
-            .with_context(|| format!("cannot create {}", path.display()))?;
-        self.pointer
-            .publish()
-            .with_context(|| format!("cannot write the state file of {}", path.display()))?;
-        // One after the other: the first commits both renames, and the
-        // second finds little left to do.
-        for dir in [&shared.sessions_dir, &shared.pods_dir] {
-            crate::store::log_file::sync_dir(dir)
-                .with_context(|| format!("cannot sync {}", dir.display()))?;
-        }
-        Ok((self.file, self.session_id, self.recovered))
-    }
-
-    /// Removes what was staged, for a spawn that did not happen.
-    pub fn discard(self) {
-        self.file.discard();
-    }
-}
-
 fn stage_child_session(
     shared: &Shared,
     parent_place: &Place,
@@ -661,7 +617,9 @@ fn launch_child(
     };
     // A staged session goes in place first, so that nothing below can
     // leave its hidden files behind.
-    let staged = staged.map(|staged| staged.publish(shared)).transpose()?;
+    let staged = staged
+        .map(|staged| staged.publish(&shared.sessions_dir, &shared.pods_dir))
+        .transpose()?;
     let (job_events, job_events_rx) = mpsc::unbounded_channel();
     let jobs = Jobs::new(
         Some(shared.pods_dir.join(format!("{}.jobs", spawn.name))),
