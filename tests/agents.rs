@@ -493,6 +493,64 @@ fn a_child_waiting_for_approval_survives_kill_9_and_is_answered_at_the_parent() 
 }
 
 #[test]
+fn a_spawn_whose_agent_started_is_not_committed_leaves_no_child_behind() {
+    // The child's log and state file are written under hidden names while
+    // the parent syncs `agent_started`; when that entry cannot be committed
+    // (SessionLog writes: #1 the input, #2 the environment, #3 the call;
+    // #4, `agent_started`, fails as on a full disk) no trace of the child
+    // may be left: no state file, no log, no hidden file, no socket.
+    let pod = named(
+        &[
+            top(json!([call(
+                "s1",
+                "spawn_agent",
+                json!({"task": "go", "name": "w", "wait": false})
+            )])),
+            top(json!([{"text": "unreachable"}])),
+            child("w", json!([{"text": "unreachable"}])),
+        ],
+        &[],
+    )
+    .env("POD_FAULT", "fail_writes_after=3")
+    .start();
+    let mut client = client_of(&pod, NAME, "t");
+    client.run("delegate");
+    let err = client.until_type("error");
+    assert_eq!(err["code"], "storage_error", "{err}");
+    let log = log_of(&pod, NAME);
+    assert_eq!(
+        log.last().unwrap()["entry"]["items"][0]["name"],
+        "spawn_agent",
+        "the call is the last durable entry: {:?}",
+        kinds(&log)
+    );
+    let names = |dir: &str| -> Vec<String> {
+        std::fs::read_dir(pod.data_dir.join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let pods = names("pods");
+    assert!(
+        !pods
+            .iter()
+            .any(|n| n.contains(&child_name(&pod, "w")) || n.ends_with(".tmp")),
+        "{pods:?}"
+    );
+    let sessions = names("sessions");
+    assert_eq!(
+        sessions.iter().filter(|n| n.ends_with(".jsonl")).count(),
+        1,
+        "only the parent's log: {sessions:?}"
+    );
+    assert!(
+        !sessions.iter().any(|n| n.ends_with(".tmp")),
+        "{sessions:?}"
+    );
+    assert!(!socket_of(&pod, &child_name(&pod, "w")).exists());
+}
+
+#[test]
 fn a_child_at_the_depth_limit_has_no_spawn_agent() {
     let pod = named(
         &[

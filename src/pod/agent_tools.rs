@@ -161,13 +161,10 @@ async fn spawn(
         task: args.task.clone(),
         at: LogEntry::now(),
     };
-    if let Err(e) = commit(env, conversation, started).await {
-        return ToolOutcome::error(format!("spawn_agent failed: {e}"));
-    }
     let max_tokens = args
         .max_tokens
         .unwrap_or(env.agents.borrow().limits.max_tokens);
-    let spawned = Spawn {
+    let mut spawned = Spawn {
         name: name.clone(),
         session_id,
         resume: false,
@@ -180,6 +177,31 @@ async fn spawn(
         max_tokens,
         policy: env.state.borrow().policy.clone(),
         worktree: worktree.clone(),
+        staged: None,
+    };
+    // The child's log and state file are written under hidden names while
+    // `agent_started` is synced (the append is sent on the first poll, and
+    // the log actor syncs on its own thread): the syncs overlap, and the
+    // launch puts the files in place only once the entry is durable.
+    let (committed, staged) = {
+        let mut committing = std::pin::pin!(commit(env, conversation, started));
+        let first = futures::poll!(committing.as_mut());
+        let staged = launcher.stage(&spawned);
+        let committed = match first {
+            std::task::Poll::Ready(committed) => committed,
+            std::task::Poll::Pending => committing.await,
+        };
+        (committed, staged)
+    };
+    if let Err(e) = committed {
+        if let Ok(Some(staged)) = staged {
+            staged.discard();
+        }
+        return ToolOutcome::error(format!("spawn_agent failed: {e}"));
+    }
+    spawned.staged = match staged {
+        Ok(staged) => staged,
+        Err(why) => return ToolOutcome::error(format!("spawn_agent failed: {why}")),
     };
     let link = match launcher.launch(spawned) {
         Ok(link) => link,
@@ -409,23 +431,21 @@ async fn read(env: &JobEnv, args: ReadArgs) -> ToolOutcome {
         Ok(socket) => socket,
         Err(e) => return ToolOutcome::error(e.to_string()),
     };
-    let snapshot = match read_snapshot(&socket).await {
-        Ok(snapshot) => snapshot,
-        Err(why) => {
-            return ToolOutcome::error(format!(
-                "read_agent: cannot read pod {:?} at {}: {why}",
-                args.name,
-                socket.display()
-            ))
-        }
-    };
     let max = args.max_bytes.unwrap_or(DEFAULT_READ_BYTES).max(256);
-    ToolOutcome::ok(super::agent_transcript::render(
-        &args.name,
-        &snapshot,
-        args.from_seq.unwrap_or(0),
-        max,
-    ))
+    let transcript = match read_snapshot(&socket).await {
+        Ok(frame) => {
+            super::agent_transcript::render(&args.name, &frame, args.from_seq.unwrap_or(0), max)
+        }
+        Err(why) => Err(why),
+    };
+    match transcript {
+        Ok(transcript) => ToolOutcome::ok(transcript),
+        Err(why) => ToolOutcome::error(format!(
+            "read_agent: cannot read pod {:?} at {}: {why}",
+            args.name,
+            socket.display()
+        )),
+    }
 }
 
 /// The socket of a pod of this workspace: this pod, one of its children,
@@ -461,28 +481,25 @@ fn socket_of(env: &JobEnv, name: &str) -> Result<std::path::PathBuf, AgentsError
         .ok_or_else(|| AgentsError::NotRunning(name.to_owned()))
 }
 
-/// Connects, reads the first frame (the snapshot), and hangs up.
-async fn read_snapshot(socket: &std::path::Path) -> Result<Value, String> {
+/// How much of the snapshot one read takes: a long session's is megabytes.
+const SNAPSHOT_READ: usize = 256 * 1024;
+
+/// Connects, reads the first frame (the snapshot, parsed by the
+/// transcript), and hangs up.
+async fn read_snapshot(socket: &std::path::Path) -> Result<Vec<u8>, String> {
     let stream = tokio::net::UnixStream::connect(socket)
         .await
         .map_err(|e| e.to_string())?;
-    let mut reader = tokio::io::BufReader::new(stream);
-    let mut line = String::new();
-    let read = tokio::time::timeout(Duration::from_secs(30), reader.read_line(&mut line)).await;
+    let mut reader = tokio::io::BufReader::with_capacity(SNAPSHOT_READ, stream);
+    let mut line = Vec::new();
+    let read =
+        tokio::time::timeout(Duration::from_secs(30), reader.read_until(b'\n', &mut line)).await;
     match read {
-        Ok(Ok(n)) if n > 0 => {}
-        Ok(Ok(_)) => return Err("the pod closed the connection".into()),
-        Ok(Err(e)) => return Err(e.to_string()),
-        Err(_) => return Err("no snapshot within 30 s".into()),
+        Ok(Ok(n)) if n > 0 => Ok(line),
+        Ok(Ok(_)) => Err("the pod closed the connection".into()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("no snapshot within 30 s".into()),
     }
-    let frame: Value = serde_json::from_str(&line).map_err(|e| e.to_string())?;
-    if frame["type"] != "snapshot" {
-        return Err(format!(
-            "the first frame was not a snapshot: {}",
-            frame["type"]
-        ));
-    }
-    Ok(frame)
 }
 
 /// The result of a `spawn_agent` call whose pod stopped before it had one:

@@ -24,6 +24,7 @@ use crate::protocol::{
     TurnEndReason, Usage,
 };
 use crate::provider::ToolSpec;
+use crate::store::StagedSession;
 use crate::tools::registry::Runner;
 use crate::tools::{self, ToolLimits};
 
@@ -156,10 +157,19 @@ pub struct Spawn {
     /// Its own git worktree, made (or found again) by the parent; `None`:
     /// it works where the parent does.
     pub worktree: Option<Worktree>,
+    /// A new child's log and state file, already written under hidden
+    /// names ([`Launch::stage`]); `None`: [`Launch::launch`] writes them.
+    pub staged: Option<StagedSession>,
 }
 
 /// Starts child pods in this process; `host.rs` implements it.
 pub trait Launch {
+    /// Writes a new child's log (its `session_start` durable) and state
+    /// file under hidden names, for [`Launch::launch`] to put in place.
+    /// Blocking: `spawn_agent` does it while the parent's `agent_started`
+    /// is being synced, so the two syncs overlap. `None` where staging does
+    /// not apply (a child started again, or in a worktree of its own).
+    fn stage(&self, spawn: &Spawn) -> Result<Option<StagedSession>, String>;
     /// Starts the child's actors and socket. The child's log exists (its
     /// `session_start` durable) when this returns; it runs nothing yet.
     fn launch(&self, spawn: Spawn) -> Result<ChildLink, String>;

@@ -40,7 +40,7 @@ use crate::context::Conversation;
 use crate::input::Resolvers;
 use crate::protocol::{Greeting, LogEntry, LogLine, ParentRef};
 use crate::provider::Provider;
-use crate::store::{pod_socket, pointer, LogFile, PodLock};
+use crate::store::{pod_socket, pointer, LogFile, PodLock, StagedSession};
 use crate::tools::jobs::{JobEvent, Jobs};
 use crate::tools::Toolbox;
 use crate::workspace::Workspace;
@@ -458,6 +458,7 @@ fn restart_children(
             model: None,
             max_tokens,
             policy: policy.clone(),
+            staged: None,
         };
         match launcher.launch(spawn) {
             Ok(link) => {
@@ -491,6 +492,10 @@ struct Launcher {
 }
 
 impl Launch for Launcher {
+    fn stage(&self, spawn: &Spawn) -> Result<Option<StagedSession>, String> {
+        stage_child_session(&self.shared, &self.place, spawn).map_err(|e| format!("{e:#}"))
+    }
+
     fn launch(&self, spawn: Spawn) -> Result<ChildLink, String> {
         launch_child(
             &self.shared,
@@ -540,14 +545,84 @@ fn child_place(
     })
 }
 
+/// How a child's session starts: a new one with the id its parent chose, or
+/// the one its state file names.
+fn child_start(shared: &Shared, workspace: &Path, spawn: &Spawn) -> Start {
+    Start {
+        new_session: !spawn.resume,
+        session: None,
+        force: false,
+        provider: shared.provider.name().into(),
+        // The configured model: another one given to `spawn_agent` is a
+        // `model_change` the child commits before its first call.
+        model: shared.provider.model().into(),
+        workspace: workspace.to_path_buf(),
+        parent: Some(spawn.parent.clone()),
+        fresh_id: Some(spawn.session_id),
+        replay_of: None,
+    }
+}
+
+fn stage_child_session(
+    shared: &Shared,
+    parent_place: &Place,
+    spawn: &Spawn,
+) -> anyhow::Result<Option<StagedSession>> {
+    if spawn.resume || spawn.worktree.is_some() {
+        return Ok(None);
+    }
+    let start = child_start(shared, parent_place.workspace.root(), spawn);
+    let path = LogFile::path_for(&shared.sessions_dir, spawn.session_id);
+    let pointer_path = pointer::path(&shared.pods_dir, &spawn.name);
+    let (mut line, entry) = session_start_line(spawn.session_id, &start)?;
+    // Both files are written before either is synced: the first sync then
+    // commits both, and the second finds little left to do.
+    let staged_pointer = pointer::stage(&pointer_path, start.pointer(spawn.session_id))
+        .with_context(|| format!("cannot write {}", pointer_path.display()))?;
+    let mut file = LogFile::create_staged(&path)?;
+    let written = file
+        .write_line(&mut line)
+        .and_then(|()| file.sync())
+        .and_then(|()| staged_pointer.sync());
+    if let Err(e) = written {
+        file.discard();
+        return Err(e).with_context(|| format!("cannot write the state of {}", spawn.name));
+    }
+    Ok(Some(StagedSession {
+        file,
+        path,
+        session_id: spawn.session_id,
+        recovered: crate::store::Recovered {
+            lines: vec![line.into()],
+            entries: vec![entry],
+            truncated_tail: None,
+        },
+        pointer: staged_pointer,
+    }))
+}
+
 fn launch_child(
     shared: &Rc<Shared>,
     parent_place: &Place,
     depth: usize,
     news: mpsc::UnboundedSender<FromChild>,
-    spawn: Spawn,
+    mut spawn: Spawn,
 ) -> anyhow::Result<ChildLink> {
-    let lock = PodLock::acquire(&shared.data_dir, &shared.pods_dir, &spawn.name)?;
+    let staged = spawn.staged.take();
+    let lock = match PodLock::acquire(&shared.data_dir, &shared.pods_dir, &spawn.name) {
+        Ok(lock) => lock,
+        Err(e) => {
+            if let Some(staged) = staged {
+                staged.discard();
+            }
+            return Err(e.into());
+        }
+    };
+    // A staged session goes in place first, so that nothing below can
+    // leave its hidden files behind.
+    let staged = staged
+        .map(|staged| staged.publish(&shared.sessions_dir, &shared.pods_dir))
+        .transpose()?;
     let (job_events, job_events_rx) = mpsc::unbounded_channel();
     let jobs = Jobs::new(
         Some(shared.pods_dir.join(format!("{}.jobs", spawn.name))),
@@ -555,7 +630,8 @@ fn launch_child(
         Some(job_events),
     );
     let place = child_place(shared, parent_place, spawn.worktree.as_ref(), jobs)?;
-    let mut policy = spawn.policy;
+    // Cloned, not moved: a child without a staged session starts from `spawn`.
+    let mut policy = spawn.policy.clone();
     if spawn.worktree.is_some() {
         // Its own workspace is what its edits are judged against; the data
         // directory stays protected but for the worktree inside it (a
@@ -566,21 +642,14 @@ fn launch_child(
     }
     let socket = shared.socket_dir.join(format!("{}.sock", spawn.name));
     prepare_socket_path(&socket, false)?;
-    let start = Start {
-        new_session: !spawn.resume,
-        session: None,
-        force: false,
-        provider: shared.provider.name().into(),
-        // The configured model: another one given to `spawn_agent` is a
-        // `model_change` the child commits before its first call.
-        model: shared.provider.model().into(),
-        workspace: place.workspace.root().to_path_buf(),
-        parent: Some(spawn.parent.clone()),
-        fresh_id: Some(spawn.session_id),
-        replay_of: None,
+    let session = match staged {
+        Some(staged) => staged,
+        None => {
+            let start = child_start(shared, place.workspace.root(), &spawn);
+            let pointer_path = pointer::path(&shared.pods_dir, &spawn.name);
+            open_session(&shared.sessions_dir, &pointer_path, &start)?
+        }
     };
-    let pointer_path = pointer::path(&shared.pods_dir, &spawn.name);
-    let session = open_session(&shared.sessions_dir, &pointer_path, &start)?;
     let (listener, identity) = bind(&socket)?;
     if let Err(e) = pod_socket::record(&shared.pods_dir, &spawn.name, &socket) {
         tracing::warn!("cannot record the socket path for `pod list`: {e}");
@@ -850,6 +919,21 @@ pub(super) fn start_session(
     pointer_path: &Path,
     start: &Start,
 ) -> anyhow::Result<(LogFile, Uuid, crate::store::Recovered)> {
+    let (mut line, entry) = session_start_line(session_id, start)?;
+    let write = file.write_line(&mut line).and_then(|()| file.sync());
+    write.with_context(|| format!("cannot write {}", file.path().display()))?;
+    pointer::write(pointer_path, start.pointer(session_id))
+        .with_context(|| format!("cannot write {}", pointer_path.display()))?;
+    let recovered = crate::store::Recovered {
+        lines: vec![line.into()],
+        entries: vec![entry],
+        truncated_tail: None,
+    };
+    Ok((file, session_id, recovered))
+}
+
+/// A new session's `session_start` entry, and its log line.
+fn session_start_line(session_id: Uuid, start: &Start) -> anyhow::Result<(Vec<u8>, LogEntry)> {
     let entry = LogEntry::SessionStart {
         session_id,
         created_at: LogEntry::now(),
@@ -867,17 +951,7 @@ pub(super) fn start_session(
         seq: 0,
         entry: entry.clone(),
     })?;
-    let mut line = line;
-    let write = file.write_line(&mut line).and_then(|()| file.sync());
-    write.with_context(|| format!("cannot write {}", file.path().display()))?;
-    pointer::write(pointer_path, start.pointer(session_id))
-        .with_context(|| format!("cannot write {}", pointer_path.display()))?;
-    let recovered = crate::store::Recovered {
-        lines: vec![line.into()],
-        entries: vec![entry],
-        truncated_tail: None,
-    };
-    Ok((file, session_id, recovered))
+    Ok((line, entry))
 }
 
 /// Creates the socket's directory (mode 0700) and clears a stale socket; a

@@ -101,6 +101,58 @@ impl LogFile {
         })
     }
 
+    /// Creates a new, empty log under a hidden name beside `path`
+    /// (`.<file name>.tmp`, which no listing reads), without syncing the
+    /// directory: a name nobody looks up need not survive a crash.
+    /// [`LogFile::publish`] moves it to `path`. A child pod's log is made
+    /// this way while its parent commits `agent_started`, so that the two
+    /// syncs overlap and yet no child log can outlive a crash unless the
+    /// entry naming it was committed first.
+    pub fn create_staged(path: &Path) -> Result<LogFile, LogError> {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let staged = path.with_file_name(format!(".{name}.tmp"));
+        let io = |source| LogError::Io {
+            path: staged.clone(),
+            source,
+        };
+        let file = crate::private::file_options()
+            .read(true)
+            .append(true)
+            .create_new(true)
+            .open(&staged)
+            .map_err(io)?;
+        lock(&file, &staged)?;
+        let identity = identity(&file.metadata().map_err(io)?);
+        Ok(LogFile {
+            path: staged,
+            file,
+            len: 0,
+            identity,
+        })
+    }
+
+    /// Gives a staged log its real name `path`, which must not exist. The
+    /// name is durable once the caller syncs the directory.
+    pub fn publish(&mut self, path: &Path) -> std::io::Result<()> {
+        rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            &self.path,
+            rustix::fs::CWD,
+            path,
+            rustix::fs::RenameFlags::NOREPLACE,
+        )?;
+        self.path = path.to_owned();
+        Ok(())
+    }
+
+    /// Removes a staged log that was never published.
+    pub fn discard(self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+
     /// Opens, locks and recovers an existing log.
     pub fn open(path: &Path) -> Result<(LogFile, Recovered), LogError> {
         let io = |source| LogError::Io {

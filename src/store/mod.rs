@@ -14,8 +14,10 @@ pub mod pod_lock;
 pub mod pod_socket;
 pub mod pointer;
 pub mod sessions;
+pub mod staged;
 #[cfg(test)]
 mod test_entries;
 
 pub use log_file::{LogError, LogFile, Recovered};
 pub use pod_lock::PodLock;
+pub use staged::StagedSession;

@@ -52,29 +52,70 @@ pub fn read(path: &Path) -> anyhow::Result<Option<Pointer>> {
 /// behind, and two writers must never share one), is created `0600`, and is
 /// removed if anything fails before the rename.
 pub fn write(path: &Path, pointer: Pointer) -> std::io::Result<()> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", Uuid::new_v4()));
-    let written = write_new(&tmp, pointer).and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
+    let staged = stage(path, pointer)?;
+    staged.sync()?;
+    staged.publish()?;
     if let Some(dir) = path.parent() {
         sync_dir(dir)?;
     }
     Ok(())
 }
 
-fn write_new(tmp: &Path, pointer: Pointer) -> std::io::Result<()> {
-    let mut file = crate::private::file_options()
+/// A pointer written under its temporary name, not yet in place:
+/// [`Staged::sync`] makes it durable, [`Staged::publish`] then renames it,
+/// and the caller syncs the directory. Split so that a caller writing
+/// several files syncs them one after the other once all are written —
+/// the first sync then commits them all, and the others find little left
+/// to do. Dropped unpublished, the temporary file is removed.
+pub struct Staged {
+    file: std::fs::File,
+    tmp: PathBuf,
+    path: PathBuf,
+    published: bool,
+}
+
+/// Writes `pointer` for `path` under a temporary name, not yet synced.
+pub fn stage(path: &Path, pointer: Pointer) -> std::io::Result<Staged> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", Uuid::new_v4()));
+    let file = crate::private::file_options()
         .write(true)
         .create_new(true)
-        .open(tmp)?;
-    file.write_all(&serde_json::to_vec(&pointer)?)?;
-    file.sync_all()
+        .open(&tmp)?;
+    let mut staged = Staged {
+        file,
+        tmp,
+        path: path.to_owned(),
+        published: false,
+    };
+    staged.file.write_all(&serde_json::to_vec(&pointer)?)?;
+    Ok(staged)
+}
+
+impl Staged {
+    /// Makes the temporary file durable (fsync).
+    pub fn sync(&self) -> std::io::Result<()> {
+        self.file.sync_all()
+    }
+
+    /// Renames the synced pointer into place (durable once the caller
+    /// syncs the directory).
+    pub fn publish(mut self) -> std::io::Result<()> {
+        std::fs::rename(&self.tmp, &self.path)?;
+        self.published = true;
+        Ok(())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.published {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 #[cfg(test)]
