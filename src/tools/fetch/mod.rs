@@ -26,18 +26,17 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::registry::{Args, Effect, Run, Runner, Summary, ToolDef};
+use super::registry::{Args, Run, Runner, ToolDef};
 use super::ToolOutcome;
+use crate::protocol::tools as builtin;
 use crate::provider::ToolSpec;
 
 pub use convert::html_to_markdown;
 
-pub const WEB_FETCH: &str = "web_fetch";
+pub const WEB_FETCH: &str = builtin::WEB_FETCH.name;
 
 pub const WEB_FETCH_TOOL: ToolDef = ToolDef {
-    name: WEB_FETCH,
-    effect: Effect::Network,
-    summary: Summary::Arg("url"),
+    facts: builtin::WEB_FETCH,
     spec: |_| spec(),
     args: Args::of::<FetchArgs>(),
     runner: Runner::Toolbox,
