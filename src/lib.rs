@@ -24,7 +24,6 @@ pub mod provider;
 pub mod remote;
 pub mod safe_text;
 pub mod store;
-pub mod tokens;
 pub mod tools;
 pub mod tui;
 pub mod web;

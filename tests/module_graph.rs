@@ -227,7 +227,7 @@ const LAYERS: &[&[&str]] = &[
     &["hooks", "input", "prompt"],
     &["approval", "mcp", "tools"],
     &["blobs", "checkpoint", "provider"],
-    &["store", "tokens"],
+    &["store"],
     &["private", "protocol", "safe_text", "web", "workspace"],
 ];
 

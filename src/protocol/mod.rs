@@ -11,6 +11,7 @@ mod method;
 mod schema;
 mod segment;
 mod session_tree;
+pub mod tokens;
 pub mod tools;
 
 pub use entry::{

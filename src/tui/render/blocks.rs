@@ -619,7 +619,7 @@ fn agent_block(
         } => {
             let usage = usage
                 .as_ref()
-                .map(|u| format!(" · {}", crate::tokens::usage_line(u)))
+                .map(|u| format!(" · {}", crate::protocol::tokens::usage_line(u)))
                 .unwrap_or_default();
             (
                 format!("⎇ agent {name}: turn {}{usage}", reason.as_str()),
