@@ -8,6 +8,7 @@ mod headless;
 mod in_flight;
 mod limits;
 mod method;
+pub mod notes;
 mod schema;
 mod segment;
 mod session_tree;

@@ -843,7 +843,7 @@ impl Conversation {
                     *end = checkpoint.clone();
                 }
                 if let (Some(mark), false) = (self.inputs.last_mut(), changes.is_empty()) {
-                    mark.changes = Some(crate::checkpoint::notes::summary(changes));
+                    mark.changes = Some(crate::protocol::notes::summary(changes));
                 }
                 if !changes.is_empty() {
                     self.push(BlockKind::Injected {
@@ -861,7 +861,7 @@ impl Conversation {
                 ..
             } => self.push(BlockKind::Injected {
                 source: "rewind".into(),
-                text: crate::checkpoint::notes::rewind(
+                text: crate::protocol::notes::rewind(
                     files_restored,
                     conflicts,
                     not_restored,
