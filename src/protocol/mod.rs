@@ -2,6 +2,7 @@
 //! in a session log. `docs/protocol.md` is the prose version of this module.
 
 pub mod answer;
+pub mod blob;
 mod entry;
 mod event;
 mod headless;
