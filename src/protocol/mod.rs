@@ -10,6 +10,7 @@ mod in_flight;
 mod limits;
 mod method;
 pub mod notes;
+pub mod offline;
 mod schema;
 mod segment;
 mod session_tree;
