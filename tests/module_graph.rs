@@ -215,6 +215,39 @@ fn the_acp_bridge_is_a_client_and_names_no_server_code() {
     }
 }
 
+/// The client side of the crate: the front ends and the client API. A
+/// client knows the pod by its protocol only, so these modules may use one
+/// another and [`CLIENT_MAY_USE`], nothing of the server (issue 37: the
+/// client crate depends on protocol only).
+const CLIENT_SIDE: &[&str] = &["acp", "client", "tui"];
+
+/// What the client side may use besides itself: the wire types with the
+/// pure data and helpers beside them, and the text made safe for a
+/// terminal.
+const CLIENT_MAY_USE: &[&str] = &["protocol", "safe_text"];
+
+#[test]
+fn the_client_side_uses_only_the_protocol() {
+    let graph = crate_graph_of_code();
+    let mut server = Vec::new();
+    for name in CLIENT_SIDE {
+        let deps = graph
+            .get(*name)
+            .unwrap_or_else(|| panic!("CLIENT_SIDE names `{name}`, which src/ does not have"));
+        for dep in deps {
+            if !CLIENT_SIDE.contains(&dep.as_str()) && !CLIENT_MAY_USE.contains(&dep.as_str()) {
+                server.push(format!("{name} → {dep}"));
+            }
+        }
+    }
+    assert!(
+        server.is_empty(),
+        "the client side uses server code: {server:?}; what a client shows must come from \
+         the entry or the protocol (move pure data and helpers into protocol/), or be asked \
+         of the pod"
+    );
+}
+
 /// The top-level modules of `src/`, in layers from the top down: a module
 /// uses modules of lower layers only, never one of its own layer or above.
 /// `docs/architecture.md` ("Layers") shows the same table.
