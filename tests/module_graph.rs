@@ -222,8 +222,8 @@ fn the_acp_bridge_is_a_client_and_names_no_server_code() {
 const CLIENT_SIDE: &[&str] = &["acp", "client", "tui"];
 
 /// What the client side may use besides itself: the wire types with the
-/// pure data and helpers beside them, and the text made safe for a
-/// terminal.
+/// pure data and helpers beside them (the `pod-protocol` crate, re-exported
+/// as `crate::protocol`), and the text made safe for a terminal.
 const CLIENT_MAY_USE: &[&str] = &["protocol", "safe_text"];
 
 #[test]
@@ -248,6 +248,56 @@ fn the_client_side_uses_only_the_protocol() {
     );
 }
 
+/// The crates of the workspace and the ones each may depend on: the
+/// protocol depends on no other crate of pod's, so a third-party client
+/// needs nothing of the server.
+const CRATES: &[(&str, &[&str])] = &[(".", &["pod-protocol"]), ("crates/protocol", &[])];
+
+/// The crates of this workspace a `Cargo.toml` names among its
+/// dependencies (of every kind).
+fn workspace_crates_used(manifest: &toml::Table, ours: &BTreeSet<String>) -> BTreeSet<String> {
+    ["dependencies", "dev-dependencies", "build-dependencies"]
+        .iter()
+        .filter_map(|kind| manifest.get(*kind).and_then(toml::Value::as_table))
+        .flat_map(|deps| deps.keys().cloned())
+        .filter(|name| ours.contains(name))
+        .collect()
+}
+
+#[test]
+fn each_crate_depends_only_on_the_crates_its_layer_allows() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |dir: &str| -> toml::Table {
+        let text = std::fs::read_to_string(root.join(dir).join("Cargo.toml")).unwrap();
+        text.parse().unwrap()
+    };
+    let workspace = read(".");
+    let members: BTreeSet<String> = workspace["workspace"]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap().to_owned())
+        .collect();
+    let listed: BTreeSet<String> = CRATES.iter().map(|(dir, _)| (*dir).to_owned()).collect();
+    assert_eq!(
+        members, listed,
+        "the workspace's members (left) differ from CRATES (right): give a new crate its \
+         allowed dependencies there"
+    );
+    let ours: BTreeSet<String> = CRATES
+        .iter()
+        .map(|(dir, _)| read(dir)["package"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    for (dir, allowed) in CRATES {
+        let used = workspace_crates_used(&read(dir), &ours);
+        let allowed: BTreeSet<String> = allowed.iter().map(|a| (*a).to_owned()).collect();
+        assert!(
+            used.is_subset(&allowed),
+            "{dir} depends on {used:?}, but may depend only on {allowed:?}"
+        );
+    }
+}
+
 /// The top-level modules of `src/`, in layers from the top down: a module
 /// uses modules of lower layers only, never one of its own layer or above.
 /// `docs/architecture.md` ("Layers") shows the same table.
@@ -261,7 +311,7 @@ const LAYERS: &[&[&str]] = &[
     &["approval", "mcp", "tools"],
     &["blobs", "checkpoint", "provider"],
     &["store"],
-    &["private", "protocol", "safe_text", "web", "workspace"],
+    &["private", "safe_text", "web", "workspace"],
 ];
 
 /// Pairs of top-level modules that still use each other (issue 37), the
