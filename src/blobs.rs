@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use crate::protocol::blob::{dimensions, sniff};
 use crate::protocol::ErrorCode;
 use crate::store::content::{ContentStore, Digest, Stored};
 
@@ -109,30 +110,6 @@ impl BlobError {
             Self::Io(_) => 500,
         }
     }
-}
-
-/// The media type the bytes' signature says, among the accepted ones.
-pub fn sniff(bytes: &[u8]) -> Option<&'static str> {
-    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
-        Some("image/png")
-    } else if bytes.starts_with(b"\xff\xd8\xff") {
-        Some("image/jpeg")
-    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
-        Some("image/gif")
-    } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
-        Some("image/webp")
-    } else {
-        None
-    }
-}
-
-/// Width and height from the header (no pixels decoded).
-pub fn dimensions(bytes: &[u8]) -> Option<(u32, u32)> {
-    let size = imagesize::blob_size(bytes).ok()?;
-    Some((
-        u32::try_from(size.width).ok()?,
-        u32::try_from(size.height).ok()?,
-    ))
 }
 
 /// The image blobs of one data directory. Plain synchronous file code: call

@@ -189,8 +189,8 @@ async fn connect_socket(socket: &Path) -> Result<(EventStream, RequestSink), Cli
 }
 
 /// A client over a stream already connected to a pod: one end of the
-/// socket pair a pod this process hosts hands out
-/// ([`crate::pod::embedded::EmbeddedPod::connect`]).
+/// socket pair a pod this process hosts hands out (`EmbeddedPod::connect`,
+/// `pod/embedded.rs`: the client side names no server code).
 pub fn over(stream: std::os::unix::net::UnixStream) -> std::io::Result<(EventStream, RequestSink)> {
     stream.set_nonblocking(true)?;
     Ok(split(UnixStream::from_std(stream)?))

@@ -491,7 +491,7 @@ impl<'a> Prepared<'a> {
                 } if !changes.is_empty() => notes.push((
                     format!(
                         "[checkpoint] {}",
-                        crate::checkpoint::notes::hand_edits(changes)
+                        crate::protocol::notes::hand_edits(changes)
                     ),
                     MessageSource::Injected {
                         entry: index,
@@ -507,7 +507,7 @@ impl<'a> Prepared<'a> {
                 } => notes.push((
                     format!(
                         "[rewind] {}",
-                        crate::checkpoint::notes::rewind(
+                        crate::protocol::notes::rewind(
                             files_restored,
                             conflicts,
                             not_restored,

@@ -227,7 +227,7 @@ fn store_image_ref(
     if opened.file.take(limit + 1).read_to_end(&mut bytes).is_err() {
         return Ok(None);
     }
-    let Some(media_type) = crate::blobs::sniff(&bytes) else {
+    let Some(media_type) = crate::protocol::blob::sniff(&bytes) else {
         return Ok(None);
     };
     let refused = |e: BlobError| InputError {

@@ -19,13 +19,16 @@ pub mod mcp;
 pub mod pod;
 pub mod private;
 pub mod prompt;
-pub mod protocol;
 pub mod provider;
 pub mod remote;
 pub mod safe_text;
 pub mod store;
-pub mod tokens;
 pub mod tools;
 pub mod tui;
 pub mod web;
 pub mod workspace;
+
+/// The wire protocol is a crate of its own (`crates/protocol`), what a
+/// third-party Rust client needs; re-exported here so the rest of the code
+/// keeps naming it `crate::protocol`.
+pub use pod_protocol as protocol;

@@ -215,6 +215,89 @@ fn the_acp_bridge_is_a_client_and_names_no_server_code() {
     }
 }
 
+/// The client side of the crate: the front ends and the client API. A
+/// client knows the pod by its protocol only, so these modules may use one
+/// another and [`CLIENT_MAY_USE`], nothing of the server (issue 37: the
+/// client crate depends on protocol only).
+const CLIENT_SIDE: &[&str] = &["acp", "client", "tui"];
+
+/// What the client side may use besides itself: the wire types with the
+/// pure data and helpers beside them (the `pod-protocol` crate, re-exported
+/// as `crate::protocol`), and the text made safe for a terminal.
+const CLIENT_MAY_USE: &[&str] = &["protocol", "safe_text"];
+
+#[test]
+fn the_client_side_uses_only_the_protocol() {
+    let graph = crate_graph_of_code();
+    let mut server = Vec::new();
+    for name in CLIENT_SIDE {
+        let deps = graph
+            .get(*name)
+            .unwrap_or_else(|| panic!("CLIENT_SIDE names `{name}`, which src/ does not have"));
+        for dep in deps {
+            if !CLIENT_SIDE.contains(&dep.as_str()) && !CLIENT_MAY_USE.contains(&dep.as_str()) {
+                server.push(format!("{name} → {dep}"));
+            }
+        }
+    }
+    assert!(
+        server.is_empty(),
+        "the client side uses server code: {server:?}; what a client shows must come from \
+         the entry or the protocol (move pure data and helpers into protocol/), or be asked \
+         of the pod"
+    );
+}
+
+/// The crates of the workspace and the ones each may depend on: the
+/// protocol depends on no other crate of pod's, so a third-party client
+/// needs nothing of the server.
+const CRATES: &[(&str, &[&str])] = &[(".", &["pod-protocol"]), ("crates/protocol", &[])];
+
+/// The crates of this workspace a `Cargo.toml` names among its
+/// dependencies (of every kind).
+fn workspace_crates_used(manifest: &toml::Table, ours: &BTreeSet<String>) -> BTreeSet<String> {
+    ["dependencies", "dev-dependencies", "build-dependencies"]
+        .iter()
+        .filter_map(|kind| manifest.get(*kind).and_then(toml::Value::as_table))
+        .flat_map(|deps| deps.keys().cloned())
+        .filter(|name| ours.contains(name))
+        .collect()
+}
+
+#[test]
+fn each_crate_depends_only_on_the_crates_its_layer_allows() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |dir: &str| -> toml::Table {
+        let text = std::fs::read_to_string(root.join(dir).join("Cargo.toml")).unwrap();
+        text.parse().unwrap()
+    };
+    let workspace = read(".");
+    let members: BTreeSet<String> = workspace["workspace"]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap().to_owned())
+        .collect();
+    let listed: BTreeSet<String> = CRATES.iter().map(|(dir, _)| (*dir).to_owned()).collect();
+    assert_eq!(
+        members, listed,
+        "the workspace's members (left) differ from CRATES (right): give a new crate its \
+         allowed dependencies there"
+    );
+    let ours: BTreeSet<String> = CRATES
+        .iter()
+        .map(|(dir, _)| read(dir)["package"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    for (dir, allowed) in CRATES {
+        let used = workspace_crates_used(&read(dir), &ours);
+        let allowed: BTreeSet<String> = allowed.iter().map(|a| (*a).to_owned()).collect();
+        assert!(
+            used.is_subset(&allowed),
+            "{dir} depends on {used:?}, but may depend only on {allowed:?}"
+        );
+    }
+}
+
 /// The top-level modules of `src/`, in layers from the top down: a module
 /// uses modules of lower layers only, never one of its own layer or above.
 /// `docs/architecture.md` ("Layers") shows the same table.
@@ -228,8 +311,8 @@ const LAYERS: &[&[&str]] = &[
     &["approval", "mcp"],
     &["tools"],
     &["blobs", "checkpoint", "provider"],
-    &["store", "tokens"],
-    &["private", "protocol", "safe_text", "web", "workspace"],
+    &["store"],
+    &["private", "safe_text", "web", "workspace"],
 ];
 
 /// Each top-level module of `src/` (a file, with its directory of

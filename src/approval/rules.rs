@@ -137,7 +137,7 @@ fn check_tool_name(tool: &str) -> Result<(), String> {
              mcp__SERVER__TOOL)",
             registry::TOOLS
                 .iter()
-                .map(|def| def.name)
+                .map(|def| def.facts.name)
                 .collect::<Vec<_>>()
                 .join(", ")
         ));

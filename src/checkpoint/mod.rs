@@ -13,7 +13,6 @@
 mod binary_patch;
 pub mod diff;
 pub mod manifest;
-pub mod notes;
 pub mod restore;
 pub mod serve;
 pub mod sync;

@@ -376,7 +376,7 @@ fn describe(entry: &LogEntry) -> Vec<(String, String)> {
                     "{} {} ({})",
                     reason.trim_matches('"'),
                     short(id),
-                    crate::checkpoint::notes::summary(changes)
+                    crate::protocol::notes::summary(changes)
                 ),
                 (None, error) => format!(
                     "{} not taken: {}",
@@ -394,12 +394,7 @@ fn describe(entry: &LogEntry) -> Vec<(String, String)> {
             ..
         } => row(
             "rewind",
-            crate::checkpoint::notes::rewind(
-                files_restored,
-                conflicts,
-                not_restored,
-                *conversation,
-            ),
+            crate::protocol::notes::rewind(files_restored, conflicts, not_restored, *conversation),
         ),
         LogEntry::Unknown => row(
             "unknown",

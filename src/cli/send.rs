@@ -146,7 +146,7 @@ struct Image {
 /// that is not an image is refused here, before anything is sent.
 fn read_image(path: &str) -> Result<Image, String> {
     let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-    let media_type = crate::blobs::sniff(&bytes)
+    let media_type = crate::protocol::blob::sniff(&bytes)
         .ok_or("it is not a PNG, JPEG, GIF or WebP image (by its first bytes)")?;
     let name = std::path::Path::new(path)
         .file_name()

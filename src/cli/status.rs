@@ -59,7 +59,7 @@ fn report(s: &Snapshot, endpoint: &Endpoint) -> String {
         .find_map(|line| match &line.entry {
             crate::protocol::LogEntry::TurnEnd {
                 usage: Some(usage), ..
-            } => Some(crate::tokens::usage_line(usage)),
+            } => Some(crate::protocol::tokens::usage_line(usage)),
             _ => None,
         })
         .unwrap_or_else(|| "no usage reported yet".to_owned());

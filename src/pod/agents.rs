@@ -451,7 +451,7 @@ pub fn specs(registry: &Registry, limits: &ToolLimits) -> Vec<ToolSpec> {
     tools::registry::TOOLS
         .iter()
         .filter(|def| def.runner == Runner::Delegation)
-        .filter(|def| def.name != SPAWN_AGENT || registry.launcher.is_some())
+        .filter(|def| def.facts.name != SPAWN_AGENT || registry.launcher.is_some())
         .map(|def| (def.spec)(limits))
         .collect()
 }

@@ -7,10 +7,11 @@ use std::time::Duration;
 use futures::StreamExt;
 
 use super::{ChatMessage, ImageSlot, ModelEvent, ModelRequest, ModelStream, Provider, UserPart};
+use crate::protocol::offline::real_model_hint;
 use crate::protocol::Usage;
 
 /// The provider's name, and its model's unless `--model` names another.
-pub const NAME: &str = "offline";
+pub const NAME: &str = crate::protocol::offline::PROVIDER;
 
 /// Streams a fixed-shape reply describing what it received.
 pub struct Offline {
@@ -128,24 +129,6 @@ fn reply_for(request: &ModelRequest<'_>, pod_name: Option<&str>) -> String {
     reply.push_str("\n\n");
     reply.push_str(&real_model_hint(&pod));
     reply
-}
-
-/// How to talk to a real model instead, `pod` being the command that
-/// reaches this project's pod (`pod`, or `pod --name NAME`): the end of
-/// every offline reply, and the TUI's notice on a pod that runs this model.
-/// Said to every client alike — the TUI, `pod send`, a phone — so it names
-/// no key of one of them: the way out is a pod started again.
-pub fn real_model_hint(pod: &str) -> String {
-    format!(
-        "To talk to a real model, start this project's pod again with one of these, in \
-         its directory (plain `{pod}` offers to restart the running pod as asked; or `{pod} \
-         stop` it first):\n\
-         - `ANTHROPIC_API_KEY=... {pod}` (Anthropic)\n\
-         - `OPENAI_API_KEY=... {pod}` (OpenAI)\n\
-         - `{pod} --base-url http://localhost:11434/v1 --model llama3.2` (Ollama, \
-         llama.cpp, vLLM or any OpenAI-compatible server)\n\n\
-         `--provider` and `--model` choose explicitly; docs/providers.md has the details."
-    )
 }
 
 /// What the images of the last message were, as sent: a fresh machine

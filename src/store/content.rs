@@ -373,6 +373,15 @@ fn read_dir_or_empty(dir: &Path) -> std::io::Result<Vec<std::io::Result<std::fs:
 mod tests {
     use super::*;
 
+    /// A client names the blob it is about to send by the protocol's
+    /// function; the store names what it stored by its digest: one id.
+    #[test]
+    fn a_clients_blob_id_is_the_stores() {
+        for bytes in [&b""[..], b"hello", &[0xff; 1000]] {
+            assert_eq!(Digest::of(bytes).id(), crate::protocol::blob::id_of(bytes));
+        }
+    }
+
     #[test]
     fn the_same_bytes_are_stored_once_under_their_sha256() {
         let dir = tempfile::tempdir().unwrap();

@@ -30,17 +30,16 @@ use tokio::net::unix::pipe;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-use super::registry::{Args, Effect, Run, Runner, Summary, ToolDef};
+use super::registry::{Args, Run, Runner, ToolDef};
 use super::{CapBuffer, OutputSink, Sandbox, ToolLimits, ToolOutcome};
+use crate::protocol::tools as builtin;
 use crate::provider::ToolSpec;
 use crate::workspace::Workspace;
 
-pub const BASH: &str = "bash";
+pub const BASH: &str = builtin::BASH.name;
 
 pub const BASH_TOOL: ToolDef = ToolDef {
-    name: BASH,
-    effect: Effect::RunsCommands,
-    summary: Summary::Arg("command"),
+    facts: builtin::BASH,
     spec,
     args: Args::of::<BashArgs>(),
     runner: Runner::Toolbox,

@@ -12,13 +12,14 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::registry::{Args, Effect, Run, Runner, Summary, ToolDef};
+use super::registry::{Args, Run, Runner, ToolDef};
+use crate::protocol::tools as builtin;
 use crate::provider::ToolSpec;
 
-pub const SPAWN_AGENT: &str = "spawn_agent";
-pub const WAIT_AGENTS: &str = "wait_agents";
-pub const MESSAGE_AGENT: &str = "message_agent";
-pub const READ_AGENT: &str = "read_agent";
+pub const SPAWN_AGENT: &str = builtin::SPAWN_AGENT.name;
+pub const WAIT_AGENTS: &str = builtin::WAIT_AGENTS.name;
+pub const MESSAGE_AGENT: &str = builtin::MESSAGE_AGENT.name;
+pub const READ_AGENT: &str = builtin::READ_AGENT.name;
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -54,9 +55,7 @@ pub struct ReadArgs {
 }
 
 pub const SPAWN_AGENT_TOOL: ToolDef = ToolDef {
-    name: SPAWN_AGENT,
-    effect: Effect::Internal,
-    summary: Summary::Arg("task"),
+    facts: builtin::SPAWN_AGENT,
     spec: |_| spawn_spec(),
     args: Args::of::<SpawnArgs>(),
     runner: Runner::Delegation,
@@ -64,9 +63,7 @@ pub const SPAWN_AGENT_TOOL: ToolDef = ToolDef {
 };
 
 pub const WAIT_AGENTS_TOOL: ToolDef = ToolDef {
-    name: WAIT_AGENTS,
-    effect: Effect::Internal,
-    summary: Summary::Arguments,
+    facts: builtin::WAIT_AGENTS,
     spec: |_| wait_spec(),
     args: Args::of::<WaitArgs>(),
     runner: Runner::Delegation,
@@ -74,9 +71,7 @@ pub const WAIT_AGENTS_TOOL: ToolDef = ToolDef {
 };
 
 pub const MESSAGE_AGENT_TOOL: ToolDef = ToolDef {
-    name: MESSAGE_AGENT,
-    effect: Effect::Internal,
-    summary: Summary::Arg("name"),
+    facts: builtin::MESSAGE_AGENT,
     spec: |_| message_spec(),
     args: Args::of::<MessageArgs>(),
     runner: Runner::Delegation,
@@ -84,9 +79,7 @@ pub const MESSAGE_AGENT_TOOL: ToolDef = ToolDef {
 };
 
 pub const READ_AGENT_TOOL: ToolDef = ToolDef {
-    name: READ_AGENT,
-    effect: Effect::Internal,
-    summary: Summary::Arg("name"),
+    facts: builtin::READ_AGENT,
     spec: |_| read_spec(),
     args: Args::of::<ReadArgs>(),
     runner: Runner::Delegation,

@@ -19,22 +19,19 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::cap::floor_char_boundary;
-use super::registry::{with_args, Args, Effect, Run, Runner, Summary, ToolDef};
+use super::registry::{with_args, Args, Run, Runner, ToolDef};
 use super::{open, open_refusal, ToolLimits, ToolOutcome};
+use crate::protocol::tools as builtin;
 use crate::provider::ToolSpec;
 use crate::workspace::{Access, OpenError, Workspace};
 
-pub const READ_FILE: &str = "read_file";
-pub const LIST_DIR: &str = "list_dir";
-pub const WRITE_FILE: &str = "write_file";
-pub const EDIT_FILE: &str = "edit_file";
+pub const READ_FILE: &str = builtin::READ_FILE.name;
+pub const LIST_DIR: &str = builtin::LIST_DIR.name;
+pub const WRITE_FILE: &str = builtin::WRITE_FILE.name;
+pub const EDIT_FILE: &str = builtin::EDIT_FILE.name;
 
 pub const READ_FILE_TOOL: ToolDef = ToolDef {
-    name: READ_FILE,
-    effect: Effect::ReadsFiles {
-        path_required: true,
-    },
-    summary: Summary::Arg("path"),
+    facts: builtin::READ_FILE,
     spec: |_| read_file_spec(),
     args: Args::of::<ReadFileArgs>(),
     runner: Runner::Toolbox,
@@ -46,11 +43,7 @@ pub const READ_FILE_TOOL: ToolDef = ToolDef {
 };
 
 pub const LIST_DIR_TOOL: ToolDef = ToolDef {
-    name: LIST_DIR,
-    effect: Effect::ReadsFiles {
-        path_required: false,
-    },
-    summary: Summary::Arg("path"),
+    facts: builtin::LIST_DIR,
     spec: |_| list_dir_spec(),
     args: Args::of::<ListDirArgs>(),
     runner: Runner::Toolbox,
@@ -62,9 +55,7 @@ pub const LIST_DIR_TOOL: ToolDef = ToolDef {
 };
 
 pub const WRITE_FILE_TOOL: ToolDef = ToolDef {
-    name: WRITE_FILE,
-    effect: Effect::WritesFile,
-    summary: Summary::Arg("path"),
+    facts: builtin::WRITE_FILE,
     spec: |_| write_file_spec(),
     args: Args::of::<WriteFileArgs>(),
     runner: Runner::Toolbox,
@@ -76,9 +67,7 @@ pub const WRITE_FILE_TOOL: ToolDef = ToolDef {
 };
 
 pub const EDIT_FILE_TOOL: ToolDef = ToolDef {
-    name: EDIT_FILE,
-    effect: Effect::WritesFile,
-    summary: Summary::Arg("path"),
+    facts: builtin::EDIT_FILE,
     spec: |_| edit_file_spec(),
     args: Args::of::<EditFileArgs>(),
     runner: Runner::Toolbox,

@@ -31,19 +31,18 @@ use serde_json::json;
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
-use super::registry::{Args, Effect, Run, Runner, Summary, ToolDef};
+use super::registry::{Args, Run, Runner, ToolDef};
 use super::{ProcessGroup, Sandbox, ToolOutcome};
+use crate::protocol::tools as builtin;
 use crate::protocol::JobInfo;
 use crate::provider::ToolSpec;
 use crate::workspace::Workspace;
 
-pub const JOB_OUTPUT: &str = "job_output";
-pub const JOB_KILL: &str = "job_kill";
+pub const JOB_OUTPUT: &str = builtin::JOB_OUTPUT.name;
+pub const JOB_KILL: &str = builtin::JOB_KILL.name;
 
 pub const JOB_OUTPUT_TOOL: ToolDef = ToolDef {
-    name: JOB_OUTPUT,
-    effect: Effect::Internal,
-    summary: Summary::Arguments,
+    facts: builtin::JOB_OUTPUT,
     spec: |_| output_spec(),
     args: Args::of::<JobArgs>(),
     runner: Runner::Toolbox,
@@ -51,9 +50,7 @@ pub const JOB_OUTPUT_TOOL: ToolDef = ToolDef {
 };
 
 pub const JOB_KILL_TOOL: ToolDef = ToolDef {
-    name: JOB_KILL,
-    effect: Effect::Internal,
-    summary: Summary::Arguments,
+    facts: builtin::JOB_KILL,
     spec: |_| kill_spec(),
     args: Args::of::<JobArgs>(),
     runner: Runner::Toolbox,

@@ -215,7 +215,7 @@ impl Toolbox {
         let def = registry::lookup(name).filter(|def| def.runner == registry::Runner::Toolbox);
         match def {
             None => Err(self.unknown(name)),
-            Some(def) if def.name == fetch::WEB_FETCH => {
+            Some(def) if def.facts.name == fetch::WEB_FETCH => {
                 let args = parse_args::<fetch::FetchArgs>(name, arguments)?;
                 if !self.sandbox.info().network {
                     return Err(ToolOutcome::error(
@@ -265,7 +265,7 @@ impl Toolbox {
             return self.capped(outcome);
         }
         let def = registry::lookup(name).filter(|def| def.runner == registry::Runner::Toolbox);
-        let outcome = match def.map(|def| (def.effect, def.run)) {
+        let outcome = match def.map(|def| (def.facts.effect, def.run)) {
             Some((registry::Effect::WritesFile, _))
                 if !self.sandbox.policy().allows_file_edits() =>
             {

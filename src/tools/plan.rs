@@ -10,16 +10,15 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::registry::{Args, Effect, Run, Runner, Summary, ToolDef};
+use super::registry::{Args, Run, Runner, ToolDef};
 use super::ToolOutcome;
+use crate::protocol::tools as builtin;
 use crate::provider::ToolSpec;
 
-pub const UPDATE_PLAN: &str = "update_plan";
+pub const UPDATE_PLAN: &str = builtin::UPDATE_PLAN.name;
 
 pub const UPDATE_PLAN_TOOL: ToolDef = ToolDef {
-    name: UPDATE_PLAN,
-    effect: Effect::Internal,
-    summary: Summary::Arguments,
+    facts: builtin::UPDATE_PLAN,
     spec: |_| spec(),
     args: Args::of::<PlanArgs>(),
     runner: Runner::Toolbox,

@@ -1,7 +1,9 @@
 //! One definition per tool: what the model is told (name, description,
 //! argument schema), what a call does to the user's world (its
 //! [`Effect`]), and which argument a person recognises a call by
-//! ([`Summary`]).
+//! ([`Summary`]). The last two, with the name, are the protocol's
+//! [`ToolFacts`] (`protocol/tools.rs`): clients show calls from that table
+//! alone, and a test here keeps [`TOOLS`] and it the same list.
 //!
 //! Each tool's [`ToolDef`] lives beside its code (`fs.rs`, `bash.rs`, …;
 //! the delegation tools, whose work needs the pod, in `delegation.rs`),
@@ -24,63 +26,9 @@ use super::{ToolLimits, ToolOutcome};
 use crate::provider::ToolSpec;
 use crate::workspace::Workspace;
 
-/// What a call of a tool may do to the user's world. The approval policy
-/// and the checkpoint code branch on this, never on a tool's name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Effect {
-    /// Only reads the workspace, at its `path` argument. Runs unasked in
-    /// every mode; `read:` rules judge the path.
-    ReadsFiles {
-        /// The call must name a path (`read_file`); without one, the others
-        /// read the workspace root.
-        path_required: bool,
-    },
-    /// Writes the file its `path` argument names. `write:` rules judge the
-    /// path; the turn takes a checkpoint before it runs.
-    WritesFile,
-    /// Runs a command line (its `command` argument): it may change any
-    /// file. `bash:` rules judge the line; the turn takes a checkpoint.
-    RunsCommands,
-    /// Fetches its `url` argument from the network; `web_fetch:` rules
-    /// judge the URL. Changes no file.
-    Network,
-    /// Changes nothing the user has (the plan the model keeps, its own
-    /// background jobs, its child pods, which decide their own calls under
-    /// the same policy): runs unasked in every mode.
-    Internal,
-    /// Not a built-in tool (an MCP server's, or an unknown name): it may do
-    /// anything, so it is treated as the riskiest — asked in `ask` and
-    /// `edits`, checkpointed before it runs.
-    Unknown,
-}
-
-impl Effect {
-    /// Whether a call may change files, so the turn checkpoints them before
-    /// it runs (a rewind can then restore what it did).
-    pub fn changes_files(self) -> bool {
-        matches!(
-            self,
-            Effect::WritesFile | Effect::RunsCommands | Effect::Unknown
-        )
-    }
-}
-
-/// The argument a person recognises a call by, in the approval panel, the
-/// TUI, `pod send`'s transcript and the web page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Summary {
-    /// This string argument (the command, the path, …).
-    Arg(&'static str),
-    /// This string argument, a URL: shown as the fetch would request it
-    /// ([`super::fetch::shown_url`]), as its approval shows it; as written
-    /// when it does not parse.
-    Url(&'static str),
-    /// A search: its `pattern`, then ` in PATH` when it names a directory
-    /// other than the root.
-    Search,
-    /// The arguments as JSON: no one of them says what the call does.
-    Arguments,
-}
+pub use crate::protocol::tools::{
+    one_line, or_arguments, summary, Effect, Summary, ToolFacts, GUESSED_KEYS,
+};
 
 /// How a tool's arguments are checked and described: the serde struct its
 /// code parses them into.
@@ -156,9 +104,9 @@ pub fn with_args<A: DeserializeOwned>(
 /// the user's world, how a person recognises it and how it runs.
 #[derive(Clone, Copy)]
 pub struct ToolDef {
-    pub name: &'static str,
-    pub effect: Effect,
-    pub summary: Summary,
+    /// Its name, effect and summarising argument: the protocol's entry for
+    /// it ([`crate::protocol::tools`]), which clients read too.
+    pub facts: ToolFacts,
     /// What the model is told: description and argument schema (some
     /// descriptions name a limit, such as `bash`'s timeout).
     pub spec: fn(&ToolLimits) -> ToolSpec,
@@ -170,9 +118,7 @@ pub struct ToolDef {
 impl std::fmt::Debug for ToolDef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ToolDef")
-            .field("name", &self.name)
-            .field("effect", &self.effect)
-            .field("summary", &self.summary)
+            .field("facts", &self.facts)
             .field("runner", &self.runner)
             .finish_non_exhaustive()
     }
@@ -199,7 +145,7 @@ pub const TOOLS: &[ToolDef] = &[
 
 /// The built-in tool called `name`, if there is one.
 pub fn lookup(name: &str) -> Option<&'static ToolDef> {
-    TOOLS.iter().chain(EXTRA).find(|def| def.name == name)
+    TOOLS.iter().chain(EXTRA).find(|def| def.facts.name == name)
 }
 
 /// Tools only unit tests define (`registry/tests.rs`): none in the binary.
@@ -211,73 +157,13 @@ use tests::EXTRA;
 /// What a call of `name` may do: [`Effect::Unknown`] for anything that is
 /// not a built-in tool.
 pub fn effect(name: &str) -> Effect {
-    lookup(name).map_or(Effect::Unknown, |def| def.effect)
+    lookup(name).map_or(Effect::Unknown, |def| def.facts.effect)
 }
 
 /// The names `bash:LINE` and `web_fetch:URL` rules start with: the tools
 /// whose rules have patterns of their own (`docs/approvals.md`).
 pub const BASH_RULE: &str = super::bash::BASH;
 pub const FETCH_RULE: &str = super::fetch::WEB_FETCH;
-
-/// Arguments that name what an unknown (MCP) tool acts on, most telling
-/// first: its schema is not ours, so these are guesses by name.
-pub const GUESSED_KEYS: [&str; 7] = ["command", "path", "pattern", "query", "url", "file", "name"];
-
-/// The text a person recognises a call of `name` by — the command, the
-/// path, `PATTERN in DIR`, … — whole (callers cut it to their line). For a
-/// tool that is not built in: the first of [`GUESSED_KEYS`] it has, else
-/// its first string argument. `None` when no argument says it: callers
-/// then show the arguments as JSON ([`or_arguments`]).
-pub fn summary(name: &str, arguments: &Value) -> Option<String> {
-    let object = arguments.as_object()?;
-    let field = |key: &str| object.get(key).and_then(Value::as_str);
-    match lookup(name).map(|def| def.summary) {
-        Some(Summary::Arg(key)) => field(key).map(str::to_owned),
-        Some(Summary::Url(key)) => field(key).map(super::fetch::shown_url),
-        Some(Summary::Search) => {
-            let pattern = field("pattern")?;
-            Some(match field("path").filter(|p| !p.is_empty() && *p != ".") {
-                Some(path) => format!("{pattern} in {path}"),
-                None => pattern.to_owned(),
-            })
-        }
-        Some(Summary::Arguments) => None,
-        None => GUESSED_KEYS
-            .iter()
-            .find_map(|key| field(key))
-            .or_else(|| object.values().find_map(Value::as_str))
-            .map(str::to_owned),
-    }
-}
-
-/// [`summary`], or else the arguments as compact JSON (nothing for no
-/// arguments at all: `null` or `{}`).
-pub fn or_arguments(name: &str, arguments: &Value) -> String {
-    if let Some(text) = summary(name, arguments) {
-        return text;
-    }
-    match arguments {
-        Value::Null => String::new(),
-        Value::Object(map) if map.is_empty() => String::new(),
-        other => other.to_string(),
-    }
-}
-
-/// `text` as one line of at most `max` characters: its first line, with
-/// `…` where it was cut and ` …` when lines were left out (unless it
-/// already ends with `…`).
-pub fn one_line(text: &str, max: usize) -> String {
-    let trimmed = text.trim();
-    let first = trimmed.lines().next().unwrap_or("");
-    let mut line = match first.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &first[..cut]),
-        None => first.to_owned(),
-    };
-    if first.len() < trimmed.len() && !line.ends_with('…') {
-        line.push_str(" …");
-    }
-    line
-}
 
 /// The web page's copy of the summary table (`web/js/tools.js`): the page
 /// cannot read Rust, so this module's test keeps that file equal to what
@@ -291,13 +177,13 @@ pub fn web_table() -> String {
          export const SUMMARY = {\n",
     );
     for def in TOOLS {
-        let value = match def.summary {
+        let value = match def.facts.summary {
             Summary::Arg(key) => format!("{{ arg: '{key}' }}"),
             Summary::Url(key) => format!("{{ arg: '{key}', url: true }}"),
             Summary::Search => "{ search: true }".to_owned(),
             Summary::Arguments => "{ arguments: true }".to_owned(),
         };
-        out.push_str(&format!("  {}: {value},\n", def.name));
+        out.push_str(&format!("  {}: {value},\n", def.facts.name));
     }
     out.push_str(
         "};\n\n/** The arguments that name what another (MCP) tool acts on, most telling first. */\n\

@@ -37,25 +37,6 @@ pub enum SandboxGate {
     Off,
 }
 
-/// `--sandbox` parses into the wire type; `unknown` (a newer peer's value on
-/// the wire) is not a choice on the command line.
-impl clap::ValueEnum for SandboxMode {
-    fn value_variants<'a>() -> &'a [Self] {
-        &[
-            SandboxMode::WorkspaceWrite,
-            SandboxMode::ReadOnly,
-            SandboxMode::Off,
-        ]
-    }
-
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        match self {
-            SandboxMode::Unknown => None,
-            mode => Some(clap::builder::PossibleValue::new(mode.as_str())),
-        }
-    }
-}
-
 /// `--sandbox-network on|off`. The config file may also say `true`/`false`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Switch {

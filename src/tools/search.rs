@@ -24,20 +24,17 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::cap::floor_char_boundary;
-use super::registry::{with_args, Args, Effect, Run, Runner, Summary, ToolDef};
+use super::registry::{with_args, Args, Run, Runner, ToolDef};
 use super::{looks_binary, resolve, ToolLimits, ToolOutcome};
+use crate::protocol::tools as builtin;
 use crate::provider::ToolSpec;
 use crate::workspace::{ignore_files_are_plain, Access, Workspace};
 
-pub const GLOB: &str = "glob";
-pub const GREP: &str = "grep";
+pub const GLOB: &str = builtin::GLOB.name;
+pub const GREP: &str = builtin::GREP.name;
 
 pub const GLOB_TOOL: ToolDef = ToolDef {
-    name: GLOB,
-    effect: Effect::ReadsFiles {
-        path_required: false,
-    },
-    summary: Summary::Search,
+    facts: builtin::GLOB,
     spec: |_| glob_spec(),
     args: Args::of::<GlobArgs>(),
     runner: Runner::Toolbox,
@@ -47,11 +44,7 @@ pub const GLOB_TOOL: ToolDef = ToolDef {
 };
 
 pub const GREP_TOOL: ToolDef = ToolDef {
-    name: GREP,
-    effect: Effect::ReadsFiles {
-        path_required: false,
-    },
-    summary: Summary::Search,
+    facts: builtin::GREP,
     spec: |_| grep_spec(),
     args: Args::of::<GrepArgs>(),
     runner: Runner::Toolbox,

@@ -26,7 +26,7 @@ pub fn lines(status: &Status, width: u16) -> Vec<Line<'static>> {
         Span::styled(
             format!(
                 " · tree {} · /agents opens one",
-                crate::tokens::usage_line(&status.tree_usage)
+                crate::protocol::tokens::usage_line(&status.tree_usage)
             ),
             dim,
         ),
@@ -37,7 +37,7 @@ pub fn lines(status: &Status, width: u16) -> Vec<Line<'static>> {
         let text = format!(
             "{} {state} · {}",
             safe_text::line(&agent.name),
-            crate::tokens::usage_line(&agent.usage)
+            crate::protocol::tokens::usage_line(&agent.usage)
         );
         let mut text: String = text.chars().take(room).collect();
         if text.chars().count() == room && room > 0 {

@@ -503,12 +503,12 @@ impl App {
                 .any(|line| matches!(line.entry, crate::protocol::LogEntry::UserInput { .. }));
             if self.offline_hint
                 && !begun
-                && snapshot.greeting.provider == crate::provider::offline::NAME
+                && snapshot.greeting.provider == crate::protocol::offline::PROVIDER
             {
                 let text = format!(
                     "[offline model] This pod runs pod's built-in offline model: no real model \
                      is configured, so its replies are not written by one. {}",
-                    crate::provider::offline::real_model_hint(&self.pod_command)
+                    crate::protocol::offline::real_model_hint(&self.pod_command)
                 );
                 self.conversation.push_notice(Level::Info, text);
             }

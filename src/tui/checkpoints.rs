@@ -2,7 +2,7 @@
 //! one-line summary (`3 files changed, +12 −4`) whose expansion lists the
 //! files.
 
-use crate::checkpoint::notes;
+use crate::protocol::notes;
 use crate::protocol::{FileChange, Method, Response};
 
 /// `/undo`: files and conversation back to before the message at `seq`.

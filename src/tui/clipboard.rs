@@ -66,8 +66,8 @@ mod tests {
     #[test]
     fn pixels_become_a_png_whose_header_says_their_size() {
         let png = encode_png(3, 2, &[0x7f; 3 * 2 * 4]).unwrap();
-        assert_eq!(crate::blobs::sniff(&png), Some("image/png"));
-        assert_eq!(crate::blobs::dimensions(&png), Some((3, 2)));
+        assert_eq!(crate::protocol::blob::sniff(&png), Some("image/png"));
+        assert_eq!(crate::protocol::blob::dimensions(&png), Some((3, 2)));
         assert!(encode_png(3, 2, &[0; 5]).is_err(), "too few pixels");
     }
 }

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::protocol::tools;
 use crate::protocol::{
     AssistantItem, CheckpointReason, DecidedBy, Decision, ErrorCode, Event, ForkPoint, InFlight,
     Level, LogEntry, LogLine, Scope, Segment, Snapshot, SwitchReason, TurnEndReason, TurnError,
@@ -394,8 +395,7 @@ impl Conversation {
     /// unified diff (a preview can also say why the edit would fail).
     fn set_approval_diff(&mut self, call_id: &str, preview: &str) {
         self.change_tool(call_id, |t| {
-            let edits = crate::tools::registry::effect(&t.name)
-                == crate::tools::registry::Effect::WritesFile;
+            let edits = tools::effect(&t.name) == tools::Effect::WritesFile;
             let diff = edits && preview.starts_with("--- ");
             if diff {
                 t.approval_diff = Some(preview.to_owned());
@@ -843,7 +843,7 @@ impl Conversation {
                     *end = checkpoint.clone();
                 }
                 if let (Some(mark), false) = (self.inputs.last_mut(), changes.is_empty()) {
-                    mark.changes = Some(crate::checkpoint::notes::summary(changes));
+                    mark.changes = Some(crate::protocol::notes::summary(changes));
                 }
                 if !changes.is_empty() {
                     self.push(BlockKind::Injected {
@@ -861,7 +861,7 @@ impl Conversation {
                 ..
             } => self.push(BlockKind::Injected {
                 source: "rewind".into(),
-                text: crate::checkpoint::notes::rewind(
+                text: crate::protocol::notes::rewind(
                     files_restored,
                     conflicts,
                     not_restored,

@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::protocol::Method;
-use crate::store::content::Digest;
 
 /// An image file attached to the message being written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,10 +63,10 @@ impl Attachment {
         Some(Self {
             number,
             name,
-            media_type: crate::blobs::sniff(bytes)?,
+            media_type: crate::protocol::blob::sniff(bytes)?,
             size: bytes.len() as u64,
-            dims: crate::blobs::dimensions(bytes),
-            blob: Digest::of(bytes).id(),
+            dims: crate::protocol::blob::dimensions(bytes),
+            blob: crate::protocol::blob::id_of(bytes),
             source,
         })
     }
@@ -91,7 +90,7 @@ impl Attachment {
             Source::File(path) => {
                 let bytes = std::fs::read(path)
                     .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-                if Digest::of(&bytes).id() != self.blob {
+                if crate::protocol::blob::id_of(&bytes) != self.blob {
                     return Err(format!(
                         "{} changed since it was attached: attach it again",
                         path.display()

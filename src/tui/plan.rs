@@ -28,7 +28,7 @@ pub fn latest(conversation: &Conversation) -> Option<Vec<PlanItem>> {
     for block in conversation.blocks().iter().rev() {
         match &block.kind {
             BlockKind::User { .. } => asked_since = true,
-            BlockKind::Tool(tool) if tool.name == crate::tools::plan::UPDATE_PLAN => {
+            BlockKind::Tool(tool) if tool.name == crate::protocol::tools::UPDATE_PLAN.name => {
                 let refused = tool.result.as_ref().is_some_and(|r| r.is_error);
                 let Some(items) = (!refused).then(|| items(&tool.arguments)).flatten() else {
                     continue;

@@ -34,7 +34,7 @@ function compactNumber(n) {
 }
 
 /// The sessions (newest first, as `list_sessions` answers) as the tree
-/// every pod client draws (src/protocol/session_tree.rs): each rewind and
+/// every pod client draws (crates/protocol/src/session_tree.rs): each rewind and
 /// fork under the session it came from, the branches of a session and the
 /// groups in the order of their newest activity; `repeats` when a branch's
 /// title is its origin's (the usual rewind), which the row then leaves out.

@@ -495,7 +495,7 @@ export class Conversation {
     return resync;
   }
 
-  /** The pod's rule for the block in flight (src/protocol/in_flight.rs). */
+  /** The pod's rule for the block in flight (crates/protocol/src/in_flight.rs). */
   foldInFlight(frame) {
     const cur = this.inFlight;
     switch (frame.type) {

@@ -26,18 +26,17 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::registry::{Args, Effect, Run, Runner, Summary, ToolDef};
+use super::registry::{Args, Run, Runner, ToolDef};
 use super::ToolOutcome;
+use crate::protocol::tools as builtin;
 use crate::provider::ToolSpec;
 
 pub use convert::html_to_markdown;
 
-pub const WEB_FETCH: &str = "web_fetch";
+pub const WEB_FETCH: &str = builtin::WEB_FETCH.name;
 
 pub const WEB_FETCH_TOOL: ToolDef = ToolDef {
-    name: WEB_FETCH,
-    effect: Effect::Network,
-    summary: Summary::Url("url"),
+    facts: builtin::WEB_FETCH,
     spec: |_| spec(),
     args: Args::of::<FetchArgs>(),
     runner: Runner::Toolbox,
@@ -95,12 +94,7 @@ pub struct FetchPolicy {
 /// the same standard), so that what a person approves and what they watch
 /// run read alike.
 pub fn as_requested(raw: &str) -> Result<Url, <Url as std::str::FromStr>::Err> {
-    Url::parse(raw)
-}
-
-/// [`as_requested`] as text, or `raw` as written when it does not parse.
-pub fn shown_url(raw: &str) -> String {
-    as_requested(raw).map_or_else(|_| raw.to_owned(), String::from)
+    crate::protocol::tools::requested_url(raw)
 }
 
 /// The URL `raw` if `web_fetch` may try it at all.

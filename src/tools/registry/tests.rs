@@ -17,9 +17,11 @@ struct TouchArgs {
 }
 
 const TOUCH_FILE: ToolDef = ToolDef {
-    name: "touch_file",
-    effect: Effect::WritesFile,
-    summary: Summary::Arg("path"),
+    facts: ToolFacts {
+        name: "touch_file",
+        effect: Effect::WritesFile,
+        summary: Summary::Arg("path"),
+    },
     spec: |_| ToolSpec {
         name: "touch_file".into(),
         description: "Create an empty file.".into(),
@@ -103,8 +105,12 @@ fn names_are_unique_and_each_spec_says_its_name() {
     let limits = ToolLimits::default();
     let mut seen = BTreeSet::new();
     for def in TOOLS.iter().chain(EXTRA) {
-        assert!(seen.insert(def.name), "{} is defined twice", def.name);
-        assert_eq!((def.spec)(&limits).name, def.name);
+        assert!(
+            seen.insert(def.facts.name),
+            "{} is defined twice",
+            def.facts.name
+        );
+        assert_eq!((def.spec)(&limits).name, def.facts.name);
     }
 }
 
@@ -151,7 +157,7 @@ fn each_hand_written_schema_agrees_with_its_argument_struct() {
     for def in TOOLS.iter().chain(EXTRA) {
         let sent = (def.spec)(&limits).parameters;
         let derived = serde_json::to_value((def.args.schema)()).unwrap();
-        let name = def.name;
+        let name = def.facts.name;
         if keys(&sent, "properties") != keys(&derived, "properties") {
             failures.push(format!(
                 "{name}: properties {:?} sent, {:?} parsed",
@@ -179,107 +185,12 @@ fn each_hand_written_schema_agrees_with_its_argument_struct() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Clients know the tools from the protocol's table alone: the registry
+/// offers exactly those tools, in that order, with those facts.
 #[test]
-fn a_call_is_summarised_by_its_defining_argument() {
-    let cases = [
-        (
-            "bash",
-            json!({"command": "cargo test\necho done"}),
-            Some("cargo test\necho done"),
-        ),
-        (
-            "read_file",
-            json!({"path": "src/main.rs", "limit": 3}),
-            Some("src/main.rs"),
-        ),
-        (
-            "grep",
-            json!({"pattern": "TODO", "path": "src"}),
-            Some("TODO in src"),
-        ),
-        (
-            "glob",
-            json!({"pattern": "*.rs", "path": "."}),
-            Some("*.rs"),
-        ),
-        (
-            "web_fetch",
-            json!({"url": "https://docs.rs/"}),
-            Some("https://docs.rs/"),
-        ),
-        (
-            "spawn_agent",
-            json!({"task": "run the tests", "name": "t"}),
-            Some("run the tests"),
-        ),
-        ("update_plan", json!({"items": []}), None),
-        // Another tool's arguments are guessed at by name, then the first string.
-        (
-            "mcp__git__log",
-            json!({"limit": 3, "branch": "main"}),
-            Some("main"),
-        ),
-        (
-            "mcp__db__q",
-            json!({"query": "select 1", "db": "x"}),
-            Some("select 1"),
-        ),
-        ("mcp__x__y", json!({"n": 1}), None),
-    ];
-    for (name, arguments, want) in cases {
-        assert_eq!(summary(name, &arguments).as_deref(), want, "{name}");
-    }
-    assert_eq!(
-        or_arguments("update_plan", &json!({"items": []})),
-        r#"{"items":[]}"#
-    );
-    assert_eq!(or_arguments("list_dir", &json!({})), "");
-    assert_eq!(or_arguments("list_dir", &Value::Null), "");
-}
-
-/// A URL the model wrote oddly is summarised as the fetch would request
-/// it, exactly as its approval shows it (issue 36): one rule for both; as
-/// written when it does not parse.
-#[test]
-fn a_fetch_is_summarised_by_the_url_its_approval_shows() {
-    let cases = [
-        ("HTTP://Example.COM:80/a/../b c", "http://example.com/b%20c"),
-        ("http://16843009/x", "http://1.1.1.1/x"),
-        ("  https://docs.rs/\t", "https://docs.rs/"),
-        ("http://a.b/\u{1b}[31mred", "http://a.b/%1B[31mred"),
-        (
-            "https://\u{430}\u{440}\u{440}\u{4cf}\u{435}.com/",
-            "https://xn--80ak6aa92e.com/",
-        ),
-    ];
-    let root = std::env::temp_dir();
-    for (written, shown) in cases {
-        let arguments = json!({ "url": written });
-        assert_eq!(summary("web_fetch", &arguments).as_deref(), Some(shown));
-        let call = Call {
-            tool: "web_fetch",
-            arguments: &arguments,
-        };
-        let approval = crate::approval::describe(&call, &root);
-        assert_eq!(
-            approval.summary,
-            format!("web_fetch {shown}"),
-            "{written:?}"
-        );
-    }
-    let unparsed = json!({ "url": "http://ex\u{1b}ample.com/ x" });
-    assert_eq!(
-        summary("web_fetch", &unparsed).as_deref(),
-        Some("http://ex\u{1b}ample.com/ x")
-    );
-}
-
-#[test]
-fn one_line_cuts_and_says_what_it_left_out() {
-    assert_eq!(one_line("  ls -la  ", 10), "ls -la");
-    assert_eq!(one_line("echo a\necho b", 10), "echo a …");
-    assert_eq!(one_line("abcdefghijkl", 5), "abcde…");
-    assert_eq!(one_line("abcdefghijkl\nmore", 5), "abcde…");
+fn the_registry_is_built_on_the_protocols_table() {
+    let facts: Vec<ToolFacts> = TOOLS.iter().map(|def| def.facts).collect();
+    assert_eq!(facts, crate::protocol::tools::BUILTIN);
 }
 
 /// The web page reads the summary table from `web/js/tools.js`; this keeps
@@ -319,4 +230,38 @@ async fn the_toolbox_runs_a_tool_from_its_definition() {
         .await;
     assert_eq!(outcome, ToolOutcome::ok("touched"));
     assert!(dir.path().join("notes.txt").exists());
+}
+
+#[test]
+fn a_fetch_is_summarised_by_the_url_its_approval_shows() {
+    let cases = [
+        ("HTTP://Example.COM:80/a/../b c", "http://example.com/b%20c"),
+        ("http://16843009/x", "http://1.1.1.1/x"),
+        ("  https://docs.rs/\t", "https://docs.rs/"),
+        ("http://a.b/\u{1b}[31mred", "http://a.b/%1B[31mred"),
+        (
+            "https://\u{430}\u{440}\u{440}\u{4cf}\u{435}.com/",
+            "https://xn--80ak6aa92e.com/",
+        ),
+    ];
+    let root = std::env::temp_dir();
+    for (written, shown) in cases {
+        let arguments = json!({ "url": written });
+        assert_eq!(summary("web_fetch", &arguments).as_deref(), Some(shown));
+        let call = Call {
+            tool: "web_fetch",
+            arguments: &arguments,
+        };
+        let approval = crate::approval::describe(&call, &root);
+        assert_eq!(
+            approval.summary,
+            format!("web_fetch {shown}"),
+            "{written:?}"
+        );
+    }
+    let unparsed = json!({ "url": "http://ex\u{1b}ample.com/ x" });
+    assert_eq!(
+        summary("web_fetch", &unparsed).as_deref(),
+        Some("http://ex\u{1b}ample.com/ x")
+    );
 }

@@ -40,7 +40,7 @@ pub fn lines(picker: &AgentPicker, width: u16) -> (Vec<Line<'static>>, usize) {
                     crate::safe_text::line(&agent.name),
                     crate::tui::agents::state(agent).0
                 ),
-                crate::tokens::usage_line(&agent.usage),
+                crate::protocol::tokens::usage_line(&agent.usage),
             ),
         };
         if i == picker.selected {

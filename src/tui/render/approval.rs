@@ -58,8 +58,8 @@ pub fn lines(
 
     let mut preview = Vec::new();
     if request.preview.trim() != request.summary.trim() {
-        let is_diff = crate::tools::registry::effect(&request.tool)
-            == crate::tools::registry::Effect::WritesFile
+        let is_diff = crate::protocol::tools::effect(&request.tool)
+            == crate::protocol::tools::Effect::WritesFile
             || request.preview.starts_with("---")
             || request.preview.starts_with("@@");
         let gutter = [Span::styled(" │ ", DIM)];

@@ -9,11 +9,11 @@ use std::time::Duration;
 use super::outcome::{self, Outcome};
 use super::wrap::{wrap, wrap_text};
 use super::{ansi, diff, markdown};
+use crate::protocol::tools;
 use crate::protocol::{
     DecidedBy, Decision, ForkPoint, InFlight, Level, Scope, Segment, SegmentView, SwitchReason,
     TurnEndReason, TurnError,
 };
-use crate::tools::registry;
 use crate::tui::composer::paste_label;
 use crate::tui::conversation::{
     short_id, BlockKind, Conversation, DecisionView, RetryView, ToolBlock, PROJECT_INSTRUCTIONS,
@@ -398,15 +398,15 @@ fn reasoning(text: &str, width: usize, out: &mut Vec<Line<'static>>) {
 }
 
 /// What the call acts on, as every client shows it
-/// ([`registry::or_arguments`]): its first line.
+/// ([`tools::or_arguments`]): its first line.
 fn key_argument(name: &str, arguments: &Value) -> String {
-    let text = registry::or_arguments(name, arguments);
+    let text = tools::or_arguments(name, arguments);
     text.lines().next().unwrap_or("").to_owned()
 }
 
 /// A `bash` call with `background: true`: it started a job.
 fn is_background_job(tool: &ToolBlock) -> bool {
-    registry::effect(&tool.name) == registry::Effect::RunsCommands
+    tools::effect(&tool.name) == tools::Effect::RunsCommands
         && tool.arguments.get("background") == Some(&Value::Bool(true))
 }
 
@@ -619,7 +619,7 @@ fn agent_block(
         } => {
             let usage = usage
                 .as_ref()
-                .map(|u| format!(" · {}", crate::tokens::usage_line(u)))
+                .map(|u| format!(" · {}", crate::protocol::tokens::usage_line(u)))
                 .unwrap_or_default();
             (
                 format!("⎇ agent {name}: turn {}{usage}", reason.as_str()),

@@ -113,7 +113,7 @@ pub fn status_line(app: &App) -> Line<'static> {
         part(app.current_model(), BAR);
     }
     if let Some(u) = &app.usage {
-        part(crate::tokens::usage_line(u), BAR);
+        part(crate::protocol::tokens::usage_line(u), BAR);
     }
     Line::from(spans).style(BAR)
 }
@@ -173,8 +173,8 @@ mod tests {
 
     #[test]
     fn token_counts_are_short() {
-        assert_eq!(crate::tokens::short(950), "950");
-        assert_eq!(crate::tokens::short(12_345), "12.3k");
-        assert_eq!(crate::tokens::short(1_200_000), "1.2M");
+        assert_eq!(crate::protocol::tokens::short(950), "950");
+        assert_eq!(crate::protocol::tokens::short(12_345), "12.3k");
+        assert_eq!(crate::protocol::tokens::short(1_200_000), "1.2M");
     }
 }

@@ -2,15 +2,20 @@
 //! in a session log. `docs/protocol.md` is the prose version of this module.
 
 pub mod answer;
+pub mod blob;
 mod entry;
 mod event;
 mod headless;
 mod in_flight;
 mod limits;
 mod method;
+pub mod notes;
+pub mod offline;
 mod schema;
 mod segment;
 mod session_tree;
+pub mod tokens;
+pub mod tools;
 
 pub use entry::{
     AssistantItem, ChangeKind, CheckpointReason, DecidedBy, Decision, FileChange, ForkPoint,

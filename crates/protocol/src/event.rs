@@ -544,11 +544,11 @@ pub struct Response {
     /// `rewind`: the paths put back, those left alone as conflicts, and
     /// those that could not be put back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub files_restored: Option<Vec<crate::protocol::RestoredFile>>,
+    pub files_restored: Option<Vec<crate::RestoredFile>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conflicts: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub not_restored: Option<Vec<crate::protocol::NotRestored>>,
+    pub not_restored: Option<Vec<crate::NotRestored>>,
     /// `rewind`: the pids of processes tools left running (daemons the pod
     /// adopted) that it killed before putting files back, so that none
     /// writes over them. Absent when there were none.
@@ -558,7 +558,7 @@ pub struct Response {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub files: Option<Vec<crate::protocol::FileChange>>,
+    pub files: Option<Vec<crate::FileChange>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<bool>,
     /// `get_file`: the bytes (base64) and whether the path is a `file` or
@@ -767,6 +767,27 @@ impl Event {
                 None
             }
             (_, next) => Some(next),
+        }
+    }
+}
+
+#[cfg(feature = "clap")]
+/// `pod --sandbox` parses into the wire type (the `clap` feature, which
+/// only the `pod` binary asks for); `unknown` (a newer peer's value on
+/// the wire) is not a choice on the command line.
+impl clap::ValueEnum for SandboxMode {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            SandboxMode::WorkspaceWrite,
+            SandboxMode::ReadOnly,
+            SandboxMode::Off,
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        match self {
+            SandboxMode::Unknown => None,
+            mode => Some(clap::builder::PossibleValue::new(mode.as_str())),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Token counts as people read them: the status bar's, `pod status`'s.
 //! Estimating them is the provider layer's (`provider::estimate`).
 
-use crate::protocol::Usage;
+use super::Usage;
 
 /// A token count as people read it: `950`, `12.3k`, `1.2M`.
 pub fn short(n: u64) -> String {

@@ -1,8 +1,11 @@
 //! The words checkpoints and rewinds are shown in: the one-line summary of
 //! what a turn changed, the note the model gets about hand edits, the note
-//! it gets about a rewind.
+//! it gets about a rewind. Each is read from a `checkpoint` or `rewind`
+//! entry alone, and the model's context, the TUI and `pod log` say the same
+//! words, so they live beside the entry types: a client needs no server
+//! code to show them.
 
-use crate::protocol::{ChangeKind, FileChange, NotRestored, RestoreAction, RestoredFile};
+use super::{ChangeKind, FileChange, NotRestored, RestoreAction, RestoredFile};
 
 /// At most this many paths are named in a note; the rest are counted.
 const NAMED: usize = 20;

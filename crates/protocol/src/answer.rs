@@ -321,7 +321,7 @@ impl Answer for Rewound {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::Event;
+    use crate::Event;
 
     /// The frame an answer makes, as the pod sends it.
     fn frame(answer: impl Into<Response>) -> String {

@@ -158,7 +158,7 @@ pub fn repeats_title(sessions: &[SessionInfo], row: &TreeRow) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::ForkPoint;
+    use crate::ForkPoint;
 
     fn session(n: u128, from: Option<u128>, title: &str) -> SessionInfo {
         SessionInfo {
