@@ -239,6 +239,24 @@ fn a_childs_approval_is_listed_and_answered_at_the_parent() {
         pending.contains(&format!("c1  bash: echo hi  (pod {child})")),
         "{pending}"
     );
+    // Plain `pod status` at the parent says which child it waits on, lists
+    // the children with their usage and waiting calls, and the tree's usage.
+    let status = succeeded(pod.command("status").output().unwrap());
+    assert!(
+        status.contains(&format!(
+            "state      waiting (0 queued): child {child} waits for approval\n"
+        )),
+        "{status}"
+    );
+    assert!(status.contains("\nagents     1 · tree "), "{status}");
+    let row = status
+        .lines()
+        .find(|l| l.starts_with(&format!("  {child}  ")))
+        .unwrap_or_else(|| panic!("no row for {child}: {status}"));
+    assert!(
+        row.contains("  waiting  ") && row.ends_with(" out · 1 call waiting for approval (c1)"),
+        "{status}"
+    );
     let output = pod
         .command("agents")
         .args(["rm", "tests"])

@@ -100,15 +100,19 @@ fn report(s: &Snapshot, endpoint: &Endpoint) -> String {
             g.pod, g.pid, g.version
         ),
         format!(
-            "state      {} ({} queued)",
+            "state      {} ({} queued){}",
             status.state.as_str(),
-            status.queued
+            status.queued,
+            waiting_for(status)
         ),
         format!("pending    {pending}"),
         format!("session    {} ({} entries)", s.session_id, s.entries.len()),
         format!("model      {} / {model}", g.provider),
         format!("context    {context}"),
         format!("last turn  {usage}"),
+    ];
+    lines.extend(agents(status));
+    lines.extend([
         format!("approval   {}", status.approval.as_str()),
         format!("sandbox    {sandbox}"),
         format!("workspace  {}", g.workspace),
@@ -116,7 +120,7 @@ fn report(s: &Snapshot, endpoint: &Endpoint) -> String {
             Endpoint::Socket(socket) => format!("socket     {}", socket.display()),
             Endpoint::Remote(remote) => format!("url        {}", remote.url),
         },
-    ];
+    ]);
     if g.mcp_servers.is_empty() {
         lines.push("mcp        no servers".to_owned());
     } else {
@@ -128,6 +132,74 @@ fn report(s: &Snapshot, endpoint: &Endpoint) -> String {
         );
     }
     lines.iter().map(|line| format!("{line}\n")).collect()
+}
+
+/// Which children a waiting pod waits on, for the state line: a parent
+/// waits while any child waits for approval (its pending approvals include
+/// theirs), and "waiting" alone would send the user looking at the parent.
+fn waiting_for(status: &crate::protocol::Status) -> String {
+    if status.state != PodState::Waiting {
+        return String::new();
+    }
+    let children: Vec<&str> = status
+        .agents
+        .iter()
+        .filter(|a| !a.pending_approvals.is_empty())
+        .map(|a| a.name.as_str())
+        .collect();
+    match children.as_slice() {
+        [] => String::new(),
+        [one] => format!(": child {one} waits for approval"),
+        many => format!(": children {} wait for approval", many.join(", ")),
+    }
+}
+
+/// The children's lines of `pod status`: how many, what the whole tree
+/// used (`tree_usage`: this pod's session plus every child's), then one
+/// line a child — name, state, usage and the calls it waits on. None for a
+/// pod without children, whose tree usage is its own.
+fn agents(status: &crate::protocol::Status) -> Vec<String> {
+    if status.agents.is_empty() {
+        return Vec::new();
+    }
+    let mut lines = vec![format!(
+        "agents     {} · tree {}",
+        status.agents.len(),
+        crate::tokens::usage_line(&status.tree_usage)
+    )];
+    let name_width = status
+        .agents
+        .iter()
+        .map(|a| a.name.len())
+        .max()
+        .unwrap_or(0);
+    let state_width = status
+        .agents
+        .iter()
+        .map(|a| a.state.as_str().len())
+        .max()
+        .unwrap_or(0);
+    for a in &status.agents {
+        let waits = match a.pending_approvals.as_slice() {
+            [] => String::new(),
+            ids => format!(
+                " · {} waiting for approval ({})",
+                if ids.len() == 1 {
+                    "1 call".to_owned()
+                } else {
+                    format!("{} calls", ids.len())
+                },
+                ids.join(", ")
+            ),
+        };
+        lines.push(format!(
+            "  {:<name_width$}  {:<state_width$}  {}{waits}",
+            a.name,
+            a.state.as_str(),
+            crate::tokens::usage_line(&a.usage)
+        ));
+    }
+    lines
 }
 
 pub fn stop(paths: &Paths) -> anyhow::Result<ExitCode> {
