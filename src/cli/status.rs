@@ -44,14 +44,15 @@ pub fn status(paths: &Paths, json: bool) -> anyhow::Result<ExitCode> {
     }
     // The pod's name, its workspace and MCP servers' errors come from
     // elsewhere: nothing in them reaches the terminal as a control.
-    print!("{}", crate::safe_text::lines(&report(&s, &paths.endpoint)));
+    print!("{}", crate::safe_text::lines(&report(&s, paths)));
     Ok(ExitCode::SUCCESS)
 }
 
 /// `pod status`'s text: what the pod is, what it does and how it is set up
 /// now (the model and approval mode as last changed, not as started).
-fn report(s: &Snapshot, endpoint: &Endpoint) -> String {
+fn report(s: &Snapshot, paths: &Paths) -> String {
     let (g, status) = (&s.greeting, &s.status);
+    let pod = paths.command("");
     let usage = s
         .entries
         .iter()
@@ -81,8 +82,8 @@ fn report(s: &Snapshot, endpoint: &Endpoint) -> String {
     }
     let pending = match status.pending_approvals.len() {
         0 => "no tool call waits for approval".to_owned(),
-        1 => "1 tool call waits for approval (`pod pending` shows it)".to_owned(),
-        n => format!("{n} tool calls wait for approval (`pod pending` lists them)"),
+        1 => format!("1 tool call waits for approval (`{pod} pending` shows it)"),
+        n => format!("{n} tool calls wait for approval (`{pod} pending` lists them)"),
     };
     let sandbox = format!(
         "{}, {}, network {}",
@@ -116,7 +117,7 @@ fn report(s: &Snapshot, endpoint: &Endpoint) -> String {
         format!("approval   {}", status.approval.as_str()),
         format!("sandbox    {sandbox}"),
         format!("workspace  {}", g.workspace),
-        match endpoint {
+        match &paths.endpoint {
             Endpoint::Socket(socket) => format!("socket     {}", socket.display()),
             Endpoint::Remote(remote) => format!("url        {}", remote.url),
         },
@@ -211,7 +212,7 @@ pub fn stop(paths: &Paths) -> anyhow::Result<ExitCode> {
         if let Ok(s) = snapshot(&mut events, &paths.endpoint).await {
             let may_stop = s.greeting.access == crate::protocol::AccessLevel::Full;
             if may_stop {
-                if let Some(warning) = stop_warning(&s.status) {
+                if let Some(warning) = stop_warning(&s.status, &paths.command("")) {
                     eprintln!("{warning}");
                 }
             }
@@ -241,19 +242,18 @@ pub fn stop(paths: &Paths) -> anyhow::Result<ExitCode> {
 /// a running turn, but one waiting for approval keeps its requests pending
 /// and resumes, still waiting, at the next start (the contract) — so that
 /// case names `pod deny`, the way to drop the turn for good.
-fn stop_warning(status: &crate::protocol::Status) -> Option<String> {
+fn stop_warning(status: &crate::protocol::Status, pod: &str) -> Option<String> {
     match status.state {
         PodState::Idle => None,
         PodState::Waiting => Some(match status.pending_approvals.len() {
-            1 => {
+            1 => format!(
                 "pod: a turn is waiting for approval; it will resume, still waiting, when the pod \
-                  starts again (run `pod deny` before stopping to drop that call)"
-                    .to_owned()
-            }
+                 starts again (run `{pod} deny` before stopping to drop that call)"
+            ),
             n => format!(
                 "pod: a turn is waiting for approval of {n} tool calls; it will resume, still \
-                 waiting, when the pod starts again (run `pod deny CALL_ID` for each before \
-                 stopping to drop them; `pod pending` lists them)"
+                 waiting, when the pod starts again (run `{pod} deny CALL_ID` for each before \
+                 stopping to drop them; `{pod} pending` lists them)"
             ),
         }),
         state => Some(format!(
@@ -282,15 +282,16 @@ pub fn pause(paths: &Paths, pause: bool) -> anyhow::Result<ExitCode> {
             eprintln!("pod: {refusal}");
             return Ok(ExitCode::from(super::connect::exit::FAILED));
         }
-        println!(
-            "{}",
-            match (pause, busy) {
-                (true, true) => "paused: the turn holds before its next step; `pod resume` goes on",
-                (true, false) =>
-                    "paused: the next turn holds before it starts; `pod resume` goes on",
-                (false, _) => "resumed",
+        let resume = paths.command("resume");
+        match (pause, busy) {
+            (true, true) => {
+                println!("paused: the turn holds before its next step; `{resume}` goes on")
             }
-        );
+            (true, false) => {
+                println!("paused: the next turn holds before it starts; `{resume}` goes on")
+            }
+            (false, _) => println!("resumed"),
+        }
         Ok(ExitCode::SUCCESS)
     })
 }
