@@ -191,6 +191,9 @@ fn the_editor_allows_one_tool_call_and_denies_another() {
     let c1 = updates_of(&facts, "c1.updates");
     assert_eq!(c1[0]["sessionUpdate"], "tool_call");
     assert_eq!(c1[0]["kind"], "execute");
+    // The first `tool_call` says what the call does: an editor that draws
+    // it alone shows the command, not just "bash" (issue 40's trial).
+    assert_eq!(c1[0]["title"], "touch allowed", "{c1:?}");
     assert_eq!(statuses(&c1).last(), Some(&"completed"), "{c1:?}");
     let c2 = updates_of(&facts, "c2.updates");
     assert_eq!(statuses(&c2).last(), Some(&"failed"), "{c2:?}");

@@ -102,16 +102,60 @@ fn a_child_pods_full_name_reaches_it_for_every_client_command() {
     let mut watcher = Client::connect(&pod.socket_of(&name));
     watcher.until_type("snapshot");
 
-    succeeded(pod.pod(&["send", "--name", &name, "--no-wait", "run it"]));
+    // `pod send` waits with the user; its hint names the pod it was given,
+    // or run as printed it would reach the workspace's own pod (issue 39's
+    // trial: `pod approve a1` without the child's name).
+    let mut send = Command::new(POD)
+        .args(["send", "--name", &name, "run it"])
+        .envs(env(pod.dir.path()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = String::new();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(send.stderr.take().unwrap()));
+    while !said.contains("answer with") {
+        let line = lines.next().expect("pod send said no hint").unwrap();
+        said.push_str(&line);
+        said.push('\n');
+    }
+    assert!(
+        said.contains(&format!(
+            "answer with `pod --name {name} approve call_1` or `pod --name {name} deny call_1`"
+        )) && said.contains(&format!("`pod --name {name} pending` lists what waits")),
+        "{said}"
+    );
     watcher.until_entry("approval_request");
     let status = succeeded(pod.pod(&["status", "--name", &name]));
     assert!(status.contains(&format!("pod        {name} ")), "{status}");
+    assert!(
+        status.contains(&format!("(`pod --name {name} pending` shows it)")),
+        "{status}"
+    );
     let pending = succeeded(pod.pod(&["pending", "--name", &name]));
     assert!(pending.contains("call_1  bash: echo hi"), "{pending}");
     succeeded(pod.pod(&["approve", "--name", &name, "call_1"]));
     watcher.until_entry("turn_end");
+    assert!(send.wait().unwrap().success());
     let log = succeeded(pod.pod(&["log", "--name", &name]));
     assert!(log.contains("ran it"), "{log}");
+    // Another data directory has no session of it: the error says which
+    // directory it read and how to pick the pod's.
+    let elsewhere = pod.dir.path().join("elsewhere");
+    let output = pod.pod(&[
+        "log",
+        "--name",
+        &name,
+        "--data-dir",
+        elsewhere.to_str().unwrap(),
+    ]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains(&format!("in the data directory {}", elsewhere.display()))
+            && stderr(&output).contains("--data-dir (or set POD_DATA_DIR)"),
+        "{}",
+        stderr(&output)
+    );
     succeeded(pod.pod(&["stop", "--name", &name]));
     watcher.until_type("shutdown");
 }
@@ -238,6 +282,24 @@ fn a_childs_approval_is_listed_and_answered_at_the_parent() {
     assert!(
         pending.contains(&format!("c1  bash: echo hi  (pod {child})")),
         "{pending}"
+    );
+    // Plain `pod status` at the parent says which child it waits on, lists
+    // the children with their usage and waiting calls, and the tree's usage.
+    let status = succeeded(pod.command("status").output().unwrap());
+    assert!(
+        status.contains(&format!(
+            "state      waiting (0 queued): child {child} waits for approval\n"
+        )),
+        "{status}"
+    );
+    assert!(status.contains("\nagents     1 · tree "), "{status}");
+    let row = status
+        .lines()
+        .find(|l| l.starts_with(&format!("  {child}  ")))
+        .unwrap_or_else(|| panic!("no row for {child}: {status}"));
+    assert!(
+        row.contains("  waiting  ") && row.ends_with(" out · 1 call waiting for approval (c1)"),
+        "{status}"
     );
     let output = pod
         .command("agents")

@@ -237,8 +237,8 @@ fn pod_stop_while_waiting_says_the_turn_will_resume_and_it_does() {
     assert!(
         said.contains("waiting for approval")
             && said.contains("will resume, still waiting")
-            && said.contains("pod deny"),
-        "{said}"
+            && said.contains(&format!("`pod --socket {} deny`", pod.socket.display())),
+        "the hint reaches the pod it was given (`--socket`): {said}"
     );
     assert!(!said.contains("cancels"), "{said}");
     assert!(pod.wait_exit(Duration::from_secs(10)).success());

@@ -353,8 +353,11 @@ fn status_shows_the_settings_the_context_and_what_waits_for_approval() {
     let text = succeeded(pod.command("status").output().unwrap());
     assert!(text.contains("state      waiting"), "{text}");
     assert!(
-        text.contains("pending    1 tool call waits for approval (`pod pending` shows it)"),
-        "{text}"
+        text.contains(&format!(
+            "pending    1 tool call waits for approval (`pod --socket {} pending` shows it)",
+            pod.socket.display()
+        )),
+        "the hint reaches the pod it was given: {text}"
     );
     assert!(
         text.contains("context    30000 of 100000 tokens (30%)"),

@@ -297,7 +297,7 @@ fn without_json_stdout_is_the_final_text_alone() {
     let hint = stderr(&output);
     let command = hint
         .split('`')
-        .find(|part| part.starts_with("pod log "))
+        .find(|part| part.starts_with("pod ") && part.ends_with(" log"))
         .unwrap_or_else(|| panic!("no `pod log` hint in {hint}"));
     let args: Vec<&str> = command.split(' ').skip(1).collect();
     assert!(args.contains(&"--data-dir"), "{command}");

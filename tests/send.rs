@@ -472,7 +472,13 @@ fn a_turn_waiting_for_approval_is_shown_and_answered_with_pod_approve() {
     assert_eq!(text(&output.stdout), "after\n");
     let stderr = text(&output.stderr);
     assert!(stderr.contains("waiting for approval"), "{stderr}");
-    assert!(stderr.contains("pod approve c1"), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "`pod --socket {} approve c1`",
+            pod.socket.display()
+        )),
+        "the hint reaches the pod it was given: {stderr}"
+    );
     let decision = watcher.until_entry("approval_decision");
     assert_eq!(decision["entry"]["decision"], "allow");
     assert_eq!(decision["entry"]["client"], "pod approve");

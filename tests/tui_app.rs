@@ -864,6 +864,99 @@ fn agents_switches_the_view_into_a_child_and_back() {
     assert!(app.viewing().is_empty());
 }
 
+/// The snapshot of the pod `pod` (session `session`) holding `entries`.
+fn pod_snapshot(
+    pod: &str,
+    session: &str,
+    entries: Vec<Value>,
+    status: Value,
+) -> pod::protocol::Event {
+    let mut lines = vec![
+        json!({"seq":0,"entry":{"kind":"session_start","session_id":session,
+        "created_at":"2026-01-01T00:00:00Z","compacted_from":null,"forked_from":null}}),
+    ];
+    for (i, entry) in entries.into_iter().enumerate() {
+        lines.push(json!({"seq": i + 1, "entry": entry}));
+    }
+    event(json!({"type":"snapshot","protocol_version":1,
+        "greeting":{"pod":pod,"version":"0.1.0","session_id":session,
+                    "provider":"offline","model":"offline","workspace":"/w","pid":1,
+                    "approval":"ask",
+                    "sandbox":{"mode":"workspace-write","available":true,"network":true}},
+        "status":status,"session_id":session,"entries":lines,"in_flight":null}))
+}
+
+/// Parent → child A → parent → child B: each view shows its own pod's log
+/// and nothing laid out for another view (the trial of issue 39 saw the
+/// parent's session header and its entries in a child's view, because the
+/// row layouts of the view left behind were served again).
+#[test]
+fn a_child_view_shows_only_its_own_rows_after_switching_between_views() {
+    const ALPHA: &str = "a1a1a1a1-0000-4000-8000-000000000003";
+    const BETA: &str = "b2b2b2b2-0000-4000-8000-000000000004";
+    let child = |name: &str, session: &str| {
+        json!({"name":name,"state":"idle","pending_approvals":[],"session_id":session,
+               "usage":{"input_tokens":0,"output_tokens":0}})
+    };
+    let parent_status = json!({"state":"idle","queued":0,
+        "agents":[child("default.alpha", ALPHA), child("default.beta", BETA)],
+        "tree_usage":{"input_tokens":0,"output_tokens":0}});
+    let idle = json!({"state":"idle","queued":0});
+    let parent_log = || {
+        vec![
+            user_input(json!([{"type":"text","text":"Delegate both tasks"}])),
+            assistant_text("I will delegate both."),
+        ]
+    };
+    let mut app = attached_with_status(parent_log(), parent_status.clone());
+    let parent = screen(&mut app, 100, 20);
+    assert!(parent.contains("I will delegate both."), "{parent}");
+
+    let open = |app: &mut App, to: &str, snapshot: pod::protocol::Event| {
+        command(app, to);
+        app.on_connection(ConnEvent::Connected);
+        app.on_pod_event(snapshot);
+        app.take_outgoing();
+        screen(app, 100, 20)
+    };
+    let alpha_log = vec![
+        user_input(json!([{"type":"text","text":"Write notes.txt"}])),
+        assistant_text("Wrote notes.txt."),
+    ];
+    let alpha = open(
+        &mut app,
+        "/agents alpha",
+        pod_snapshot("default.alpha", ALPHA, alpha_log, idle.clone()),
+    );
+    assert!(alpha.contains("session a1a1a1a1"), "{alpha}");
+    assert!(alpha.contains("Wrote notes.txt."), "{alpha}");
+    assert!(!alpha.contains("delegate"), "{alpha}");
+
+    let back = open(
+        &mut app,
+        "/agents ..",
+        pod_snapshot("default", SESSION, parent_log(), parent_status),
+    );
+    assert!(back.contains("I will delegate both."), "{back}");
+    assert!(!back.contains("notes.txt"), "{back}");
+
+    let beta_log = vec![
+        user_input(json!([{"type":"text","text":"Summarise README.md"}])),
+        assistant_text("Reading the README: a calculator."),
+    ];
+    let beta = open(
+        &mut app,
+        "/agents beta",
+        pod_snapshot("default.beta", BETA, beta_log, idle),
+    );
+    assert!(beta.contains("session b2b2b2b2"), "{beta}");
+    assert!(beta.contains("Summarise README.md"), "{beta}");
+    assert!(beta.contains("Reading the README: a calculator."), "{beta}");
+    for stale in ["0b5e551d", "a1a1a1a1", "delegate", "notes.txt"] {
+        assert!(!beta.contains(stale), "{stale:?} is another view's: {beta}");
+    }
+}
+
 /// A child's approval request is in the child's log, not the parent's
 /// view: the parent's status is where it first shows, and a person who
 /// looked away is told, once per request.

@@ -7,7 +7,7 @@
 //! built as the SDK's own types, straight from the entries: a `session/load`
 //! of 10,000 entries makes each update once, not a JSON tree first.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, Diff, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
@@ -27,11 +27,17 @@ const UPDATE_PLAN: &str = "update_plan";
 pub struct Updates {
     /// Tool calls the editor has a `tool_call` for: later news is an update.
     announced: HashSet<String>,
+    /// Tool calls whose arguments are streaming: the tool's name and the
+    /// arguments' JSON so far. A call is announced when they are whole, so
+    /// that its `tool_call` has its title (the command, the path): an
+    /// editor that draws a `tool_call` alone would otherwise show "bash".
+    streaming: HashMap<String, (String, String)>,
 }
 
 impl Updates {
-    /// A hint of the running turn: deltas become chunks, a tool call that
-    /// starts streaming is announced at once (the editor shows it pending).
+    /// A hint of the running turn: deltas become chunks, a tool call whose
+    /// arguments have streamed whole is announced with its title (the
+    /// editor shows it pending), before the model's reply is committed.
     pub fn hint(&mut self, event: &crate::protocol::Event) -> Option<SessionUpdate> {
         use crate::protocol::Event;
         match event {
@@ -42,12 +48,36 @@ impl Updates {
                 Some(SessionUpdate::AgentThoughtChunk(chunk(text)))
             }
             Event::ToolCallStart { call_id, name } => {
-                self.announced.insert(call_id.clone());
-                Some(SessionUpdate::ToolCall(
-                    ToolCall::new(call_id.clone(), name.clone())
-                        .kind(kind(name))
-                        .status(ToolCallStatus::Pending),
-                ))
+                self.streaming
+                    .insert(call_id.clone(), (name.clone(), String::new()));
+                None
+            }
+            Event::ToolCallArgsDelta { call_id, delta } => {
+                if let Some((_, json)) = self.streaming.get_mut(call_id) {
+                    json.push_str(delta);
+                }
+                None
+            }
+            Event::ToolCallDone { call_id } => {
+                let (name, json) = self.streaming.remove(call_id)?;
+                // Arguments that are not JSON are the model's mistake: the
+                // tool refuses them, and the call is still announced.
+                let arguments: Value = serde_json::from_str(&json).unwrap_or(Value::Null);
+                if name == UPDATE_PLAN || !self.announced.insert(call_id.clone()) {
+                    return None;
+                }
+                let mut call = ToolCall::new(call_id.clone(), title(&name, &arguments))
+                    .kind(kind(&name))
+                    .status(ToolCallStatus::Pending);
+                if !arguments.is_null() {
+                    call = call.raw_input(arguments);
+                }
+                Some(SessionUpdate::ToolCall(call))
+            }
+            Event::Retry { .. } => {
+                // The retried call streams its calls again.
+                self.streaming.clear();
+                None
             }
             _ => None,
         }
@@ -313,12 +343,30 @@ mod tests {
     #[test]
     fn an_edit_is_announced_with_its_location_and_diff_then_settled() {
         let mut updates = Updates::default();
-        let started = wire(updates.hint(&Event::ToolCallStart {
+        assert!(updates
+            .hint(&Event::ToolCallStart {
+                call_id: "c1".into(),
+                name: "edit_file".into(),
+            })
+            .is_none());
+        for delta in [
+            r#"{"path": "a.txt", "#,
+            r#""old_string": "x", "new_string": "y"}"#,
+        ] {
+            assert!(updates
+                .hint(&Event::ToolCallArgsDelta {
+                    call_id: "c1".into(),
+                    delta: delta.into(),
+                })
+                .is_none());
+        }
+        // Announced once its arguments are whole: with its title.
+        let started = wire(updates.hint(&Event::ToolCallDone {
             call_id: "c1".into(),
-            name: "edit_file".into(),
         }));
         assert_eq!(started[0]["sessionUpdate"], "tool_call");
         assert_eq!(started[0]["kind"], "edit");
+        assert_eq!(started[0]["title"], "edit_file a.txt");
         let call = LogEntry::AssistantItems {
             items: vec![AssistantItem::ToolCall {
                 call_id: "c1".into(),

@@ -44,8 +44,9 @@ pub fn run(paths: &Paths, json: bool, action: Option<AgentsAction>) -> anyhow::R
         {
             Ok(response) => {
                 println!(
-                    "removed {}; its log stays (`pod log --name {0}`)",
-                    safe_text::line(&name)
+                    "removed {}; its log stays (`{}`)",
+                    safe_text::line(&name),
+                    safe_text::line(&paths.command_for(Some(&name), "log"))
                 );
                 match response.worktree {
                     Some(w) if w.removed == Some(true) => println!(

@@ -14,6 +14,19 @@ use super::Paths;
 use crate::protocol::{AssistantItem, LogEntry, SegmentView};
 use crate::store::{self, log_file, pointer, LogFile};
 
+/// Why `pod log` found no session for `name`: the usual cause is a pod that
+/// keeps its files in another data directory (its `serve` had a
+/// `--data-dir` this command was not given), so say which one was read.
+fn no_session(name: &str, paths: &Paths, pointer: &std::path::Path) -> String {
+    format!(
+        "pod {name:?} has no session in the data directory {} (no {}); a pod started with \
+         another --data-dir keeps its sessions there: give the same --data-dir (or set \
+         POD_DATA_DIR) to read them",
+        paths.data_dir.display(),
+        pointer.display()
+    )
+}
+
 pub fn run(name: &str, paths: &Paths, args: LogArgs) -> anyhow::Result<ExitCode> {
     let socket_given = !paths.socket_in_default_dir;
     if paths.is_remote() || (socket_given && !super::connect::nobody_listens(&paths.socket)) {
@@ -25,7 +38,7 @@ pub fn run(name: &str, paths: &Paths, args: LogArgs) -> anyhow::Result<ExitCode>
         None => {
             let ptr = pointer::path(&paths.data_dir.join("pods"), name);
             pointer::read(&ptr)?
-                .with_context(|| format!("pod {name:?} has no session yet ({})", ptr.display()))?
+                .with_context(|| no_session(name, paths, &ptr))?
                 .session_id
         }
     };

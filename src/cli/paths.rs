@@ -24,7 +24,16 @@ pub struct Paths {
     pub workspace: PathBuf,
     /// Where client commands reach the pod: its socket, or `--url`.
     pub endpoint: Endpoint,
+    /// `--data-dir` (or `POD_DATA_DIR`) names another directory than the
+    /// default: hints to commands that read it must repeat it.
+    pub data_dir_given: bool,
+    /// `--token-file`, repeated with `--url` in hints.
+    pub token_file: Option<PathBuf>,
 }
+
+/// Subcommands that read the data directory themselves (the others reach
+/// the pod through its socket or `--url`, wherever its files are).
+const READS_DATA_DIR: [&str; 3] = ["log", "sessions", "list"];
 
 impl Paths {
     pub fn resolve(global: &Global) -> anyhow::Result<Paths> {
@@ -68,7 +77,10 @@ impl Paths {
             Some(url) => Endpoint::Remote(remote(url, global)?),
             None => Endpoint::Socket(socket.clone()),
         };
+        let default_data_dir = dirs::data_dir().map(|d| d.join("pod"));
         Ok(Paths {
+            data_dir_given: default_data_dir.as_ref() != Some(&data_dir),
+            token_file: global.token_file.clone(),
             name_given: global.name.is_some(),
             name,
             data_dir,
@@ -78,6 +90,52 @@ impl Paths {
             socket_dir,
             workspace,
         })
+    }
+
+    /// The command line of a hint, `pod FLAGS REST`, with the flags that
+    /// chose this pod (`--url`, `--socket`, `--name`, and `--data-dir` for a
+    /// command that reads it) when they are not the defaults: a hint run as
+    /// printed must reach the pod the user was talking to, not the
+    /// workspace's default one (a child's `pod approve` would otherwise go
+    /// to its parent's workspace pod, or to none). `rest` is the subcommand
+    /// and its arguments; empty for plain `pod`.
+    pub fn command(&self, rest: &str) -> String {
+        let name = self.name_given.then_some(self.name.as_str());
+        self.command_for(name, rest)
+    }
+
+    /// [`Paths::command`] for the pod named `name` (a child, a private
+    /// pod), reached the way this one is.
+    pub fn command_for(&self, name: Option<&str>, rest: &str) -> String {
+        let mut flags: Vec<(&str, String)> = Vec::new();
+        let sub = rest.split_whitespace().next().unwrap_or_default();
+        if self.data_dir_given && READS_DATA_DIR.contains(&sub) {
+            flags.push(("--data-dir", self.data_dir.display().to_string()));
+        }
+        match &self.endpoint {
+            Endpoint::Remote(remote) => {
+                flags.push(("--url", remote.url.clone()));
+                if let Some(file) = &self.token_file {
+                    flags.push(("--token-file", file.display().to_string()));
+                }
+            }
+            Endpoint::Socket(socket) if !self.socket_in_default_dir => {
+                flags.push(("--socket", socket.display().to_string()));
+            }
+            Endpoint::Socket(_) => {}
+        }
+        if let Some(name) = name {
+            flags.push(("--name", name.to_owned()));
+        }
+        let mut line = String::from("pod");
+        for (flag, value) in flags {
+            line.push_str(&format!(" {flag} {}", shell_word(&value)));
+        }
+        if !rest.is_empty() {
+            line.push(' ');
+            line.push_str(rest);
+        }
+        line
     }
 
     /// Whether client commands go over the network (`--url`).
@@ -95,6 +153,20 @@ impl Paths {
             return Ok(());
         }
         crate::private::check_own_dir(dir)
+    }
+}
+
+/// `word` as a shell reads it back: as is when it holds only characters no
+/// shell treats specially, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-=:@+,%".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
     }
 }
 

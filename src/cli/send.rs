@@ -100,18 +100,14 @@ pub fn run(paths: &Paths, args: SendArgs, starting: Starting) -> anyhow::Result<
         && !paths.is_remote()
         && !crate::tools::process::under_a_pod();
     // A pod with a `--name` is stopped by that name.
-    let name_flag = if paths.name_given {
-        format!(" --name {}", paths.name)
-    } else {
-        String::new()
-    };
+    let pod = paths.command("");
     if may_start && super::connect::nobody_listens(&paths.socket) {
         if let Err(e) = super::serve::start_background(paths, starting.config, starting.given) {
             eprintln!("pod: no pod was running for this workspace, and starting one failed: {e:#}");
             return Ok(ExitCode::from(exit::NO_POD));
         }
         eprintln!(
-            "pod: started the pod {:?} for {} (it keeps running; `pod{name_flag} stop` stops it)",
+            "pod: started the pod {:?} for {} (it keeps running; `{pod} stop` stops it)",
             paths.name,
             paths.workspace.display()
         );
@@ -126,7 +122,7 @@ pub fn run(paths: &Paths, args: SendArgs, starting: Starting) -> anyhow::Result<
             .collect();
         eprintln!(
             "pod: a pod is already running, so {} set nothing: they are for a pod `pod send` \
-             starts (`pod{name_flag} stop` first to start one with them; `pod{name_flag} \
+             starts (`{pod} stop` first to start one with them; `{pod} \
              status` shows what it runs)",
             safe_text::line(&flags.join(" "))
         );
@@ -272,7 +268,7 @@ async fn send(
     let stdout = std::io::stdout();
     let tools_inline = stdout.is_terminal();
     let transcript = Transcript::new(stdout.lock(), std::io::stderr(), tools_inline);
-    let mut turn = Turn::new(request_id.clone(), options, transcript);
+    let mut turn = Turn::new(request_id.clone(), options, transcript, paths.command(""));
     for image in images {
         let method = Method::PutBlob {
             media_type: image.media_type.into(),
@@ -400,6 +396,8 @@ struct Turn<O: Write, E: Write> {
     cancel_id: String,
     options: Options,
     transcript: Transcript<O, E>,
+    /// `pod` with the flags that reach this pod, for the hints.
+    pod: String,
     /// The pod answered the run with a `response`.
     accepted: bool,
     /// How many runs were ahead of ours when it was accepted.
@@ -416,8 +414,14 @@ struct Turn<O: Write, E: Write> {
 }
 
 impl<O: Write, E: Write> Turn<O, E> {
-    fn new(request_id: String, options: Options, transcript: Transcript<O, E>) -> Self {
+    fn new(
+        request_id: String,
+        options: Options,
+        transcript: Transcript<O, E>,
+        pod: String,
+    ) -> Self {
         Self {
+            pod,
             cancel_id: format!("{request_id}-cancel"),
             request_id,
             options,
@@ -623,9 +627,10 @@ impl<O: Write, E: Write> Turn<O, E> {
                 self.transcript.notice(&format!(
                     "{bell}pod: waiting for approval: {what} (call {call_id})"
                 ))?;
+                let pod = &self.pod;
                 self.transcript.notice(&format!(
-                    "pod: answer with `pod approve {call_id}` or `pod deny {call_id}` \
-                     (any client may answer; `pod pending` lists what waits)"
+                    "pod: answer with `{pod} approve {call_id}` or `{pod} deny {call_id}` \
+                     (any client may answer; `{pod} pending` lists what waits)"
                 ))?;
             }
             LogEntry::ApprovalDecision {
@@ -758,7 +763,8 @@ impl<O: Write, E: Write> Turn<O, E> {
             self.told_queued_behind_approval = true;
             eprintln!(
                 "pod: your message is queued behind a turn that is waiting for approval \
-                 (`pod pending` lists what waits)"
+                 (`{} pending` lists what waits)",
+                self.pod
             );
         }
     }

@@ -312,34 +312,26 @@ pub fn attach(
     super::runtime()?.block_on(crate::tui::run(crate::tui::AttachOptions {
         endpoint: paths.endpoint.clone(),
         pod_name: paths.name.clone(),
-        pod_command: if paths.name_given {
-            format!("pod --name {}", paths.name)
-        } else {
-            "pod".to_owned()
-        },
+        pod_command: paths.command(""),
         notify,
         inline,
     }))?;
     // The TUI is gone and the pod is not: say so, and how to stop it or
     // come back, so that nobody leaves a daemon behind unknowingly.
-    let name = if paths.name_given {
-        format!(" --name {}", paths.name)
-    } else {
-        String::new()
-    };
+    let pod = paths.command("");
     match &paths.endpoint {
         crate::client::Endpoint::Remote(_) => {
             eprintln!("pod: detached; the pod at {} keeps running", paths.endpoint)
         }
         crate::client::Endpoint::Socket(socket) if super::connect::nobody_listens(socket) => {
             eprintln!(
-                "pod: detached; the pod {:?} is not running (it stopped): `pod{name}` starts it \
+                "pod: detached; the pod {:?} is not running (it stopped): `{pod}` starts it \
                  again",
                 paths.name
             )
         }
         crate::client::Endpoint::Socket(_) => eprintln!(
-            "pod: detached; the pod {:?} keeps running: `pod{name} stop` stops it, `pod{name}` \
+            "pod: detached; the pod {:?} keeps running: `{pod} stop` stops it, `{pod}` \
              comes back",
             paths.name
         ),

@@ -44,14 +44,15 @@ pub fn status(paths: &Paths, json: bool) -> anyhow::Result<ExitCode> {
     }
     // The pod's name, its workspace and MCP servers' errors come from
     // elsewhere: nothing in them reaches the terminal as a control.
-    print!("{}", crate::safe_text::lines(&report(&s, &paths.endpoint)));
+    print!("{}", crate::safe_text::lines(&report(&s, paths)));
     Ok(ExitCode::SUCCESS)
 }
 
 /// `pod status`'s text: what the pod is, what it does and how it is set up
 /// now (the model and approval mode as last changed, not as started).
-fn report(s: &Snapshot, endpoint: &Endpoint) -> String {
+fn report(s: &Snapshot, paths: &Paths) -> String {
     let (g, status) = (&s.greeting, &s.status);
+    let pod = paths.command("");
     let usage = s
         .entries
         .iter()
@@ -81,8 +82,8 @@ fn report(s: &Snapshot, endpoint: &Endpoint) -> String {
     }
     let pending = match status.pending_approvals.len() {
         0 => "no tool call waits for approval".to_owned(),
-        1 => "1 tool call waits for approval (`pod pending` shows it)".to_owned(),
-        n => format!("{n} tool calls wait for approval (`pod pending` lists them)"),
+        1 => format!("1 tool call waits for approval (`{pod} pending` shows it)"),
+        n => format!("{n} tool calls wait for approval (`{pod} pending` lists them)"),
     };
     let sandbox = format!(
         "{}, {}, network {}",
@@ -100,23 +101,27 @@ fn report(s: &Snapshot, endpoint: &Endpoint) -> String {
             g.pod, g.pid, g.version
         ),
         format!(
-            "state      {} ({} queued)",
+            "state      {} ({} queued){}",
             status.state.as_str(),
-            status.queued
+            status.queued,
+            waiting_for(status)
         ),
         format!("pending    {pending}"),
         format!("session    {} ({} entries)", s.session_id, s.entries.len()),
         format!("model      {} / {model}", g.provider),
         format!("context    {context}"),
         format!("last turn  {usage}"),
+    ];
+    lines.extend(agents(status));
+    lines.extend([
         format!("approval   {}", status.approval.as_str()),
         format!("sandbox    {sandbox}"),
         format!("workspace  {}", g.workspace),
-        match endpoint {
+        match &paths.endpoint {
             Endpoint::Socket(socket) => format!("socket     {}", socket.display()),
             Endpoint::Remote(remote) => format!("url        {}", remote.url),
         },
-    ];
+    ]);
     if g.mcp_servers.is_empty() {
         lines.push("mcp        no servers".to_owned());
     } else {
@@ -130,6 +135,74 @@ fn report(s: &Snapshot, endpoint: &Endpoint) -> String {
     lines.iter().map(|line| format!("{line}\n")).collect()
 }
 
+/// Which children a waiting pod waits on, for the state line: a parent
+/// waits while any child waits for approval (its pending approvals include
+/// theirs), and "waiting" alone would send the user looking at the parent.
+fn waiting_for(status: &crate::protocol::Status) -> String {
+    if status.state != PodState::Waiting {
+        return String::new();
+    }
+    let children: Vec<&str> = status
+        .agents
+        .iter()
+        .filter(|a| !a.pending_approvals.is_empty())
+        .map(|a| a.name.as_str())
+        .collect();
+    match children.as_slice() {
+        [] => String::new(),
+        [one] => format!(": child {one} waits for approval"),
+        many => format!(": children {} wait for approval", many.join(", ")),
+    }
+}
+
+/// The children's lines of `pod status`: how many, what the whole tree
+/// used (`tree_usage`: this pod's session plus every child's), then one
+/// line a child — name, state, usage and the calls it waits on. None for a
+/// pod without children, whose tree usage is its own.
+fn agents(status: &crate::protocol::Status) -> Vec<String> {
+    if status.agents.is_empty() {
+        return Vec::new();
+    }
+    let mut lines = vec![format!(
+        "agents     {} · tree {}",
+        status.agents.len(),
+        crate::protocol::tokens::usage_line(&status.tree_usage)
+    )];
+    let name_width = status
+        .agents
+        .iter()
+        .map(|a| a.name.len())
+        .max()
+        .unwrap_or(0);
+    let state_width = status
+        .agents
+        .iter()
+        .map(|a| a.state.as_str().len())
+        .max()
+        .unwrap_or(0);
+    for a in &status.agents {
+        let waits = match a.pending_approvals.as_slice() {
+            [] => String::new(),
+            ids => format!(
+                " · {} waiting for approval ({})",
+                if ids.len() == 1 {
+                    "1 call".to_owned()
+                } else {
+                    format!("{} calls", ids.len())
+                },
+                ids.join(", ")
+            ),
+        };
+        lines.push(format!(
+            "  {:<name_width$}  {:<state_width$}  {}{waits}",
+            a.name,
+            a.state.as_str(),
+            crate::protocol::tokens::usage_line(&a.usage)
+        ));
+    }
+    lines
+}
+
 pub fn stop(paths: &Paths) -> anyhow::Result<ExitCode> {
     super::runtime()?.block_on(async {
         let (mut events, mut sink) = match connect(&paths.endpoint).await? {
@@ -139,7 +212,7 @@ pub fn stop(paths: &Paths) -> anyhow::Result<ExitCode> {
         if let Ok(s) = snapshot(&mut events, &paths.endpoint).await {
             let may_stop = s.greeting.access == crate::protocol::AccessLevel::Full;
             if may_stop {
-                if let Some(warning) = stop_warning(&s.status) {
+                if let Some(warning) = stop_warning(&s.status, &paths.command("")) {
                     eprintln!("{warning}");
                 }
             }
@@ -169,19 +242,18 @@ pub fn stop(paths: &Paths) -> anyhow::Result<ExitCode> {
 /// a running turn, but one waiting for approval keeps its requests pending
 /// and resumes, still waiting, at the next start (the contract) — so that
 /// case names `pod deny`, the way to drop the turn for good.
-fn stop_warning(status: &crate::protocol::Status) -> Option<String> {
+fn stop_warning(status: &crate::protocol::Status, pod: &str) -> Option<String> {
     match status.state {
         PodState::Idle => None,
         PodState::Waiting => Some(match status.pending_approvals.len() {
-            1 => {
+            1 => format!(
                 "pod: a turn is waiting for approval; it will resume, still waiting, when the pod \
-                  starts again (run `pod deny` before stopping to drop that call)"
-                    .to_owned()
-            }
+                 starts again (run `{pod} deny` before stopping to drop that call)"
+            ),
             n => format!(
                 "pod: a turn is waiting for approval of {n} tool calls; it will resume, still \
-                 waiting, when the pod starts again (run `pod deny CALL_ID` for each before \
-                 stopping to drop them; `pod pending` lists them)"
+                 waiting, when the pod starts again (run `{pod} deny CALL_ID` for each before \
+                 stopping to drop them; `{pod} pending` lists them)"
             ),
         }),
         state => Some(format!(
@@ -210,15 +282,16 @@ pub fn pause(paths: &Paths, pause: bool) -> anyhow::Result<ExitCode> {
             eprintln!("pod: {refusal}");
             return Ok(ExitCode::from(super::connect::exit::FAILED));
         }
-        println!(
-            "{}",
-            match (pause, busy) {
-                (true, true) => "paused: the turn holds before its next step; `pod resume` goes on",
-                (true, false) =>
-                    "paused: the next turn holds before it starts; `pod resume` goes on",
-                (false, _) => "resumed",
+        let resume = paths.command("resume");
+        match (pause, busy) {
+            (true, true) => {
+                println!("paused: the turn holds before its next step; `{resume}` goes on")
             }
-        );
+            (true, false) => {
+                println!("paused: the next turn holds before it starts; `{resume}` goes on")
+            }
+            (false, _) => println!("resumed"),
+        }
         Ok(ExitCode::SUCCESS)
     })
 }

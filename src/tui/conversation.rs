@@ -13,6 +13,7 @@
 //! client did not see the turn start (a view rebuilt from a snapshot).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -26,6 +27,16 @@ use crate::protocol::{
 
 /// Lines of a running tool's output shown under its call.
 pub const OUTPUT_TAIL_LINES: usize = 4;
+
+/// The last rev handed out by any conversation of this process. One
+/// counter for all of them, not one per conversation, because the layout
+/// cache outlives a conversation: switching the view into another pod
+/// makes a new `Conversation`, and a counter of its own would start again
+/// at 1, so its block 0 at rev 1 would be served the rows laid out for the
+/// previous view's block 0 at rev 1 (the trial of issue 39 saw the parent's
+/// session header and entries in a child's view). Unique revs make every
+/// cache entry of another view a miss, whoever replaces the conversation.
+static LAST_REV: AtomicU64 = AtomicU64::new(0);
 
 /// One block of the conversation. `rev` changes whenever what the block
 /// draws changes; the layout cache keys on it.
@@ -267,9 +278,6 @@ pub struct Conversation {
     /// Set by `session_switched`, consumed by the snapshot that follows.
     switch: Option<SwitchReason>,
     selected: Option<usize>,
-    /// Never reset, not even by a snapshot, so that a rev identifies one
-    /// block's content for the lifetime of the client.
-    next_rev: u64,
 }
 
 /// The first eight characters of a session id, as shown everywhere.
@@ -279,7 +287,9 @@ pub fn short_id(id: &Uuid) -> String {
 
 impl Conversation {
     pub fn new() -> Self {
-        Self::default()
+        let mut conversation = Self::default();
+        conversation.live_rev = conversation.rev();
+        conversation
     }
 
     pub fn blocks(&self) -> &[Block] {
@@ -329,9 +339,11 @@ impl Conversation {
         self.turn.as_ref().map(|t| t.started)
     }
 
+    /// A rev no block or live item of any conversation of this process
+    /// had before (see [`LAST_REV`]), so a rev identifies one block's
+    /// content for the lifetime of the client.
     fn rev(&mut self) -> u64 {
-        self.next_rev += 1;
-        self.next_rev
+        LAST_REV.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     fn push(&mut self, kind: BlockKind) {

@@ -89,14 +89,7 @@ pub fn run(paths: &Paths, args: ExecArgs, config: ConfigFile) -> anyhow::Result<
     };
     // The command that prints the log, with the data directory when it is
     // not the default one: a harness gives its own, and the hint must work.
-    let log_command = match dirs::data_dir() {
-        Some(default) if default.join("pod") == paths.data_dir => format!("pod log --name {name}"),
-        _ => format!(
-            "pod log --data-dir {} --name {name}",
-            paths.data_dir.display()
-        ),
-    };
-    run.report(&options, &log_command)
+    run.report(&options, &private.command("log"))
 }
 
 /// Removes what the stopped private pod kept in `<data-dir>/pods/` for a

@@ -200,8 +200,9 @@ fn replay(
         scratch.discard();
     } else {
         eprintln!(
-            "pod: the replayed session is {} (`pod log --name {pod_name}` prints it)",
-            report.session_id
+            "pod: the replayed session is {} (`{}` prints it)",
+            report.session_id,
+            private.command_for(Some(&pod_name), "log")
         );
     }
     Ok(ExitCode::from(if drifted { exit::FAILED } else { 0 }))
