@@ -17,6 +17,9 @@
 #   POD_LOCAL_N_CTX   the server's context, in tokens  (default 8192, SmolLM2's own)
 #   POD_LOCAL_THREADS the server's threads             (default: the server's choice; 1 on
 #                     a CPU busy with other work, where threads wait on each other)
+#   POD_LOCAL_IDLE_TIMEOUT  pod's --model-idle-timeout, seconds (default 900: a cold
+#                     server on two busy cores reads pod's first prompt in 3 to 5 minutes,
+#                     sending nothing, longer than pod's default 300 s wait)
 #   POD_LOCAL_BUILD   prebuilt | source                (default prebuilt; llama-cpp-python only)
 #   POD_LOCAL_LLAMA_SERVER_DIR  where llama-server's source and build go
 #                                                      (default $POD_LOCAL_VENV/llama-server)
@@ -60,6 +63,7 @@ port=${POD_LOCAL_PORT:-8011}
 n_ctx=${POD_LOCAL_N_CTX:-8192}
 build=${POD_LOCAL_BUILD:-prebuilt}
 threads=${POD_LOCAL_THREADS:-}
+idle_timeout=${POD_LOCAL_IDLE_TIMEOUT:-900}
 root=$(cd "$(dirname "$0")/.." && pwd)
 pod=${POD:-$root/target/debug/pod}
 
@@ -175,7 +179,7 @@ llama-cpp-python)
     env "${server_env[@]}" "$venv/bin/python" -m llama_cpp.server --model "$model" \
         --host 127.0.0.1 --port "$port" --n_ctx "$n_ctx" --chat_format chatml-function-calling \
         ${threads:+--n_threads "$threads"} >"$log" 2>&1 &
-    pod_args="--tool-choice auto"
+    pod_args="--tool-choice auto --model-idle-timeout $idle_timeout"
     ;;
 llama-server)
     # --jinja with a ChatML template that carries tools as code blocks:
@@ -184,7 +188,7 @@ llama-server)
     "$dir/build/llama-server" -m "$model" --jinja \
         --chat-template-file "$root/scripts/chatml-fenced-tools.jinja" \
         --host 127.0.0.1 --port "$port" -c "$n_ctx" ${threads:+-t "$threads"} >"$log" 2>&1 &
-    pod_args="--max-agents 0 --tool-choice required"
+    pod_args="--max-agents 0 --tool-choice required --model-idle-timeout $idle_timeout"
     ;;
 esac
 server=$!

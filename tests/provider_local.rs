@@ -563,3 +563,50 @@ fn with_reported_usage_compaction_goes_by_the_count_the_gauge_shows() {
     assert_eq!(last_status(&frames)["context_tokens"], 1790);
     assert_eq!(server.requests().len(), 2);
 }
+
+/// A server that sends its headers and then nothing for `stall` — a cold
+/// llama-server reading pod's first prompt — before answering "ready".
+fn stalled_answer(stall: std::time::Duration) -> Reply {
+    Reply::Sse(vec![(stall, answer("ready").into_bytes())])
+}
+
+/// `--model-idle-timeout 1`: a server silent after its headers ends the turn
+/// with the silence error about a second later, naming the flag to raise.
+#[test]
+fn a_silence_longer_than_the_model_idle_timeout_ends_the_turn() {
+    let (_rt, server) = model_server(vec![stalled_answer(std::time::Duration::from_secs(30))]);
+    let pod = openai_pod(&server, &["--model-idle-timeout", "1"]);
+    let started = std::time::Instant::now();
+    let (end, _) = turn(&pod, "hi");
+    let took = started.elapsed();
+    assert_eq!(end["error"]["code"], "provider_stream", "{end}");
+    let message = end["error"]["message"].as_str().unwrap();
+    assert!(message.contains("no data from"), "{message}");
+    assert!(message.contains("for 1s"), "{message}");
+    assert!(message.contains("--model-idle-timeout"), "{message}");
+    assert!(
+        took >= std::time::Duration::from_secs(1) && took < std::time::Duration::from_secs(15),
+        "gave up after {took:?}"
+    );
+    assert_eq!(server.requests().len(), 1, "a silence is not retried");
+}
+
+/// The same stall, longer than that one-second setting, under the default
+/// (300 s): the turn waits it out and gets the answer.
+#[test]
+fn the_default_model_idle_timeout_waits_out_a_stall_of_seconds() {
+    let stall = std::time::Duration::from_secs(3);
+    let (_rt, server) = model_server(vec![stalled_answer(stall)]);
+    let pod = openai_pod(&server, &[]);
+    let started = std::time::Instant::now();
+    let (end, frames) = turn(&pod, "hi");
+    assert!(
+        started.elapsed() >= stall,
+        "answered before the stall ended"
+    );
+    assert_eq!(end["reason"], "completed", "{end}");
+    assert!(
+        frames.iter().any(|f| f.to_string().contains("ready")),
+        "the answer after the stall reached the client"
+    );
+}

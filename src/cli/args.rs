@@ -461,6 +461,12 @@ pub struct ServeArgs {
     #[arg(long, env = "POD_MAX_OUTPUT_TOKENS", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_output_tokens: Option<u32>,
+    /// Seconds a model server may stay silent — before the response headers, or between
+    /// two events of a stream — before the call is given up. Raise it for a local model
+    /// on a slow machine, which sends nothing while it reads a long prompt.
+    #[arg(long, env = "POD_MODEL_IDLE_TIMEOUT", default_value_t = 300, value_name = "SECS",
+          value_parser = parse_idle_timeout)]
+    pub model_idle_timeout: u64,
     /// Send this `tool_choice` with every call that offers tools: auto |
     /// required | none (not sent unless given; llama-cpp-python needs it).
     #[arg(long, env = "POD_TOOL_CHOICE", value_name = "CHOICE")]
@@ -800,6 +806,29 @@ fn parse_fraction(s: &str) -> Result<f64, String> {
     }
 }
 
+/// The longest `--model-idle-timeout`: a day. Longer is a typo (milliseconds
+/// meant), and a call that waits longer would look like a hung pod.
+const MAX_MODEL_IDLE_TIMEOUT: u64 = 24 * 60 * 60;
+
+/// A `--model-idle-timeout`: whole seconds from 1 to a day. Zero would give
+/// up on every call before the server could answer.
+fn parse_idle_timeout(s: &str) -> Result<u64, String> {
+    let secs: u64 = s.trim().parse().map_err(|_| {
+        format!("{s:?} is not a whole number of seconds; give e.g. 900 for 15 minutes")
+    })?;
+    match secs {
+        0 => Err(
+            "0 s would give up on every model call before the server answers; \
+                  give at least 1 (the default is 300)"
+                .to_owned(),
+        ),
+        s if s > MAX_MODEL_IDLE_TIMEOUT => Err(format!(
+            "{s} s is more than a day ({MAX_MODEL_IDLE_TIMEOUT} s); give seconds, e.g. 900"
+        )),
+        s => Ok(s),
+    }
+}
+
 /// A `--base-url` the providers can use: `http` or `https`, with a host.
 /// Checked when the pod starts, because a typo found at the first model
 /// call costs a user a turn and several retries; clap names the flag and
@@ -985,6 +1014,40 @@ mod tests {
         );
         let error = check("sandbox = \"bogus\"\n").unwrap_err();
         assert!(error.contains("workspace-write"), "{error}");
+    }
+
+    /// `--model-idle-timeout`: 300 s unless given, by flag or config key;
+    /// zero, a non-number and more than a day are refused saying what to give.
+    #[test]
+    fn the_model_idle_timeout_is_a_flag_and_a_setting_with_a_sane_range() {
+        let idle = |args: &[&str], config: &str| match parse_args(args, config) {
+            Ok(Cli {
+                command: Some(Command::Serve(serve)),
+                ..
+            }) => Ok(serve.model_idle_timeout),
+            Ok(_) => panic!("not serve"),
+            Err(e) => Err(e.to_string()),
+        };
+        assert_eq!(idle(&["pod", "serve"], ""), Ok(300));
+        assert_eq!(
+            idle(&["pod", "serve", "--model-idle-timeout", "900"], ""),
+            Ok(900)
+        );
+        assert_eq!(
+            idle(&["pod", "serve"], "model_idle_timeout = 900\n"),
+            Ok(900)
+        );
+        let zero = idle(&["pod", "serve", "--model-idle-timeout", "0"], "").unwrap_err();
+        assert!(
+            zero.contains("--model-idle-timeout") && zero.contains("give at least 1"),
+            "{zero}"
+        );
+        let words = idle(&["pod", "serve", "--model-idle-timeout", "5m"], "").unwrap_err();
+        assert!(words.contains("not a whole number of seconds"), "{words}");
+        let huge = idle(&["pod", "serve", "--model-idle-timeout", "300000"], "").unwrap_err();
+        assert!(huge.contains("more than a day"), "{huge}");
+        let error = check_settings(&"model_idle_timeout = 0\n".parse().unwrap()).unwrap_err();
+        assert!(error.contains("give at least 1"), "{error}");
     }
 
     #[test]

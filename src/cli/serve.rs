@@ -70,7 +70,10 @@ pub(super) fn serve_config(
         anthropic_api_key: std::env::var("ANTHROPIC_API_KEY")
             .ok()
             .filter(|k| !k.trim().is_empty()),
-        retry: provider::RetryPolicy::default(),
+        retry: provider::RetryPolicy {
+            idle_timeout: Duration::from_secs(args.model_idle_timeout),
+            ..provider::RetryPolicy::default()
+        },
         output: provider::OutputOptions {
             max_output_tokens: args.max_output_tokens,
             tool_choice: args.tool_choice,

@@ -462,7 +462,9 @@ impl Endpoint {
 
     fn silence(&self, idle: Duration, when: &str) -> String {
         format!(
-            "{}: no data from {} for {}s {when}; gave up waiting",
+            "{}: no data from {} for {}s {when}; gave up waiting (a server that is slow \
+             to read a long prompt, a local model on a busy CPU, needs a longer \
+             --model-idle-timeout)",
             self.provider,
             self.url,
             idle.as_secs_f32()
