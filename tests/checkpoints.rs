@@ -6,7 +6,7 @@
 mod harness;
 
 use std::fs;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use harness::{succeeded, Client, Pod};
 use serde_json::{json, Value};
@@ -609,7 +609,16 @@ fn undo_stops_a_daemon_that_rewrites_a_file_before_restoring_it() {
     c.run("start the writer");
     c.until_entry("turn_end");
     let notes = pod.workspace.join("notes.txt");
-    assert_eq!(fs::read_to_string(&notes).unwrap(), "tampered\n");
+    // The loop truncates the file before each write, so a read can fall
+    // between the two and find it empty: read until one does not.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fs::read_to_string(&notes).unwrap() != "tampered\n" {
+        assert!(
+            Instant::now() < deadline,
+            "the loop never rewrote notes.txt"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 
     // `--force`: the checkpoint at the turn's end may have caught the
     // file between the loop's truncate and its write, which would read as
