@@ -813,7 +813,17 @@ async fn scrolled_up_stays_put_with_newer_below(screen: Screen) {
     let place = "(() => { const users = [...document.querySelectorAll('#log .user')]; \
                  const seen = users.find(u => u.getBoundingClientRect().top >= 0); \
                  return [document.scrollingElement.scrollTop, seen.textContent, seen.getBoundingClientRect().top]; })()";
-    let before = browser.js(place).await;
+    // A wheel scroll glides on for a few frames after it began: take the
+    // place once two reads 100 ms apart agree.
+    let mut before = browser.js(place).await;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let again = browser.js(place).await;
+        if again == before {
+            break;
+        }
+        before = again;
+    }
 
     terminal.until_entry("turn_end");
     browser
